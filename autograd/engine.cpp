@@ -1,0 +1,121 @@
+// The backward engine: a topological sort of the recorded graph and a reverse walk that
+// accumulates gradients (micrograd's `backward`, with nodes instead of values).
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "backends/backend.h"
+#include "core/error.h"
+
+namespace loom::autograd {
+
+namespace {
+thread_local bool g_grad_mode = true;
+
+// Adds g into the accumulated gradient `slot` (the first contribution is taken as is).
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!slot.defined()) {
+    slot = g;
+  } else {
+    slot = slot + g;
+  }
+}
+}  // namespace
+
+bool grad_mode_enabled() { return g_grad_mode; }
+void set_grad_mode(bool enabled) { g_grad_mode = enabled; }
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
+              BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return out;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->output_shape = out.shape();
+  node->backward = std::move(backward);
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn()) e.node = t.grad_fn();
+      else e.leaf = t.impl_ptr();
+    }
+    node->inputs.push_back(std::move(e));
+  }
+  out.impl()->requires_grad = true;
+  out.impl()->grad_fn = std::move(node);
+  return out;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  NoGradGuard no_grad;  // gradients are plain tensors (no double backward)
+  if (!root.grad_fn()) {  // backward on a leaf: its gradient is the seed itself
+    Tensor slot = root.grad();
+    accumulate(slot, grad.detach());
+    root.set_grad(slot);
+    return;
+  }
+  // Reverse topological order by an iterative depth-first post-order walk.
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<Node*, size_t>> stack{{root.grad_fn().get(), 0}};
+  seen.insert(root.grad_fn().get());
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs.size()) {
+      Node* child = node->inputs[next++].node.get();
+      if (child && seen.insert(child).second) stack.push_back({child, 0});
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root.grad_fn().get()] = grad;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = *it;
+    auto found = grads.find(node);
+    if (found == grads.end()) continue;  // no gradient reached this node
+    Tensor g = std::move(found->second);
+    grads.erase(found);
+    LOOM_CHECK(!node->released,
+               "backward: trying to backward through the graph a second time (the buffers of "
+               "'{}' were freed); pass retain_graph=true to the first backward",
+               node->name);
+    std::vector<Tensor> input_grads = node->backward(g);
+    if (!retain_graph) {
+      node->backward = nullptr;  // frees the tensors saved for backward
+      node->released = true;
+    }
+    for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
+      const Edge& e = node->inputs[i];
+      const Tensor& gi = input_grads[i];
+      if (!e.active() || !gi.defined()) continue;
+      if (e.node) {
+        accumulate(grads[e.node.get()], gi);
+      } else {
+        Tensor leaf(e.leaf);
+        LOOM_CHECK(gi.shape() == leaf.shape(),
+                   "backward: op '{}' produced a gradient of shape {} for an input of shape {}",
+                   node->name, shape_str(gi.shape()), shape_str(leaf.shape()));
+        Tensor slot = leaf.grad();
+        if (slot.defined() && slot.is_contiguous() && gi.shape() == slot.shape() &&
+            slot.impl()->grad_fn == nullptr) {
+          backend(slot.device()).axpy(1.0f, gi.contiguous(), slot);  // in place, no realloc
+        } else {
+          // Own the buffer: a gradient may alias a tensor saved by the graph.
+          leaf.set_grad(gi.contiguous().impl_ptr() == gi.impl_ptr() ? gi.clone() : gi.contiguous());
+        }
+      }
+    }
+  }
+}
+
+}  // namespace loom::autograd

@@ -1,0 +1,66 @@
+// Helpers shared by the op definitions in autograd/ops_*.cpp (not part of the public API).
+#pragma once
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "backends/backend.h"
+#include "core/error.h"
+
+namespace loom::detail {
+
+// A view of `base` with new geometry, sharing storage, with no autograd history.
+inline Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+// `t` broadcast to `shape` as a stride-0 view (no copy, no history).
+inline Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return make_view(t, t.shape(), t.strides(), t.offset());
+  const size_t lead = shape.size() - t.shape().size();
+  Strides strides(shape.size(), 0);
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return make_view(t, shape, std::move(strides), t.offset());
+}
+
+inline void check_defined(const Tensor& t, const char* op) {
+  LOOM_CHECK(t.defined(), "{}: got an undefined tensor", op);
+}
+
+inline void check_float(const Tensor& t, const char* op) {
+  check_defined(t, op);
+  LOOM_CHECK(t.dtype() == DType::Float32, "{}: expected a float32 tensor, got {} of shape {}", op,
+             dtype_name(t.dtype()), shape_str(t.shape()));
+}
+
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  LOOM_CHECK(a.device() == b.device(),
+             "{}: expected all tensors on the same device, got {} (shape {}) and {} (shape {})", op,
+             device_name(a.device()), shape_str(a.shape()), device_name(b.device()),
+             shape_str(b.shape()));
+}
+
+// [outer, n, inner] sizes of a tensor split around `dim`.
+struct Split3 {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline Split3 split_at(const Shape& shape, int64_t dim) {
+  Split3 s;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i < dim) s.outer *= shape[i];
+    else if (i == dim) s.n = shape[i];
+    else s.inner *= shape[i];
+  }
+  return s;
+}
+
+// Saved for backward without creating a reference cycle through the output's grad_fn.
+inline Tensor saved(const Tensor& t) { return t.detach(); }
+
+}  // namespace loom::detail

@@ -1,0 +1,132 @@
+// The differentiable operations of loom. Each is defined once in autograd/ops_*.cpp: the
+// forward calls the device's backend, the backward is written with these same ops, so it runs
+// on any device. All binary ops broadcast like NumPy/PyTorch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom {
+
+// --- creation -----------------------------------------------------------------------------
+Tensor tensor(std::vector<float> values, Shape shape);          // float32, copies
+Tensor tensor_i64(std::vector<int64_t> values, Shape shape);    // int64 (ids, labels)
+Tensor scalar_tensor(float value, Device device = Device::CPU); // 0-d float32
+Tensor zeros(Shape shape, Device device = Device::CPU);
+Tensor ones(Shape shape, Device device = Device::CPU);
+Tensor full(Shape shape, float value, Device device = Device::CPU);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor randn(Shape shape, Device device = Device::CPU);   // N(0,1) from the global generator
+Tensor rand(Shape shape, Device device = Device::CPU);    // U[0,1) from the global generator
+Tensor randint(int64_t low, int64_t high, Shape shape, Device device = Device::CPU);  // int64
+Tensor arange(int64_t n, Device device = Device::CPU);    // int64 0..n-1
+Tensor arange_f(float start, float end, float step = 1.0f, Device device = Device::CPU);
+void manual_seed(uint64_t seed);
+void set_num_threads(int n);   // OpenMP + OpenBLAS threads of the CPU backend
+int get_num_threads();
+
+// --- elementwise arithmetic (broadcasting) --------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, float exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, float b);
+Tensor operator-(const Tensor& a, float b);
+Tensor operator*(const Tensor& a, float b);
+Tensor operator/(const Tensor& a, float b);
+Tensor operator+(float a, const Tensor& b);
+Tensor operator-(float a, const Tensor& b);
+Tensor operator*(float a, const Tensor& b);
+Tensor operator/(float a, const Tensor& b);
+
+// --- elementwise functions -----------------------------------------------------------------
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);        // exact: x * Phi(x), Phi the normal CDF (erf)
+Tensor gelu_tanh(const Tensor& x);   // tanh approximation (GPT-2)
+Tensor abs(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor sign(const Tensor& x);        // not differentiable (zero gradient)
+Tensor clamp(const Tensor& x, float min, float max);
+
+// --- comparisons: float32 masks of 1/0, never differentiable --------------------------------
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, float b);
+Tensor lt(const Tensor& a, float b);
+Tensor gt(const Tensor& a, float b);
+
+// cond nonzero -> a, else b (broadcasting all three).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x where mask is zero, value where it is nonzero (mask broadcastable to x).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+
+// --- reductions -----------------------------------------------------------------------------
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);                                  // all elements -> 0-d
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // values
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
+Tensor var(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+// Sums `x` down to `shape` (the reverse of broadcasting `shape` up to x's shape).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// --- softmax ---------------------------------------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// --- linear algebra ---------------------------------------------------------------------------
+// torch.matmul: 1-D . 1-D, 2-D @ 2-D, and N-D batched with broadcast batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// --- joining and indexing ----------------------------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Rows (slices along dim) of x picked by a 1-D int64 index.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src's slices added at positions index (1-D int64) along dim: the adjoint of index_select.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// x with src added at x[..., index[..., j, ...], ...] along dim: the adjoint of gather.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// Rows of weight [num, dim] gathered by int64 ids of any shape -> ids.shape + [dim].
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+// Lower-triangular part (k = diagonal offset), as torch.tril.
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+
+// --- fused nn functions (differentiable; nn::functional wraps these) ----------------------------
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+// Mean (over non-ignored targets) softmax cross-entropy of logits [N, C] and int64 targets [N].
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     float label_smoothing = 0.0f);
+Tensor dropout(const Tensor& x, float p, bool training);
+
+}  // namespace loom

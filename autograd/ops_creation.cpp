@@ -1,0 +1,105 @@
+// Creation functions and the global random generator.
+#include <cmath>
+#include <cstring>
+
+#include "autograd/internal.h"
+#include "core/rng.h"
+
+namespace loom {
+
+Generator& default_generator() {
+  static Generator generator;
+  return generator;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+static void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    LOOM_CHECK(s >= 0, "{}: negative dimension in shape {}", op, shape_str(shape));
+}
+
+Tensor tensor(std::vector<float> values, Shape shape) {
+  check_shape(shape, "tensor");
+  LOOM_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
+             "tensor: {} values do not fill shape {} ({} elements)", values.size(),
+             shape_str(shape), shape_numel(shape));
+  Tensor out = Tensor::empty(shape, DType::Float32);
+  if (!values.empty()) std::memcpy(out.raw_data(), values.data(), values.size() * sizeof(float));
+  return out;
+}
+
+Tensor tensor_i64(std::vector<int64_t> values, Shape shape) {
+  check_shape(shape, "tensor_i64");
+  LOOM_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
+             "tensor_i64: {} values do not fill shape {} ({} elements)", values.size(),
+             shape_str(shape), shape_numel(shape));
+  Tensor out = Tensor::empty(shape, DType::Int64);
+  if (!values.empty()) std::memcpy(out.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  return out;
+}
+
+Tensor full(Shape shape, float value, Device device) {
+  check_shape(shape, "full");
+  Tensor out = Tensor::empty(shape, DType::Float32, device);
+  backend(device).fill(out, value);
+  return out;
+}
+
+Tensor scalar_tensor(float value, Device device) { return full({}, value, device); }
+Tensor zeros(Shape shape, Device device) { return full(std::move(shape), 0.0f, device); }
+Tensor ones(Shape shape, Device device) { return full(std::move(shape), 1.0f, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.device()); }
+
+Tensor randn(Shape shape, Device device) {
+  check_shape(shape, "randn");
+  Tensor out = Tensor::empty(shape, DType::Float32, device);
+  Generator& g = default_generator();
+  backend(device).rand_normal(out, g.seed(), g.reserve(out.numel()));
+  return out;
+}
+
+Tensor rand(Shape shape, Device device) {
+  check_shape(shape, "rand");
+  Tensor out = Tensor::empty(shape, DType::Float32, device);
+  Generator& g = default_generator();
+  backend(device).rand_uniform(out, g.seed(), g.reserve(out.numel()));
+  return out;
+}
+
+Tensor randint(int64_t low, int64_t high, Shape shape, Device device) {
+  LOOM_CHECK(low < high, "randint: empty range [{}, {})", low, high);
+  NoGradGuard guard;
+  // floor(low + u * (high - low)), u in [0, 1) with 24 random bits: fine for ranges < 2^24.
+  LOOM_CHECK(high - low <= (int64_t{1} << 24), "randint: range [{}, {}) wider than 2^24", low,
+             high);
+  Tensor u = rand(std::move(shape), device) * static_cast<float>(high - low);
+  Tensor out = Tensor::empty(u.shape(), DType::Float32, device);
+  backend(device).unary(UnaryOp::Clamp, u, out, 0.0f, static_cast<float>(high - low - 1));
+  Tensor floored = Tensor::empty(u.shape(), DType::Int64, device);
+  backend(device).copy(out, floored);  // float -> int64 truncates toward zero (values >= 0)
+  if (low == 0) return floored;
+  Tensor shifted = Tensor::empty(u.shape(), DType::Float32, device);
+  backend(device).unary(UnaryOp::Affine, floored.to(DType::Float32), shifted, 1.0f,
+                        static_cast<float>(low));
+  return shifted.to(DType::Int64);
+}
+
+Tensor arange_f(float start, float end, float step, Device device) {
+  LOOM_CHECK(step != 0.0f && (end - start) / step >= 0.0f,
+             "arange: bad range start={} end={} step={}", start, end, step);
+  const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return tensor(std::move(v), {n}).to(device);
+}
+
+Tensor arange(int64_t n, Device device) {
+  LOOM_CHECK(n >= 0, "arange: negative length {}", n);
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return tensor_i64(std::move(v), {n}).to(device);
+}
+
+}  // namespace loom

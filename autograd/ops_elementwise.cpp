@@ -1,0 +1,208 @@
+// Elementwise ops: each forward calls one backend kernel; each backward sits right beside it.
+#include "autograd/internal.h"
+
+namespace loom {
+
+using detail::broadcast_view;
+using detail::saved;
+
+// ---------------------------------------------------------------------------- unary
+namespace {
+
+Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, float b = 0.0f) {
+  detail::check_float(x, name);
+  Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
+  backend(x.device()).unary(op, x, out, a, b);
+  if (!autograd::any_requires_grad({x})) return out;
+  Tensor xs = saved(x), ys = saved(out);
+  return autograd::record(name, {x}, out, [op, xs, ys, a, b](const Tensor& g) {
+    Tensor dx = Tensor::empty(xs.shape(), DType::Float32, xs.device());
+    backend(xs.device()).unary_backward(op, g, xs, ys, dx, a, b);
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace
+
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, "exp", x); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, "log", x); }
+Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, "sqrt", x); }
+Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, "rsqrt", x); }
+Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, "tanh", x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, "sigmoid", x); }
+Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, "relu", x); }
+Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::Gelu, "gelu", x); }
+Tensor gelu_tanh(const Tensor& x) { return unary_op(UnaryOp::GeluTanh, "gelu_tanh", x); }
+Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, "abs", x); }
+Tensor sin(const Tensor& x) { return unary_op(UnaryOp::Sin, "sin", x); }
+Tensor cos(const Tensor& x) { return unary_op(UnaryOp::Cos, "cos", x); }
+Tensor sign(const Tensor& x) {
+  NoGradGuard guard;  // piecewise constant: zero gradient everywhere, like PyTorch
+  return unary_op(UnaryOp::Sign, "sign", x);
+}
+Tensor pow(const Tensor& x, float exponent) { return unary_op(UnaryOp::Pow, "pow", x, exponent); }
+Tensor clamp(const Tensor& x, float min, float max) {
+  LOOM_CHECK(min <= max, "clamp: min {} is greater than max {}", min, max);
+  return unary_op(UnaryOp::Clamp, "clamp", x, min, max);
+}
+Tensor operator-(const Tensor& x) { return unary_op(UnaryOp::Neg, "neg", x); }
+Tensor operator+(const Tensor& x, float s) { return unary_op(UnaryOp::Affine, "add", x, 1.0f, s); }
+Tensor operator-(const Tensor& x, float s) { return unary_op(UnaryOp::Affine, "sub", x, 1.0f, -s); }
+Tensor operator*(const Tensor& x, float s) { return unary_op(UnaryOp::Affine, "mul", x, s, 0.0f); }
+Tensor operator/(const Tensor& x, float s) {
+  return unary_op(UnaryOp::Affine, "div", x, 1.0f / s, 0.0f);
+}
+Tensor operator+(float s, const Tensor& x) { return x + s; }
+Tensor operator-(float s, const Tensor& x) { return unary_op(UnaryOp::Affine, "rsub", x, -1.0f, s); }
+Tensor operator*(float s, const Tensor& x) { return x * s; }
+Tensor operator/(float s, const Tensor& x) { return unary_op(UnaryOp::RDiv, "rdiv", x, s); }
+
+// ---------------------------------------------------------------------------- binary
+namespace {
+
+// Runs a broadcasting binary kernel; inputs are expanded to the output shape as stride-0 views.
+Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b,
+                      bool comparison) {
+  detail::check_defined(a, name);
+  detail::check_defined(b, name);
+  detail::check_same_device(a, b, name);
+  if (comparison) {
+    LOOM_CHECK(a.dtype() == b.dtype(), "{}: dtypes {} and {} differ", name, dtype_name(a.dtype()),
+               dtype_name(b.dtype()));
+  } else {
+    detail::check_float(a, name);
+    detail::check_float(b, name);
+  }
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape, DType::Float32, a.device());
+  backend(a.device()).binary(op, broadcast_view(a, shape), broadcast_view(b, shape), out);
+  return out;
+}
+
+// Records a binary op whose backward gives the gradients at the broadcast shape; they are
+// summed back to each input's own shape (the reverse of broadcasting).
+template <typename Rule>
+Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor out, Rule rule) {
+  if (!autograd::any_requires_grad({a, b})) return out;
+  const Shape sa = a.shape(), sb = b.shape();
+  return autograd::record(name, {a, b}, out, [rule, sa, sb](const Tensor& g) {
+    auto [ga, gb] = rule(g);
+    return std::vector<Tensor>{ga.defined() ? sum_to(ga, sa) : ga,
+                               gb.defined() ? sum_to(gb, sb) : gb};
+  });
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Add, "add", a, b, false);
+  return record_binary("add", a, b, out, [](const Tensor& g) { return std::pair{g, g}; });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b, false);
+  return record_binary("sub", a, b, out, [](const Tensor& g) { return std::pair{g, -g}; });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b, false);
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  Tensor as = saved(a), bs = saved(b);
+  return record_binary("mul", a, b, out, [as, bs, need_a, need_b](const Tensor& g) {
+    return std::pair{need_a ? g * bs : Tensor(), need_b ? g * as : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Div, "div", a, b, false);
+  const bool need_b = b.requires_grad();
+  Tensor bs = saved(b), ys = saved(out);
+  // d(a/b)/da = 1/b;  d(a/b)/db = -a/b^2 = -y/b
+  return record_binary("div", a, b, out, [bs, ys, need_b](const Tensor& g) {
+    Tensor ga = g / bs;
+    return std::pair{ga, need_b ? -(ga * ys) : Tensor()};
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b, false);
+  const bool need_b = b.requires_grad();
+  Tensor as = saved(a), bs = saved(b), ys = saved(out);
+  // d(a^b)/da = b a^(b-1);  d(a^b)/db = a^b log(a)
+  return record_binary("pow", a, b, out, [as, bs, ys, need_b](const Tensor& g) {
+    Tensor ga = g * bs * pow(as, bs - 1.0f);
+    return std::pair{ga, need_b ? g * ys * log(as) : Tensor()};
+  });
+}
+
+// Where a == b the gradient is split evenly between the two inputs, as in PyTorch.
+static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(op, name, a, b, false);
+  Tensor as = saved(a), bs = saved(b);
+  const bool is_max = op == BinaryOp::Maximum;
+  return record_binary(name, a, b, out, [as, bs, is_max](const Tensor& g) {
+    Tensor wins_a = (is_max ? gt(as, bs) : lt(as, bs)) + eq(as, bs) * 0.5f;
+    Tensor ga = g * wins_a;
+    return std::pair{ga, g - ga};
+  });
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, "maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Minimum, "minimum", a, b); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+
+// ---------------------------------------------------------------------------- comparisons
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Eq, "eq", a, b, true); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Ne, "ne", a, b, true); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Lt, "lt", a, b, true); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Le, "le", a, b, true); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Gt, "gt", a, b, true); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Ge, "ge", a, b, true); }
+
+static Tensor scalar_like(const Tensor& a, float value) {
+  detail::check_defined(a, "compare");
+  if (a.dtype() == DType::Int64) {
+    LOOM_CHECK(value == std::floor(value), "compare: int64 tensor compared with non-integer {}",
+               value);
+    return tensor_i64({static_cast<int64_t>(value)}, {}).to(a.device());
+  }
+  return scalar_tensor(value, a.device());
+}
+Tensor eq(const Tensor& a, float b) { return eq(a, scalar_like(a, b)); }
+Tensor lt(const Tensor& a, float b) { return lt(a, scalar_like(a, b)); }
+Tensor gt(const Tensor& a, float b) { return gt(a, scalar_like(a, b)); }
+
+// ---------------------------------------------------------------------------- selection
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::check_defined(cond, "where");
+  detail::check_float(a, "where");
+  detail::check_float(b, "where");
+  detail::check_same_device(a, b, "where");
+  detail::check_same_device(cond, a, "where");
+  Tensor c = cond.dtype() == DType::Float32 ? cond : ne(cond, scalar_like(cond, 0.0f));
+  const Shape shape = broadcast_shapes(broadcast_shapes(c.shape(), a.shape(), "where"),
+                                       b.shape(), "where");
+  Tensor out = Tensor::empty(shape, DType::Float32, a.device());
+  backend(a.device()).where(broadcast_view(c, shape), broadcast_view(a, shape),
+                            broadcast_view(b, shape), out);
+  Tensor cs = saved(c);
+  return record_binary("where", a, b, out, [cs](const Tensor& g) {
+    Tensor zero = zeros({}, g.device());
+    return std::pair{where(cs, g, zero), where(cs, zero, g)};
+  });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+  detail::check_float(x, "masked_fill");
+  detail::check_defined(mask, "masked_fill");
+  LOOM_CHECK(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape(),
+             "masked_fill: mask of shape {} cannot be broadcast to the input shape {}",
+             shape_str(mask.shape()), shape_str(x.shape()));
+  return where(mask, scalar_tensor(value, x.device()), x);
+}
+
+}  // namespace loom

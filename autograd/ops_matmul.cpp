@@ -1,0 +1,150 @@
+// matmul with torch.matmul semantics. Every product is one or more cblas/cuBLAS GEMM calls;
+// transposed views are handed to the backend as transpose flags instead of being copied.
+#include "autograd/internal.h"
+
+namespace loom {
+
+namespace {
+
+// How the backend should read one [rows, cols] matrix of a (possibly strided) view.
+struct MatrixLayout {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+// Returns false if the last two dims cannot be described to BLAS without a copy.
+bool blas_layout(const Tensor& t, MatrixLayout& layout) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t rs = t.stride(-2), cs = t.stride(-1);
+  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
+    layout = {false, rows <= 1 ? std::max<int64_t>(cols, 1) : rs};
+    return true;
+  }
+  if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= std::max<int64_t>(rows, 1))) {
+    layout = {true, cols <= 1 ? std::max<int64_t>(rows, 1) : cs};
+    return true;
+  }
+  return false;
+}
+
+// Element offsets of each batch item of a view whose leading dims are the batch dims.
+std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
+  std::vector<int64_t> offsets(batch);
+  const int64_t nb = t.dim() - 2;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t rem = b, off = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      off += (rem % t.shape()[d]) * t.strides()[d];
+      rem /= t.shape()[d];
+    }
+    offsets[b] = off;
+  }
+  return offsets;
+}
+
+// Uniform stride of the offsets if there is one (so one strided-batched call suffices).
+bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
+  stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] - offsets[i - 1] != stride) return false;
+  return true;
+}
+
+// C = A @ B for A [..., M, K], B [..., K, N] (both >= 2-D, batch dims broadcast). No autograd.
+Tensor gemm_forward(Tensor a, Tensor b) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
+  const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape batch_shape = broadcast_shapes(batch_a, batch_b, "matmul");
+  const int64_t batch = shape_numel(batch_shape);
+  Shape out_shape = batch_shape;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor c = Tensor::empty(out_shape, DType::Float32, a.device());
+  if (c.numel() == 0) return c;
+  if (k == 0) {
+    backend(c.device()).fill(c, 0.0);
+    return c;
+  }
+  Shape full_a = batch_shape, full_b = batch_shape;
+  full_a.insert(full_a.end(), {m, k});
+  full_b.insert(full_b.end(), {k, n});
+  MatrixLayout la, lb;
+  if (!blas_layout(a, la)) a = a.contiguous(), blas_layout(a, la);
+  if (!blas_layout(b, lb)) b = b.contiguous(), blas_layout(b, lb);
+  Tensor av = detail::broadcast_view(a, full_a), bv = detail::broadcast_view(b, full_b);
+  const std::vector<int64_t> off_a = batch_offsets(av, batch), off_b = batch_offsets(bv, batch);
+  GemmArgs args;
+  args.trans_a = la.trans;
+  args.trans_b = lb.trans;
+  args.m = m, args.n = n, args.k = k;
+  args.lda = la.ld, args.ldb = lb.ld, args.ldc = n;
+  args.stride_c = m * n;
+  const float* pa = av.data_ptr<float>();
+  const float* pb = bv.data_ptr<float>();
+  float* pc = c.data_ptr<float>();
+  int64_t sa = 0, sb = 0;
+  if (uniform_stride(off_a, sa) && uniform_stride(off_b, sb)) {
+    args.batch = batch;
+    args.a = pa + off_a[0], args.stride_a = sa;
+    args.b = pb + off_b[0], args.stride_b = sb;
+    args.c = pc;
+    backend(c.device()).gemm(args);
+  } else {  // irregular batch layout: one GEMM per item
+    args.batch = 1;
+    for (int64_t i = 0; i < batch; ++i) {
+      args.a = pa + off_a[i];
+      args.b = pb + off_b[i];
+      args.c = pc + i * m * n;
+      backend(c.device()).gemm(args);
+    }
+  }
+  return c;
+}
+
+// The differentiable product of two >= 2-D tensors.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  // [..., M, K] @ [K, N]: fold the batch into the rows, one large GEMM instead of many.
+  if (b.dim() == 2 && a.dim() > 2) {
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(b.size(1));
+    return matmul_nd(a.reshape({-1, a.size(-1)}), b).reshape(out_shape);
+  }
+  Tensor c = gemm_forward(a.detach(), b.detach());
+  if (!autograd::any_requires_grad({a, b})) return c;
+  Tensor as = detail::saved(a), bs = detail::saved(b);
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims)
+  return autograd::record("matmul", {a, b}, c, [as, bs, need_a, need_b](const Tensor& g) {
+    Tensor ga = need_a ? sum_to(matmul_nd(g, bs.transpose(-1, -2)), as.shape()) : Tensor();
+    Tensor gb = need_b ? sum_to(matmul_nd(as.transpose(-1, -2), g), bs.shape()) : Tensor();
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_float(a, "matmul");
+  detail::check_float(b, "matmul");
+  detail::check_same_device(a, b, "matmul");
+  LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got {} and {}",
+             shape_str(a.shape()), shape_str(b.shape()));
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  LOOM_CHECK(ka == kb, "matmul: shapes {} and {} cannot be multiplied ({} vs {})",
+             shape_str(a.shape()), shape_str(b.shape()), ka, kb);
+  if (a.dim() > 2 || b.dim() > 2) {  // batch dims must broadcast
+    const Shape ba(a.shape().begin(), a.shape().end() - std::min<int64_t>(a.dim(), 2));
+    const Shape bb(b.shape().begin(), b.shape().end() - std::min<int64_t>(b.dim(), 2));
+    broadcast_shapes(ba, bb, "matmul");
+  }
+  // 1-D operands become [1, K] / [K, 1] matrices, and the extra dim is removed afterwards.
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
+  Tensor c = matmul_nd(a2, b2);
+  if (b.dim() == 1) c = c.squeeze(-1);
+  if (a.dim() == 1) c = c.squeeze(a.dim() == 1 && b.dim() == 1 ? -1 : -2);
+  return c;
+}
+
+}  // namespace loom

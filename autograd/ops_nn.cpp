@@ -1,0 +1,85 @@
+// Fused neural-network ops: layer_norm, softmax cross-entropy and dropout. Fusing them keeps
+// one pass over memory (and numerical stability) where the composite would take several.
+#include "autograd/internal.h"
+
+namespace loom {
+
+// Ba et al. 2016: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  detail::check_float(x, "layer_norm");
+  LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim");
+  const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    detail::check_float(*p, "layer_norm");
+    detail::check_same_device(x, *p, "layer_norm");
+    LOOM_CHECK(p->shape() == Shape{cols},
+               "layer_norm: weight/bias of shape {} do not match the last dim of input {}",
+               shape_str(p->shape()), shape_str(x.shape()));
+  }
+  Tensor xc = x.detach().contiguous();
+  Tensor y = Tensor::empty(x.shape(), DType::Float32, x.device());
+  Tensor mean = Tensor::empty({rows}, DType::Float32, x.device());
+  Tensor rstd = Tensor::empty({rows}, DType::Float32, x.device());
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  backend(x.device()).layer_norm(xc, w, b, eps, y, mean, rstd);
+  const bool need_w = weight.defined() && weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  return autograd::record("layer_norm", {x, weight, bias}, y,
+                          [xc, w, mean, rstd, need_w, need_b](const Tensor& g) {
+    Tensor dx = Tensor::empty(xc.shape(), DType::Float32, xc.device());
+    Tensor dw = need_w ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
+    Tensor db = need_b ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
+    backend(xc.device()).layer_norm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
+    return std::vector<Tensor>{dx, dw, db};
+  });
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     float label_smoothing) {
+  detail::check_float(logits, "cross_entropy");
+  detail::check_defined(target, "cross_entropy");
+  detail::check_same_device(logits, target, "cross_entropy");
+  LOOM_CHECK(target.dtype() == DType::Int64, "cross_entropy: target must be int64, got {}",
+             dtype_name(target.dtype()));
+  LOOM_CHECK(logits.dim() >= 1 && target.dim() == logits.dim() - 1 &&
+                 Shape(logits.shape().begin(), logits.shape().end() - 1) == target.shape(),
+             "cross_entropy: logits of shape {} and target of shape {} do not match (expected "
+             "logits [..., C] and target [...])",
+             shape_str(logits.shape()), shape_str(target.shape()));
+  LOOM_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
+             "cross_entropy: label_smoothing {} outside [0, 1]", label_smoothing);
+  const int64_t classes = logits.size(-1), rows = target.numel();
+  Tensor x = logits.detach().reshape({rows, classes}).contiguous();
+  Tensor t = target.reshape({rows}).contiguous();
+  Tensor losses = Tensor::empty({rows}, DType::Float32, x.device());
+  Tensor lse = Tensor::empty({rows}, DType::Float32, x.device());
+  backend(x.device()).cross_entropy(x, t, ignore_index, label_smoothing, losses, lse);
+  // The mean runs over the targets that are not ignored (PyTorch's reduction='mean').
+  int64_t count = 0;
+  for (int64_t id : t.to_vector_i64()) count += id != ignore_index;
+  const float inv = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  Tensor loss = count > 0 ? sum(losses) * inv : full({}, std::nanf(""), x.device());
+  const Shape shape = logits.shape();
+  return autograd::record("cross_entropy", {logits}, loss.detach(),
+                          [x, t, lse, ignore_index, label_smoothing, inv, shape](const Tensor& g) {
+    Tensor dx = Tensor::empty(x.shape(), DType::Float32, x.device());
+    backend(x.device()).cross_entropy_backward(x, t, lse, ignore_index, label_smoothing,
+                                               g.item() * inv, dx);
+    return std::vector<Tensor>{dx.reshape(shape)};
+  });
+}
+
+// Inverted dropout (Srivastava et al. 2014): zero each element with probability p and scale
+// the survivors by 1/(1-p), so evaluation needs no rescaling.
+Tensor dropout(const Tensor& x, float p, bool training) {
+  detail::check_float(x, "dropout");
+  LOOM_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability {} outside [0, 1]", p);
+  if (!training || p == 0.0f) return x;
+  if (p == 1.0f) return x * 0.0f;
+  Tensor keep = ge(rand(x.shape(), x.device()), scalar_tensor(p, x.device()));
+  return x * (keep * (1.0f / (1.0f - p)));
+}
+
+}  // namespace loom

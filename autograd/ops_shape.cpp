@@ -1,0 +1,279 @@
+// Views (reshape, transpose, permute, narrow, expand, squeeze/unsqueeze) share storage with
+// their input; their backward maps the gradient back to the input's geometry.
+// Also: contiguous/clone copies, cat, stack, tril/triu.
+#include <numeric>
+
+#include "autograd/internal.h"
+
+namespace loom {
+
+using detail::make_view;
+
+namespace {
+
+// Records a view: the gradient of the output is mapped back by `back`.
+template <typename Back>
+Tensor record_view(const char* name, const Tensor& x, Tensor view, Back back) {
+  return autograd::record(name, {x}, std::move(view),
+                          [back](const Tensor& g) { return std::vector<Tensor>{back(g)}; });
+}
+
+// Resolves a single -1 and checks that the element count is preserved.
+Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
+  Shape shape = requested;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      LOOM_CHECK(infer < 0, "{}: only one dimension can be -1 in {}", op, shape_str(requested));
+      infer = static_cast<int64_t>(i);
+    } else {
+      LOOM_CHECK(shape[i] >= 0, "{}: invalid dimension in shape {}", op, shape_str(requested));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    LOOM_CHECK(known != 0 && numel % known == 0,
+               "{}: shape {} is invalid for input of size {}", op, shape_str(requested), numel);
+    shape[infer] = numel / known;
+  }
+  LOOM_CHECK(shape_numel(shape) == numel, "{}: shape {} is invalid for input of size {}", op,
+             shape_str(requested), numel);
+  return shape;
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& requested) const {
+  detail::check_defined(*this, "view");
+  const Shape shape = infer_shape(requested, numel(), "view");
+  LOOM_CHECK(is_contiguous(),
+             "view: tensor of shape {} with strides {} is not contiguous; use reshape()",
+             shape_str(this->shape()), shape_str(strides()));
+  const Shape in_shape = this->shape();
+  return record_view("view", *this, make_view(*this, shape, contiguous_strides(shape), offset()),
+                     [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+}
+
+Tensor Tensor::reshape(const Shape& requested) const {
+  detail::check_defined(*this, "reshape");
+  infer_shape(requested, numel(), "reshape");  // validates before any copy
+  return is_contiguous() ? view(requested) : contiguous().view(requested);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  const int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
+  LOOM_CHECK(s <= e, "flatten: start_dim {} is after end_dim {}", start_dim, end_dim);
+  Shape out(shape().begin(), shape().begin() + s);
+  out.push_back(std::accumulate(shape().begin() + s, shape().begin() + e + 1, int64_t{1},
+                                std::multiplies<>()));
+  out.insert(out.end(), shape().begin() + e + 1, shape().end());
+  return reshape(out);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  detail::check_defined(*this, "transpose");
+  const int64_t a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;
+  Shape shape = this->shape();
+  Strides strides = this->strides();
+  std::swap(shape[a], shape[b]);
+  std::swap(strides[a], strides[b]);
+  return record_view("transpose", *this, make_view(*this, shape, strides, offset()),
+                     [a, b](const Tensor& g) { return g.transpose(a, b); });
+}
+
+Tensor Tensor::t() const {
+  LOOM_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dims, got shape {}", shape_str(shape()));
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  detail::check_defined(*this, "permute");
+  LOOM_CHECK(static_cast<int64_t>(dims.size()) == dim(),
+             "permute: {} dims given for a tensor of shape {}", dims.size(), shape_str(shape()));
+  Shape shape(dims.size()), inverse(dims.size());
+  Strides strides(dims.size());
+  std::vector<bool> used(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], dim(), "permute");
+    LOOM_CHECK(!used[d], "permute: dim {} repeated in {}", d, shape_str(dims));
+    used[d] = true;
+    shape[i] = this->shape()[d];
+    strides[i] = this->strides()[d];
+    inverse[d] = static_cast<int64_t>(i);
+  }
+  return record_view("permute", *this, make_view(*this, shape, strides, offset()),
+                     [inverse](const Tensor& g) { return g.permute(inverse); });
+}
+
+Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
+  detail::check_defined(*this, "narrow");
+  LOOM_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
+  const int64_t d = wrap_dim(dim_, dim(), "narrow");
+  const int64_t size = shape()[d];
+  if (start < 0) start += size;
+  LOOM_CHECK(start >= 0 && length >= 0 && start + length <= size,
+             "narrow: start {} + length {} exceeds size {} of dim {} (shape {})", start, length,
+             size, dim_, shape_str(shape()));
+  Shape shape = this->shape();
+  shape[d] = length;
+  const Shape in_shape = this->shape();
+  Tensor v = make_view(*this, shape, strides(), offset() + start * strides()[d]);
+  return record_view("narrow", *this, v, [in_shape, d, start, length](const Tensor& g) {
+    Tensor gx = zeros(in_shape, g.device());
+    gx.narrow(d, start, length).copy_(g);
+    return gx;
+  });
+}
+
+Tensor Tensor::select(int64_t dim_, int64_t index) const {
+  const int64_t d = wrap_dim(dim_, dim(), "select");
+  LOOM_CHECK(index >= -shape()[d] && index < shape()[d],
+             "select: index {} out of range for dim {} of size {}", index, dim_, shape()[d]);
+  return narrow(d, index < 0 ? index + shape()[d] : index, 1).squeeze(d);
+}
+
+Tensor Tensor::expand(const Shape& requested) const {
+  detail::check_defined(*this, "expand");
+  LOOM_CHECK(requested.size() >= shape().size(),
+             "expand: target shape {} has fewer dims than the tensor's shape {}",
+             shape_str(requested), shape_str(shape()));
+  const size_t lead = requested.size() - shape().size();
+  Shape shape = requested;
+  Strides strides(requested.size(), 0);
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (i < lead) {
+      LOOM_CHECK(requested[i] >= 0, "expand: -1 not allowed for new leading dim in {}",
+                 shape_str(requested));
+      continue;
+    }
+    const int64_t own = this->shape()[i - lead];
+    if (requested[i] == -1 || requested[i] == own) {
+      shape[i] = own;
+      strides[i] = this->strides()[i - lead];
+    } else {
+      LOOM_CHECK(own == 1, "expand: the size {} at dim {} cannot be expanded to {} (shape {} to {})",
+                 own, i - lead, requested[i], shape_str(this->shape()), shape_str(requested));
+    }
+  }
+  if (shape == this->shape()) return *this;
+  const Shape in_shape = this->shape();
+  return record_view("expand", *this, make_view(*this, shape, strides, offset()),
+                     [in_shape](const Tensor& g) { return sum_to(g, in_shape); });
+}
+
+Tensor Tensor::squeeze(int64_t dim_) const {
+  detail::check_defined(*this, "squeeze");
+  if (dim() == 0) return *this;
+  const int64_t d = wrap_dim(dim_, dim(), "squeeze");
+  if (shape()[d] != 1) return *this;  // like PyTorch: squeezing a non-1 dim is a no-op
+  Shape shape = this->shape();
+  Strides strides = this->strides();
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  const Shape in_shape = this->shape();
+  return record_view("squeeze", *this, make_view(*this, shape, strides, offset()),
+                     [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+}
+
+Tensor Tensor::squeeze() const {
+  Shape shape;
+  for (int64_t s : this->shape())
+    if (s != 1) shape.push_back(s);
+  return reshape(shape);
+}
+
+Tensor Tensor::unsqueeze(int64_t dim_) const {
+  detail::check_defined(*this, "unsqueeze");
+  const int64_t d = wrap_dim(dim_, dim() + 1, "unsqueeze");
+  Shape shape = this->shape();
+  Strides strides = this->strides();
+  const int64_t stride = d < dim() ? strides[d] * shape[d] : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  const Shape in_shape = this->shape();
+  return record_view("unsqueeze", *this, make_view(*this, shape, strides, offset()),
+                     [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+}
+
+// ---------------------------------------------------------------------------- copies
+Tensor Tensor::clone() const {
+  detail::check_defined(*this, "clone");
+  Tensor out = Tensor::empty(shape(), dtype(), device());
+  backend(device()).copy(*this, out);
+  return autograd::record("clone", {*this}, out,
+                          [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::contiguous() const {
+  detail::check_defined(*this, "contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  LOOM_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  detail::check_defined(first, "cat");
+  LOOM_CHECK(first.dim() > 0, "cat: zero-dimensional tensor cannot be concatenated");
+  const int64_t d = wrap_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (const Tensor& t : tensors) {
+    detail::check_defined(t, "cat");
+    detail::check_same_device(first, t, "cat");
+    bool ok = t.dim() == first.dim() && t.dtype() == first.dtype();
+    for (int64_t i = 0; ok && i < first.dim(); ++i) ok = i == d || t.shape()[i] == first.shape()[i];
+    LOOM_CHECK(ok, "cat: tensors of shape {} ({}) and {} ({}) cannot be joined along dim {}",
+               shape_str(first.shape()), dtype_name(first.dtype()), shape_str(t.shape()),
+               dtype_name(t.dtype()), dim);
+    shape[d] += t.shape()[d];
+  }
+  Tensor out = Tensor::empty(shape, first.dtype(), first.device());
+  std::vector<int64_t> starts;
+  int64_t start = 0;
+  for (const Tensor& t : tensors) {
+    Tensor slot = make_view(out, out.shape(), out.strides(), 0).narrow(d, start, t.shape()[d]);
+    backend(out.device()).copy(t, slot);
+    starts.push_back(start);
+    start += t.shape()[d];
+  }
+  std::vector<int64_t> lengths;
+  for (const Tensor& t : tensors) lengths.push_back(t.shape()[d]);
+  return autograd::record("cat", tensors, out, [d, starts, lengths](const Tensor& g) {
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < starts.size(); ++i) grads.push_back(g.narrow(d, starts[i], lengths[i]));
+    return grads;
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  LOOM_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (const Tensor& t : tensors) {
+    LOOM_CHECK(t.shape() == tensors[0].shape(), "stack: shapes {} and {} differ",
+               shape_str(tensors[0].shape()), shape_str(t.shape()));
+    expanded.push_back(t.unsqueeze(d));
+  }
+  return cat(expanded, d);
+}
+
+// Keeps x where (col - row) <= k (tril) or >= k (triu), zero elsewhere; x is [..., R, C].
+static Tensor triangle(const Tensor& x, int64_t k, bool lower) {
+  const char* name = lower ? "tril" : "triu";
+  detail::check_float(x, name);
+  LOOM_CHECK(x.dim() >= 2, "{}: expects at least 2 dims, got shape {}", name, shape_str(x.shape()));
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  Tensor r = arange_f(0, static_cast<float>(rows), 1, x.device()).reshape({rows, 1});
+  Tensor c = arange_f(0, static_cast<float>(cols), 1, x.device()).reshape({1, cols});
+  Tensor offset = c - r;  // [R, C]: col - row
+  Tensor keep = lower ? le(offset, scalar_tensor(static_cast<float>(k), x.device()))
+                      : ge(offset, scalar_tensor(static_cast<float>(k), x.device()));
+  return where(keep, x, zeros({}, x.device()));
+}
+
+Tensor tril(const Tensor& x, int64_t k) { return triangle(x, k, true); }
+Tensor triu(const Tensor& x, int64_t k) { return triangle(x, k, false); }
+
+}  // namespace loom

@@ -1,0 +1,110 @@
+// Batched matrix products through OpenBLAS's cblas_sgemm (row-major).
+// Threading: OpenBLAS (Debian's OpenMP build) threads a single product by itself, and runs
+// single-threaded when called inside an OpenMP parallel region. So a batch of small products
+// (attention scores: batch*heads matrices of [T, head_dim]) is spread over threads one product
+// each, while large products run one after another with BLAS threading each.
+#include <cblas.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/loops.h"
+
+namespace loom {
+
+namespace {
+
+// Products up to this many multiply-adds run single-threaded inside a batch-parallel loop;
+// below ~128^3 one BLAS call cannot keep several cores busy.
+constexpr int64_t kSmallGemm = 128 * 128 * 128;
+
+// A stored operand matrix: `rows` x `cols` with row stride `ld`, batch items `stride` apart.
+struct Operand {
+  const float* data;
+  int64_t rows, cols, ld, stride;
+};
+
+// BLAS requires ld >= max(1, cols). Callers legitimately pass any stride for a dimension of
+// size 1 (e.g. the stride of a one-row view), so a single row gets the minimum. A real
+// multi-row operand with ld < cols (a broadcast row, stride 0) is copied into a dense buffer.
+Operand legal_operand(Operand op, int64_t batch, std::vector<float>& buffer) {
+  if (op.rows == 1) {
+    op.ld = std::max<int64_t>(op.ld, op.cols);
+    return op;
+  }
+  if (op.ld >= op.cols) return op;
+  const int64_t items = op.stride == 0 ? 1 : batch, size = op.rows * op.cols;
+  buffer.resize(static_cast<size_t>(items * size));
+  for (int64_t b = 0; b < items; ++b)
+    for (int64_t r = 0; r < op.rows; ++r)
+      std::memcpy(buffer.data() + b * size + r * op.cols, op.data + b * op.stride + r * op.ld,
+                  static_cast<size_t>(op.cols) * sizeof(float));
+  return {buffer.data(), op.rows, op.cols, op.cols, op.stride == 0 ? 0 : size};
+}
+
+// C = beta * C, for k == 0 (an empty sum); beta == 0 writes zeros without reading C, as BLAS
+// does, so uninitialised or NaN contents of C do not leak through.
+void scale_output(const GemmArgs& g, int64_t ldc) {
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t r = 0; r < g.m; ++r) {
+      float* row = g.c + b * g.stride_c + r * ldc;
+      for (int64_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
+    }
+}
+
+void check_args(const GemmArgs& g) {
+  LOOM_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0,
+             "gemm: negative size m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  LOOM_CHECK(g.c != nullptr, "gemm: null output pointer for a [{},{}] result", g.m, g.n);
+  LOOM_CHECK(g.k == 0 || (g.a != nullptr && g.b != nullptr), "gemm: null input pointer (m={} n={} k={})",
+             g.m, g.n, g.k);
+  LOOM_CHECK(g.m == 1 || g.ldc >= g.n, "gemm: output row stride {} is smaller than its {} columns",
+             g.ldc, g.n);
+  constexpr int64_t kIntMax = 2147483647;  // BLAS takes 32-bit sizes and strides
+  LOOM_CHECK(g.m <= kIntMax && g.n <= kIntMax && g.k <= kIntMax && g.lda <= kIntMax &&
+                 g.ldb <= kIntMax && g.ldc <= kIntMax,
+             "gemm: size or stride beyond 2^31 (m={} n={} k={} lda={} ldb={} ldc={})", g.m, g.n,
+             g.k, g.lda, g.ldb, g.ldc);
+  LOOM_CHECK(g.batch == 1 || g.stride_c != 0,
+             "gemm: the {} batch items would all write the same output matrix (stride_c = 0)",
+             g.batch);
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& g) {
+  check_args(g);
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+  if (g.k == 0) return scale_output(g, ldc);
+
+  // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
+  std::vector<float> a_buffer, b_buffer;
+  const Operand a = legal_operand({g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda,
+                                   g.stride_a}, g.batch, a_buffer);
+  const Operand b = legal_operand({g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb,
+                                   g.stride_b}, g.batch, b_buffer);
+  const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  auto product = [&](int64_t i) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(g.m), static_cast<int>(g.n),
+                static_cast<int>(g.k), g.alpha, a.data + i * a.stride,
+                static_cast<int>(a.ld), b.data + i * b.stride, static_cast<int>(b.ld),
+                g.beta, g.c + i * g.stride_c, static_cast<int>(ldc));
+  };
+
+  const int threads = cpu::max_threads();
+  const bool small = g.m * g.n * g.k <= kSmallGemm;
+  const bool batch_parallel =
+      g.batch > 1 && g.batch >= threads && (small || g.batch % threads == 0);
+  if (batch_parallel && threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < g.batch; ++i) product(i);
+  } else {
+    for (int64_t i = 0; i < g.batch; ++i) product(i);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,166 @@
+// Fused layer normalisation (Ba et al. 2016) over the last dimension of a contiguous
+// [rows, cols] tensor: y = (x - mean) * rstd * weight + bias with rstd = 1 / sqrt(var + eps),
+// var the biased variance (PyTorch's definition). The forward saves mean and rstd per row for
+// the backward.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/loops.h"
+
+namespace loom {
+
+namespace {
+
+// rows = mean.numel(); cols follows from x. Returns cols.
+int64_t layer_norm_cols(const Tensor& x, int64_t rows, const char* op) {
+  LOOM_CHECK(rows > 0 ? x.numel() % rows == 0 : x.numel() == 0,
+             "{}: input of shape {} does not split into {} rows", op, shape_str(x.shape()), rows);
+  return rows > 0 ? x.numel() / rows : 0;
+}
+
+// weight/bias may be undefined (no affine transform); defined ones must have cols elements.
+const float* optional_param(const Tensor& t, int64_t cols, const char* op, const char* name) {
+  if (!t.defined()) return nullptr;
+  return cpu::float_input(t, cols, op, name);
+}
+
+LOOM_FLATTEN void normalize_row(const float* x, int64_t cols, const float* w, const float* b,
+                                float eps, float* y, float* mean_out, float* rstd_out) {
+  // Two passes (mean, then squared deviations) in double: var = E[x^2] - E[x]^2 would cancel
+  // badly for rows with a large mean.
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < cols; ++c) sum += x[c];
+  const float mean = static_cast<float>(sum / static_cast<double>(cols));
+  double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t c = 0; c < cols; ++c) {
+    const float d = x[c] - mean;
+    sq += static_cast<double>(d * d);
+  }
+  const float rstd =
+      static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(cols) + static_cast<double>(eps)));
+  *mean_out = mean;
+  *rstd_out = rstd;
+  if (w && b) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - mean) * rstd * w[c] + b[c];
+  } else if (w) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - mean) * rstd * w[c];
+  } else if (b) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - mean) * rstd + b[c];
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - mean) * rstd;
+  }
+}
+
+// dx for one row, and (when dw_acc is set) dw_acc += dy * xhat, db_acc += dy. With
+// xhat = (x - mean) * rstd and g = dy * w:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+template <bool kHasWeight>
+LOOM_FLATTEN void normalize_row_backward(const float* dy, const float* x, const float* w,
+                                         float mean, float rstd, int64_t cols, float* dx,
+                                         float* dw_acc, float* db_acc) {
+  float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+  for (int64_t c = 0; c < cols; ++c) {
+    const float g = kHasWeight ? dy[c] * w[c] : dy[c];
+    sum_g += g;
+    sum_gx += g * (x[c] - mean) * rstd;
+  }
+  const float mean_g = sum_g / static_cast<float>(cols);
+  const float mean_gx = sum_gx / static_cast<float>(cols);
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c) {
+    const float xhat = (x[c] - mean) * rstd;
+    const float g = kHasWeight ? dy[c] * w[c] : dy[c];
+    dx[c] = rstd * (g - mean_g - xhat * mean_gx);
+  }
+  if (dw_acc) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) dw_acc[c] += dy[c] * (x[c] - mean) * rstd;
+  }
+  if (db_acc) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) db_acc[c] += dy[c];
+  }
+}
+
+}  // namespace
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                            Tensor& y, Tensor& mean, Tensor& rstd) {
+  const char* op = "layer_norm";
+  const int64_t rows = mean.numel();
+  const int64_t cols = layer_norm_cols(x, rows, op);
+  const Tensor xc = cpu::contiguous_input(x);
+  const float* xp = cpu::float_input(xc, rows * cols, op, "input");
+  const float* wp = optional_param(weight, cols, op, "weight");
+  const float* bp = optional_param(bias, cols, op, "bias");
+  float* yp = cpu::float_output(y, rows * cols, op, "out");
+  float* mp = cpu::float_output(mean, rows, op, "mean");
+  float* rp = cpu::float_output(rstd, rows, op, "rstd");
+  LOOM_CHECK(cols > 0 || rows == 0, "{}: cannot normalise rows of 0 elements", op);
+  cpu::parallel_for(0, rows, std::max<int64_t>(1, cpu::kGrainCheap / std::max<int64_t>(cols, 1)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t r = b; r < e; ++r)
+                        normalize_row(xp + r * cols, cols, wp, bp, eps, yp + r * cols, mp + r,
+                                      rp + r);
+                    });
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                     const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                     Tensor& dweight, Tensor& dbias) {
+  const char* op = "layer_norm_backward";
+  const int64_t rows = mean.numel();
+  const int64_t cols = layer_norm_cols(x, rows, op);
+  const Tensor xc = cpu::contiguous_input(x), dyc = cpu::contiguous_input(dy);
+  const float* xp = cpu::float_input(xc, rows * cols, op, "input");
+  const float* gp = cpu::float_input(dyc, rows * cols, op, "grad");
+  const float* wp = optional_param(weight, cols, op, "weight");
+  const float* mp = cpu::float_input(mean, rows, op, "mean");
+  const float* rp = cpu::float_input(rstd, rows, op, "rstd");
+  float* dxp = cpu::float_output(dx, rows * cols, op, "dx");
+  float* dwp = dweight.defined() ? cpu::float_output(dweight, cols, op, "dweight") : nullptr;
+  float* dbp = dbias.defined() ? cpu::float_output(dbias, cols, op, "dbias") : nullptr;
+  if (rows * cols == 0) {
+    for (float* p : {dwp, dbp})
+      if (p) std::fill(p, p + cols, 0.0f);
+    return;
+  }
+
+  // The column sums for dweight/dbias go into one private buffer per thread (no races, no
+  // atomics), which are added up at the end.
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrainCheap / cols);
+  const int threads = static_cast<int>(std::min<int64_t>(cpu::max_threads(), std::max<int64_t>(1, rows / grain)));
+  std::vector<float> partial(dwp || dbp ? static_cast<size_t>(threads * 2 * cols) : 0, 0.0f);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t chunk = (rows + nt - 1) / nt;
+    const int64_t b = std::min<int64_t>(rows, t * chunk), e = std::min<int64_t>(rows, b + chunk);
+    float* dw_acc = dwp ? partial.data() + 2 * t * cols : nullptr;
+    float* db_acc = dbp ? partial.data() + (2 * t + 1) * cols : nullptr;
+    for (int64_t r = b; r < e; ++r) {
+      const auto row = wp ? normalize_row_backward<true> : normalize_row_backward<false>;
+      row(gp + r * cols, xp + r * cols, wp, mp[r], rp[r], cols, dxp + r * cols, dw_acc, db_acc);
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    float dw = 0.0f, db = 0.0f;
+    for (int t = 0; t < threads; ++t) {
+      dw += partial.empty() ? 0.0f : partial[2 * t * cols + c];
+      db += partial.empty() ? 0.0f : partial[(2 * t + 1) * cols + c];
+    }
+    if (dwp) dwp[c] = dw;
+    if (dbp) dbp[c] = db;
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,195 @@
+// The loop machinery shared by the CPU kernels:
+//   * parallel_for: splits a range into one contiguous chunk per OpenMP thread, and stays on the
+//     calling thread when the range is small (starting a team costs microseconds).
+//   * StridedIter: walks N same-shaped operands with arbitrary strides (0 for broadcast dims)
+//     as a sequence of 1-D "runs" along the innermost dimension, after merging dimensions that
+//     are laid out contiguously with respect to each other. A kernel only writes the body of a
+//     run, so its inner loop is a plain (vectorisable) loop over pointers with fixed steps;
+//     all-contiguous tensors collapse to one run per thread. This is the idea of PyTorch's
+//     TensorIterator, reduced to what loom needs.
+//   * small argument checks shared by every kernel.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+// Put on the lambda that holds a vectorised inner loop: inlines every call in it (the op's
+// functor and the vec_math.h functions), since a call left in the loop keeps it scalar.
+#define LOOM_FLATTEN __attribute__((flatten))
+
+namespace loom::cpu {
+
+// Minimum elements per thread before a loop goes parallel: cheap ops (add, copy) are limited
+// by memory and need large chunks to pay for the thread start; transcendental ops (exp, tanh,
+// erf) cost ~10x more per element and go parallel sooner.
+constexpr int64_t kGrainCheap = 16384;
+constexpr int64_t kGrainHeavy = 2048;
+
+inline int max_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
+// Calls fn(chunk_begin, chunk_end) on disjoint chunks covering [begin, end), in parallel when
+// each thread gets at least `grain` items. fn must not throw (validate before the loop).
+template <class Fn>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  const int64_t threads = std::min<int64_t>(max_threads(), n / std::max<int64_t>(grain, 1));
+  if (threads <= 1) {
+    fn(begin, end);
+    return;
+  }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
+    if (b < e) fn(b, e);
+  }
+}
+
+// Grain in rows for row-wise kernels whose rows have `cols` elements of heavy work each.
+inline int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kGrainHeavy / std::max<int64_t>(cols, 1)); }
+
+template <size_t N>
+using Ptrs = std::array<char*, N>;
+template <size_t N>
+using Steps = std::array<int64_t, N>;  // byte step of each operand along a run
+
+template <size_t N>
+class StridedIter {
+ public:
+  // operands[0] is the output; every operand must have its shape. `op` names the caller.
+  StridedIter(const std::array<const Tensor*, N>& operands, const char* op) {
+    const Shape& shape = operands[0]->shape();
+    for (size_t k = 0; k < N; ++k) {
+      LOOM_CHECK(operands[k]->shape() == shape, "{}: operand {} has shape {}, expected {}", op, k,
+                 shape_str(operands[k]->shape()), shape_str(shape));
+      data_[k] = static_cast<char*>(operands[k]->raw_data());
+    }
+    numel_ = shape_numel(shape);
+    // Merge from the innermost dim outwards: dim d folds into the run below it when every
+    // operand steps over that run exactly (stride_d == stride_inner * size_inner).
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (shape[d] == 1) continue;
+      bool merge = !shape_.empty();
+      for (size_t k = 0; k < N && merge; ++k)
+        merge = byte_stride(*operands[k], d) == strides_[k].back() * shape_.back();
+      if (merge) {
+        shape_.back() *= shape[d];
+        continue;
+      }
+      shape_.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) strides_[k].push_back(byte_stride(*operands[k], d));
+    }
+    if (shape_.empty()) {  // a single element
+      shape_.push_back(1);
+      for (size_t k = 0; k < N; ++k) strides_[k].push_back(0);
+    }
+    std::reverse(shape_.begin(), shape_.end());
+    for (auto& s : strides_) std::reverse(s.begin(), s.end());
+  }
+
+  int64_t numel() const { return numel_; }
+  // The merged iteration space, for kernels with their own loop structure (blocked copy).
+  const Shape& shape() const { return shape_; }
+  const std::vector<int64_t>& byte_strides(size_t operand) const { return strides_[operand]; }
+  char* data(size_t operand) const { return data_[operand]; }
+
+  // Calls run(ptrs, steps, count) for runs covering every element; run processes `count`
+  // elements starting at ptrs, advancing operand k by steps[k] bytes per element.
+  template <class Run>
+  void for_each(int64_t grain, const Run& run) const {
+    parallel_for(0, numel_, grain, [&](int64_t b, int64_t e) { run_range(b, e, run); });
+  }
+
+ private:
+  static int64_t byte_stride(const Tensor& t, int64_t d) {
+    return t.strides()[d] * static_cast<int64_t>(element_size(t.dtype()));
+  }
+
+  template <class Run>
+  void run_range(int64_t begin, int64_t end, const Run& run) const {
+    const size_t nd = shape_.size();
+    std::vector<int64_t> idx(nd);
+    int64_t rem = begin;
+    for (size_t d = nd; d-- > 0;) {
+      idx[d] = rem % shape_[d];
+      rem /= shape_[d];
+    }
+    Steps<N> steps;
+    for (size_t k = 0; k < N; ++k) steps[k] = strides_[k][nd - 1];
+    for (int64_t pos = begin; pos < end;) {
+      Ptrs<N> p = data_;
+      for (size_t k = 0; k < N; ++k)
+        for (size_t d = 0; d < nd; ++d) p[k] += idx[d] * strides_[k][d];
+      const int64_t count = std::min(shape_[nd - 1] - idx[nd - 1], end - pos);
+      run(p, steps, count);
+      pos += count;
+      idx[nd - 1] = 0;
+      for (size_t d = nd - 1; d-- > 0;) {  // carry into the outer dims
+        if (++idx[d] < shape_[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+
+  Shape shape_;                                 // merged dims, innermost last
+  std::array<std::vector<int64_t>, N> strides_;  // bytes, per operand, per merged dim
+  Ptrs<N> data_{};
+  int64_t numel_ = 0;
+};
+
+// --- argument checks (internal contract violations still surface as loom::Error) ---
+
+inline void check_cpu(const Tensor& t, const char* op, const char* name) {
+  LOOM_CHECK(t.defined(), "{}: {} is an undefined tensor", op, name);
+  LOOM_CHECK(t.device() == Device::CPU, "{}: {} is on {}, expected cpu", op, name,
+             device_name(t.device()));
+}
+
+inline void check_dtype(const Tensor& t, DType dtype, const char* op, const char* name) {
+  check_cpu(t, op, name);
+  LOOM_CHECK(t.dtype() == dtype, "{}: {} has dtype {}, expected {}", op, name,
+             dtype_name(t.dtype()), dtype_name(dtype));
+}
+
+inline void check_contiguous(const Tensor& t, const char* op, const char* name) {
+  LOOM_CHECK(t.numel() == 0 || t.is_contiguous(), "{}: {} (shape {}) must be contiguous", op, name,
+             shape_str(t.shape()));
+}
+
+inline void check_numel(const Tensor& t, int64_t numel, const char* op, const char* name) {
+  LOOM_CHECK(t.numel() == numel, "{}: {} has shape {} ({} elements), expected {} elements", op,
+             name, shape_str(t.shape()), t.numel(), numel);
+}
+
+// Kernels that index their operands as dense arrays call this on their inputs: it returns t
+// itself when contiguous, else a contiguous copy (e.g. of a broadcast gradient).
+inline Tensor contiguous_input(const Tensor& t) {
+  if (!t.defined() || t.numel() == 0 || t.is_contiguous()) return t;
+  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
+  cpu_backend().copy(t, c);
+  return c;
+}
+
+// A contiguous float32 input of `numel` elements (any contiguous shape), checked.
+inline const float* float_input(const Tensor& t, int64_t numel, const char* op, const char* name) {
+  check_dtype(t, DType::Float32, op, name);
+  check_contiguous(t, op, name);
+  check_numel(t, numel, op, name);
+  return t.data_ptr<float>();
+}
+
+inline float* float_output(Tensor& t, int64_t numel, const char* op, const char* name) {
+  return const_cast<float*>(float_input(t, numel, op, name));
+}
+
+}  // namespace loom::cpu

@@ -1,0 +1,162 @@
+// CPU memory: 64-byte aligned blocks (one cache line, one AVX-512 register), host copies, the
+// strided copy with dtype conversion behind contiguous()/copy_()/to(dtype), and fill.
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/loops.h"
+
+namespace loom {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// float -> int64 truncates toward zero like PyTorch's .to(torch.int64). NaN and values out of
+// range have no defined conversion in C++; they give INT64_MIN, which is what x86 (and so
+// PyTorch on CPU) produces.
+inline int64_t float_to_int64(float x) {
+  constexpr float kLimit = 9.2233720368547758e18f;  // 2^63
+  const bool ok = x > -kLimit && x < kLimit;
+  return ok ? static_cast<int64_t>(ok ? x : 0.0f) : std::numeric_limits<int64_t>::min();
+}
+
+template <class To, class From>
+inline To convert(From x) {
+  if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, float>)
+    return float_to_int64(x);
+  else
+    return static_cast<To>(x);
+}
+
+// dst[i] = convert(src[i]) over one run (ptrs/steps as in cpu::StridedIter).
+template <class To, class From>
+void copy_run(const cpu::Ptrs<2>& p, const cpu::Steps<2>& s, int64_t n) {
+  To* dst = reinterpret_cast<To*>(p[0]);
+  const From* src = reinterpret_cast<const From*>(p[1]);
+  if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
+    if constexpr (std::is_same_v<To, From>) {
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(To));
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
+    }
+  } else if (s[0] == sizeof(To) && s[1] == 0) {  // broadcast source
+    const To v = convert<To>(*src);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = v;
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<To*>(p[0] + i * s[0]) =
+          convert<To>(*reinterpret_cast<const From*>(p[1] + i * s[1]));
+  }
+}
+
+// A copy that is contiguous along one dim of the destination (a) but along another dim of the
+// source (b) -- a transpose, e.g. x.t().contiguous() -- would touch a new cache line for every
+// element on one side. Copying kTile x kTile tiles keeps both sides' lines in L1 (the classic
+// blocked transpose). Returns false when the layout is not of that kind.
+constexpr int64_t kTile = 32;
+
+template <class T>
+bool blocked_transpose(const cpu::StridedIter<2>& it) {
+  const Shape& shape = it.shape();
+  const std::vector<int64_t>& ds = it.byte_strides(0);
+  const std::vector<int64_t>& ss = it.byte_strides(1);
+  constexpr int64_t es = sizeof(T);
+  const size_t nd = shape.size();
+  size_t a = nd, b = nd;
+  for (size_t d = 0; d < nd; ++d) {
+    if (ds[d] == es && ss[d] != es) a = d;
+    if (ss[d] == es && ds[d] != es) b = d;
+  }
+  if (a == nd || b == nd || shape[a] < kTile || shape[b] < kTile) return false;
+  std::vector<size_t> rest;  // every other dim, iterated outside the tiles
+  int64_t outer = 1;
+  for (size_t d = 0; d < nd; ++d)
+    if (d != a && d != b) rest.push_back(d), outer *= shape[d];
+  const int64_t tiles_b = (shape[b] + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrainCheap / (kTile * shape[a]));
+  cpu::parallel_for(0, outer * tiles_b, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      char* dst = it.data(0);
+      const char* src = it.data(1);
+      int64_t rem = task / tiles_b;
+      for (size_t r = rest.size(); r-- > 0;) {
+        const int64_t idx = rem % shape[rest[r]];
+        rem /= shape[rest[r]];
+        dst += idx * ds[rest[r]];
+        src += idx * ss[rest[r]];
+      }
+      const int64_t i0 = (task % tiles_b) * kTile, i1 = std::min(shape[b], i0 + kTile);
+      for (int64_t j0 = 0; j0 < shape[a]; j0 += kTile) {
+        const int64_t j1 = std::min(shape[a], j0 + kTile);
+        for (int64_t i = i0; i < i1; ++i) {
+          T* d = reinterpret_cast<T*>(dst + i * ds[b]);
+          const char* s = src + i * es;
+          for (int64_t j = j0; j < j1; ++j) d[j] = *reinterpret_cast<const T*>(s + j * ss[a]);
+        }
+      }
+    }
+  });
+  return true;
+}
+
+template <class T>
+void fill_typed(Tensor& dst, T value) {
+  const cpu::StridedIter<1> iter({&dst}, "fill");
+  iter.for_each(cpu::kGrainCheap, [value](const cpu::Ptrs<1>& p, const cpu::Steps<1>& s, int64_t n) {
+    T* out = reinterpret_cast<T*>(p[0]);
+    if (s[0] == sizeof(T)) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) out[i] = value;
+    } else {
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = value;
+    }
+  });
+}
+
+}  // namespace
+
+void* CpuBackend::allocate(size_t bytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a real
+  // block so that every Storage has a valid, unique pointer.
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  LOOM_CHECK(ptr != nullptr, "cpu allocate: out of memory allocating {} bytes", bytes);
+  return ptr;
+}
+
+void CpuBackend::deallocate(void* ptr, size_t /*bytes*/) { std::free(ptr); }
+
+void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+  cpu::check_cpu(src, "copy", "src");
+  cpu::check_cpu(dst, "copy", "dst");
+  const cpu::StridedIter<2> iter({&dst, &src}, "copy");
+  const bool src_f = src.dtype() == DType::Float32, dst_f = dst.dtype() == DType::Float32;
+  if (dst_f && src_f && blocked_transpose<float>(iter)) return;
+  if (!dst_f && !src_f && blocked_transpose<int64_t>(iter)) return;
+  if (dst_f && src_f) iter.for_each(cpu::kGrainCheap, copy_run<float, float>);
+  if (dst_f && !src_f) iter.for_each(cpu::kGrainCheap, copy_run<float, int64_t>);
+  if (!dst_f && src_f) iter.for_each(cpu::kGrainCheap, copy_run<int64_t, float>);
+  if (!dst_f && !src_f) iter.for_each(cpu::kGrainCheap, copy_run<int64_t, int64_t>);
+}
+
+void CpuBackend::fill(Tensor& dst, double value) {
+  cpu::check_cpu(dst, "fill", "dst");
+  if (dst.dtype() == DType::Float32)
+    fill_typed<float>(dst, static_cast<float>(value));
+  else
+    fill_typed<int64_t>(dst, static_cast<int64_t>(value));
+}
+
+}  // namespace loom

@@ -1,0 +1,128 @@
+// Helpers shared by the .cu files: launch sizes, strided addressing and the warp-shuffle
+// reductions (one warp = 32 threads that exchange registers with __shfl_xor_sync).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels.h"
+
+namespace loom::cuda {
+
+constexpr int kBlock = 256;  // threads per block of the elementwise kernels
+constexpr int kWarp = 32;
+
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks for a grid-stride loop over n items: one item per thread up to a cap, beyond which
+// each thread loops (the cap keeps the grid small; 2^20 blocks of 256 fill any GPU).
+inline unsigned grid_for(int64_t n, int threads = kBlock) {
+  return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(n, threads), 1, int64_t{1} << 20));
+}
+
+// How to split a reduced axis of n elements when `units` independent blocks are too few to
+// fill the GPU: into chunks of at least `min_chunk` elements, aiming at about kTargetBlocks
+// blocks in all (8 per SM on a 132-SM H100). A second pass then combines the chunk partials.
+struct Split {
+  int64_t chunks, chunk_len;
+};
+constexpr int64_t kTargetBlocks = 1024;
+
+inline Split plan_split(int64_t units, int64_t n, int64_t min_chunk) {
+  if (units >= kTargetBlocks || n <= min_chunk) return {1, n};
+  const int64_t wanted = std::min(ceil_div(n, min_chunk), ceil_div(kTargetBlocks, units));
+  const int64_t chunk_len = ceil_div(n, wanted);
+  return {ceil_div(n, chunk_len), chunk_len};  // no empty chunk
+}
+
+// Threads for a block that cooperates on one row of n elements: a multiple of the warp size
+// (the block reductions need whole warps), about 4 elements per thread, at most `max_threads`.
+inline int row_threads(int64_t n, int max_threads = 512) {
+  const int64_t want = ceil_div(ceil_div(n, 4), kWarp) * kWarp;
+  return static_cast<int>(std::clamp<int64_t>(want, kWarp, max_threads));
+}
+
+// A grid-stride loop: thread t of a grid of T threads visits i = t, t + T, t + 2T, ... < n.
+#define LOOM_GRID_STRIDE_LOOP(i, n)                                                      \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// The storage offset of element i of the row-major index space of `layout`, for an operand
+// with `strides`. The loop is unrolled over kMaxDims so the arrays stay in registers.
+__device__ __forceinline__ int64_t strided_offset(int64_t i, const Layout& layout,
+                                                  const int64_t* strides) {
+  int64_t offset = 0;
+#pragma unroll
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d < layout.ndim) {
+      const int64_t size = layout.shape[d];
+      offset += (i % size) * strides[d];
+      i /= size;
+    }
+  }
+  return offset;
+}
+
+// Element offset of element i in an operand: i itself on the contiguous fast path.
+__device__ __forceinline__ int64_t operand_offset(int64_t i, const Layout& layout,
+                                                  const Operand& operand) {
+  return layout.contiguous ? i : strided_offset(i, layout, operand.strides);
+}
+
+// ---------------------------------------------------------------------------- reductions
+// Butterfly reduction: after log2(32) = 5 exchange steps every lane holds the warp's total.
+template <typename Combine, typename T>
+__device__ __forceinline__ T warp_reduce(T value, Combine combine) {
+#pragma unroll
+  for (int delta = kWarp / 2; delta > 0; delta /= 2)
+    value = combine(value, __shfl_xor_sync(0xffffffffu, value, delta));
+  return value;
+}
+
+// Block-wide reduction; every thread gets the result. blockDim.x must be a multiple of 32.
+// `shared` holds one slot per warp (32 values). Each warp reduces its lanes, lane 0 parks the
+// partial in shared memory, then every warp reduces the (at most 32) partials itself, which
+// saves a second __syncthreads. The order of additions is fixed, so results are deterministic.
+template <typename T, typename Combine>
+__device__ __forceinline__ T block_reduce(T value, T identity, T* shared, Combine combine) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  value = warp_reduce(value, combine);
+  __syncthreads();  // a previous call may still be reading `shared`
+  if (lane == 0) shared[warp] = value;
+  __syncthreads();
+  value = lane < warps ? shared[lane] : identity;
+  return warp_reduce(value, combine);
+}
+
+struct SumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename T>
+__device__ __forceinline__ T block_sum(T value, T* shared) {
+  return block_reduce(value, T{0}, shared, SumOp{});
+}
+__device__ __forceinline__ float block_max(float value, float* shared) {
+  return block_reduce(value, -INFINITY, shared, MaxOp{});
+}
+
+// Raises a DeviceErrorFlag; only the first thread to arrive records its value and position.
+__device__ __forceinline__ void raise_error(DeviceErrorFlag* flag, long long value,
+                                            long long position) {
+  if (atomicCAS(&flag->raised, 0, 1) == 0) {
+    flag->value = value;
+    flag->position = position;
+  }
+}
+
+}  // namespace loom::cuda

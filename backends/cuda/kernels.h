@@ -1,0 +1,142 @@
+// The launchers of loom's CUDA kernels: plain functions over raw device pointers, called by
+// CudaBackend (cuda_backend.cpp) after it has checked the tensors. Each .cu file implements
+// one family: elementwise.cu, reduce.cu, index.cu, nn.cu. Every launch goes to `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/backend.h"
+
+#if defined(__CUDACC__)
+#define LOOM_CUDA_HOST_DEVICE __host__ __device__
+#else
+#define LOOM_CUDA_HOST_DEVICE
+#endif
+
+namespace loom::cuda {
+
+// ---------------------------------------------------------------------------- layouts
+// An elementwise launch walks the row-major index space of `shape`; each operand reads or
+// writes element i at data + sum_d coord_d(i) * strides[d]. CudaBackend merges dims before
+// launching (a contiguous tensor of any rank becomes one dim), so kMaxDims bounds only
+// genuinely strided views.
+constexpr int kMaxDims = 8;
+
+struct Layout {
+  int ndim = 0;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  bool contiguous = false;  // every operand has stride 1 over the single merged dim
+};
+
+struct Operand {
+  void* data = nullptr;
+  int64_t strides[kMaxDims] = {};  // in elements
+};
+
+// A flag that kernels raise instead of throwing (device code cannot throw): the first thread
+// that finds a bad index stores it and where it was; the host reads the flag after the kernel.
+struct DeviceErrorFlag {
+  int raised;
+  long long value;
+  long long position;
+};
+
+// Temporary device memory for multi-pass kernels. Blocks come from the caching allocator and
+// go back when the Scratch dies; that is safe while kernels still run, because everything is
+// ordered on the one stream, so a later user of the block waits for them.
+class Scratch {
+ public:
+  virtual void* get(size_t bytes) = 0;
+
+ protected:
+  ~Scratch() = default;
+};
+
+// ---------------------------------------------------------------------------- elementwise.cu
+void launch_copy(const Layout& layout, const Operand& src, DType src_type, const Operand& dst,
+                 DType dst_type, cudaStream_t stream);
+void launch_fill(const Layout& layout, const Operand& dst, DType type, double value,
+                 cudaStream_t stream);
+// Every Operand may be strided, outputs included (stride 0 only for inputs).
+// x float32 -> out float32.
+void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& out, float a,
+                  float b, cudaStream_t stream);
+// Which unary derivatives are written with the forward output y; the others (except Neg,
+// Sign and Affine, which need neither) use the input x. Same split as the CPU backend.
+LOOM_CUDA_HOST_DEVICE inline bool derivative_uses_y(UnaryOp op) {
+  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
+         op == UnaryOp::Sigmoid;
+}
+LOOM_CUDA_HOST_DEVICE inline bool derivative_uses_x(UnaryOp op) {
+  return !derivative_uses_y(op) && op != UnaryOp::Neg && op != UnaryOp::Sign &&
+         op != UnaryOp::Affine;
+}
+// out = grad * d op(x)/dx. x or y may have a null data pointer when the derivative does not
+// use it; a y that the derivative needs but is missing is recomputed from x.
+void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad, const Operand& x,
+                           const Operand& y, const Operand& out, float a, float b,
+                           cudaStream_t stream);
+// a, b of in_type (float32; int64 only for comparisons); out float32.
+void launch_binary(BinaryOp op, const Layout& layout, const Operand& a, const Operand& b,
+                   DType in_type, const Operand& out, cudaStream_t stream);
+// out = cond != 0 ? a : b; a, b and out share `type`.
+void launch_where(const Layout& layout, const Operand& cond, DType cond_type, const Operand& a,
+                  const Operand& b, DType type, const Operand& out, cudaStream_t stream);
+void launch_axpy(int64_t n, float alpha, const float* src, float* dst, cudaStream_t stream);
+// x = alpha * x in place over a float32 strided view (0 writes zeros without reading x).
+void launch_scale(const Layout& layout, const Operand& x, float alpha, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- reduce.cu
+// x contiguous [outer, n, inner] of `type` -> out [outer, inner] of `type` (int64 for Arg*).
+void launch_reduce(ReduceOp op, const void* x, DType type, int64_t outer, int64_t n, int64_t inner,
+                   void* out, Scratch& scratch, cudaStream_t stream);
+void launch_softmax(const float* x, int64_t outer, int64_t n, int64_t inner, bool log, float* out,
+                    cudaStream_t stream);
+void launch_softmax_backward(const float* grad, const float* y, int64_t outer, int64_t n,
+                             int64_t inner, bool log, float* out, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- index.cu
+// Index arrays are contiguous int64; an out-of-range index raises `error` (value = the index,
+// position = where it sits in the index array). index_select and gather copy elements of
+// `element_size` bytes (4: float32, 8: int64); the accumulating kernels take float32 or int64.
+void launch_index_select(const void* x, size_t element_size, int64_t outer, int64_t n,
+                         int64_t inner, const int64_t* index, int64_t k, void* out,
+                         DeviceErrorFlag* error, cudaStream_t stream);
+void launch_index_add(const void* src, DType type, int64_t outer, int64_t n, int64_t inner,
+                      const int64_t* index, int64_t k, void* out, DeviceErrorFlag* error,
+                      cudaStream_t stream);
+void launch_gather(const void* x, size_t element_size, int64_t outer, int64_t n, int64_t inner,
+                   const int64_t* index, int64_t k, void* out, DeviceErrorFlag* error,
+                   cudaStream_t stream);
+void launch_scatter_add(const void* src, DType type, int64_t outer, int64_t n, int64_t inner,
+                        const int64_t* index, int64_t k, void* out, DeviceErrorFlag* error,
+                        cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- nn.cu
+void launch_rand_uniform(float* out, int64_t n, uint64_t seed, uint64_t offset,
+                         cudaStream_t stream);
+void launch_rand_normal(float* out, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t stream);
+// weight/bias may be null (no affine transform).
+void launch_layer_norm(const float* x, const float* weight, const float* bias, int64_t rows,
+                       int64_t cols, float eps, float* y, float* mean, float* rstd,
+                       cudaStream_t stream);
+// dweight/dbias may be null (not wanted); weight may be null (identity).
+void launch_layer_norm_backward(const float* dy, const float* x, const float* weight,
+                                const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                                float* dx, float* dweight, float* dbias, Scratch& scratch,
+                                cudaStream_t stream);
+void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
+                          int64_t ignore_index, float label_smoothing, float* losses, float* lse,
+                          DeviceErrorFlag* error, cudaStream_t stream);
+void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
+                                   int64_t rows, int64_t classes, int64_t ignore_index,
+                                   float label_smoothing, float scale, float* dlogits,
+                                   DeviceErrorFlag* error, cudaStream_t stream);
+void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,
+                 float* v, cudaStream_t stream);
+
+}  // namespace loom::cuda

@@ -1,0 +1,299 @@
+// Fused neural-network kernels: counter-based random numbers, layer norm forward/backward,
+// softmax cross-entropy forward/backward and the Adam(W) update. Each one replaces a chain
+// of elementwise and reduction launches with a single pass over memory.
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/device_utils.cuh"
+#include "core/rng.h"
+
+namespace loom::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------- random numbers
+// Thread mapping: one thread per element, grid-stride. Element i is a pure function of
+// (seed, offset + i) (core/rng.h, shared with the CPU backend), so the GPU draws exactly the
+// CPU's uniforms; normals may differ in the last bits, where CUDA's logf/cosf/sqrtf round
+// differently from the C library's.
+__global__ void rand_uniform_kernel(float* out, int64_t n, uint64_t seed, uint64_t offset) {
+  LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = philox_uniform(offset + i, seed); }
+}
+
+__global__ void rand_normal_kernel(float* out, int64_t n, uint64_t seed, uint64_t offset) {
+  LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = philox_normal(offset + i, seed); }
+}
+
+// ---------------------------------------------------------------------------- layer norm
+// Ba et al. 2016: y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps), with the
+// biased variance over the row, as torch.nn.LayerNorm.
+// Thread mapping: one block per row (grid-stride over rows), threads strided along the row.
+// As on the CPU, both sums run in double and the variance is a second sweep over
+// (x - mean)^2, which does not cancel like E[x^2] - mean^2 for rows with a large mean.
+__global__ void layer_norm_kernel(const float* x, const float* weight, const float* bias,
+                                  int64_t rows, int64_t cols, float eps, float* y, float* mean,
+                                  float* rstd) {
+  __shared__ double shared[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* xr = x + row * cols;
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
+    const float mu = static_cast<float>(block_sum(sum, shared) / static_cast<double>(cols));
+    double sq = 0.0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float d = xr[j] - mu;
+      sq += static_cast<double>(d * d);
+    }
+    const double var = block_sum(sq, shared) / static_cast<double>(cols);
+    const float r = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float normed = (xr[j] - mu) * r;
+      y[row * cols + j] = (weight ? normed * weight[j] : normed) + (bias ? bias[j] : 0.0f);
+    }
+    if (threadIdx.x == 0) {
+      mean[row] = mu;
+      rstd[row] = r;
+    }
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight, xhat = (x-mean)*rstd.
+// Thread mapping as layer_norm_kernel; the two row means come from one sweep.
+__global__ void layer_norm_dx_kernel(const float* dy, const float* x, const float* weight,
+                                     const float* mean, const float* rstd, int64_t rows,
+                                     int64_t cols, float* dx) {
+  __shared__ float shared[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* xr = x + row * cols;
+    const float* dyr = dy + row * cols;
+    const float mu = mean[row], r = rstd[row];
+    float sum_g = 0.0f, sum_g_xhat = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float g = weight ? dyr[j] * weight[j] : dyr[j];
+      sum_g += g;
+      sum_g_xhat += g * (xr[j] - mu) * r;
+    }
+    const float mean_g = block_sum(sum_g, shared) / static_cast<float>(cols);
+    const float mean_g_xhat = block_sum(sum_g_xhat, shared) / static_cast<float>(cols);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float g = weight ? dyr[j] * weight[j] : dyr[j];
+      dx[row * cols + j] = r * (g - mean_g - (xr[j] - mu) * r * mean_g_xhat);
+    }
+  }
+}
+
+constexpr int kParamRows = 8;  // threadIdx.y extent of layer_norm_param_grad_kernel
+
+// dweight[c] = sum_r dy[r, c] * xhat[r, c], dbias[c] = sum_r dy[r, c], over a chunk of rows.
+// Thread mapping: blocks of 32 x 8 threads; blockIdx.x = chunk * tiles + tile picks 32
+// consecutive columns (threadIdx.x, coalesced) and a chunk of rows, which the 8 rows of
+// threads (threadIdx.y) share by taking every 8th row. Partials [chunks, cols] (null = skip).
+__global__ void layer_norm_param_grad_kernel(const float* dy, const float* x, const float* mean,
+                                             const float* rstd, int64_t rows, int64_t cols,
+                                             int64_t chunk_len, float* dweight, float* dbias) {
+  __shared__ float partial_w[kParamRows][kWarp], partial_b[kParamRows][kWarp];
+  const int64_t tiles = ceil_div(cols, kWarp);
+  const int64_t chunk = blockIdx.x / tiles, c = (blockIdx.x % tiles) * kWarp + threadIdx.x;
+  const int64_t begin = chunk * chunk_len, end = min(rows, begin + chunk_len);
+  float acc_w = 0.0f, acc_b = 0.0f;
+  if (c < cols) {
+    for (int64_t r = begin + threadIdx.y; r < end; r += kParamRows) {
+      const float g = dy[r * cols + c];
+      acc_w += g * (x[r * cols + c] - mean[r]) * rstd[r];
+      acc_b += g;
+    }
+  }
+  partial_w[threadIdx.y][threadIdx.x] = acc_w;
+  partial_b[threadIdx.y][threadIdx.x] = acc_b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int k = 1; k < kParamRows; ++k) {
+      acc_w += partial_w[k][threadIdx.x];
+      acc_b += partial_b[k][threadIdx.x];
+    }
+    if (dweight) dweight[chunk * cols + c] = acc_w;
+    if (dbias) dbias[chunk * cols + c] = acc_b;
+  }
+}
+
+// ---------------------------------------------------------------------------- cross-entropy
+// loss = -sum_c q_c log softmax(x)_c with q = (1 - s) onehot(t) + s / C (label smoothing,
+// Szegedy et al. 2016, PyTorch's definition), which simplifies to
+// lse - ((1 - s) x_t + s mean_c x_c). Ignored rows get loss 0.
+// Thread mapping: one block per row of logits (grid-stride over rows), threads strided along
+// the classes; thread 0 writes the row's loss and log-sum-exp.
+__global__ void cross_entropy_kernel(const float* logits, const int64_t* target, int64_t rows,
+                                     int64_t classes, int64_t ignore_index, float smoothing,
+                                     float* losses, float* lse, DeviceErrorFlag* error) {
+  __shared__ float shared[kWarp];
+  __shared__ double shared_sum[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* x = logits + row * classes;
+    float max = -INFINITY;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) max = fmaxf(max, x[c]);
+    max = block_max(max, shared);
+    float sum_exp = 0.0f;
+    double sum_x = 0.0;  // for the smoothing term's mean, in double as on the CPU
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      sum_exp += expf(x[c] - max);
+      sum_x += x[c];
+    }
+    sum_exp = block_sum(sum_exp, shared);
+    sum_x = block_sum(sum_x, shared_sum);
+    if (threadIdx.x == 0) {
+      const float row_lse = max + logf(sum_exp);
+      const int64_t t = target[row];
+      float loss = 0.0f;
+      if (t != ignore_index) {
+        if (t < 0 || t >= classes) {
+          raise_error(error, t, row);
+        } else {
+          const float mean_x = static_cast<float>(sum_x / static_cast<double>(classes));
+          const float smooth = smoothing != 0.0f ? smoothing * mean_x : 0.0f;
+          loss = row_lse - ((1.0f - smoothing) * x[t] + smooth);
+        }
+      }
+      losses[row] = loss;
+      lse[row] = row_lse;
+    }
+  }
+}
+
+// dlogits = scale * (softmax(x) - q), 0 on ignored rows.
+// Thread mapping: one thread per logit, grid-stride; the row's target and lse are re-read
+// by every thread of the row (from cache).
+__global__ void cross_entropy_backward_kernel(const float* logits, const int64_t* target,
+                                              const float* lse, int64_t rows, int64_t classes,
+                                              int64_t ignore_index, float smoothing, float scale,
+                                              float* dlogits, DeviceErrorFlag* error) {
+  const float uniform = smoothing / static_cast<float>(classes);
+  LOOM_GRID_STRIDE_LOOP(e, rows * classes) {
+    const int64_t row = e / classes, c = e % classes;
+    const int64_t t = target[row];
+    float d = 0.0f;
+    if (t != ignore_index) {
+      if (t < 0 || t >= classes) {
+        raise_error(error, t, row);
+      } else {
+        d = scale * (expf(logits[e] - lse[row]) - uniform);
+        if (c == t) d -= scale * (1.0f - smoothing);
+      }
+    }
+    dlogits[e] = d;
+  }
+}
+
+// ---------------------------------------------------------------------------- Adam(W)
+// Kingma & Ba 2015, Algorithm 1; decoupled weight decay from Loshchilov & Hutter 2019. The
+// operation order is torch.optim.Adam(W)'s (and the CPU backend's):
+//   param = param * shrink - lr / bias1 * m / (sqrt(v) / sqrt(bias2) + eps).
+// Thread mapping: one thread per parameter element, grid-stride; param, m and v are read and
+// written once each, where the unfused update would make about ten passes over memory.
+struct AdamConstants {
+  float beta1, beta2, eps;
+  float coupled;         // weight decay added to the gradient (Adam), else 0
+  float shrink;          // 1 - lr * weight decay (AdamW), else 1
+  float step_size;       // lr / bias1
+  float inv_sqrt_bias2;  // 1 / sqrt(bias2)
+};
+
+__global__ void adam_kernel(AdamConstants k, int64_t n, float* param, const float* grad, float* m,
+                            float* v) {
+  LOOM_GRID_STRIDE_LOOP(i, n) {
+    const float p = param[i];
+    const float g = grad[i] + k.coupled * p;
+    const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
+    const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = p * k.shrink - k.step_size * mi / (sqrtf(vi) * k.inv_sqrt_bias2 + k.eps);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- launchers
+void launch_rand_uniform(float* out, int64_t n, uint64_t seed, uint64_t offset,
+                         cudaStream_t stream) {
+  rand_uniform_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, n, seed, offset);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rand_normal(float* out, int64_t n, uint64_t seed, uint64_t offset,
+                        cudaStream_t stream) {
+  rand_normal_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, n, seed, offset);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_layer_norm(const float* x, const float* weight, const float* bias, int64_t rows,
+                       int64_t cols, float eps, float* y, float* mean, float* rstd,
+                       cudaStream_t stream) {
+  layer_norm_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(x, weight, bias, rows,
+                                                                         cols, eps, y, mean, rstd);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_layer_norm_backward(const float* dy, const float* x, const float* weight,
+                                const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                                float* dx, float* dweight, float* dbias, Scratch& scratch,
+                                cudaStream_t stream) {
+  layer_norm_dx_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(dy, x, weight, mean,
+                                                                            rstd, rows, cols, dx);
+  LOOM_CUDA_CHECK_LAUNCH();
+  if (!dweight && !dbias) return;
+  // Column sums over rows: chunks of rows reduced by separate blocks into [chunks, cols]
+  // partials, which the deterministic column reduction of reduce.cu then adds up.
+  const int64_t tiles = ceil_div(cols, kWarp);
+  const Split split = plan_split(tiles, rows, 8 * kParamRows);
+  const bool direct = split.chunks == 1;
+  const size_t partial_bytes = split.chunks * cols * sizeof(float);
+  float* partial_w = !dweight ? nullptr
+                     : direct ? dweight
+                              : static_cast<float*>(scratch.get(partial_bytes));
+  float* partial_b = !dbias   ? nullptr
+                     : direct ? dbias
+                              : static_cast<float*>(scratch.get(partial_bytes));
+  layer_norm_param_grad_kernel<<<static_cast<unsigned>(tiles * split.chunks),
+                                 dim3(kWarp, kParamRows), 0, stream>>>(
+      dy, x, mean, rstd, rows, cols, split.chunk_len, partial_w, partial_b);
+  LOOM_CUDA_CHECK_LAUNCH();
+  if (direct) return;
+  if (dweight)
+    launch_reduce(ReduceOp::Sum, partial_w, DType::Float32, 1, split.chunks, cols, dweight, scratch,
+                  stream);
+  if (dbias)
+    launch_reduce(ReduceOp::Sum, partial_b, DType::Float32, 1, split.chunks, cols, dbias, scratch,
+                  stream);
+}
+
+void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
+                          int64_t ignore_index, float label_smoothing, float* losses, float* lse,
+                          DeviceErrorFlag* error, cudaStream_t stream) {
+  cross_entropy_kernel<<<grid_for(rows, 1), row_threads(classes), 0, stream>>>(
+      logits, target, rows, classes, ignore_index, label_smoothing, losses, lse, error);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
+                                   int64_t rows, int64_t classes, int64_t ignore_index,
+                                   float label_smoothing, float scale, float* dlogits,
+                                   DeviceErrorFlag* error, cudaStream_t stream) {
+  cross_entropy_backward_kernel<<<grid_for(rows * classes), kBlock, 0, stream>>>(
+      logits, target, lse, rows, classes, ignore_index, label_smoothing, scale, dlogits, error);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,
+                 float* v, cudaStream_t stream) {
+  AdamConstants k{};
+  k.beta1 = args.beta1;
+  k.beta2 = args.beta2;
+  k.eps = args.eps;
+  k.coupled = args.decoupled ? 0.0f : args.weight_decay;
+  k.shrink = args.decoupled ? 1.0f - args.lr * args.weight_decay : 1.0f;
+  k.step_size = args.lr / args.bias1;
+  k.inv_sqrt_bias2 = 1.0f / std::sqrt(args.bias2);
+  adam_kernel<<<grid_for(n), kBlock, 0, stream>>>(k, n, param, grad, m, v);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,138 @@
+// GPT benchmark, side by side with ../shared/bench/torch_ref.py: the same models, the same
+// data, timed the same way (median of N steps after 3 warm-ups), one JSON line with the same keys.
+//
+//   gpt gpt-mini            training step of the byte-level gpt-mini (batch 16 x 128 tokens):
+//                           forward + cross-entropy + backward + AdamW step + zero_grad
+//   gpt gpt-mini-generate   greedy decoding of 128 new tokens after a 16-token prompt, batch 1,
+//                           with the KV cache (--no-cache: re-run the context every token, as
+//                           the PyTorch reference does)
+//   gpt gpt2                training step of GPT-2 small (124M) on batch 8 x 1024 tokens
+//                           (meant for a GPU: --device cuda)
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+
+#include "bench_util.h"
+#include "loom.h"
+
+using namespace loom;
+using loom::bench::time_steps;
+
+namespace {
+
+struct Args {
+  std::string case_name;
+  int steps = 10, threads = 2;
+  Device device = Device::CPU;
+  bool cache = true;
+};
+
+// The JSON fields every case shares, after the case-specific ones.
+std::string common_fields(const bench::Timing& t, const Args& args, int64_t params) {
+  return fmt::format("\"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}",
+                     t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3) +
+         fmt::format(
+             ", \"steps\": {}, \"warmup\": 3, \"params\": {}, \"threads\": {}, "
+             "\"blas_threads\": {}, \"device\": \"{}\", \"framework\": \"loom\"",
+             args.steps, params, get_num_threads(), openblas_get_num_threads(),
+             device_name(args.device));
+}
+
+// torch_ref.py's train(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
+// weight decay 0.1 on every parameter), gradients zeroed in place (PyTorch 1.13's default).
+void train_case(const Args& args, const std::string& preset, int64_t batch, int64_t seq) {
+  manual_seed(0);
+  models::GPTConfig config = models::GPTConfig::preset(preset);
+  models::GPT model(config);
+  model.to(args.device);
+  const Tensor data = randint(0, config.vocab_size, {batch, seq + 1}).to(args.device);
+  const Tensor x = data.narrow(1, 0, seq).contiguous(), y = data.narrow(1, 1, seq).contiguous();
+  optim::AdamW opt(model.parameters(), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f);
+  std::vector<float> losses;
+  auto step = [&] {
+    Tensor logits = model.forward(x);  // (B, T, V)
+    Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
+    loss.backward();
+    opt.step();
+    opt.zero_grad(false);
+    losses.push_back(loss.item());
+  };
+  const bench::Timing t = time_steps(step, args.steps);
+  fmt::print(
+      "{{\"case\": \"{}\", \"batch\": {}, \"seq\": {}, \"tokens_per_s\": {:.2f}, {}, "
+      "\"loss_first\": {:.5f}, \"loss_last\": {:.5f}}}\n",
+      args.case_name, batch, seq, static_cast<double>(batch * seq) / t.median_s,
+      common_fields(t, args, model.num_parameters()), losses.front(), losses.back());
+}
+
+// torch_ref.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens.
+void generate_case(const Args& args) {
+  const int64_t prompt_len = 16, new_tokens = 128;
+  manual_seed(0);
+  models::GPTConfig config = models::GPTConfig::preset("gpt-mini");
+  models::GPT model(config);
+  model.to(args.device);
+  model.eval();
+  const std::vector<int64_t> prompt = randint(0, config.vocab_size, {prompt_len}).to_vector_i64();
+  models::GenerateOptions options;
+  options.max_new_tokens = new_tokens;
+  options.use_cache = args.cache;
+  size_t generated = 0;
+  const bench::Timing t = time_steps(
+      [&] { generated = model.generate(prompt, options).size() - prompt.size(); }, args.steps);
+  fmt::print(
+      "{{\"case\": \"{}\", \"batch\": 1, \"prompt\": {}, \"new_tokens\": {}, "
+      "\"kv_cache\": {}, \"new_tokens_per_s\": {:.2f}, {}}}\n",
+      args.case_name, prompt_len, generated, args.cache ? "true" : "false",
+      static_cast<double>(generated) / t.median_s, common_fields(t, args, model.num_parameters()));
+}
+
+void usage() {
+  fmt::print(
+      "usage: gpt CASE [--steps N] [--threads T] [--device cpu|cuda] [--no-cache]\n"
+      "  gpt-mini           training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"
+      "  gpt-mini-generate  greedy decoding, 16-token prompt + 128 new tokens, KV cache\n"
+      "                     (--no-cache: re-run the whole context for every token)\n"
+      "  gpt2               training step, GPT-2 small (124M), batch 8 x 1024 tokens\n"
+      "Prints one JSON line comparable with ../shared/bench/torch_ref.py CASE.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    usage();
+    return argc < 2 ? 1 : 0;
+  }
+  Args args;
+  args.case_name = argv[1];
+  try {
+    args.steps = std::stoi(bench::flag(argc, argv, "steps", "10"));
+    args.threads = std::stoi(bench::flag(argc, argv, "threads", "2"));
+    const std::string device = bench::flag(argc, argv, "device", "cpu");
+    LOOM_CHECK(device == "cpu" || device == "cuda", "gpt: --device must be cpu or cuda, got '{}'",
+               device);
+    args.device = device == "cuda" ? Device::CUDA : Device::CPU;
+    for (int i = 2; i < argc; ++i)
+      if (std::strcmp(argv[i], "--no-cache") == 0) args.cache = false;
+    LOOM_CHECK(args.steps > 0 && args.threads > 0, "gpt: --steps and --threads must be positive");
+    set_num_threads(args.threads);
+    if (args.case_name == "gpt-mini")
+      train_case(args, "gpt-mini", 16, 128);
+    else if (args.case_name == "gpt2")
+      train_case(args, "gpt2", 8, 1024);
+    else if (args.case_name == "gpt-mini-generate")
+      generate_case(args);
+    else {
+      usage();
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gpt: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

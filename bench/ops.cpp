@@ -1,0 +1,75 @@
+// Op-level benchmark: matmul through loom vs cblas_sgemm directly, and memory-bound kernels.
+//   ops                      all cases, human-readable
+//   ops sgemm [--steps N] [--threads T]   one JSON line, same keys as torch_ref.py's sgemm case
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "bench_util.h"
+#include "loom.h"
+
+using namespace loom;
+using loom::bench::time_steps;
+
+namespace {
+
+constexpr int64_t kN = 1024;
+
+double gflops(double seconds) { return 2.0 * kN * kN * kN / seconds / 1e9; }
+
+void sgemm_json(int steps, int threads) {
+  manual_seed(0);
+  Tensor a = randn({kN, kN}), b = randn({kN, kN});
+  auto t = time_steps([&] { matmul(a, b); }, steps);
+  fmt::print(
+      "{{\"case\": \"sgemm\", \"n\": {}, \"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, "
+      "\"ms_max\": {:.3f}, \"gflops\": {:.2f}, \"steps\": {}, \"warmup\": 3, \"threads\": {}, "
+      "\"blas_threads\": {}, \"framework\": \"loom\"}}\n",
+      kN, t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3, gflops(t.median_s), steps, threads,
+      openblas_get_num_threads());
+}
+
+void all_cases(int steps) {
+  manual_seed(0);
+  Tensor a = randn({kN, kN}), b = randn({kN, kN});
+  auto loom_mm = time_steps([&] { matmul(a, b); }, steps);
+  std::vector<float> c(kN * kN);
+  auto blas_mm = time_steps([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data_ptr<float>(),
+                kN, b.data_ptr<float>(), kN, 0.0f, c.data(), kN);
+  }, steps);
+  auto loom_mm_t = time_steps([&] { matmul(a, b.t()); }, steps);
+  fmt::print("matmul 1024^3        loom {:7.1f} GFLOP/s   cblas_sgemm {:7.1f} GFLOP/s   ratio {:.3f}\n",
+             gflops(loom_mm.median_s), gflops(blas_mm.median_s), blas_mm.median_s / loom_mm.median_s);
+  fmt::print("matmul 1024^3 (B^T)  loom {:7.1f} GFLOP/s   (transposed view passed as a BLAS flag)\n",
+             gflops(loom_mm_t.median_s));
+
+  const int64_t n = 16 << 20;
+  Tensor x = randn({n}), y = randn({n});
+  auto add = time_steps([&] { x + y; }, steps);
+  fmt::print("add 16M float32      {:7.2f} GB/s  ({:.2f} ms)\n", 3.0 * 4 * n / add.median_s / 1e9,
+             add.median_s * 1e3);
+  Tensor rows = randn({16384, 1024});
+  auto sm = time_steps([&] { softmax(rows, -1); }, steps);
+  fmt::print("softmax 16384x1024   {:7.2f} GB/s  ({:.2f} ms)\n",
+             2.0 * 4 * rows.numel() / sm.median_s / 1e9, sm.median_s * 1e3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    fmt::print("usage: ops [sgemm] [--steps N] [--threads T]\n"
+               "  no case: matmul (loom vs cblas_sgemm), add and softmax bandwidth\n"
+               "  sgemm:   one JSON line, comparable with ../shared/bench/torch_ref.py sgemm\n");
+    return 0;
+  }
+  const bool json = argc > 1 && std::strcmp(argv[1], "sgemm") == 0;
+  const int threads = std::stoi(bench::flag(argc, argv, "threads", "2"));
+  const int steps = std::stoi(bench::flag(argc, argv, "steps", json ? "20" : "10"));
+  set_num_threads(threads);
+  if (json) sgemm_json(steps, threads);
+  else all_cases(steps);
+  return 0;
+}

@@ -1,0 +1,255 @@
+// Tensor handle: storage, inspection, device/dtype conversion and in-place updates.
+// Views and differentiable ops live in autograd/; element loops live in backends/.
+#include "core/tensor.h"
+
+#include <ostream>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "backends/backend.h"
+#include "core/error.h"
+
+namespace loom {
+
+Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
+  data = backend(dev).allocate(nbytes);
+}
+
+Storage::~Storage() {
+  if (data) backend(device).deallocate(data, bytes);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape)
+    LOOM_CHECK(s >= 0, "empty: negative dimension in shape {}", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(shape_numel(shape) * element_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+static TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  LOOM_CHECK(impl != nullptr, "tensor: operation on an undefined tensor");
+  return *impl;
+}
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+const Strides& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::offset() const { return checked(impl_).offset; }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage->device; }
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+void* Tensor::raw_data() const {
+  const TensorImpl& t = checked(impl_);
+  return static_cast<char*>(t.storage->data) + t.offset * element_size(t.dtype);
+}
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& t = checked(impl_);
+  if (shape_numel(t.shape) == 0) return true;  // no elements: any layout is contiguous
+  int64_t expected = 1;
+  for (size_t i = t.shape.size(); i-- > 0;) {
+    if (t.shape[i] == 1) continue;  // the stride of a size-1 dim never matters
+    if (t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+std::vector<float> Tensor::to_vector() const {
+  Tensor c = to(Device::CPU).to(DType::Float32).contiguous();
+  const float* p = c.data_ptr<float>();
+  return std::vector<float>(p, p + c.numel());
+}
+
+std::vector<int64_t> Tensor::to_vector_i64() const {
+  Tensor c = to(Device::CPU).to(DType::Int64).contiguous();
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+float Tensor::item() const {
+  LOOM_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, expected 1",
+             shape_str(shape()), numel());
+  return to_vector()[0];
+}
+
+// Device copies go through contiguous host buffers; the graph records the move so gradients
+// flow back to the source device.
+Tensor Tensor::to(Device target) const {
+  if (device() == target) return *this;
+  Tensor src = contiguous();
+  Tensor out = Tensor::empty(shape(), dtype(), target);
+  const size_t bytes = numel() * element_size(dtype());
+  if (src.device() == Device::CPU) {
+    backend(target).copy_from_host(out.raw_data(), src.raw_data(), bytes);
+  } else if (target == Device::CPU) {
+    backend(src.device()).copy_to_host(out.raw_data(), src.raw_data(), bytes);
+  } else {
+    LOOM_FAIL("to: copies between two non-CPU devices are not supported");
+  }
+  const Device from = device();
+  return autograd::record("to", {*this}, out,
+                          [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+}
+
+Tensor Tensor::to(DType target) const {
+  if (dtype() == target) return *this;
+  Tensor out = Tensor::empty(shape(), target, device());
+  backend(device()).copy(*this, out);
+  return out;  // dtype conversions are not differentiable (int64 has no gradient)
+}
+
+// ---------------------------------------------------------------------------- autograd
+Tensor& Tensor::requires_grad_(bool on) {
+  TensorImpl& t = checked(impl_);
+  LOOM_CHECK(!on || t.dtype == DType::Float32,
+             "requires_grad_: only float32 tensors can require gradients (got {})",
+             dtype_name(t.dtype));
+  LOOM_CHECK(t.grad_fn == nullptr,
+             "requires_grad_: can only be set on leaf tensors (this one was produced by '{}'); "
+             "use detach() first",
+             t.grad_fn ? t.grad_fn->name : "");
+  t.requires_grad = on;
+  return *this;
+}
+
+bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
+bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
+
+Tensor Tensor::grad() const {
+  const TensorImpl& t = checked(impl_);
+  return t.grad ? Tensor(t.grad) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  TensorImpl& t = checked(impl_);
+  if (g.defined())
+    LOOM_CHECK(g.shape() == t.shape, "set_grad: gradient shape {} does not match tensor shape {}",
+               shape_str(g.shape()), shape_str(t.shape));
+  t.grad = g.impl_ptr();
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  const TensorImpl& t = checked(impl_);
+  LOOM_CHECK(t.requires_grad,
+             "backward: tensor of shape {} does not require grad and has no grad_fn",
+             shape_str(t.shape));
+  Tensor g = gradient;
+  if (!g.defined()) {
+    LOOM_CHECK(numel() == 1,
+               "backward: grad can be implicitly created only for one-element outputs; this "
+               "tensor has shape {} (pass a gradient tensor)",
+               shape_str(t.shape));
+    g = ones(t.shape, device());
+  }
+  LOOM_CHECK(g.shape() == t.shape, "backward: gradient shape {} does not match tensor shape {}",
+             shape_str(g.shape()), shape_str(t.shape));
+  autograd::run_backward(*this, g, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& t = checked(impl_);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage;
+  impl->shape = t.shape;
+  impl->strides = t.strides;
+  impl->offset = t.offset;
+  impl->dtype = t.dtype;
+  return Tensor(std::move(impl));
+}
+
+// ---------------------------------------------------------------------------- in place
+static void check_inplace(const Tensor& t, const char* op) {
+  LOOM_CHECK(!(autograd::grad_mode_enabled() && t.requires_grad() && t.is_leaf()),
+             "{}: a leaf tensor that requires grad is being modified in place; wrap the update "
+             "in a NoGradGuard",
+             op);
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace(*this, "copy_");
+  Tensor s = src.to(device());
+  LOOM_CHECK(broadcast_shapes(s.shape(), shape(), "copy_") == shape(),
+             "copy_: source shape {} cannot be broadcast to {}", shape_str(src.shape()),
+             shape_str(shape()));
+  s = s.detach().expand(shape());
+  backend(device()).copy(s, *this);
+  return *this;
+}
+
+Tensor& Tensor::fill_(float value) {
+  check_inplace(*this, "fill_");
+  backend(device()).fill(*this, value);
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0f); }
+
+Tensor& Tensor::add_(const Tensor& other, float alpha) {
+  check_inplace(*this, "add_");
+  LOOM_CHECK(dtype() == DType::Float32 && other.dtype() == DType::Float32,
+             "add_: needs float32 tensors, got {} and {}", dtype_name(dtype()),
+             dtype_name(other.dtype()));
+  LOOM_CHECK(other.device() == device(), "add_: tensors on {} and {}", device_name(device()),
+             device_name(other.device()));
+  if (is_contiguous() && other.is_contiguous() && other.shape() == shape()) {
+    backend(device()).axpy(alpha, other, *this);
+  } else {
+    NoGradGuard guard;
+    copy_(*this + other.detach() * alpha);
+  }
+  return *this;
+}
+
+Tensor& Tensor::mul_(float value) {
+  check_inplace(*this, "mul_");
+  Tensor out = Tensor::empty(shape(), dtype(), device());
+  backend(device()).unary(UnaryOp::Affine, *this, out, value, 0.0f);
+  backend(device()).copy(out, *this);
+  return *this;
+}
+
+// ---------------------------------------------------------------------------- printing
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  const Shape& shape = t.shape();
+  const bool is_float = t.dtype() == DType::Float32;
+  const std::vector<float> f = is_float ? t.to_vector() : std::vector<float>{};
+  const std::vector<int64_t> i = is_float ? std::vector<int64_t>{} : t.to_vector_i64();
+  const int64_t n = t.numel(), limit = 6;  // elements shown per dim before "..."
+  std::string out = "tensor(";
+  // Recursive printer over dims; `pos` is the flat row-major index of the current block.
+  auto print = [&](auto&& self, size_t d, int64_t pos) -> void {
+    if (d == shape.size()) {
+      out += is_float ? fmt::format("{:.4f}", f[pos]) : std::to_string(i[pos]);
+      return;
+    }
+    const int64_t block = shape_numel(Shape(shape.begin() + d + 1, shape.end()));
+    out += "[";
+    for (int64_t k = 0; k < shape[d]; ++k) {
+      if (shape[d] > limit && k == limit / 2) {
+        out += "..., ";
+        k = shape[d] - limit / 2;
+      }
+      self(self, d + 1, pos + k * block);
+      if (k + 1 < shape[d]) out += d + 1 == shape.size() ? ", " : ",\n" + std::string(d + 8, ' ');
+    }
+    out += "]";
+  };
+  if (n > 0 || shape.empty()) print(print, 0, 0);
+  else out += "[]";
+  out += fmt::format(", shape={}", shape_str(shape));
+  if (!is_float) out += ", dtype=int64";
+  if (t.device() != Device::CPU) out += ", device=cuda";
+  if (t.requires_grad()) out += ", requires_grad=True";
+  return os << out << ")";
+}
+
+}  // namespace loom

@@ -1,0 +1,142 @@
+// Tensor: a shared handle to a TensorImpl = Storage + shape/strides/offset + dtype + device,
+// plus the autograd fields (requires_grad, grad, grad_fn). Copying a Tensor copies the handle,
+// as in PyTorch; views (reshape of contiguous data, transpose, permute, narrow, expand,
+// squeeze/unsqueeze) share the Storage.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace loom {
+
+namespace autograd {
+struct Node;
+}
+
+// A block of device memory. Freed through the backend of its device when the last view dies.
+struct Storage {
+  void* data = nullptr;
+  size_t bytes = 0;
+  Device device = Device::CPU;
+  Storage(size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;      // in elements
+  int64_t offset = 0;   // in elements, from storage->data
+  DType dtype = DType::Float32;
+  // autograd
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;              // accumulated gradient of a leaf
+  std::shared_ptr<autograd::Node> grad_fn;       // the op that produced this tensor, if recorded
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined tensor (e.g. grad() before backward)
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // An uninitialised tensor with contiguous layout.
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::CPU);
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // --- inspection ---
+  const Shape& shape() const;
+  const Strides& strides() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const { return shape_numel(shape()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t offset() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+  float item() const;                      // one-element tensors only
+  std::vector<float> to_vector() const;    // row-major, any layout/device; int64 converted
+  std::vector<int64_t> to_vector_i64() const;
+  // Raw element pointer (offset applied). For CUDA tensors this is a device pointer.
+  template <typename T>
+  T* data_ptr() const {
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+
+  // --- devices and dtypes ---
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor cpu() const { return to(Device::CPU); }
+  Tensor cuda() const { return to(Device::CUDA); }
+
+  // --- autograd ---
+  Tensor& requires_grad_(bool on = true);
+  bool requires_grad() const;
+  bool is_leaf() const;
+  // Reverse-mode differentiation from this tensor. `gradient` must be given unless this tensor
+  // has one element. The graph is freed afterwards unless retain_graph is set.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor grad() const;                     // undefined if no gradient has been accumulated
+  void set_grad(const Tensor& g) const;    // replaces (or with undefined, clears) the gradient
+  Tensor detach() const;                   // same storage, no autograd history
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+
+  // --- in place (for weights, buffers and optimizers; not recorded by autograd) ---
+  Tensor& copy_(const Tensor& src);        // src broadcast to this shape; dtype/device converted
+  Tensor& zero_();
+  Tensor& fill_(float value);
+  Tensor& add_(const Tensor& other, float alpha = 1.0f);   // this += alpha * other
+  Tensor& mul_(float value);
+
+  // --- views (share storage) and layout ---
+  Tensor reshape(const Shape& shape) const;   // a view when possible, else a copy; one dim may be -1
+  Tensor view(const Shape& shape) const;      // like reshape but never copies (error if it must)
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;                           // transpose of a 2-D tensor
+  Tensor permute(const Shape& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;   // narrow + squeeze
+  Tensor expand(const Shape& shape) const;    // -1 keeps a dim; new leading dims allowed
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;                     // all size-1 dims
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+
+  // --- method forms of common ops (defined in autograd/) ---
+  Tensor sum() const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor max(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor pow(float exponent) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor masked_fill(const Tensor& mask, float value) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// PyTorch-like printout: tensor([[1.0000, 2.0000], ...], shape=[2,2]).
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace loom

@@ -1,0 +1,12 @@
+// The data layer: tokenizers, corpus readers, datasets and the DataLoader.
+#pragma once
+
+#include "data/bpe_tokenizer.h"
+#include "data/byte_tokenizer.h"
+#include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/fortunes.h"
+#include "data/pretokenize.h"
+#include "data/splitmix.h"
+#include "data/text_file.h"
+#include "data/tokenizer.h"

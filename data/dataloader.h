@@ -1,0 +1,107 @@
+// DataLoader: batches of a Dataset, in seeded random order, prepared on a background thread
+// while the caller trains on the previous one (torch.utils.data.DataLoader with one worker).
+//
+//   auto data = std::make_shared<data::LanguageModelDataset>(tokens, /*context=*/128,
+//   /*stride=*/1); data::DataLoader loader(data, /*batch_size=*/32, /*shuffle=*/true,
+//   /*seed=*/1234); for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//     loader.set_epoch(epoch);
+//     for (auto& batch : loader) {      // batch[0]: x int64 [32, 128], batch[1]: y int64 [32, 128]
+//       ...
+//       if (done) break;                // stops the worker cleanly
+//     }
+//   }
+//
+// Order: without shuffle, examples come in index order. With shuffle, the order of an epoch is
+// a SplitMix64 permutation determined by (seed, epoch) alone: the same on every run and every
+// platform, different between epochs. Each begin() uses the current epoch and then advances
+// it by one, so consecutive loops over the loader see new orders even without set_epoch
+// (PyTorch's RandomSampler); set_epoch(e) makes the next loop use epoch e
+// (PyTorch's DistributedSampler.set_epoch).
+//
+// Batches: example fields are stacked along a new leading dim, so a field of shape S becomes
+// [batch, S...]. The last batch is smaller when the dataset size is not a multiple of the
+// batch size, or dropped with drop_last. An exception thrown while preparing a batch (e.g.
+// by Dataset::get) is rethrown in the loop, at the batch where it happened.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/dataset.h"
+
+namespace loom::data {
+
+// A batch: one tensor per example field, with the batch as the leading dim.
+using Batch = std::vector<Tensor>;
+
+// The background producer of one pass over the data (defined in dataloader.cpp).
+class BatchWorker;
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, bool shuffle = false,
+             uint64_t seed = 0, bool drop_last = false);
+
+  // Number of batches per epoch (len(loader) in PyTorch).
+  int64_t size() const;
+  int64_t batch_size() const { return batch_size_; }
+  const Dataset& dataset() const { return *dataset_; }
+
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }  // the epoch the next begin() will use
+  // The order in which epoch `epoch` visits the examples.
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+
+  struct Sentinel {};
+  // Input iterator over the batches of one epoch. Owns the worker thread: destroying it (the
+  // loop ends or is left early) stops the thread and waits for it.
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Batch*;
+    using reference = Batch&;
+
+    explicit Iterator(std::unique_ptr<BatchWorker> worker);
+    Iterator(Iterator&&) noexcept;
+    Iterator& operator=(Iterator&&) noexcept;
+    ~Iterator();
+
+    Batch& operator*() { return batch_; }
+    Batch* operator->() { return &batch_; }
+    Iterator& operator++();
+    bool operator==(Sentinel) const { return done_; }
+
+   private:
+    std::unique_ptr<BatchWorker> worker_;
+    Batch batch_;
+    bool done_ = false;
+  };
+
+  // Starts a pass over epoch epoch() (and advances epoch() by one).
+  Iterator begin() { return begin_at(0); }
+  // Same, but the pass starts at batch `first_batch` of the epoch, without preparing the
+  // batches before it (to resume training from a checkpoint mid-epoch).
+  Iterator begin_at(int64_t first_batch);
+  Sentinel end() const { return {}; }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  int64_t batch_size_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t epoch_ = 0;
+};
+
+// Stacks examples into a batch: field f of every example must have the same shape S and
+// dtype, giving a tensor [examples.size(), S...]. Throws loom::Error naming the example and
+// field that disagree.
+Batch collate(const std::vector<Example>& examples);
+
+}  // namespace loom::data

@@ -1,0 +1,527 @@
+// Trains a GPT language model on the Debian fortune cookies, top to bottom like nanoGPT's
+// train.py: options, data, model, optimizer, the training loop (progress, evaluation,
+// checkpoints), and samples at the end.
+//
+//   train_gpt                           the README demo: byte-level gpt-mini, ~10 min on 2 cores
+//   train_gpt --steps 200 --out run1    a shorter run; `--resume` continues it exactly
+//   train_gpt --help                    every option
+//
+// Checkpoints hold the model, the optimizer state, the step, loom's random-number state and the
+// position in the data, in one safetensors file written atomically, so a resumed run computes
+// exactly the losses the uninterrupted run would have.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/text_file.h"
+#include "loom.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ============================================================================ options
+
+struct Options {
+  // model
+  std::string model = "gpt-mini";                             // a GPTConfig preset
+  int64_t n_layer = 0, n_head = 0, d_model = 0, context = 0;  // 0 = the preset's
+  float dropout = 0.0f;
+  // data
+  std::string tokenizer = "byte";  // byte | bpe
+  int64_t bpe_vocab = 512;
+  std::string fortunes = data::kFortunesDir;
+  std::string data_dir;  // train.bin / val.bin / val_windows.txt (torch_train_ref.py --dump-data)
+  // optimisation (torch_train_ref.py's gpt-fortunes settings)
+  int64_t steps = 1400, batch = 16, warmup = 200;
+  double minutes = 0;  // > 0: plan the steps to fill this much training time
+  float lr = 1e-3f, min_lr = 1e-4f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f;
+  float grad_clip = 1.0f;
+  // progress, evaluation, checkpoints
+  int64_t log_every = 20, eval_every = 200, eval_windows = 200, checkpoint_every = 200;
+  std::string out = "out-gpt";
+  bool resume = false;
+  int64_t stop_at = 0;          // > 0: end this run after that step, as an interruption would
+  std::set<std::string> given;  // flags set on the command line
+  // samples at the end
+  std::string prompt = "The meaning of life is";
+  int64_t sample_tokens = 300;
+  float temperature = 0.8f;
+  int64_t top_k = 0;
+  // machine
+  std::string device = "cpu";
+  int64_t threads = 0;  // 0 = OpenMP's default
+  uint64_t seed = 0;
+};
+
+// One command-line flag: its name, help text and how to read and print its value.
+struct Flag {
+  std::string name, help;
+  std::function<void(const std::string&)> set;
+  std::function<std::string()> show;
+};
+
+template <typename T>
+Flag flag(const std::string& name, T& value, const std::string& help) {
+  Flag f{name, help, nullptr, nullptr};
+  f.set = [&value, name](const std::string& text) {
+    std::istringstream in(text);
+    if constexpr (std::is_same_v<T, std::string>)
+      value = text;
+    else if constexpr (std::is_same_v<T, bool>)
+      value = text == "1" || text == "true";
+    else {
+      in >> value;
+      LOOM_CHECK(in && in.eof(), "train_gpt: --{} expects a number, got '{}'", name, text);
+    }
+  };
+  f.show = [&value] { return fmt::format("{}", value); };
+  return f;
+}
+
+std::vector<Flag> flags(Options& o) {
+  return {
+      flag("model", o.model, "GPT preset: gpt-mini | gpt2 | gpt2-medium | gpt2-large | gpt2-xl"),
+      flag("n-layer", o.n_layer, "override the preset's number of blocks (0 = keep)"),
+      flag("n-head", o.n_head, "override the preset's attention heads (0 = keep)"),
+      flag("d-model", o.d_model, "override the preset's width (0 = keep)"),
+      flag("context", o.context, "override the preset's context length (0 = keep)"),
+      flag("dropout", o.dropout, "dropout probability"),
+      flag("tokenizer", o.tokenizer, "byte | bpe (byte-level BPE trained on the training split)"),
+      flag("bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer"),
+      flag("fortunes", o.fortunes, "directory of fortune files"),
+      flag("data-dir", o.data_dir,
+           "use train.bin/val.bin/val_windows.txt written by torch_train_ref.py --dump-data "
+           "instead of --fortunes (identical data to the PyTorch reference)"),
+      flag("steps", o.steps, "optimizer steps in total"),
+      flag("minutes", o.minutes,
+           "plan the steps so that training takes this long, from the speed of steps 2-21, as "
+           "torch_train_ref.py does (0 = use --steps)"),
+      flag("batch", o.batch, "sequences per batch"),
+      flag("lr", o.lr, "peak learning rate"),
+      flag("min-lr", o.min_lr, "learning rate at the end of the cosine decay"),
+      flag("warmup", o.warmup, "linear warm-up steps"),
+      flag("weight-decay", o.weight_decay, "AdamW weight decay of matrices (not biases/gains)"),
+      flag("beta1", o.beta1, "AdamW beta1"),
+      flag("beta2", o.beta2, "AdamW beta2"),
+      flag("grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)"),
+      flag("log-every", o.log_every, "steps between progress lines"),
+      flag("eval-every", o.eval_every, "steps between validation evaluations"),
+      flag("eval-windows", o.eval_windows, "validation windows per evaluation"),
+      flag("checkpoint-every", o.checkpoint_every,
+           "steps between checkpoints (0 = only at the end)"),
+      flag("out", o.out, "directory for the checkpoint and the tokenizer"),
+      flag("resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag or 1)"),
+      flag("stop-at", o.stop_at,
+           "end this run after that step with a checkpoint, as if interrupted (0 = run to "
+           "--steps); --resume then continues exactly"),
+      flag("prompt", o.prompt, "prompt of the samples printed at the end"),
+      flag("sample-tokens", o.sample_tokens, "tokens per sample"),
+      flag("temperature", o.temperature, "temperature of the sampled continuation"),
+      flag("top-k", o.top_k, "top-k of the sampled continuation (0 = off)"),
+      flag("device", o.device, "cpu | cuda"),
+      flag("threads", o.threads, "CPU threads (0 = OpenMP's default)"),
+      flag("seed", o.seed, "seed of the weights, the batch order, dropout and sampling"),
+  };
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::vector<Flag> table = flags(o);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("usage: train_gpt [--flag value]...\n\n");
+      for (const Flag& f : table)
+        fmt::print("  --{:<17} {} (default: {})\n", f.name, f.help, f.show());
+      std::exit(0);
+    }
+    LOOM_CHECK(arg.rfind("--", 0) == 0, "train_gpt: unexpected argument '{}' (see --help)", arg);
+    auto it = std::find_if(table.begin(), table.end(),
+                           [&](const Flag& f) { return "--" + f.name == arg; });
+    LOOM_CHECK(it != table.end(), "train_gpt: unknown flag '{}' (see --help)", arg);
+    if (it->name == "resume" && (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0)) {
+      o.resume = true;  // a bare --resume
+      continue;
+    }
+    LOOM_CHECK(i + 1 < argc, "train_gpt: {} needs a value", arg);
+    it->set(argv[++i]);
+    o.given.insert(it->name);
+  }
+  LOOM_CHECK(o.tokenizer == "byte" || o.tokenizer == "bpe",
+             "train_gpt: --tokenizer must be byte or bpe, got '{}'", o.tokenizer);
+  LOOM_CHECK(o.device == "cpu" || o.device == "cuda", "train_gpt: --device must be cpu or cuda");
+  LOOM_CHECK(o.steps > 0 && o.batch > 0 && o.warmup >= 0 && o.log_every > 0 && o.eval_every > 0 &&
+                 o.eval_windows > 0 && o.checkpoint_every >= 0,
+             "train_gpt: steps, batch, log-every, eval-every and eval-windows must be positive");
+  return o;
+}
+
+// ============================================================================ data
+
+struct Corpus {
+  std::string train, val;
+  std::vector<int64_t> val_offsets;  // byte offsets of the validation windows, if fixed
+};
+
+// torch_train_ref.py --dump-data: the exact bytes and validation windows of the reference.
+Corpus read_dumped(const std::string& dir) {
+  Corpus c{data::read_file_bytes(dir + "/train.bin", "train_gpt"),
+           data::read_file_bytes(dir + "/val.bin", "train_gpt"),
+           {}};
+  std::istringstream in(data::read_file_bytes(dir + "/val_windows.txt", "train_gpt"));
+  for (int64_t offset; in >> offset;) c.val_offsets.push_back(offset);
+  return c;
+}
+
+// Every fortune, split 95/5 into training and validation entries (fixed seed: the split never
+// changes with --seed), each part joined with blank lines.
+Corpus read_corpus(const Options& o) {
+  if (!o.data_dir.empty()) return read_dumped(o.data_dir);
+  const data::TrainValSplit split = data::split_train_val(data::read_fortunes(o.fortunes), 0.05, 0);
+  return {data::join_entries(split.train, "\n\n"), data::join_entries(split.val, "\n\n"), {}};
+}
+
+std::unique_ptr<data::Tokenizer> make_tokenizer(const Options& o, const Corpus& corpus) {
+  const std::string path = o.out + "/tokenizer.txt";
+  if (o.resume && fs::exists(path)) return data::load_tokenizer(path);
+  std::unique_ptr<data::Tokenizer> tok;
+  if (o.tokenizer == "byte") {
+    tok = std::make_unique<data::ByteTokenizer>();
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    tok =
+        std::make_unique<data::BPETokenizer>(data::BPETokenizer::train(corpus.train, o.bpe_vocab));
+    fmt::print("trained a BPE tokenizer of {} tokens in {:.1f} s\n", tok->vocab_size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  tok->save(path);
+  return tok;
+}
+
+// Validation windows of context + 1 tokens, the same every evaluation: the reference's fixed
+// byte offsets when given, else evenly spaced over the validation tokens.
+Tensor validation_windows(const std::vector<int64_t>& tokens, const Corpus& corpus, int64_t count,
+                          int64_t context) {
+  const int64_t len = context + 1, last = static_cast<int64_t>(tokens.size()) - len;
+  LOOM_CHECK(last >= 0, "train_gpt: {} validation tokens are fewer than one window of {}",
+             tokens.size(), len);
+  std::vector<int64_t> starts = corpus.val_offsets;
+  if (starts.empty() ||
+      static_cast<int64_t>(tokens.size()) != static_cast<int64_t>(corpus.val.size()))
+    for (int64_t i = 0; i < count; ++i)
+      starts.push_back(last * i / std::max<int64_t>(count - 1, 1));
+  starts.resize(static_cast<size_t>(std::min<int64_t>(count, static_cast<int64_t>(starts.size()))));
+  std::vector<int64_t> ids;
+  for (int64_t s : starts) ids.insert(ids.end(), tokens.begin() + s, tokens.begin() + s + len);
+  return tensor_i64(ids, {static_cast<int64_t>(starts.size()), len});  // (N, context + 1)
+}
+
+// The training batches in the DataLoader's seeded order, as one endless stream: epoch after
+// epoch, with the position (epoch, batch within epoch) saved in checkpoints.
+class BatchStream {
+ public:
+  BatchStream(std::shared_ptr<const data::Dataset> dataset, int64_t batch, uint64_t seed)
+      : loader_(std::move(dataset), batch, /*shuffle=*/true, seed, /*drop_last=*/true) {}
+
+  // Continue at batch `index` of epoch `epoch`.
+  void seek(int64_t epoch, int64_t index) {
+    epoch_ = epoch;
+    index_ = 0;
+    open();
+    while (index_ < index) next();
+  }
+  data::Batch next() {
+    if (!it_ || *it_ == loader_.end()) {
+      if (it_) ++epoch_;
+      index_ = 0;
+      open();
+    }
+    data::Batch batch = std::move(**it_);
+    ++*it_;
+    ++index_;
+    return batch;
+  }
+  int64_t epoch() const { return epoch_; }
+  int64_t index() const { return index_; }
+
+ private:
+  void open() {
+    loader_.set_epoch(epoch_);
+    it_.reset();
+    it_.emplace(loader_.begin());
+  }
+
+  data::DataLoader loader_;
+  std::optional<data::DataLoader::Iterator> it_;
+  int64_t epoch_ = 0, index_ = 0;
+};
+
+// ============================================================================ checkpoints
+
+struct Progress {
+  int64_t step = 0, total = 0, epoch = 0, batch_index = 0;
+  uint64_t rng_seed = 0, rng_offset = 0;
+};
+
+// One file: "model.<name>" parameters, "optim.<key>" optimizer state, and the rest (config,
+// step, data position, RNG state) as metadata. write_safetensors writes a temporary file and
+// renames it, so a crash never leaves a half-written checkpoint.
+void save_checkpoint(const std::string& path, const models::GPT& model, const optim::Optimizer& opt,
+                     const Progress& p, const Options& o) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
+  for (const auto& [name, t] : opt.state_dict()) tensors.emplace_back("optim." + name, t);
+  const models::GPTConfig& c = model.config();
+  nn::write_safetensors(path, tensors,
+                        {{"format", "loom.train_gpt"},
+                         {"vocab_size", std::to_string(c.vocab_size)},
+                         {"context", std::to_string(c.context)},
+                         {"n_layer", std::to_string(c.n_layer)},
+                         {"n_head", std::to_string(c.n_head)},
+                         {"d_model", std::to_string(c.d_model)},
+                         {"dropout", fmt::format("{}", c.dropout)},
+                         {"tokenizer", o.tokenizer},
+                         {"step", std::to_string(p.step)},
+                         {"steps", std::to_string(p.total)},
+                         {"epoch", std::to_string(p.epoch)},
+                         {"batch_index", std::to_string(p.batch_index)},
+                         {"rng_seed", std::to_string(p.rng_seed)},
+                         {"rng_offset", std::to_string(p.rng_offset)},
+                         {"seed", std::to_string(o.seed)}});
+}
+
+Progress load_checkpoint(const std::string& path, models::GPT& model, optim::Optimizer& opt) {
+  std::map<std::string, std::string> meta;
+  std::map<std::string, Tensor> model_state, optim_state;
+  for (auto& [name, t] : nn::read_safetensors(path, &meta)) {
+    if (name.rfind("model.", 0) == 0)
+      model_state[name.substr(6)] = t;
+    else if (name.rfind("optim.", 0) == 0)
+      optim_state[name.substr(6)] = t;
+  }
+  auto number = [&](const std::string& key) {
+    LOOM_CHECK(meta.count(key), "train_gpt: checkpoint '{}' has no '{}' entry", path, key);
+    return std::stoull(meta[key]);
+  };
+  const models::GPTConfig& c = model.config();
+  LOOM_CHECK(number("vocab_size") == uint64_t(c.vocab_size) &&
+                 number("context") == uint64_t(c.context) &&
+                 number("n_layer") == uint64_t(c.n_layer) &&
+                 number("n_head") == uint64_t(c.n_head) && number("d_model") == uint64_t(c.d_model),
+             "train_gpt: checkpoint '{}' was written for another model (vocab {}, context {}, {} "
+             "layers, {} heads, d_model {}) than the one configured ({})",
+             path, meta["vocab_size"], meta["context"], meta["n_layer"], meta["n_head"],
+             meta["d_model"], c.to_string());
+  nn::load_state_dict(model, model_state, path);
+  opt.load_state_dict(optim_state);
+  return {static_cast<int64_t>(number("step")),
+          static_cast<int64_t>(number("steps")),
+          static_cast<int64_t>(number("epoch")),
+          static_cast<int64_t>(number("batch_index")),
+          number("rng_seed"),
+          number("rng_offset")};
+}
+
+// ============================================================================ evaluation
+
+struct Eval {
+  double loss = 0, bits_per_byte = 0;  // nats per token; bits per byte of text
+};
+
+// Mean cross-entropy over every position of the validation windows, in evaluation mode.
+Eval evaluate(models::GPT& model, const Tensor& windows, const std::vector<double>& token_bytes,
+              Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  const int64_t n = windows.size(0), len = windows.size(1), chunk = 50;
+  double nats = 0, bytes = 0;
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t m = std::min(chunk, n - s);
+    const Tensor w = windows.narrow(0, s, m);
+    const Tensor x = w.narrow(1, 0, len - 1).contiguous().to(device);  // (m, T)
+    const Tensor y = w.narrow(1, 1, len - 1).contiguous();             // (m, T)
+    const Tensor logits = model.forward(x);                            // (m, T, V)
+    nats +=
+        cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}).to(device)).item() *
+        static_cast<double>(m * (len - 1));
+    for (int64_t id : y.to_vector_i64()) bytes += token_bytes[static_cast<size_t>(id)];
+  }
+  model.train();
+  const double tokens = static_cast<double>(n * (len - 1));
+  return {nats / tokens, nats / bytes / std::log(2.0)};
+}
+
+std::string duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+}  // namespace
+
+// ============================================================================ main
+
+int main(int argc, char** argv) try {
+  // ---- options
+  const Options o = parse_options(argc, argv);
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const Device device = o.device == "cuda" ? Device::CUDA : Device::CPU;
+  fs::create_directories(o.out);
+  const std::string ckpt_path = o.out + "/ckpt.safetensors";
+  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_gpt: --resume but there is no '{}'",
+             ckpt_path);
+
+  // ---- data: text -> tokens -> windows of context + 1
+  Corpus corpus = read_corpus(o);
+  std::unique_ptr<data::Tokenizer> tok = make_tokenizer(o, corpus);
+  const std::vector<int64_t> train_ids = tok->encode(corpus.train),
+                             val_ids = tok->encode(corpus.val);
+  std::vector<double> token_bytes(static_cast<size_t>(tok->vocab_size()));  // for bits per byte
+  for (int64_t id = 0; id < tok->vocab_size(); ++id)
+    token_bytes[static_cast<size_t>(id)] = static_cast<double>(tok->decode({id}).size());
+
+  // ---- model
+  models::GPTConfig config = models::GPTConfig::preset(o.model);
+  config.vocab_size = tok->vocab_size();
+  if (o.n_layer) config.n_layer = o.n_layer;
+  if (o.n_head) config.n_head = o.n_head;
+  if (o.d_model) config.d_model = o.d_model;
+  if (o.context) config.context = o.context;
+  config.dropout = o.dropout;
+  manual_seed(o.seed);
+  models::GPT model(config);
+  model.to(device);
+
+  auto train_set = std::make_shared<data::LanguageModelDataset>(train_ids, config.context, 1);
+  BatchStream batches(train_set, o.batch, o.seed);
+  const Tensor val_windows = validation_windows(val_ids, corpus, o.eval_windows, config.context);
+
+  // ---- optimizer: AdamW, weight decay on matrices only (nanoGPT's configure_optimizers)
+  optim::AdamW opt(optim::weight_decay_groups(model.parameters(), o.lr, o.weight_decay), o.beta1,
+                   o.beta2, 1e-8f);
+
+  fmt::print("train_gpt: {} | tokenizer {} ({} tokens) | {} parameters\n", config.to_string(),
+             o.tokenizer, tok->vocab_size(), model.num_parameters());
+  fmt::print("  data: train {} bytes -> {} tokens, val {} bytes -> {} tokens ({} windows)\n",
+             corpus.train.size(), train_ids.size(), corpus.val.size(), val_ids.size(),
+             val_windows.size(0));
+  fmt::print(
+      "  steps {}{} x batch {} x context {} | lr {} -> {} (warmup {}, cosine) | wd {} | "
+      "betas ({}, {}) | clip {} | device {} | threads {} | seed {} | out {}\n",
+      o.steps, o.minutes > 0 ? fmt::format(" (to be planned for {} min)", o.minutes) : "", o.batch,
+      config.context, o.lr, o.min_lr, o.warmup, o.weight_decay, o.beta1, o.beta2, o.grad_clip,
+      o.device, get_num_threads(), o.seed, o.out);
+
+  // ---- resume
+  int64_t start = 0, total = o.steps;
+  if (o.resume) {
+    const Progress p = load_checkpoint(ckpt_path, model, opt);
+    start = p.step;
+    if (!o.given.count("steps")) total = p.total;  // the run's own plan, unless overridden
+    batches.seek(p.epoch, p.batch_index);
+    default_generator().set_state(p.rng_seed, p.rng_offset);
+    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, p.epoch,
+               p.batch_index);
+  }
+  auto checkpoint = [&](int64_t step) {
+    const Generator& g = default_generator();
+    save_checkpoint(ckpt_path, model, opt,
+                    {step, total, batches.epoch(), batches.index(), g.seed(), g.offset()}, o);
+  };
+
+  // ---- training loop
+  model.train();
+  const auto t_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  };
+  double window_loss = 0, last_log = 0;
+  int64_t window_steps = 0;
+  const bool plan = o.minutes > 0 && !o.resume;  // a resumed run keeps its plan
+  double t_step1 = 0;
+  for (int64_t step = start; step < total; ++step) {
+    const int64_t warmup = std::min(o.warmup, total);  // a short run still gets its decay
+    const float lr = optim::warmup_cosine_lr(step + 1, warmup, total, o.lr, o.min_lr);
+    opt.set_lr(lr);
+    const data::Batch batch = batches.next();
+    const Tensor x = batch[0].to(device), y = batch[1].to(device);  // (B, T) each
+    const Tensor logits = model.forward(x);                         // (B, T, V)
+    const Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
+    opt.zero_grad();
+    loss.backward();
+    if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
+    opt.step();
+    const float loss_value = loss.item();
+    LOOM_CHECK(std::isfinite(loss_value), "train_gpt: the loss became {} at step {}", loss_value,
+               step);
+    window_loss += loss_value;
+    ++window_steps;
+
+    const int64_t done = step + 1;
+    if (plan && done == 1) t_step1 = elapsed();  // the 1st step has one-off costs
+    if (plan && done == 21) {
+      const double per_step = (elapsed() - t_step1) / 20;
+      total =
+          std::max(done + 1, done + static_cast<int64_t>((o.minutes * 60 - elapsed()) / per_step));
+      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, per_step * 1e3);
+    }
+    if (done % o.log_every == 0 || done == total) {
+      const double now = elapsed(),
+                   rate = window_steps * o.batch * config.context / (now - last_log);
+      const double eta = (now - last_log) / window_steps * static_cast<double>(total - done);
+      fmt::print("step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} tok/s | {} | ETA {}\n", done,
+                 total, window_loss / window_steps, lr, rate, duration(now), duration(eta));
+      std::fflush(stdout);
+      window_loss = 0, window_steps = 0, last_log = now;
+    }
+    if (done % o.eval_every == 0 && done != total) {
+      const double t0 = elapsed();
+      const Eval e = evaluate(model, val_windows, token_bytes, device);
+      fmt::print(
+          "eval step {} | val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte ({:.1f} s)\n",
+          done, e.loss, std::exp(e.loss), e.bits_per_byte, elapsed() - t0);
+      last_log += elapsed() - t0;  // keep evaluation out of the tokens/s figure
+    }
+    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
+    if (done == o.stop_at && done != total) {
+      checkpoint(done);
+      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
+                 ckpt_path);
+      return 0;
+    }
+  }
+  const double train_s = elapsed();
+
+  // ---- final report: validation, checkpoint, samples
+  const Eval e = evaluate(model, val_windows, token_bytes, device);
+  fmt::print(
+      "final (step {}, {} training): val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte\n",
+      total, duration(train_s), e.loss, std::exp(e.loss), e.bits_per_byte);
+  checkpoint(total);
+  fmt::print("saved {} and {}/tokenizer.txt\n", ckpt_path, o.out);
+
+  const std::vector<int64_t> prompt = tok->encode(o.prompt);
+  if (!prompt.empty() && o.sample_tokens > 0) {
+    fmt::print("\n--- greedy ---\n{}\n", tok->decode(model.generate(prompt, o.sample_tokens)));
+    manual_seed(o.seed + 1);
+    fmt::print("\n--- temperature {} ---\n{}\n", o.temperature,
+               tok->decode(model.generate(prompt, o.sample_tokens, o.temperature, o.top_k)));
+  }
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "error: {}\n", e.what());
+  return 1;
+}

@@ -1,0 +1,25 @@
+// loom: the whole public API in one include.
+//   #include "loom.h"
+//   using namespace loom;
+#pragma once
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "backends/backend.h"
+#if __has_include("nn/nn.h")
+#include "nn/nn.h"
+#endif
+#if __has_include("optim/optim.h")
+#include "optim/optim.h"
+#endif
+#if __has_include("data/data.h")
+#include "data/data.h"
+#endif
+#if __has_include("models/models.h")
+#include "models/models.h"
+#endif

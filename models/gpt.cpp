@@ -1,0 +1,424 @@
+// GPT-2 (Radford et al. 2019) in one file, in the order of nanoGPT's model.py: configuration
+// and presets, the blocks (attention with a KV cache, MLP, Block), the model, generation, and
+// the loader for Hugging Face GPT-2 checkpoints.
+#include "models/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "nn/checkpoint.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "nn/safetensors.h"
+
+namespace loom::models {
+
+// ============================================================================ configuration
+
+GPTConfig GPTConfig::preset(const std::string& name) {
+  // {vocab_size, context, n_layer, n_head, d_model}
+  if (name == "gpt-mini") return {256, 128, 4, 4, 256};   // torch_ref.py's byte-level GPT
+  if (name == "gpt2") return {50257, 1024, 12, 12, 768};  // 124M (Radford et al. 2019, table 2)
+  if (name == "gpt2-medium") return {50257, 1024, 24, 16, 1024};  // 350M
+  if (name == "gpt2-large") return {50257, 1024, 36, 20, 1280};   // 774M
+  if (name == "gpt2-xl") return {50257, 1024, 48, 25, 1600};      // 1558M
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  LOOM_FAIL("GPTConfig::preset: unknown preset '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> GPTConfig::preset_names() {
+  return {"gpt-mini", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
+}
+
+void GPTConfig::validate() const {
+  LOOM_CHECK(vocab_size > 0 && context > 0 && n_layer > 0 && n_head > 0 && d_model > 0,
+             "GPTConfig: every size must be positive, got {}", to_string());
+  LOOM_CHECK(d_model % n_head == 0, "GPTConfig: d_model {} is not a multiple of n_head {}", d_model,
+             n_head);
+  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPTConfig: dropout {} outside [0, 1)", dropout);
+}
+
+int64_t GPTConfig::num_parameters() const {
+  const int64_t d = d_model;
+  // Per block: ln_1 + ln_2 (4d), c_attn (3d^2 + 3d), attn.c_proj (d^2 + d),
+  // mlp.c_fc (4d^2 + 4d), mlp.c_proj (4d^2 + d).
+  const int64_t block = 12 * d * d + 13 * d;
+  return (vocab_size + context) * d + n_layer * block + 2 * d;  // + ln_f
+}
+
+std::string GPTConfig::to_string() const {
+  return fmt::format("vocab_size={}, context={}, n_layer={}, n_head={}, d_model={}, dropout={}",
+                     vocab_size, context, n_layer, n_head, d_model, dropout);
+}
+
+// ============================================================================ KV cache
+
+KVCache::KVCache(const GPTConfig& config, int64_t batch, Device device)
+    : batch_(batch), capacity_(config.context) {
+  config.validate();
+  LOOM_CHECK(batch > 0, "KVCache: batch {} must be positive", batch);
+  const int64_t hs = config.d_model / config.n_head;
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    keys_.push_back(zeros({batch, config.n_head, config.context, hs}, device));  // (B, nh, ctx, hs)
+    values_.push_back(zeros({batch, config.n_head, config.context, hs}, device));
+  }
+}
+
+void KVCache::advance(int64_t count) {
+  LOOM_CHECK(count >= 0 && length_ + count <= capacity_,
+             "KVCache: cannot hold {} more positions after {} (capacity {})", count, length_,
+             capacity_);
+  length_ += count;
+}
+
+// ============================================================================ blocks
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config)
+    : n_head(config.n_head), d_model(config.d_model), dropout(config.dropout) {
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(d_model, 3 * d_model));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(d_model, d_model));
+  attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(dropout));
+  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& mask, KVCache* cache,
+                                    int64_t layer, bool last_only) const {
+  // x (B, T, C) -> (B, Tq, C) with Tq = T, or 1 when last_only; nh heads of size hs = C / nh;
+  // S = past + T keys.
+  const int64_t B = x.size(0), T = x.size(1), C = d_model, hs = C / n_head;
+  const int64_t Tq = last_only ? 1 : T;
+  // c_attn stacks W_q, W_k and W_v ([3C, C], GPT-2's layout). Applying its three row blocks
+  // one by one is the same arithmetic as one GEMM followed by a split, but the backward then
+  // needs no scatter into a zero-filled (B, T, 3C) gradient, and the queries may be fewer.
+  auto project = [&](const Tensor& input, int64_t i) {  // i = 0, 1, 2: query, key, value
+    const Tensor w = c_attn->weight.narrow(0, i * C, C), b = c_attn->bias.narrow(0, i * C, C);
+    const int64_t rows = input.size(1);
+    return nn::functional::linear(input, w, b)  // (B, rows, C)
+        .view({B, rows, n_head, hs})            // (B, rows, nh, hs)
+        .transpose(1, 2);                       // (B, nh, rows, hs)
+  };
+  // Vaswani et al. 2017, eq. 1: softmax(Q K^T / sqrt(d_k)) V. Scaling q rather than the
+  // (T, S) scores touches fewer values, and gives q the contiguous layout BLAS likes.
+  const Tensor x_query = last_only ? x.narrow(1, T - 1, 1) : x;                 // (B, Tq, C)
+  Tensor q = project(x_query, 0) * (1.0f / std::sqrt(static_cast<float>(hs)));  // (B, nh, Tq, hs)
+  Tensor k = project(x, 1), v = project(x, 2);                                  // (B, nh, T, hs)
+  if (cache != nullptr) {
+    // Inference only: the new keys and values are copied into the cache (no gradient flows
+    // through it) and the queries attend to every cached position.
+    const int64_t past = cache->length();
+    cache->keys(layer).narrow(2, past, T).copy_(k);
+    cache->values(layer).narrow(2, past, T).copy_(v);
+    k = cache->keys(layer).narrow(2, 0, past + T);    // (B, nh, S, hs)
+    v = cache->values(layer).narrow(2, 0, past + T);  // (B, nh, S, hs)
+  } else {
+    // Contiguous heads let every (batch, head) product run as one strided-batched GEMM.
+    k = k.contiguous();  // (B, nh, T, hs)
+    v = v.contiguous();  // (B, nh, T, hs)
+  }
+  // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy.
+  Tensor att = matmul(q, k.transpose(-2, -1));  // (B, nh, Tq, S)
+  // Sec. 3.2.3: "masking out (setting to -inf) all values in the input of the softmax which
+  // correspond to illegal connections", i.e. keys after the query's own position. (The last
+  // position may attend to every key: with last_only there is nothing to mask.)
+  if (mask.defined() && !last_only)
+    att = masked_fill(att, mask, -std::numeric_limits<float>::infinity());
+  att = attn_dropout->forward(softmax(att, -1));      // (B, nh, Tq, S)
+  Tensor y = matmul(att, v);                          // (B, nh, Tq, hs)
+  y = y.transpose(1, 2).reshape({B, Tq, C});          // (B, Tq, nh * hs): heads side by side
+  return resid_dropout->forward(c_proj->forward(y));  // (B, Tq, C)
+}
+
+MLP::MLP(const GPTConfig& config) {
+  c_fc = register_module("c_fc", std::make_shared<nn::Linear>(config.d_model, 4 * config.d_model));
+  c_proj =
+      register_module("c_proj", std::make_shared<nn::Linear>(4 * config.d_model, config.d_model));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout));
+}
+
+Tensor MLP::forward(const Tensor& x) const {
+  // x (B, T, C) -> (B, T, C) through the 4C-wide hidden layer (B, T, 4C).
+  return dropout->forward(c_proj->forward(gelu_tanh(c_fc->forward(x))));
+}
+
+Block::Block(const GPTConfig& config) {
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(config.d_model));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(config.d_model));
+  mlp = register_module("mlp", std::make_shared<MLP>(config));
+}
+
+Tensor Block::forward(const Tensor& x, const Tensor& mask, KVCache* cache, int64_t layer,
+                      bool last_only) const {
+  // x (B, T, C) -> (B, Tq, C), Tq = T or 1; each sub-block adds to the residual stream.
+  const Tensor residual = last_only ? x.narrow(1, x.size(1) - 1, 1) : x;  // (B, Tq, C)
+  Tensor h = residual + attn->forward(ln_1->forward(x), mask, cache, layer, last_only);
+  return h + mlp->forward(ln_2->forward(h));
+}
+
+// ============================================================================ model
+
+GPT::GPT(const GPTConfig& config) : config_(config) {
+  config.validate();
+  wte = register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, config.d_model));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
+  h = register_module("h", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    blocks_.push_back(std::make_shared<Block>(config));
+    h->push_back(blocks_.back());
+  }
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
+  init_weights();
+}
+
+void GPT::init_weights() {
+  // GPT-2 (Radford et al. 2019, sec. 2.3) and nanoGPT: N(0, 0.02) for every matrix, zero
+  // biases, LayerNorm gains 1 (their default); "we scale the weights of residual layers at
+  // initialization by a factor of 1/sqrt(N) where N is the number of residual layers" —
+  // two per block (attention and MLP), hence 0.02 / sqrt(2 n_layer) on both c_proj.
+  const double std_resid = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  nn::init::normal_(wte->weight, 0.0, 0.02);
+  nn::init::normal_(wpe->weight, 0.0, 0.02);
+  for (const auto& block : blocks_) {
+    for (const auto& linear :
+         {block->attn->c_attn, block->attn->c_proj, block->mlp->c_fc, block->mlp->c_proj}) {
+      const bool residual = linear == block->attn->c_proj || linear == block->mlp->c_proj;
+      nn::init::normal_(linear->weight, 0.0, residual ? std_resid : 0.02);
+      nn::init::zeros_(linear->bias);
+    }
+  }
+}
+
+Tensor GPT::forward(const Tensor& ids) { return lm_head(forward_hidden(ids)); }
+
+Tensor GPT::forward(const Tensor& ids, KVCache& cache) {
+  return lm_head(forward_hidden(ids, &cache));
+}
+
+Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
+  // ids (B, T) int64 at positions [past, past + T) -> ln_f(x) (B, T, C), or (B, 1, C)
+  LOOM_CHECK(ids.defined() && ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(1) > 0,
+             "GPT: expected int64 ids of shape [B, T] with T > 0, got {} of shape {}",
+             ids.defined() ? dtype_name(ids.dtype()) : "undefined",
+             ids.defined() ? shape_str(ids.shape()) : "[]");
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t past = cache != nullptr ? cache->length() : 0;
+  LOOM_CHECK(past + T <= config_.context,
+             "GPT: {} positions ({} cached + {} new) exceed the context length {}", past + T, past,
+             T, config_.context);
+  LOOM_CHECK(cache == nullptr || cache->batch() == B,
+             "GPT: ids of shape {} do not match the KV cache's batch {}", shape_str(ids.shape()),
+             cache != nullptr ? cache->batch() : 0);
+  const Device device = wte->weight.device();
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  std::iota(positions.begin(), positions.end(), past);
+  Tensor pos = tensor_i64(positions, {T}).to(device);               // (T)
+  Tensor x = drop->forward(wte->forward(ids) + wpe->forward(pos));  // (B, T, C) + (T, C)
+  // Query i (position past + i) may attend to keys 0..past + i: block the keys above the
+  // shifted diagonal. One query (the usual decoding step) sees every key: no mask needed.
+  Tensor mask = T > 1 ? triu(ones({T, past + T}, device), past + 1) : Tensor();  // (T, S)
+  // The last block alone may skip the other positions: earlier blocks must produce every
+  // position, since later blocks attend to all of them.
+  for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
+    const bool last_block = layer == config_.n_layer - 1;
+    x = blocks_[static_cast<size_t>(layer)]->forward(x, mask, cache, layer,
+                                                     last_only && last_block);  // (B, T, C)
+  }
+  if (cache != nullptr) cache->advance(T);
+  return ln_f->forward(x);  // (B, T, C)
+}
+
+Tensor GPT::lm_head(const Tensor& hidden) const {
+  // (..., C) -> (..., vocab). The output projection is the token embedding itself (weight
+  // tying, Press & Wolf 2017, as GPT-2), read through a transposed view.
+  return nn::functional::linear(hidden, wte->weight);
+}
+
+// ============================================================================ generation
+
+int64_t sample_token(const std::vector<float>& logits, float temperature, int64_t top_k,
+                     float top_p, float uniform) {
+  LOOM_CHECK(!logits.empty(), "sample_token: empty logits");
+  LOOM_CHECK(temperature >= 0.0f, "sample_token: temperature {} is negative", temperature);
+  LOOM_CHECK(top_k >= 0, "sample_token: top_k {} is negative", top_k);
+  LOOM_CHECK(top_p > 0.0f && top_p <= 1.0f, "sample_token: top_p {} outside (0, 1]", top_p);
+  LOOM_CHECK(uniform >= 0.0f && uniform < 1.0f, "sample_token: uniform {} outside [0, 1)", uniform);
+  for (size_t i = 0; i < logits.size(); ++i)
+    LOOM_CHECK(!std::isnan(logits[i]), "sample_token: logit {} of {} is NaN", i, logits.size());
+  if (temperature == 0.0f)
+    return std::max_element(logits.begin(), logits.end()) - logits.begin();  // first maximum
+  // Token ids from most to least likely (ties: smaller id first).
+  std::vector<int64_t> order(logits.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+  });
+  auto logit = [&](size_t rank) {
+    return static_cast<double>(logits[static_cast<size_t>(order[rank])]);
+  };
+  size_t keep = order.size();
+  if (top_k > 0 && static_cast<size_t>(top_k) < keep) {  // the k largest, with ties at the k-th
+    keep = static_cast<size_t>(top_k);
+    while (keep < order.size() && logit(keep) == logit(keep - 1)) ++keep;
+  }
+  // softmax(logits / T) over the kept tokens, in double.
+  std::vector<double> probs(keep);
+  double total = 0.0;
+  for (size_t r = 0; r < keep; ++r)
+    total += probs[r] = std::exp((logit(r) - logit(0)) / temperature);
+  if (top_p < 1.0f) {  // Holtzman et al. 2020: the smallest prefix whose mass reaches top_p
+    double mass = 0.0;
+    size_t r = 0;
+    while (r < keep && mass < top_p * total) mass += probs[r++];
+    keep = std::max<size_t>(r, 1);
+    total = mass;
+  }
+  // Inverse CDF at `uniform`.
+  const double target = static_cast<double>(uniform) * total;
+  double cumulative = 0.0;
+  for (size_t r = 0; r < keep; ++r) {
+    cumulative += probs[r];
+    if (target < cumulative) return order[r];
+  }
+  return order[keep - 1];  // rounding at the very top of the range
+}
+
+std::vector<float> GPT::next_token_logits(const std::vector<int64_t>& window, KVCache* cache) {
+  // The positions the cache does not hold yet: all of them on the first step (the "prefill"),
+  // then only the newest token.
+  const int64_t done = cache != nullptr ? cache->length() : 0;
+  const int64_t n = static_cast<int64_t>(window.size()) - done;
+  std::vector<int64_t> fresh(window.begin() + done, window.end());
+  Tensor ids = tensor_i64(fresh, {1, n}).to(wte->weight.device());  // (1, n)
+  // Only the last position's logits are needed: the last block and the LM head run on one row.
+  Tensor hidden = forward_hidden(ids, cache, /*last_only=*/true);  // (1, 1, C)
+  return lm_head(hidden.reshape({1, -1})).to_vector();             // (1, vocab)
+}
+
+std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, int64_t max_new_tokens,
+                                   float temperature, int64_t top_k, float top_p) {
+  GenerateOptions options;
+  options.max_new_tokens = max_new_tokens;
+  options.temperature = temperature;
+  options.top_k = top_k;
+  options.top_p = top_p;
+  return generate(std::move(prompt), options);
+}
+
+std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOptions& options) {
+  LOOM_CHECK(!prompt.empty(), "GPT::generate: the prompt is empty (give at least one token)");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    LOOM_CHECK(prompt[i] >= 0 && prompt[i] < config_.vocab_size,
+               "GPT::generate: prompt token {} at position {} is outside the vocabulary [0, {})",
+               prompt[i], i, config_.vocab_size);
+  LOOM_CHECK(options.max_new_tokens >= 0, "GPT::generate: max_new_tokens {} is negative",
+             options.max_new_tokens);
+  LOOM_CHECK(options.temperature >= 0.0f, "GPT::generate: temperature {} is negative",
+             options.temperature);
+  LOOM_CHECK(options.top_k >= 0, "GPT::generate: top_k {} is negative", options.top_k);
+  LOOM_CHECK(options.top_p > 0.0f && options.top_p <= 1.0f,
+             "GPT::generate: top_p {} outside (0, 1]", options.top_p);
+  LOOM_CHECK(options.stop_token < config_.vocab_size,
+             "GPT::generate: stop_token {} is outside the vocabulary [0, {})", options.stop_token,
+             config_.vocab_size);
+
+  NoGradGuard no_grad;
+  struct EvalMode {  // evaluation mode (no dropout) for the call, then the caller's mode again
+    GPT& model;
+    bool was_training;
+    ~EvalMode() { model.train(was_training); }
+  } eval_mode{*this, is_training()};
+  eval();
+
+  std::vector<int64_t> tokens = std::move(prompt);
+  std::optional<KVCache> cache;
+  if (options.use_cache) cache.emplace(config_, 1, wte->weight.device());
+  int64_t cached_from = 0;  // the cache holds tokens[cached_from, cached_from + length)
+  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    // The model sees at most `context` tokens: the newest ones. Once the window slides, all
+    // positions change, so the cache starts over from the new window (exactly what a run
+    // without the cache computes, so both give the same tokens).
+    const int64_t start =
+        std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - config_.context);
+    if (cache && start != cached_from) {
+      cache->clear();
+      cached_from = start;
+    }
+    const std::vector<int64_t> window(tokens.begin() + start, tokens.end());
+    const std::vector<float> logits = next_token_logits(window, cache ? &*cache : nullptr);
+    float uniform = 0.0f;
+    if (options.temperature > 0.0f) {
+      Generator& gen = default_generator();
+      uniform = philox_uniform(gen.reserve(1), gen.seed());
+    }
+    const int64_t next =
+        sample_token(logits, options.temperature, options.top_k, options.top_p, uniform);
+    tokens.push_back(next);
+    if (options.on_token) options.on_token(next);
+    if (next == options.stop_token) break;
+  }
+  return tokens;
+}
+
+// ============================================================================ GPT-2 weights
+
+namespace {
+
+// Whether `name` (without prefix) is a Conv1D weight that GPT-2 stores [in, out].
+bool is_conv1d_weight(const std::string& name) {
+  for (const char* suffix :
+       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+      return true;
+  }
+  return false;
+}
+
+// Buffers of GPT2Attention that hold no learned values (the causal mask and its fill value).
+bool is_ignored_buffer(const std::string& name) {
+  for (const std::string s : {".attn.bias", ".attn.masked_bias"})
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+void load_gpt2_hf(GPT& model, const std::string& path) {
+  // GPT2LMHeadModel saves its body under "transformer."; GPT2Model saves it without prefix.
+  std::map<std::string, Tensor> state;
+  Tensor lm_head;
+  for (auto& [name, t] : nn::read_safetensors(path)) {
+    const std::string prefix = "transformer.";
+    const std::string key = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+    if (key == "lm_head.weight")
+      lm_head = t;
+    else if (is_conv1d_weight(key) && t.dim() == 2)
+      state[key] = t.t();  // [in, out] -> [out, in]
+    else if (!is_ignored_buffer(key))
+      state[key] = t;
+  }
+  if (lm_head.defined()) {
+    auto wte = state.find("wte.weight");
+    LOOM_CHECK(wte != state.end() && lm_head.shape() == wte->second.shape() &&
+                   max(abs(lm_head - wte->second)).item() == 0.0f,
+               "load_gpt2_hf: lm_head.weight in '{}' differs from wte.weight; loom's GPT ties "
+               "the LM head to the token embedding",
+               path);
+  }
+  // Checks every name and shape (one error lists each missing, unexpected or misshapen
+  // tensor) before copying anything.
+  nn::load_state_dict(model, state, path);
+}
+
+}  // namespace loom::models

@@ -1,0 +1,30 @@
+// Activation modules, so activations can sit in a Sequential, and the Activation switch taken
+// by FeedForward and the transformer layers.
+#pragma once
+
+#include "nn/module.h"
+
+namespace loom::nn {
+
+// ReLU (Nair & Hinton 2010) or GELU (Hendrycks & Gimpel 2016, exact erf form).
+enum class Activation { ReLU, GELU };
+
+// Applies the activation function elementwise.
+Tensor activate(const Tensor& x, Activation activation);
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+};
+
+class GELU : public Module {
+ public:
+  // approximate_tanh selects GPT-2's tanh approximation instead of the exact erf form.
+  explicit GELU(bool approximate_tanh = false) : approximate_tanh(approximate_tanh) {}
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+  std::string extra_repr() const override;
+
+  bool approximate_tanh;
+};
+
+}  // namespace loom::nn

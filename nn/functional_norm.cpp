@@ -1,0 +1,76 @@
+// Batch normalisation (Ioffe & Szegedy 2015), composed from reductions and elementwise ops.
+// (layer_norm is a fused op in autograd/ops.h; functional.cpp forwards to it.)
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "nn/functional.h"
+
+namespace loom::nn::functional {
+
+namespace {
+
+// Mean over every dim but the channel dim 1, kept as size-1 dims: [N, C, ...] -> [1, C, 1, ...].
+Tensor channel_mean(const Tensor& x) {
+  Tensor m = x;
+  for (int64_t d = x.dim() - 1; d >= 0; --d)
+    if (d != 1) m = mean(m, d, /*keepdim=*/true);
+  return m;
+}
+
+void check_channel_vector(const Tensor& t, int64_t channels, const char* what, const Tensor& x) {
+  if (!t.defined()) return;
+  LOOM_CHECK(t.shape() == Shape{channels},
+             "batch_norm: {} of shape {} does not match the {} channels of input {}", what,
+             shape_str(t.shape()), channels, shape_str(x.shape()));
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                  float eps) {
+  // x [N, C, ...] -> same shape; statistics per channel over N and the spatial dims.
+  LOOM_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got {}",
+             x.defined() ? shape_str(x.shape()) : "undefined");
+  const int64_t channels = x.size(1);
+  check_channel_vector(running_mean, channels, "running_mean", x);
+  check_channel_vector(running_var, channels, "running_var", x);
+  check_channel_vector(weight, channels, "weight", x);
+  check_channel_vector(bias, channels, "bias", x);
+  LOOM_CHECK(running_mean.defined() == running_var.defined(),
+             "batch_norm: running_mean and running_var must be given together");
+  Shape stat_shape(x.dim(), 1);
+  stat_shape[1] = channels;  // [1, C, 1, 1]
+
+  Tensor centered, var;
+  if (training) {
+    const int64_t count = x.numel() / channels;
+    LOOM_CHECK(count > 1,
+               "batch_norm: expected more than 1 value per channel when training, got input {}",
+               shape_str(x.shape()));
+    const Tensor mu = channel_mean(x);  // [1, C, 1, 1]
+    centered = x - mu;
+    var = channel_mean(centered * centered);  // biased, used for normalising (as the paper)
+    if (running_mean.defined()) {
+      // PyTorch's update: the running variance uses the unbiased estimate.
+      NoGradGuard guard;
+      const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
+      Tensor mean_stat = running_mean, var_stat = running_var;  // handles to the same storage
+      mean_stat.copy_(mean_stat * (1.0f - momentum) + mu.detach().reshape({channels}) * momentum);
+      var_stat.copy_(var_stat * (1.0f - momentum) +
+                     var.detach().reshape({channels}) * (unbias * momentum));
+    }
+  } else {
+    LOOM_CHECK(running_mean.defined(),
+               "batch_norm: evaluation mode needs running statistics (input {})",
+               shape_str(x.shape()));
+    centered = x - running_mean.reshape(stat_shape);
+    var = running_var.reshape(stat_shape);
+  }
+  Tensor y = centered * rsqrt(var + eps);
+  if (weight.defined()) y = y * weight.reshape(stat_shape);
+  if (bias.defined()) y = y + bias.reshape(stat_shape);
+  return y;
+}
+
+}  // namespace loom::nn::functional

@@ -1,0 +1,23 @@
+// Linear: y = x W^T + b, PyTorch's layout (weight [out_features, in_features]).
+#pragma once
+
+#include "nn/module.h"
+
+namespace loom::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+
+  // x [..., in_features] -> [..., out_features]
+  Tensor forward(const Tensor& x) const;
+  std::string extra_repr() const override;
+  // PyTorch's default: weight and bias U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_, a=sqrt(5)).
+  void reset_parameters();
+
+  int64_t in_features, out_features;
+  Tensor weight;  // [out_features, in_features]
+  Tensor bias;    // [out_features], undefined when built with bias = false
+};
+
+}  // namespace loom::nn

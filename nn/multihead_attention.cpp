@@ -1,0 +1,151 @@
+// Multi-head attention: input projections, heads, scaled dot-product attention, output
+// projection (Vaswani et al. 2017, section 3.2.2):
+//   MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+//   head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+#include "nn/multihead_attention.h"
+
+#include "autograd/ops.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace loom::nn {
+
+namespace F = functional;
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, float dropout_,
+                                       bool bias)
+    : embed_dim(embed_dim_), num_heads(num_heads_), dropout(dropout_) {
+  LOOM_CHECK(embed_dim_ > 0 && num_heads_ > 0 && embed_dim_ % num_heads_ == 0,
+             "MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}",
+             embed_dim_, num_heads_);
+  LOOM_CHECK(dropout_ >= 0.0f && dropout_ <= 1.0f, "MultiheadAttention: dropout {} outside [0, 1]",
+             dropout_);
+  head_dim = embed_dim / num_heads;
+  in_proj_weight = register_parameter("in_proj_weight", Tensor::empty({3 * embed_dim, embed_dim}));
+  if (bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::empty({3 * embed_dim}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias));
+  reset_parameters();
+}
+
+void MultiheadAttention::reset_parameters() {
+  init::xavier_uniform_(in_proj_weight);
+  if (in_proj_bias.defined()) init::zeros_(in_proj_bias);
+  out_proj->reset_parameters();
+  if (out_proj->bias.defined()) init::zeros_(out_proj->bias);
+}
+
+std::string MultiheadAttention::label() const {
+  return fmt::format("MultiheadAttention(embed_dim={}, num_heads={})", embed_dim, num_heads);
+}
+
+void MultiheadAttention::check_inputs(const Tensor& query, const Tensor& key,
+                                      const Tensor& value) const {
+  LOOM_CHECK(query.defined() && key.defined() && value.defined(),
+             "{}: undefined query, key or value", label());
+  const bool ok = query.dim() == 3 && key.dim() == 3 && value.dim() == 3 &&
+                  query.size(2) == embed_dim && key.size(2) == embed_dim &&
+                  value.size(2) == embed_dim && key.size(0) == query.size(0) &&
+                  value.size(0) == query.size(0) && key.size(1) == value.size(1);
+  LOOM_CHECK(ok,
+             "{}: expected query [B, T_q, {}], key and value [B, T_k, {}], got query {}, key {}, "
+             "value {}",
+             label(), embed_dim, embed_dim, shape_str(query.shape()), shape_str(key.shape()),
+             shape_str(value.shape()));
+}
+
+Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                         int64_t batch, int64_t q_len, int64_t k_len,
+                                         Device device) const {
+  // -> additive mask broadcastable to the scores [B, heads, T_q, T_k], or undefined
+  Tensor mask;
+  if (attn_mask.defined()) {
+    const Shape& s = attn_mask.shape();
+    const bool shared = s == Shape{q_len, k_len};
+    LOOM_CHECK(shared || s == (Shape{batch * num_heads, q_len, k_len}),
+               "{}: attn_mask of shape {} should be [{}, {}] or [{}, {}, {}] (batch*heads, T_q, "
+               "T_k)",
+               label(), shape_str(s), q_len, k_len, batch * num_heads, q_len, k_len);
+    LOOM_CHECK(attn_mask.device() == device, "{}: attn_mask is on {}, the inputs on {}", label(),
+               device_name(attn_mask.device()), device_name(device));
+    mask = F::additive_mask(attn_mask);
+    if (!shared) mask = mask.reshape({batch, num_heads, q_len, k_len});  // [B, h, T_q, T_k]
+  }
+  if (key_padding_mask.defined()) {
+    LOOM_CHECK(key_padding_mask.shape() == (Shape{batch, k_len}),
+               "{}: key_padding_mask of shape {} should be [{}, {}] (batch, T_k)", label(),
+               shape_str(key_padding_mask.shape()), batch, k_len);
+    LOOM_CHECK(key_padding_mask.device() == device,
+               "{}: key_padding_mask is on {}, the inputs on {}", label(),
+               device_name(key_padding_mask.device()), device_name(device));
+    const Tensor padding =
+        F::additive_mask(key_padding_mask).reshape({batch, 1, 1, k_len});  // [B, 1, 1, T_k]
+    mask = mask.defined() ? mask + padding : padding;
+  }
+  return mask;
+}
+
+namespace {
+
+// Rows [part*E, (part+1)*E) of the stacked projection (0 = query, 1 = key, 2 = value);
+// `count` consecutive parts at once.
+Tensor rows(const Tensor& stacked, int64_t part, int64_t count, int64_t embed_dim) {
+  return stacked.defined() ? stacked.narrow(0, part * embed_dim, count * embed_dim) : Tensor();
+}
+
+}  // namespace
+
+Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
+                                  const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                  Tensor* weights) const {
+  // query [B, T_q, E], key/value [B, T_k, E] -> [B, T_q, E]
+  check_inputs(query, key, value);
+  const int64_t batch = query.size(0), q_len = query.size(1), k_len = key.size(1);
+  const int64_t e = embed_dim;
+  const Tensor& w = in_proj_weight;
+  const Tensor& b = in_proj_bias;
+  // x [B, T, parts*E] -> [parts, B, heads, T, head_dim]; views, so the projections are not
+  // copied (matmul reads the strided heads directly).
+  auto split_heads = [&](const Tensor& x, int64_t len, int64_t parts) {
+    return x.view({batch, len, parts, num_heads, head_dim}).permute({2, 0, 3, 1, 4});
+  };
+  Tensor q, k, v;  // [B, heads, T, head_dim] each
+  if (query.impl() == key.impl() && key.impl() == value.impl()) {
+    // Self-attention: one GEMM for all three projections -> [B, T, 3E].
+    const Tensor qkv = split_heads(F::linear(query, w, b), q_len, 3);
+    q = qkv.select(0, 0);
+    k = qkv.select(0, 1);
+    v = qkv.select(0, 2);
+  } else {
+    q = split_heads(F::linear(query, rows(w, 0, 1, e), rows(b, 0, 1, e)), q_len, 1).select(0, 0);
+    if (key.impl() == value.impl()) {  // e.g. a decoder attending to the encoder memory
+      const Tensor kv = split_heads(F::linear(key, rows(w, 1, 2, e), rows(b, 1, 2, e)), k_len, 2);
+      k = kv.select(0, 0);
+      v = kv.select(0, 1);
+    } else {
+      k = split_heads(F::linear(key, rows(w, 1, 1, e), rows(b, 1, 1, e)), k_len, 1).select(0, 0);
+      v = split_heads(F::linear(value, rows(w, 2, 1, e), rows(b, 2, 1, e)), k_len, 1).select(0, 0);
+    }
+  }
+  const Tensor mask =
+      combined_mask(attn_mask, key_padding_mask, batch, q_len, k_len, query.device());
+  const Tensor heads = F::scaled_dot_product_attention(q, k, v, mask, dropout, is_training(),
+                                                       weights);           // [B, h, T_q, hd]
+  const Tensor merged = heads.transpose(1, 2).reshape({batch, q_len, e});  // [B, T_q, E]
+  return out_proj->forward(merged);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const Tensor& attn_mask, const Tensor& key_padding_mask) const {
+  return attend(query, key, value, attn_mask, key_padding_mask, nullptr);
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(
+    const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+    const Tensor& key_padding_mask, bool average_heads) const {
+  Tensor weights;  // [B, h, T_q, T_k]
+  Tensor out = attend(query, key, value, attn_mask, key_padding_mask, &weights);
+  if (average_heads) weights = mean(weights, 1);  // [B, T_q, T_k]
+  return {out, weights};
+}
+
+}  // namespace loom::nn

@@ -1,0 +1,21 @@
+// The nn layer: modules, layers, functional ops and losses, initialisation and checkpoints.
+#pragma once
+
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/checkpoint.h"
+#include "nn/container.h"
+#include "nn/conv2d.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/feed_forward.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/multihead_attention.h"
+#include "nn/pooling.h"
+#include "nn/positional_encoding.h"
+#include "nn/safetensors.h"
+#include "nn/transformer_layer.h"

@@ -1,0 +1,73 @@
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "backends/backend.h"
+#include "core/error.h"
+
+namespace loom::optim {
+
+Adam::Adam(std::vector<Tensor> params, float lr, float beta1, float beta2, float eps,
+           float weight_decay)
+    : Adam("Adam", {{std::move(params), lr, weight_decay}}, beta1, beta2, eps, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, float beta1, float beta2, float eps)
+    : Adam("Adam", std::move(groups), beta1, beta2, eps, false) {}
+
+Adam::Adam(const char* name, std::vector<ParamGroup> groups, float beta1, float beta2, float eps,
+           bool decoupled)
+    : Optimizer(name, std::move(groups)),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      decoupled_(decoupled) {
+  LOOM_CHECK(beta1 >= 0.0f && beta1 < 1.0f, "{}: beta1 {} must be in [0, 1)", name, beta1);
+  LOOM_CHECK(beta2 >= 0.0f && beta2 < 1.0f, "{}: beta2 {} must be in [0, 1)", name, beta2);
+  LOOM_CHECK(std::isfinite(eps) && eps >= 0.0f, "{}: eps {} must be non-negative", name, eps);
+}
+
+AdamW::AdamW(std::vector<Tensor> params, float lr, float beta1, float beta2, float eps,
+             float weight_decay)
+    : Adam("AdamW", {{std::move(params), lr, weight_decay}}, beta1, beta2, eps, true) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, float beta1, float beta2, float eps)
+    : Adam("AdamW", std::move(groups), beta1, beta2, eps, true) {}
+
+void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) {
+  if (state.buffers.empty()) {
+    state.buffers.emplace("exp_avg", zeros_like(param));
+    state.buffers.emplace("exp_avg_sq", zeros_like(param));
+  }
+  Tensor& m = state.buffers.at("exp_avg");
+  Tensor& v = state.buffers.at("exp_avg_sq");
+  LOOM_CHECK(param.is_contiguous() && m.device() == param.device(),
+             "{}: parameter {} must be contiguous and on the device of its state ({} vs {})",
+             name(), shape_str(param.shape()), device_name(param.device()),
+             device_name(m.device()));
+
+  AdamArgs args;
+  args.lr = group.lr;
+  args.beta1 = beta1_;
+  args.beta2 = beta2_;
+  args.eps = eps_;
+  args.weight_decay = group.weight_decay;
+  args.decoupled = decoupled_;
+  // Bias corrections for the zero initialisation of m and v (Kingma & Ba, section 3), in
+  // double as PyTorch computes them in Python.
+  const double t = static_cast<double>(state.step);
+  args.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1_), t));
+  args.bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2_), t));
+  backend(param.device()).adam_step(args, param, grad.contiguous(), m, v);
+}
+
+std::vector<std::string> Adam::buffer_names() const { return {"exp_avg", "exp_avg_sq"}; }
+
+std::vector<std::pair<std::string, float>> Adam::hyperparameters() const {
+  return {{"beta1", beta1_},
+          {"beta2", beta2_},
+          {"eps", eps_},
+          {"decoupled_weight_decay", decoupled_ ? 1.0f : 0.0f}};
+}
+
+}  // namespace loom::optim

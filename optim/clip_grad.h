@@ -1,0 +1,17 @@
+// Gradient clipping by global norm (Pascanu et al. 2013), like torch.nn.utils.clip_grad_norm_.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom::optim {
+
+// Scales every gradient of `params` in place by max_norm / (norm + 1e-6) when the total L2 norm
+// of all gradients together, norm = sqrt(sum over params of sum(grad^2)), exceeds max_norm;
+// parameters without a gradient are ignored. Returns the norm before clipping (0 when no
+// parameter has a gradient; NaN or inf gradients are returned as such and left unscaled).
+// The norm is computed with tensor ops on the gradients' device; one value comes back to the host.
+float clip_grad_norm(const std::vector<Tensor>& params, float max_norm);
+
+}  // namespace loom::optim

@@ -1,0 +1,101 @@
+// The optimizer base class: parameter groups, the per-parameter state, the step loop,
+// zero_grad, learning-rate access, and state_dict save/load for exact resume. Subclasses
+// (SGD, Adam, AdamW) supply only the update rule of one parameter.
+//
+//   optim::AdamW opt(model.parameters(), 3e-4f);
+//   for (int64_t step = 0; step < steps; ++step) {
+//     opt.set_lr(optim::warmup_cosine_lr(step, warmup, steps, 3e-4f));
+//     opt.zero_grad();
+//     loss_fn(model).backward();
+//     optim::clip_grad_norm(model.parameters(), 1.0f);
+//     opt.step();
+//   }
+//   opt.save("ckpt.optim.safetensors");   // beside nn::save(model, "ckpt.safetensors")
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "optim/param_group.h"
+
+namespace loom::optim {
+
+// An optimizer's complete progress as named tensors (0-d ones for scalars):
+//   "step_count"                      int64   calls to step()
+//   "hparams.<name>"                  float32 constructor hyper-parameters (betas, momentum...)
+//   "param_groups.<g>.lr"             float32 the group's current learning rate
+//   "param_groups.<g>.weight_decay"   float32
+//   "param_groups.<g>.num_params"     int64
+//   "state.<g>.<i>.step"              int64   updates parameter i of group g has received
+//   "state.<g>.<i>.<buffer>"          float32 e.g. exp_avg, exp_avg_sq, momentum_buffer
+// Parameters that never received a gradient have no "state.<g>.<i>.*" entries, like PyTorch.
+using StateDict = std::map<std::string, Tensor>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;  // would share the state buffers
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient; parameters whose grad() is undefined
+  // are skipped (their state and step count do not advance), as in PyTorch.
+  void step();
+  // set_to_none = true (the default, as in PyTorch 2.x) clears each gradient, freeing its memory,
+  // so parameters unused by the next backward are skipped by step(). false zeroes the gradient
+  // tensors in place (PyTorch 1.13's default): such parameters then take a step with a zero
+  // gradient, which still moves them through momentum and weight decay.
+  void zero_grad(bool set_to_none = true);
+
+  float lr() const;                     // the first group's learning rate
+  void set_lr(float lr);                // every group's, as a scheduler would; lr >= 0
+  void set_lr(size_t group, float lr);  // one group's
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  int64_t step_count() const { return step_count_; }
+  const std::string& name() const { return name_; }
+
+  // A copy of the state (see StateDict); later steps do not change it.
+  StateDict state_dict() const;
+  // Restores step count, group learning rates and weight decays and every parameter's state.
+  // The dict must come from an optimizer of the same kind, with the same constructor
+  // hyper-parameters and the same groups of parameters of the same shapes; anything else is a
+  // loom::Error, raised before anything is changed.
+  void load_state_dict(const StateDict& state);
+  // The state dict as a safetensors file (metadata: format=loom.optim, optimizer=<name>),
+  // written atomically; save it beside the model checkpoint.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+ protected:
+  struct ParamState {
+    int64_t step = 0;                       // updates this parameter has received
+    std::map<std::string, Tensor> buffers;  // on the parameter's device
+  };
+
+  // Checks every group (positive lr, non-negative weight decay, float32 leaf parameters that
+  // require grad, no parameter twice); `name` prefixes every error message.
+  Optimizer(std::string name, std::vector<ParamGroup> groups);
+
+  // Updates `param` in place from `grad` (same shape and device), with grad recording off.
+  // state.step has already been incremented, so it is 1 on a parameter's first update.
+  virtual void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
+                      ParamState& state) = 0;
+  // The buffers every parameter holds after its first update (to validate a loaded state).
+  virtual std::vector<std::string> buffer_names() const = 0;
+  // The constructor hyper-parameters, stored in state dicts and compared on load.
+  virtual std::vector<std::pair<std::string, float>> hyperparameters() const = 0;
+
+ private:
+  // The state as named tensors; the buffers are the live ones (state_dict() copies them).
+  std::vector<std::pair<std::string, Tensor>> entries() const;
+
+  std::string name_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::vector<ParamState>> state_;  // [group][index]
+  int64_t step_count_ = 0;
+};
+
+}  // namespace loom::optim

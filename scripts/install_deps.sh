@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything loom needs to build, test and train on a fresh Debian 12 machine.
+#   compilers and build:   g++, cmake
+#   libraries:             OpenBLAS (the OpenMP build, so BLAS shares our OpenMP thread pool),
+#                          fmt, doctest
+#   real data sets:        fortunes (GPT, BERT, BPE), fashion-mnist (ViT, Swin, DETR),
+#                          freedict eng-deu (encoder-decoder translation)
+# The CUDA toolkit is optional and not installed here; /usr/local/cuda is used when present.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doctest-dev
+          fortunes dataset-fashion-mnist dict-freedict-eng-deu)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "loom: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "loom: dependencies present"

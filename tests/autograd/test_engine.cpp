@@ -1,0 +1,81 @@
+// The backward engine: accumulation, broadcasting, freed graphs, NoGradGuard, detach.
+#include "test_util.h"
+
+using namespace loom;
+
+TEST_CASE("gradients accumulate when a tensor is used more than once") {
+  Tensor x = tensor({1, 2, 3}, {3}).requires_grad_();
+  Tensor y = sum(x * x + x * 3.0f + x);  // dy/dx = 2x + 4
+  y.backward();
+  CHECK(x.grad().to_vector() == std::vector<float>{6, 8, 10});
+  sum(x).backward();  // a second graph accumulates into .grad, like PyTorch
+  CHECK(x.grad().to_vector() == std::vector<float>{7, 9, 11});
+}
+
+TEST_CASE("gradients are summed over broadcast dimensions") {
+  Tensor a = ones({2, 3}).requires_grad_();
+  Tensor b = tensor({1, 2, 3}, {3}).requires_grad_();
+  Tensor c = scalar_tensor(2.0f).requires_grad_();
+  sum((a * b) * c).backward();
+  CHECK(b.grad().to_vector() == std::vector<float>{4, 4, 4});
+  CHECK(a.grad().to_vector() == std::vector<float>{2, 4, 6, 2, 4, 6});
+  CHECK(c.grad().item() == 12.0f);
+}
+
+TEST_CASE("a diamond graph visits each node once, in reverse topological order") {
+  Tensor x = scalar_tensor(2.0f).requires_grad_();
+  Tensor h = x * x;            // 4
+  Tensor y = exp(h) + h * h;   // dy/dx = (e^h + 2h) * 2x
+  y.backward();
+  CHECK(x.grad().item() == doctest::Approx((std::exp(4.0) + 8.0) * 4.0).epsilon(1e-5));
+}
+
+TEST_CASE("a second backward through a freed graph is a clear error") {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward();
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("second time"), Error);
+  Tensor z = sum(exp(x));
+  z.backward(Tensor(), /*retain_graph=*/true);
+  z.backward();  // allowed: the first call kept the graph
+  CHECK(x.grad().to_vector()[0] == doctest::Approx(3 * std::exp(1.0)));
+}
+
+TEST_CASE("backward of a non-scalar needs an explicit gradient") {
+  Tensor x = ones({2, 2}).requires_grad_();
+  Tensor y = x * 2.0f;
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("shape [2,2]"), Error);
+  y.backward(tensor({1, 2, 3, 4}, {2, 2}));
+  CHECK(x.grad().to_vector() == std::vector<float>{2, 4, 6, 8});
+  CHECK_THROWS_AS(y.backward(ones({3})), Error);
+}
+
+TEST_CASE("NoGradGuard and detach stop recording") {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    NoGradGuard guard;
+    Tensor y = x * 2.0f;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.grad_fn() == nullptr);
+  }
+  Tensor y = x * 2.0f;
+  CHECK(y.requires_grad());
+  CHECK_FALSE(y.is_leaf());
+  Tensor d = y.detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.impl()->storage == y.impl()->storage);
+  CHECK_THROWS_AS(sum(d).backward(), Error);
+  CHECK(x.grad().defined() == false);
+}
+
+TEST_CASE("in-place changes to leaves that require grad need NoGradGuard") {
+  Tensor w = ones({2}).requires_grad_();
+  CHECK_THROWS_WITH_AS(w.fill_(0.0f), doctest::Contains("in place"), Error);
+  NoGradGuard guard;
+  w.fill_(3.0f);
+  CHECK(w.to_vector() == std::vector<float>{3, 3});
+}
+
+TEST_CASE("int64 tensors cannot require grad") {
+  CHECK_THROWS_AS(arange(3).requires_grad_(), Error);
+}

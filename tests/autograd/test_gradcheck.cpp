@@ -1,0 +1,245 @@
+// Finite-difference gradient checks for every differentiable op, on several shapes including
+// broadcast operands and non-contiguous (transposed, narrowed, expanded) inputs.
+#include "test_util.h"
+
+using namespace loom;
+using loom::testing::gradcheck;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// sum(f(inputs) * w) with a fixed random w, so every output element matters differently.
+Fn weighted(const std::function<Tensor(const std::vector<Tensor>&)>& f) {
+  return [f](const std::vector<Tensor>& in) {
+    Tensor y = f(in);
+    manual_seed(999);
+    Tensor w = randn(y.shape());
+    return sum(y * w);
+  };
+}
+
+// A transposed (non-contiguous) tensor of the given final shape [a, b].
+Tensor transposed(int64_t a, int64_t b) { return randn({b, a}).transpose(0, 1); }
+// A narrowed (offset, strided) tensor of shape [a, b].
+Tensor narrowed(int64_t a, int64_t b) { return randn({a, b + 3}).narrow(1, 2, b); }
+// Strictly positive values (for log, sqrt, pow, div).
+Tensor positive(Shape s) { return abs(randn(std::move(s))) + 0.5f; }
+
+}  // namespace
+
+TEST_CASE("gradcheck: unary functions on contiguous and strided inputs") {
+  manual_seed(1);
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> fns = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"gelu_tanh", [](const Tensor& x) { return gelu_tanh(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"sin", [](const Tensor& x) { return sin(x); }},
+      {"cos", [](const Tensor& x) { return cos(x); }},
+      {"neg", [](const Tensor& x) { return -x; }},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5f, 0.7f); }},
+      {"pow3", [](const Tensor& x) { return pow(x, 3.0f); }},
+      {"affine", [](const Tensor& x) { return 2.0f - x * 3.0f + 1.0f; }},
+  };
+  for (const auto& [name, f] : fns) {
+    for (Tensor x : {randn({3, 4}), transposed(3, 4), narrowed(2, 5), randn({}), randn({2, 1, 3})}) {
+      // Keep clear of the kinks of relu/abs/clamp where finite differences are meaningless
+      // (copy_ keeps x's strided layout).
+      for (float kink : {0.0f, 0.7f, -0.5f})
+        x.copy_(where(lt(abs(x - kink), scalar_tensor(0.05f)), x + 0.2f, x));
+      gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }), {x}, 1e-2f,
+                2e-2f, 2e-3f, name);
+    }
+  }
+}
+
+TEST_CASE("gradcheck: functions of positive inputs (log, sqrt, rsqrt, pow, rdiv)") {
+  manual_seed(2);
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> fns = {
+      {"log", [](const Tensor& x) { return log(x); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }},
+      {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5f); }},
+      {"pow0.5", [](const Tensor& x) { return pow(x, 0.5f); }},
+      {"rdiv", [](const Tensor& x) { return 2.0f / x; }},
+  };
+  for (const auto& [name, f] : fns)
+    for (Tensor x : {positive({4, 3}), (positive({3, 4})).transpose(0, 1)})
+      gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }),
+                {x.detach()}, 1e-3f, 2e-2f, 2e-3f, name);
+}
+
+TEST_CASE("gradcheck: broadcasting binary ops") {
+  manual_seed(3);
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{}, {2, 3}}, {{2, 3}, {1}}};
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>>
+      fns = {
+          {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+          {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+          {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+          {"div", [](const Tensor& a, const Tensor& b) { return a / (abs(b) + 0.5f); }},
+          {"pow", [](const Tensor& a, const Tensor& b) { return pow(abs(a) + 0.5f, b); }},
+          {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+          {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
+      };
+  for (const auto& [name, f] : fns)
+    for (const auto& [sa, sb] : shapes)
+      // eps 1e-3 keeps maximum/minimum clear of ties between nearby random values
+      gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0], in[1]); }),
+                {randn(sa), randn(sb)}, 1e-3f, 2e-2f, 3e-3f, name);
+  // a non-contiguous operand
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return in[0] * in[1] + in[1]; }),
+            {transposed(3, 4), narrowed(3, 4)}, 1e-2f, 2e-2f, 2e-3f, "mul strided");
+}
+
+TEST_CASE("gradcheck: where and masked_fill") {
+  manual_seed(4);
+  Tensor cond = gt(randn({3, 4}), scalar_tensor(0.0f));
+  gradcheck(weighted([cond](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }),
+            {randn({3, 4}), randn({4})}, 1e-2f, 2e-2f, 2e-3f, "where");
+  Tensor mask = gt(randn({1, 4}), scalar_tensor(0.0f));
+  gradcheck(weighted([mask](const std::vector<Tensor>& in) { return masked_fill(in[0], mask, -3.0f); }),
+            {transposed(3, 4)}, 1e-2f, 2e-2f, 2e-3f, "masked_fill");
+}
+
+TEST_CASE("gradcheck: reductions") {
+  manual_seed(5);
+  for (Tensor x : {randn({3, 4, 5}), randn({5, 4, 3}).permute({2, 1, 0})}) {
+    gradcheck([](const std::vector<Tensor>& in) { return sum(in[0]) * 0.3f; }, {x}, 1e-2f, 2e-2f,
+              2e-3f, "sum all");
+    gradcheck([](const std::vector<Tensor>& in) { return mean(in[0]); }, {x}, 1e-2f, 2e-2f, 2e-3f,
+              "mean all");
+    for (int64_t dim : {0, 1, -1})
+      for (bool keep : {false, true}) {
+        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return sum(in[0], dim, keep); }),
+                  {x}, 1e-2f, 2e-2f, 2e-3f, "sum dim");
+        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return mean(in[0], dim, keep); }),
+                  {x}, 1e-2f, 2e-2f, 2e-3f, "mean dim");
+        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return max(in[0], dim, keep); }),
+                  {x}, 1e-3f, 2e-2f, 2e-3f, "max dim");
+        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return min(in[0], dim, keep); }),
+                  {x}, 1e-3f, 2e-2f, 2e-3f, "min dim");
+        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return var(in[0], dim, true, keep); }),
+                  {x}, 1e-2f, 2e-2f, 2e-3f, "var dim");
+      }
+    gradcheck([](const std::vector<Tensor>& in) { return max(in[0]); }, {x}, 1e-3f, 2e-2f, 2e-3f,
+              "max all");
+  }
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1}); }),
+            {randn({2, 3, 4})}, 1e-2f, 2e-2f, 2e-3f, "sum_to");
+}
+
+TEST_CASE("gradcheck: softmax and log_softmax along every dim") {
+  manual_seed(6);
+  for (Tensor x : {randn({3, 5}), randn({2, 3, 4}), transposed(4, 3)})
+    for (int64_t dim = 0; dim < x.dim(); ++dim) {
+      gradcheck(weighted([dim](const std::vector<Tensor>& in) { return softmax(in[0], dim); }),
+                {x}, 1e-2f, 2e-2f, 2e-3f, "softmax");
+      gradcheck(weighted([dim](const std::vector<Tensor>& in) { return log_softmax(in[0], dim); }),
+                {x}, 1e-2f, 2e-2f, 2e-3f, "log_softmax");
+    }
+}
+
+TEST_CASE("gradcheck: matmul in every form") {
+  manual_seed(7);
+  const std::vector<std::pair<Tensor, Tensor>> cases = {
+      {randn({4}), randn({4})},                 // dot
+      {randn({3, 4}), randn({4, 2})},           // mm
+      {randn({4}), randn({4, 2})},              // vector @ matrix
+      {randn({3, 4}), randn({4})},              // matrix @ vector
+      {randn({2, 3, 4}), randn({4, 5})},        // batched @ matrix (folded)
+      {randn({3, 4}), randn({2, 4, 5})},        // matrix @ batched
+      {randn({2, 1, 3, 4}), randn({3, 4, 2})},  // broadcast batch dims
+      {transposed(3, 4), transposed(4, 2)},     // transposed views -> BLAS trans flags
+      {narrowed(3, 4), randn({2, 3, 4}).transpose(1, 2)},
+      {randn({2, 3, 4}), randn({4})},           // batched @ vector
+  };
+  for (const auto& [a, b] : cases)
+    gradcheck(weighted([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }),
+              {a, b}, 1e-2f, 2e-2f, 3e-3f, "matmul " + shape_str(a.shape()) + shape_str(b.shape()));
+}
+
+TEST_CASE("gradcheck: views and layout ops") {
+  manual_seed(8);
+  Tensor x = randn({2, 3, 4});
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> fns = {
+      {"reshape", [](const Tensor& t) { return t.reshape({4, -1}); }},
+      {"transpose", [](const Tensor& t) { return t.transpose(0, 2); }},
+      {"permute", [](const Tensor& t) { return t.permute({1, 2, 0}); }},
+      {"narrow", [](const Tensor& t) { return t.narrow(2, 1, 2); }},
+      {"select", [](const Tensor& t) { return t.select(1, -1); }},
+      {"expand", [](const Tensor& t) { return t.narrow(1, 0, 1).expand({2, 5, 4}); }},
+      {"unsqueeze", [](const Tensor& t) { return t.unsqueeze(1); }},
+      {"squeeze", [](const Tensor& t) { return t.narrow(1, 1, 1).squeeze(1); }},
+      {"flatten", [](const Tensor& t) { return t.flatten(1); }},
+      {"contiguous", [](const Tensor& t) { return t.transpose(0, 1).contiguous(); }},
+      {"clone", [](const Tensor& t) { return t.clone(); }},
+      {"transposed reshape", [](const Tensor& t) { return t.transpose(1, 2).reshape({-1}); }},
+      {"tril", [](const Tensor& t) { return tril(t); }},
+      {"triu", [](const Tensor& t) { return triu(t, 1); }},
+  };
+  for (const auto& [name, f] : fns)
+    gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }), {x}, 1e-2f,
+              2e-2f, 2e-3f, name);
+}
+
+TEST_CASE("gradcheck: cat, stack and indexing") {
+  manual_seed(9);
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}, 1); }),
+            {randn({2, 3}), transposed(2, 1), randn({2, 2})}, 1e-2f, 2e-2f, 2e-3f, "cat");
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return stack({in[0], in[1]}, -1); }),
+            {randn({2, 3}), narrowed(2, 3)}, 1e-2f, 2e-2f, 2e-3f, "stack");
+  Tensor idx = tensor_i64({2, 0, 2, 1}, {4});  // repeated index: gradients must accumulate
+  gradcheck(weighted([idx](const std::vector<Tensor>& in) { return index_select(in[0], 1, idx); }),
+            {randn({2, 3, 2})}, 1e-2f, 2e-2f, 2e-3f, "index_select");
+  Tensor gidx = tensor_i64({0, 2, 2, 1, 0, 0}, {2, 3});
+  gradcheck(weighted([gidx](const std::vector<Tensor>& in) { return gather(in[0], 1, gidx); }),
+            {randn({2, 4})}, 1e-2f, 2e-2f, 2e-3f, "gather");
+  Tensor ids = tensor_i64({1, 3, 1, 0, 2, 3}, {2, 3});
+  gradcheck(weighted([ids](const std::vector<Tensor>& in) { return embedding(in[0], ids); }),
+            {randn({4, 5})}, 1e-2f, 2e-2f, 2e-3f, "embedding");
+  gradcheck(weighted([idx](const std::vector<Tensor>& in) { return index_add(in[0], 0, idx, in[1]); }),
+            {randn({3, 2}), randn({4, 2})}, 1e-2f, 2e-2f, 2e-3f, "index_add");
+  gradcheck(weighted([gidx](const std::vector<Tensor>& in) { return scatter_add(in[0], 1, gidx, in[1]); }),
+            {randn({2, 4}), randn({2, 3})}, 1e-2f, 2e-2f, 2e-3f, "scatter_add");
+}
+
+TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {
+  manual_seed(10);
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); }),
+            {randn({3, 5}), randn({5}), randn({5})}, 1e-2f, 2e-2f, 3e-3f, "layer_norm");
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return layer_norm(in[0], Tensor(), Tensor(), 1e-3f); }),
+            {randn({2, 5, 4}).transpose(1, 2)}, 1e-2f, 2e-2f, 3e-3f, "layer_norm no affine");
+  Tensor target = tensor_i64({1, 0, 3, -100, 2}, {5});
+  for (float smoothing : {0.0f, 0.1f})
+    gradcheck([target, smoothing](const std::vector<Tensor>& in) {
+                return cross_entropy(in[0], target, -100, smoothing);
+              },
+              {randn({5, 4})}, 1e-2f, 2e-2f, 2e-3f, "cross_entropy");
+  gradcheck([](const std::vector<Tensor>& in) {
+              return cross_entropy(in[0], tensor_i64({0, 2, 1, 1, 0, 2}, {2, 3}));
+            },
+            {randn({2, 3, 3})}, 1e-2f, 2e-2f, 2e-3f, "cross_entropy 3-D");
+  // Dropout with a fixed seed draws the same mask in every evaluation, so it is checkable.
+  gradcheck([](const std::vector<Tensor>& in) {
+              manual_seed(77);
+              return sum(dropout(in[0], 0.3f, true) * in[0]);
+            },
+            {randn({4, 6})}, 1e-2f, 2e-2f, 2e-3f, "dropout");
+}
+
+TEST_CASE("gradcheck: a composition (two-layer MLP with softmax cross-entropy)") {
+  manual_seed(11);
+  Tensor target = tensor_i64({2, 0, 1}, {3});
+  gradcheck([target](const std::vector<Tensor>& p) {
+              Tensor h = gelu(matmul(p[0], p[1].t()) + p[2]);
+              return cross_entropy(matmul(h, p[3].t()) + p[4], target);
+            },
+            {randn({3, 4}), randn({5, 4}), randn({5}), randn({3, 5}), randn({3})}, 1e-2f, 3e-2f,
+            3e-3f, "mlp");
+}

@@ -1,0 +1,1005 @@
+// The CPU kernel table, called directly through cpu_backend() and checked against plain
+// reference loops written here in double precision. These loops are the "plain kernels" that
+// every optimised or CUDA kernel is measured against (the llm.c habit): they spell out what
+// each kernel computes, element by element, with no layout tricks.
+// Sizes are chosen to hit both the serial and the multi-threaded paths (ctest runs with
+// OMP_NUM_THREADS=2), and inputs come in contiguous, transposed and broadcast (stride 0) forms.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/vec_math.h"
+#include "core/rng.h"
+#include "test_util.h"
+
+using namespace loom;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Backend& kernels() { return cpu_backend(); }
+
+// n deterministic values uniform in [lo, hi).
+std::vector<float> uniform_values(int64_t n, float lo, float hi, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = lo + (hi - lo) * philox_uniform(static_cast<uint64_t>(i), seed);
+  return v;
+}
+
+Tensor uniform_tensor(const Shape& shape, float lo, float hi, uint64_t seed) {
+  return tensor(uniform_values(shape_numel(shape), lo, hi, seed), shape);
+}
+
+// The same values as a [rows, cols] tensor, laid out transposed in memory (strides [1, rows]).
+Tensor transposed_layout(const Tensor& x) { return x.t().contiguous().t(); }
+
+// |got - want| <= atol + rtol |want| everywhere, NaN matching NaN and inf matching inf.
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rtol,
+                  double atol, const std::string& what) {
+  REQUIRE_MESSAGE(got.size() == want.size(), what << ": " << got.size() << " values, expected "
+                                                  << want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    const bool ok = (std::isnan(g) && std::isnan(w)) || (std::isinf(w) && g == w) ||
+                    std::fabs(g - w) <= atol + rtol * std::fabs(w);
+    if (!ok) {
+      FAIL_CHECK(what << ": element " << i << " is " << g << ", expected " << w);
+      return;
+    }
+  }
+}
+
+// Runs f, expecting a loom::Error whose message contains every fragment.
+void expect_error(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    FAIL("expected a loom::Error");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& frag : fragments)
+      CHECK_MESSAGE(msg.find(frag) != std::string::npos,
+                    "message '" << msg << "' lacks '" << frag << "'");
+  }
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// ------------------------------------------------------------------ reference unary ops
+
+constexpr double kPi = 3.14159265358979323846;
+
+double ref_unary(UnaryOp op, double x, double a, double b) {
+  switch (op) {
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Exp: return std::exp(x);
+    case UnaryOp::Log: return std::log(x);
+    case UnaryOp::Sqrt: return std::sqrt(x);
+    case UnaryOp::Rsqrt: return 1.0 / std::sqrt(x);
+    case UnaryOp::Tanh: return std::tanh(x);
+    case UnaryOp::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case UnaryOp::Relu: return x > 0 ? x : 0.0;
+    case UnaryOp::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case UnaryOp::GeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
+    case UnaryOp::Abs: return std::fabs(x);
+    case UnaryOp::Sin: return std::sin(x);
+    case UnaryOp::Cos: return std::cos(x);
+    case UnaryOp::Sign: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+    case UnaryOp::Pow: return std::pow(x, a);
+    case UnaryOp::Affine: return a * x + b;
+    case UnaryOp::RDiv: return a / x;
+    case UnaryOp::Clamp: return std::min(std::max(x, a), b);
+  }
+  return 0.0;
+}
+
+struct UnaryCase {
+  UnaryOp op;
+  const char* name;
+  float a, b;
+  float lo, hi;  // input domain
+};
+
+const std::vector<UnaryCase>& unary_cases() {
+  static const std::vector<UnaryCase> cases = {
+      {UnaryOp::Neg, "neg", 0, 0, -5, 5},         {UnaryOp::Exp, "exp", 0, 0, -20, 20},
+      {UnaryOp::Log, "log", 0, 0, 0.01f, 50},     {UnaryOp::Sqrt, "sqrt", 0, 0, 0.01f, 50},
+      {UnaryOp::Rsqrt, "rsqrt", 0, 0, 0.01f, 50}, {UnaryOp::Tanh, "tanh", 0, 0, -6, 6},
+      {UnaryOp::Sigmoid, "sigmoid", 0, 0, -12, 12}, {UnaryOp::Relu, "relu", 0, 0, -3, 3},
+      {UnaryOp::Gelu, "gelu", 0, 0, -6, 6},       {UnaryOp::GeluTanh, "gelu_tanh", 0, 0, -6, 6},
+      {UnaryOp::Abs, "abs", 0, 0, -3, 3},         {UnaryOp::Sin, "sin", 0, 0, -4, 4},
+      {UnaryOp::Cos, "cos", 0, 0, -4, 4},         {UnaryOp::Sign, "sign", 0, 0, -3, 3},
+      {UnaryOp::Pow, "pow2", 2, 0, -3, 3},        {UnaryOp::Pow, "pow3", 3, 0, -3, 3},
+      {UnaryOp::Pow, "pow0.5", 0.5f, 0, 0.01f, 9}, {UnaryOp::Pow, "pow-1", -1, 0, 0.1f, 9},
+      {UnaryOp::Pow, "pow1.7", 1.7f, 0, 0.01f, 9}, {UnaryOp::Affine, "affine", -2.5f, 0.75f, -3, 3},
+      {UnaryOp::RDiv, "rdiv", 3, 0, 0.1f, 9},     {UnaryOp::Clamp, "clamp", -1, 2, -3, 3},
+  };
+  return cases;
+}
+
+// dy/dx of the reference op by central differences in double precision.
+double ref_derivative(const UnaryCase& c, double x) {
+  const double h = 1e-6 * std::max(1.0, std::fabs(x));
+  return (ref_unary(c.op, x + h, c.a, c.b) - ref_unary(c.op, x - h, c.a, c.b)) / (2 * h);
+}
+
+// ------------------------------------------------------------------ reference gemm
+
+// C[b] = alpha op(A[b]) op(B[b]) + beta C[b], straight from the definition.
+std::vector<double> ref_gemm(const GemmArgs& g, const std::vector<float>& c0) {
+  std::vector<double> c(c0.begin(), c0.end());
+  for (int64_t bt = 0; bt < g.batch; ++bt)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const float av = g.trans_a ? g.a[bt * g.stride_a + p * g.lda + i]
+                                     : g.a[bt * g.stride_a + i * g.lda + p];
+          const float bv = g.trans_b ? g.b[bt * g.stride_b + j * g.ldb + p]
+                                     : g.b[bt * g.stride_b + p * g.ldb + j];
+          acc += static_cast<double>(av) * bv;
+        }
+        double& out = c[static_cast<size_t>(bt * g.stride_c + i * g.ldc + j)];
+        out = g.alpha * acc + (g.beta == 0.0f ? 0.0 : g.beta * out);
+      }
+  return c;
+}
+
+// ------------------------------------------------------------------ reference layer norm / CE
+
+// y = (x - mean) / sqrt(var + eps) * w + b per row, in double.
+std::vector<double> ref_layer_norm(const std::vector<double>& x, const std::vector<double>& w,
+                                   const std::vector<double>& b, int64_t rows, int64_t cols,
+                                   double eps) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += x[r * cols + c] / cols;
+    for (int64_t c = 0; c < cols; ++c) var += std::pow(x[r * cols + c] - mean, 2) / cols;
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] = (x[r * cols + c] - mean) / std::sqrt(var + eps) * (w.empty() ? 1 : w[c]) +
+                        (b.empty() ? 0 : b[c]);
+  }
+  return y;
+}
+
+// Per-row smoothed cross-entropy in double: the target distribution puts 1 - ls + ls/C on the
+// target and ls/C on every other class.
+std::vector<double> ref_cross_entropy(const std::vector<double>& x, const std::vector<int64_t>& t,
+                                      int64_t classes, int64_t ignore, double ls) {
+  std::vector<double> loss(t.size());
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (t[r] == ignore) continue;
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < classes; ++c) m = std::max(m, x[r * classes + c]);
+    for (int64_t c = 0; c < classes; ++c) s += std::exp(x[r * classes + c] - m);
+    const double lse = m + std::log(s);
+    for (int64_t c = 0; c < classes; ++c) {
+      const double target_prob = (c == t[r] ? 1 - ls : 0) + ls / classes;
+      loss[r] += target_prob * (lse - x[r * classes + c]);
+    }
+  }
+  return loss;
+}
+
+// Central-difference gradient of a scalar function of v, in double.
+std::vector<double> numeric_grad(const std::function<double(const std::vector<double>&)>& f,
+                                 std::vector<double> v, double h = 1e-5) {
+  std::vector<double> grad(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double saved = v[i];
+    v[i] = saved + h;
+    const double up = f(v);
+    v[i] = saved - h;
+    const double down = f(v);
+    v[i] = saved;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+// =================================================================== memory, copy, fill
+
+TEST_CASE("cpu allocate returns 64-byte aligned, distinct blocks, even for 0 bytes") {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}}) {
+    void* p = kernels().allocate(bytes);
+    void* q = kernels().allocate(bytes);
+    REQUIRE(p != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+    CHECK(p != q);
+    kernels().deallocate(p, bytes);
+    kernels().deallocate(q, bytes);
+  }
+}
+
+TEST_CASE("cpu copy handles transposed, broadcast and strided destinations") {
+  const Tensor x = uniform_tensor({37, 53}, -5, 5, 1);
+  const std::vector<float> xv = x.to_vector();
+  // transposed source -> contiguous destination
+  Tensor xt = x.t();  // [53, 37], strides [1, 53]
+  Tensor out = Tensor::empty({53, 37});
+  kernels().copy(xt, out);
+  std::vector<double> want(53 * 37);
+  for (int64_t i = 0; i < 53; ++i)
+    for (int64_t j = 0; j < 37; ++j) want[i * 37 + j] = xv[j * 53 + i];
+  expect_close(out.to_vector(), want, 0, 0, "copy of a transpose");
+  // broadcast row (stride 0) -> contiguous
+  Tensor row = uniform_tensor({1, 300}, -1, 1, 2);
+  Tensor wide = Tensor::empty({200, 300});
+  kernels().copy(row.expand({200, 300}), wide);
+  const std::vector<float> rv = row.to_vector(), wv = wide.to_vector();
+  bool rows_equal = true;
+  for (int64_t i = 0; i < 200; ++i)
+    for (int64_t j = 0; j < 300; ++j) rows_equal = rows_equal && wv[i * 300 + j] == rv[j];
+  CHECK(rows_equal);
+  // contiguous source -> strided destination (a transposed view), large enough to go parallel
+  Tensor big = uniform_tensor({300, 257}, -1, 1, 3);
+  Tensor dst_base = Tensor::empty({257, 300});
+  Tensor dst = dst_base.t();  // [300, 257] view
+  kernels().copy(big, dst);
+  expect_close(dst.to_vector(), to_double(big.to_vector()), 0, 0, "copy into a transposed view");
+  // a batched transpose (the blocked path with an outer dim), float32 and int64
+  const Tensor cube = uniform_tensor({3, 40, 70}, -1, 1, 4);
+  Tensor swapped = Tensor::empty({3, 70, 40});
+  kernels().copy(cube.transpose(1, 2), swapped);
+  const std::vector<float> cv = cube.to_vector();
+  std::vector<double> want3(cv.size());
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 70; ++i)
+      for (int64_t j = 0; j < 40; ++j) want3[(b * 70 + i) * 40 + j] = cv[(b * 40 + j) * 70 + i];
+  expect_close(swapped.to_vector(), want3, 0, 0, "batched transpose");
+  std::vector<int64_t> iv(cv.size()), want_ids(cv.size());
+  for (size_t i = 0; i < cv.size(); ++i) iv[i] = static_cast<int64_t>(i) * 7 - 1000;
+  const Tensor ids = tensor_i64(iv, {3, 40, 70});
+  Tensor ids_t = Tensor::empty({3, 70, 40}, DType::Int64);
+  kernels().copy(ids.transpose(1, 2), ids_t);
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 70; ++i)
+      for (int64_t j = 0; j < 40; ++j) want_ids[(b * 70 + i) * 40 + j] = iv[(b * 40 + j) * 70 + i];
+  CHECK(ids_t.to_vector_i64() == want_ids);
+}
+
+TEST_CASE("cpu copy converts float32 <-> int64, truncating toward zero") {
+  const std::vector<float> f = {-2.7f, -1.0f, -0.5f, 0.0f, 0.5f, 1.9f, 123456.0f};
+  Tensor src = tensor(f, {7});
+  Tensor as_int = Tensor::empty({7}, DType::Int64);
+  kernels().copy(src, as_int);
+  std::vector<int64_t> want;
+  for (float v : f) want.push_back(static_cast<int64_t>(std::trunc(v)));
+  CHECK(as_int.to_vector_i64() == want);
+  Tensor back = Tensor::empty({7});
+  kernels().copy(as_int, back);
+  std::vector<double> want_f(want.begin(), want.end());
+  expect_close(back.to_vector(), want_f, 0, 0, "int64 -> float32");
+}
+
+TEST_CASE("cpu fill writes only the elements of a strided view, for both dtypes") {
+  Tensor base = Tensor::empty({6, 8});
+  kernels().fill(base, 1.0);
+  Tensor cols = base.narrow(1, 2, 3);  // [6, 3] with row stride 8
+  kernels().fill(cols, -4.5);
+  const std::vector<float> v = base.to_vector();
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 8; ++j) CHECK(v[i * 8 + j] == (j >= 2 && j < 5 ? -4.5f : 1.0f));
+  Tensor ints = Tensor::empty({100000}, DType::Int64);
+  kernels().fill(ints, 7.0);
+  CHECK(ints.to_vector_i64() == std::vector<int64_t>(100000, 7));
+}
+
+// =================================================================== elementwise
+
+TEST_CASE("vectorised exp, tanh and the normal CDF match <cmath> to float precision") {
+  std::vector<float> xs = uniform_values(20000, -90, 90, 4);
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-8f, 0.5f, -0.5f, 0.625f, 88.7f, -87.3f, 88.8f, -88.0f,
+                  -100.0f, 100.0f})
+    xs.push_back(x);
+  for (float x : xs) {
+    const double e = std::exp(static_cast<double>(x));
+    const float ef = cpu::exp_f(x);
+    if (e < 1.1754944e-38)  // below FLT_MIN exp_f flushes to zero
+      CHECK(ef <= 1.1754944e-38f);
+    else if (e > 3.4028235e38)
+      CHECK(ef == kInf);
+    else
+      CHECK_MESSAGE(std::fabs(ef - e) <= 3e-7 * e, "exp(" << x << ") = " << ef << " vs " << e);
+    const double t = std::tanh(static_cast<double>(x));
+    CHECK_MESSAGE(std::fabs(cpu::tanh_f(x) - t) <= 4e-7 * std::fabs(t) + 1e-37,
+                  "tanh(" << x << ") = " << cpu::tanh_f(x) << " vs " << t);
+    const double xe = x / 12.0;  // the normal CDF saturates beyond |x| ~ 6
+    const double cdf = 0.5 * std::erfc(-xe / std::sqrt(2.0));
+    // Abramowitz-Stegun 7.1.26 bounds the absolute error (as in PyTorch's vectorised erf).
+    CHECK_MESSAGE(std::fabs(cpu::normal_cdf_f(static_cast<float>(xe)) - cdf) <= 3e-7,
+                  "Phi(" << xe << ") = " << cpu::normal_cdf_f(static_cast<float>(xe)) << " vs "
+                         << cdf);
+  }
+  CHECK(cpu::exp_f(-kInf) == 0.0f);
+  CHECK(cpu::exp_f(kInf) == kInf);
+  CHECK(std::isnan(cpu::exp_f(kNaN)));
+  CHECK(cpu::tanh_f(kInf) == 1.0f);
+  CHECK(cpu::tanh_f(-kInf) == -1.0f);
+  CHECK(std::isnan(cpu::tanh_f(kNaN)));
+  CHECK(cpu::sigmoid_f(-kInf) == 0.0f);
+  CHECK(cpu::sigmoid_f(kInf) == 1.0f);
+}
+
+TEST_CASE("cpu unary ops match the reference on contiguous, transposed and broadcast inputs") {
+  for (const UnaryCase& c : unary_cases()) {
+    for (int64_t n : {int64_t{7}, int64_t{100003}}) {  // serial and parallel
+      const Tensor x = uniform_tensor({n}, c.lo, c.hi, 10);
+      Tensor out = Tensor::empty({n});
+      kernels().unary(c.op, x, out, c.a, c.b);
+      std::vector<double> want;
+      for (float v : x.to_vector()) want.push_back(ref_unary(c.op, v, c.a, c.b));
+      expect_close(out.to_vector(), want, 2e-6, 1e-6, std::string(c.name) + " contiguous");
+    }
+    const Tensor x2 = transposed_layout(uniform_tensor({40, 30}, c.lo, c.hi, 11));
+    Tensor out2 = Tensor::empty({40, 30});
+    kernels().unary(c.op, x2, out2, c.a, c.b);
+    std::vector<double> want2;
+    for (float v : x2.to_vector()) want2.push_back(ref_unary(c.op, v, c.a, c.b));
+    expect_close(out2.to_vector(), want2, 2e-6, 1e-6, std::string(c.name) + " transposed");
+    const Tensor scalar = uniform_tensor({1, 1}, c.lo, c.hi, 12);
+    Tensor out3 = Tensor::empty({5, 9});
+    kernels().unary(c.op, scalar.expand({5, 9}), out3, c.a, c.b);
+    const std::vector<double> want3(45, ref_unary(c.op, scalar.item(), c.a, c.b));
+    expect_close(out3.to_vector(), want3, 2e-6, 1e-6, std::string(c.name) + " broadcast");
+  }
+}
+
+TEST_CASE("cpu unary special values: sign(0) = 0, relu/clamp keep NaN, exp(-inf) = 0") {
+  Tensor x = tensor({0.0f, -kInf, kInf, kNaN}, {4});
+  Tensor out = Tensor::empty({4});
+  kernels().unary(UnaryOp::Sign, x, out, 0, 0);
+  const std::vector<float> s = out.to_vector();
+  CHECK(s[0] == 0.0f);
+  CHECK(s[1] == -1.0f);
+  CHECK(s[2] == 1.0f);
+  CHECK(std::isnan(s[3]));
+  kernels().unary(UnaryOp::Exp, x, out, 0, 0);
+  CHECK(out.to_vector()[1] == 0.0f);
+  CHECK(out.to_vector()[2] == kInf);
+  kernels().unary(UnaryOp::Relu, x, out, 0, 0);
+  CHECK(std::isnan(out.to_vector()[3]));
+  kernels().unary(UnaryOp::Clamp, x, out, -1, 1);
+  CHECK(out.to_vector()[1] == -1.0f);
+  CHECK(std::isnan(out.to_vector()[3]));
+}
+
+TEST_CASE("cpu unary_backward matches numerical derivatives of the reference ops") {
+  for (const UnaryCase& c : unary_cases()) {
+    for (int64_t n : {int64_t{9}, int64_t{40000}}) {
+      const Tensor x = uniform_tensor({n}, c.lo, c.hi, 20);
+      const Tensor g = uniform_tensor({n}, -2, 2, 21);
+      Tensor y = Tensor::empty({n});
+      kernels().unary(c.op, x, y, c.a, c.b);
+      Tensor dx = Tensor::empty({n});
+      kernels().unary_backward(c.op, g, x, y, dx, c.a, c.b);
+      const std::vector<float> xv = x.to_vector(), gv = g.to_vector();
+      std::vector<double> want(xv.size());
+      for (size_t i = 0; i < xv.size(); ++i)
+        want[i] = c.op == UnaryOp::Sign ? 0.0 : gv[i] * ref_derivative(c, xv[i]);
+      expect_close(dx.to_vector(), want, 1e-3, 1e-4, std::string(c.name) + " backward");
+      // The same with y left out (recomputed from x) and with a broadcast gradient.
+      Tensor dx2 = Tensor::empty({n});
+      const Tensor g1 = tensor({1.5f}, {1});
+      kernels().unary_backward(c.op, g1.expand({n}), x, Tensor(), dx2, c.a, c.b);
+      for (size_t i = 0; i < xv.size(); ++i)
+        want[i] = c.op == UnaryOp::Sign ? 0.0 : 1.5 * ref_derivative(c, xv[i]);
+      expect_close(dx2.to_vector(), want, 1e-3, 1e-4, std::string(c.name) + " backward, no y");
+    }
+  }
+}
+
+TEST_CASE("cpu relu and clamp backward pass the gradient exactly where PyTorch does") {
+  // The kinks themselves: relu at 0, clamp at both bounds.
+  const std::vector<float> xv = {-1.0f, 0.0f, 2.0f, -3.0f, 3.0f, 1e-7f};
+  const std::vector<float> gv = {1, 2, 3, 4, 5, 6};
+  const Tensor x = tensor(xv, {6}), g = tensor(gv, {6});
+  Tensor dx = Tensor::empty({6});
+  std::vector<double> relu_want, clamp_want;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    relu_want.push_back(xv[i] > 0 ? gv[i] : 0.0);
+    clamp_want.push_back(xv[i] >= -1 && xv[i] <= 2 ? gv[i] : 0.0);
+  }
+  kernels().unary_backward(UnaryOp::Relu, g, x, Tensor(), dx, 0, 0);
+  expect_close(dx.to_vector(), relu_want, 0, 0, "relu'(x) = [x > 0]");
+  kernels().unary_backward(UnaryOp::Clamp, g, x, Tensor(), dx, -1, 2);
+  expect_close(dx.to_vector(), clamp_want, 0, 0, "clamp'(x) = [lo <= x <= hi]");
+}
+
+TEST_CASE("cpu binary ops broadcast through zero strides on either side") {
+  struct Case {
+    BinaryOp op;
+    const char* name;
+    std::function<double(double, double)> f;
+  };
+  const std::vector<Case> cases = {
+      {BinaryOp::Add, "add", [](double a, double b) { return a + b; }},
+      {BinaryOp::Sub, "sub", [](double a, double b) { return a - b; }},
+      {BinaryOp::Mul, "mul", [](double a, double b) { return a * b; }},
+      {BinaryOp::Div, "div", [](double a, double b) { return a / b; }},
+      {BinaryOp::Pow, "pow", [](double a, double b) { return std::pow(a, b); }},
+      {BinaryOp::Maximum, "maximum", [](double a, double b) { return std::max(a, b); }},
+      {BinaryOp::Minimum, "minimum", [](double a, double b) { return std::min(a, b); }},
+      {BinaryOp::Eq, "eq", [](double a, double b) { return a == b ? 1.0 : 0.0; }},
+      {BinaryOp::Ne, "ne", [](double a, double b) { return a != b ? 1.0 : 0.0; }},
+      {BinaryOp::Lt, "lt", [](double a, double b) { return a < b ? 1.0 : 0.0; }},
+      {BinaryOp::Le, "le", [](double a, double b) { return a <= b ? 1.0 : 0.0; }},
+      {BinaryOp::Gt, "gt", [](double a, double b) { return a > b ? 1.0 : 0.0; }},
+      {BinaryOp::Ge, "ge", [](double a, double b) { return a >= b ? 1.0 : 0.0; }},
+  };
+  // Values are small integers + 0.5 so comparisons see ties; positive so pow is defined.
+  auto rounded = [](const Shape& s, uint64_t seed) {
+    std::vector<float> v = uniform_values(shape_numel(s), 0, 4, seed);
+    for (float& e : v) e = std::floor(e) + 0.5f;
+    return tensor(v, s);
+  };
+  const Shape shape = {70, 600};  // 42000 elements: the parallel path
+  const Tensor a_full = rounded(shape, 30);
+  const Tensor b_full = transposed_layout(rounded(shape, 31));
+  const Tensor a_row = rounded({1, 600}, 32).expand(shape);
+  const Tensor b_col = rounded({70, 1}, 33).expand(shape);
+  const Tensor b_scalar = rounded({1, 1}, 34).expand(shape);
+  const std::vector<std::pair<Tensor, Tensor>> inputs = {
+      {a_full, b_full}, {a_full, b_scalar}, {b_scalar, a_full}, {a_row, b_col}, {a_full, b_col}};
+  for (const Case& c : cases) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const auto& [a, b] = inputs[k];
+      Tensor out = Tensor::empty(shape);
+      kernels().binary(c.op, a, b, out);
+      const std::vector<float> av = a.to_vector(), bv = b.to_vector();
+      std::vector<double> want(av.size());
+      for (size_t i = 0; i < av.size(); ++i) want[i] = c.f(av[i], bv[i]);
+      expect_close(out.to_vector(), want, 1e-6, 0,
+                   std::string(c.name) + " layout " + std::to_string(k));
+    }
+  }
+}
+
+TEST_CASE("cpu comparisons accept int64, maximum/minimum propagate NaN") {
+  Tensor a = tensor_i64({1, 5, -3, 7}, {4}), b = tensor_i64({1, 4, -2, 9}, {4});
+  Tensor out = Tensor::empty({4});
+  kernels().binary(BinaryOp::Lt, a, b, out);
+  expect_close(out.to_vector(), {0, 0, 1, 1}, 0, 0, "int64 lt");
+  kernels().binary(BinaryOp::Eq, a, b, out);
+  expect_close(out.to_vector(), {1, 0, 0, 0}, 0, 0, "int64 eq");
+  Tensor x = tensor({kNaN, 1.0f, 2.0f, 3.0f}, {4}), y = tensor({0.0f, kNaN, 1.0f, 5.0f}, {4});
+  kernels().binary(BinaryOp::Maximum, x, y, out);
+  std::vector<float> m = out.to_vector();
+  CHECK(std::isnan(m[0]));
+  CHECK(std::isnan(m[1]));
+  CHECK(m[2] == 2.0f);
+  CHECK(m[3] == 5.0f);
+  kernels().binary(BinaryOp::Minimum, x, y, out);
+  m = out.to_vector();
+  CHECK(std::isnan(m[0]));
+  CHECK(std::isnan(m[1]));
+  CHECK(m[2] == 1.0f);
+  CHECK(m[3] == 3.0f);
+}
+
+TEST_CASE("cpu where picks a where cond is nonzero, with broadcast operands and int64 values") {
+  const Shape shape = {50, 800};
+  std::vector<float> cv = uniform_values(40000, 0, 1, 40);
+  for (float& v : cv) v = v < 0.3f ? 0.0f : (v < 0.6f ? 1.0f : -2.0f);
+  const Tensor cond = tensor(cv, shape);
+  const Tensor a = tensor({-1e9f}, {1, 1}).expand(shape);  // the masked_fill pattern
+  const Tensor b = transposed_layout(uniform_tensor(shape, -1, 1, 41));
+  Tensor out = Tensor::empty(shape);
+  kernels().where(cond, a, b, out);
+  const std::vector<float> bv = b.to_vector();
+  std::vector<double> want(bv.size());
+  for (size_t i = 0; i < bv.size(); ++i) want[i] = cv[i] != 0 ? -1e9 : bv[i];
+  expect_close(out.to_vector(), want, 0, 0, "where float");
+  Tensor ai = tensor_i64({1, 2, 3}, {3}), bi = tensor_i64({-1, -2, -3}, {3});
+  Tensor oi = Tensor::empty({3}, DType::Int64);
+  kernels().where(tensor({1, 0, 1}, {3}), ai, bi, oi);
+  CHECK(oi.to_vector_i64() == std::vector<int64_t>{1, -2, 3});
+}
+
+TEST_CASE("cpu axpy adds a scaled tensor in place") {
+  for (int64_t n : {int64_t{5}, int64_t{70001}}) {
+    Tensor dst = uniform_tensor({n}, -1, 1, 50);
+    const Tensor src = uniform_tensor({n}, -1, 1, 51);
+    const std::vector<float> d0 = dst.to_vector(), s = src.to_vector();
+    kernels().axpy(-0.25f, src, dst);
+    std::vector<double> want(d0.size());
+    for (size_t i = 0; i < d0.size(); ++i) want[i] = d0[i] - 0.25 * s[i];
+    expect_close(dst.to_vector(), want, 1e-6, 1e-7, "axpy");
+  }
+}
+
+// =================================================================== reductions and softmax
+
+TEST_CASE("cpu reduce matches reference loops along the middle axis, ties to the first index") {
+  struct Extent {
+    int64_t outer, n, inner;
+  };
+  const std::vector<Extent> extents = {{3, 5, 1},     {2, 7, 3},    {1, 1, 1},      {4, 1, 6},
+                                       {1, 300001, 1}, {3, 40000, 1}, {64, 50, 600}, {2, 9, 300}};
+  for (const Extent& e : extents) {
+    std::vector<float> v = uniform_values(e.outer * e.n * e.inner, -2, 2, 60);
+    for (float& x : v) x = std::floor(x * 2) / 2;  // a few distinct values: many ties
+    const Tensor x = tensor(v, {e.outer, e.n, e.inner});
+    const std::string where = shape_str({e.outer, e.n, e.inner});
+    std::vector<double> sum(e.outer * e.inner, 0), mx(sum.size(), -INFINITY), mn(sum.size(), INFINITY);
+    std::vector<int64_t> amax(sum.size(), 0), amin(sum.size(), 0);
+    for (int64_t o = 0; o < e.outer; ++o)
+      for (int64_t i = 0; i < e.inner; ++i) {
+        const size_t r = static_cast<size_t>(o * e.inner + i);
+        for (int64_t j = 0; j < e.n; ++j) {
+          const double val = v[(o * e.n + j) * e.inner + i];
+          sum[r] += val;
+          if (val > mx[r]) mx[r] = val, amax[r] = j;
+          if (val < mn[r]) mn[r] = val, amin[r] = j;
+        }
+      }
+    Tensor out = Tensor::empty({e.outer, e.inner});
+    Tensor idx = Tensor::empty({e.outer, e.inner}, DType::Int64);
+    kernels().reduce(ReduceOp::Sum, x, e.outer, e.n, e.inner, out);
+    expect_close(out.to_vector(), sum, 1e-6, 1e-6, "sum " + where);
+    kernels().reduce(ReduceOp::Max, x, e.outer, e.n, e.inner, out);
+    expect_close(out.to_vector(), mx, 0, 0, "max " + where);
+    kernels().reduce(ReduceOp::Min, x, e.outer, e.n, e.inner, out);
+    expect_close(out.to_vector(), mn, 0, 0, "min " + where);
+    kernels().reduce(ReduceOp::ArgMax, x, e.outer, e.n, e.inner, idx);
+    CHECK_MESSAGE(idx.to_vector_i64() == amax, "argmax " << where);
+    kernels().reduce(ReduceOp::ArgMin, x, e.outer, e.n, e.inner, idx);
+    CHECK_MESSAGE(idx.to_vector_i64() == amin, "argmin " << where);
+  }
+}
+
+TEST_CASE("cpu reduce: NaN propagates through max/min and wins argmax/argmin") {
+  for (int64_t inner : {int64_t{1}, int64_t{2}}) {
+    // Two rows of 40 (times inner): the first holds NaN at positions 17 and 30.
+    std::vector<float> v = uniform_values(2 * 40 * inner, -1, 1, 61);
+    for (int64_t i = 0; i < inner; ++i) v[17 * inner + i] = v[30 * inner + i] = kNaN;
+    const Tensor x = tensor(v, {2, 40, inner});
+    Tensor out = Tensor::empty({2, inner});
+    Tensor idx = Tensor::empty({2, inner}, DType::Int64);
+    kernels().reduce(ReduceOp::Max, x, 2, 40, inner, out);
+    CHECK(std::isnan(out.to_vector()[0]));
+    CHECK(!std::isnan(out.to_vector()[inner]));
+    kernels().reduce(ReduceOp::Min, x, 2, 40, inner, out);
+    CHECK(std::isnan(out.to_vector()[0]));
+    kernels().reduce(ReduceOp::ArgMax, x, 2, 40, inner, idx);
+    CHECK(idx.to_vector_i64()[0] == 17);
+    kernels().reduce(ReduceOp::ArgMin, x, 2, 40, inner, idx);
+    CHECK(idx.to_vector_i64()[0] == 17);
+  }
+}
+
+TEST_CASE("cpu reduce on int64 input, and over an empty dimension") {
+  const Tensor x = tensor_i64({4, -2, 9, 1, 1, 0}, {2, 3, 1});
+  Tensor out = Tensor::empty({2, 1}, DType::Int64);
+  kernels().reduce(ReduceOp::Sum, x, 2, 3, 1, out);
+  CHECK(out.to_vector_i64() == std::vector<int64_t>{4 - 2 + 9, 1 + 1 + 0});
+  kernels().reduce(ReduceOp::Max, x, 2, 3, 1, out);
+  CHECK(out.to_vector_i64() == std::vector<int64_t>{9, 1});
+  Tensor empty = Tensor::empty({3, 0});
+  Tensor sums = Tensor::empty({3});
+  kernels().reduce(ReduceOp::Sum, empty, 3, 0, 1, sums);
+  CHECK(sums.to_vector() == std::vector<float>(3, 0.0f));
+  expect_error([&] { kernels().reduce(ReduceOp::Max, empty, 3, 0, 1, sums); }, {"max", "empty"});
+}
+
+TEST_CASE("cpu softmax and log_softmax match the reference, forward and backward") {
+  struct Extent {
+    int64_t outer, n, inner;
+  };
+  for (const Extent& e : std::vector<Extent>{{4, 9, 1}, {500, 130, 1}, {3, 6, 5}, {40, 30, 300}}) {
+    const int64_t numel = e.outer * e.n * e.inner;
+    const Tensor x = uniform_tensor({numel}, -30, 30, 70);
+    const Tensor g = uniform_tensor({numel}, -1, 1, 71);
+    const std::vector<float> xv = x.to_vector(), gv = g.to_vector();
+    std::vector<double> soft(numel), logsoft(numel), dsoft(numel), dlog(numel);
+    for (int64_t o = 0; o < e.outer; ++o)
+      for (int64_t i = 0; i < e.inner; ++i) {
+        auto at = [&](int64_t j) { return static_cast<size_t>((o * e.n + j) * e.inner + i); };
+        double m = -INFINITY, s = 0, gy = 0, gsum = 0;
+        for (int64_t j = 0; j < e.n; ++j) m = std::max(m, static_cast<double>(xv[at(j)]));
+        for (int64_t j = 0; j < e.n; ++j) s += std::exp(xv[at(j)] - m);
+        for (int64_t j = 0; j < e.n; ++j) {
+          soft[at(j)] = std::exp(xv[at(j)] - m) / s;
+          logsoft[at(j)] = xv[at(j)] - m - std::log(s);
+          gy += gv[at(j)] * soft[at(j)];
+          gsum += gv[at(j)];
+        }
+        // Jacobians: dsoftmax_j/dx_k = y_j (delta_jk - y_k); dlogsoftmax_j/dx_k = delta_jk - y_k.
+        for (int64_t k = 0; k < e.n; ++k) {
+          dsoft[at(k)] = soft[at(k)] * (gv[at(k)] - gy);
+          dlog[at(k)] = gv[at(k)] - soft[at(k)] * gsum;
+        }
+      }
+    const std::string where = shape_str({e.outer, e.n, e.inner});
+    Tensor y = Tensor::empty({numel}), ly = Tensor::empty({numel}), dx = Tensor::empty({numel});
+    kernels().softmax(x, e.outer, e.n, e.inner, false, y);
+    expect_close(y.to_vector(), soft, 1e-5, 1e-7, "softmax " + where);
+    kernels().softmax(x, e.outer, e.n, e.inner, true, ly);
+    expect_close(ly.to_vector(), logsoft, 1e-5, 1e-5, "log_softmax " + where);
+    kernels().softmax_backward(g, y, e.outer, e.n, e.inner, false, dx);
+    expect_close(dx.to_vector(), dsoft, 1e-4, 1e-6, "softmax backward " + where);
+    kernels().softmax_backward(g, ly, e.outer, e.n, e.inner, true, dx);
+    expect_close(dx.to_vector(), dlog, 1e-4, 1e-6, "log_softmax backward " + where);
+  }
+}
+
+TEST_CASE("cpu softmax: -inf entries get exactly 0, an all -inf row gives NaN like PyTorch") {
+  Tensor x = tensor({1.0f, -kInf, 2.0f, -kInf, -kInf, -kInf}, {2, 3});
+  Tensor y = Tensor::empty({2, 3});
+  kernels().softmax(x, 2, 3, 1, false, y);
+  const std::vector<float> v = y.to_vector();
+  CHECK(v[1] == 0.0f);
+  CHECK(v[0] + v[2] == doctest::Approx(1.0f));
+  for (int k = 3; k < 6; ++k) CHECK(std::isnan(v[k]));
+  kernels().softmax(x, 2, 3, 1, true, y);
+  CHECK(y.to_vector()[1] == -kInf);
+  CHECK(std::isnan(y.to_vector()[4]));
+}
+
+// =================================================================== gemm
+
+TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and alpha/beta") {
+  struct Case {
+    bool ta, tb;
+    int64_t m, n, k, batch;
+    float alpha, beta;
+    bool share_b;  // stride_b = 0: one B for the whole batch
+    int64_t pad;   // extra elements per row (ld > cols)
+  };
+  const std::vector<Case> cases = {
+      {false, false, 5, 7, 3, 1, 1.0f, 0.0f, false, 0},
+      {true, false, 4, 6, 5, 1, 0.5f, 1.0f, false, 2},
+      {false, true, 6, 3, 8, 3, 1.0f, 0.5f, false, 1},
+      {true, true, 3, 9, 4, 2, -1.0f, 0.0f, true, 3},
+      {false, false, 16, 16, 16, 37, 1.0f, 0.0f, false, 0},     // batch-parallel path
+      {false, true, 130, 150, 140, 1, 1.0f, 0.0f, false, 0},    // BLAS-threaded path
+      {false, false, 130, 150, 140, 3, 1.0f, 0.0f, false, 0},   // large items, batch loop
+      {true, false, 64, 48, 32, 8, 2.0f, -1.0f, true, 0},
+  };
+  for (const Case& c : cases) {
+    GemmArgs g;
+    g.trans_a = c.ta, g.trans_b = c.tb;
+    g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
+    const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    g.lda = a_cols + c.pad, g.ldb = b_cols + c.pad, g.ldc = c.n + c.pad;
+    g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
+    g.stride_c = c.m * g.ldc;
+    const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
+    const std::vector<float> b = uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
+    std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
+    g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
+    const std::vector<double> want = ref_gemm(g, cbuf);
+    kernels().gemm(g);
+    expect_close(cbuf, want, 1e-4, 1e-4,
+                 "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " m=" +
+                     std::to_string(c.m) + " batch=" + std::to_string(c.batch));
+  }
+}
+
+TEST_CASE("cpu gemm accepts degenerate strides: one-row operands, broadcast rows, k = 0") {
+  // m = 1 with lda = 1 (the stride a size-1 dim may have): BLAS would reject lda < k.
+  std::vector<float> a = uniform_values(4, -1, 1, 90), b = uniform_values(4 * 3, -1, 1, 91);
+  std::vector<float> c(3, 0.0f);
+  GemmArgs g;
+  g.m = 1, g.n = 3, g.k = 4, g.a = a.data(), g.lda = 1, g.b = b.data(), g.ldb = 3;
+  g.c = c.data(), g.ldc = 1;
+  GemmArgs dense = g;  // the same product with textbook strides, for the reference
+  dense.lda = 4, dense.ldc = 3;
+  const std::vector<double> want = ref_gemm(dense, c);
+  kernels().gemm(g);
+  expect_close(c, want, 1e-5, 1e-6, "one-row A with lda 1");
+  // A whose rows are all the same row (lda = 0, an expanded vector).
+  std::vector<float> c2(5 * 3, 0.0f);
+  GemmArgs g2 = g;
+  g2.m = 5, g2.lda = 0, g2.c = c2.data(), g2.ldc = 3;
+  kernels().gemm(g2);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 3; ++j) CHECK(c2[i * 3 + j] == doctest::Approx(want[j]).epsilon(1e-5));
+  // k = 0: C = beta C, and beta = 0 overwrites even NaN.
+  std::vector<float> c3 = {1.0f, kNaN, 3.0f, 4.0f};
+  GemmArgs g3;
+  g3.m = 2, g3.n = 2, g3.k = 0, g3.beta = 0.0f, g3.c = c3.data(), g3.ldc = 2;
+  g3.a = a.data(), g3.b = b.data(), g3.lda = 1, g3.ldb = 2;
+  kernels().gemm(g3);
+  CHECK(c3 == std::vector<float>(4, 0.0f));
+  std::vector<float> c4 = {1.0f, 2.0f, 3.0f, 4.0f};
+  g3.beta = 0.5f, g3.c = c4.data();
+  kernels().gemm(g3);
+  expect_close(c4, {0.5, 1.0, 1.5, 2.0}, 0, 0, "k = 0 scales C by beta");
+}
+
+TEST_CASE("cpu gemm rejects overlapping outputs") {
+  std::vector<float> a(16, 1.0f), c(16, 0.0f);
+  GemmArgs g;
+  g.m = 2, g.n = 4, g.k = 2, g.a = a.data(), g.lda = 2, g.b = a.data(), g.ldb = 4;
+  g.c = c.data(), g.ldc = 2;
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "row stride 2", "4 columns"});
+  g.ldc = 4, g.batch = 2, g.stride_c = 0;
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "stride_c"});
+}
+
+// =================================================================== indexing
+
+TEST_CASE("cpu index_select and index_add match reference loops, with repeated indices") {
+  struct Extent {
+    int64_t outer, n, inner, k;
+  };
+  for (const Extent& e : std::vector<Extent>{{2, 5, 3, 4}, {1, 1000, 256, 3000}, {8, 50, 40, 120}, {3, 6, 1, 10}}) {
+    const Tensor x = uniform_tensor({e.outer, e.n, e.inner}, -1, 1, 100);
+    std::vector<int64_t> iv(e.k);
+    const std::vector<float> r = uniform_values(e.k, 0, static_cast<float>(e.n), 101);
+    for (int64_t j = 0; j < e.k; ++j) iv[j] = static_cast<int64_t>(r[j]);
+    const Tensor index = tensor_i64(iv, {e.k});
+    const std::vector<float> xv = x.to_vector();
+    Tensor out = Tensor::empty({e.outer, e.k, e.inner});
+    kernels().index_select(x, e.outer, e.n, e.inner, index, out);
+    std::vector<double> want(e.outer * e.k * e.inner);
+    for (int64_t o = 0; o < e.outer; ++o)
+      for (int64_t j = 0; j < e.k; ++j)
+        for (int64_t i = 0; i < e.inner; ++i)
+          want[(o * e.k + j) * e.inner + i] = xv[(o * e.n + iv[j]) * e.inner + i];
+    expect_close(out.to_vector(), want, 0, 0, "index_select");
+    // index_add: scatter the selected rows back, summing duplicates.
+    Tensor acc = uniform_tensor({e.outer, e.n, e.inner}, -1, 1, 102);
+    std::vector<double> acc_want = to_double(acc.to_vector());
+    const std::vector<float> src = out.to_vector();
+    for (int64_t o = 0; o < e.outer; ++o)
+      for (int64_t j = 0; j < e.k; ++j)
+        for (int64_t i = 0; i < e.inner; ++i)
+          acc_want[(o * e.n + iv[j]) * e.inner + i] += src[(o * e.k + j) * e.inner + i];
+    kernels().index_add(out, e.outer, e.n, e.inner, index, acc);
+    expect_close(acc.to_vector(), acc_want, 1e-5, 1e-5, "index_add");
+  }
+}
+
+TEST_CASE("cpu gather and scatter_add match reference loops") {
+  struct Extent {
+    int64_t outer, n, inner, k;
+  };
+  for (const Extent& e : std::vector<Extent>{{2, 5, 3, 4}, {1, 20, 3000, 30}, {6000, 10, 1, 12}, {4, 7, 2, 7}}) {
+    const Tensor x = uniform_tensor({e.outer, e.n, e.inner}, -1, 1, 110);
+    const int64_t count = e.outer * e.k * e.inner;
+    std::vector<int64_t> iv(count);
+    const std::vector<float> r = uniform_values(count, 0, static_cast<float>(e.n), 111);
+    for (int64_t j = 0; j < count; ++j) iv[j] = static_cast<int64_t>(r[j]);
+    const Tensor index = tensor_i64(iv, {e.outer, e.k, e.inner});
+    const std::vector<float> xv = x.to_vector();
+    Tensor out = Tensor::empty({e.outer, e.k, e.inner});
+    kernels().gather(x, e.outer, e.n, e.inner, index, out);
+    std::vector<double> want(count);
+    for (int64_t o = 0; o < e.outer; ++o)
+      for (int64_t j = 0; j < e.k; ++j)
+        for (int64_t i = 0; i < e.inner; ++i) {
+          const int64_t p = (o * e.k + j) * e.inner + i;
+          want[p] = xv[(o * e.n + iv[p]) * e.inner + i];
+        }
+    expect_close(out.to_vector(), want, 0, 0, "gather");
+    Tensor acc = Tensor::empty({e.outer, e.n, e.inner});
+    kernels().fill(acc, 0.0);
+    std::vector<double> acc_want(e.outer * e.n * e.inner, 0.0);
+    const std::vector<float> src = out.to_vector();
+    for (int64_t o = 0; o < e.outer; ++o)
+      for (int64_t j = 0; j < e.k; ++j)
+        for (int64_t i = 0; i < e.inner; ++i) {
+          const int64_t p = (o * e.k + j) * e.inner + i;
+          acc_want[(o * e.n + iv[p]) * e.inner + i] += src[p];
+        }
+    kernels().scatter_add(out, e.outer, e.n, e.inner, index, acc);
+    expect_close(acc.to_vector(), acc_want, 1e-5, 1e-5, "scatter_add");
+  }
+}
+
+TEST_CASE("cpu index kernels reject out-of-range indices, naming op, value and range") {
+  const Tensor x = uniform_tensor({2, 5, 3}, -1, 1, 120);
+  Tensor out = Tensor::empty({2, 2, 3});
+  expect_error([&] { kernels().index_select(x, 2, 5, 3, tensor_i64({1, 7}, {2}), out); },
+               {"index_select", "index 7", "[0, 5)"});
+  Tensor acc = Tensor::empty({2, 5, 3});
+  expect_error([&] { kernels().index_add(out, 2, 5, 3, tensor_i64({-1, 0}, {2}), acc); },
+               {"index_add", "index -1", "[0, 5)"});
+  std::vector<int64_t> bad(12, 0);
+  bad[5] = 5;
+  const Tensor bad_index = tensor_i64(bad, {2, 2, 3});
+  expect_error([&] { kernels().gather(x, 2, 5, 3, bad_index, out); }, {"gather", "index 5", "[0, 5)"});
+  expect_error([&] { kernels().scatter_add(out, 2, 5, 3, bad_index, acc); },
+               {"scatter_add", "index 5", "[0, 5)"});
+}
+
+// =================================================================== random numbers
+
+TEST_CASE("cpu rand_uniform/rand_normal give element i the Philox value of counter offset + i") {
+  const int64_t n = 50001;
+  const uint64_t seed = 1234, offset = 77;
+  Tensor u = Tensor::empty({n}), z = Tensor::empty({n});
+  kernels().rand_uniform(u, seed, offset);
+  kernels().rand_normal(z, seed, offset);
+  const std::vector<float> uv = u.to_vector(), zv = z.to_vector();
+  bool same_u = true, same_z = true, in_range = true;
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    same_u = same_u && uv[i] == philox_uniform(offset + i, seed);
+    same_z = same_z && zv[i] == philox_normal(offset + i, seed);
+    in_range = in_range && uv[i] >= 0.0f && uv[i] < 1.0f;
+    mean += zv[i] / n;
+  }
+  for (int64_t i = 0; i < n; ++i) var += (zv[i] - mean) * (zv[i] - mean) / n;
+  CHECK(same_u);
+  CHECK(same_z);
+  CHECK(in_range);
+  CHECK(std::fabs(mean) < 0.02);
+  CHECK(std::fabs(var - 1.0) < 0.03);
+}
+
+// =================================================================== fused nn kernels
+
+TEST_CASE("cpu layer_norm forward and backward match the reference and its numerical gradient") {
+  const double eps = 1e-5;
+  for (bool affine : {true, false}) {
+    const int64_t rows = 6, cols = 11;
+    const Tensor x = uniform_tensor({rows, cols}, -3, 5, 130);
+    const Tensor w = uniform_tensor({cols}, 0.5f, 1.5f, 131);
+    const Tensor b = uniform_tensor({cols}, -1, 1, 132);
+    const Tensor dy = uniform_tensor({rows, cols}, -1, 1, 133);
+    const std::vector<double> xd = to_double(x.to_vector()), dyd = to_double(dy.to_vector());
+    const std::vector<double> wd = affine ? to_double(w.to_vector()) : std::vector<double>{};
+    const std::vector<double> bd = affine ? to_double(b.to_vector()) : std::vector<double>{};
+    Tensor y = Tensor::empty({rows, cols}), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+    const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
+    kernels().layer_norm(x, wt, bt, static_cast<float>(eps), y, mean, rstd);
+    expect_close(y.to_vector(), ref_layer_norm(xd, wd, bd, rows, cols, eps), 1e-5, 1e-5,
+                 "layer_norm forward");
+    std::vector<double> mean_want(rows), rstd_want(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) mean_want[r] += xd[r * cols + c] / cols;
+      double var = 0;
+      for (int64_t c = 0; c < cols; ++c) var += std::pow(xd[r * cols + c] - mean_want[r], 2) / cols;
+      rstd_want[r] = 1 / std::sqrt(var + eps);
+    }
+    expect_close(mean.to_vector(), mean_want, 1e-6, 1e-6, "layer_norm mean");
+    expect_close(rstd.to_vector(), rstd_want, 1e-5, 0, "layer_norm rstd");
+
+    // L = sum dy * y; its gradients by finite differences of the double reference.
+    Tensor dx = Tensor::empty({rows, cols}), dw = Tensor::empty({cols}), db = Tensor::empty({cols});
+    Tensor dw_arg = affine ? dw : Tensor(), db_arg = affine ? db : Tensor();
+    kernels().layer_norm_backward(dy, x, wt, mean, rstd, dx, dw_arg, db_arg);
+    expect_close(dx.to_vector(),
+                 numeric_grad([&](const std::vector<double>& v) {
+                   return dot(dyd, ref_layer_norm(v, wd, bd, rows, cols, eps));
+                 }, xd),
+                 1e-3, 1e-4, "layer_norm dx");
+    if (!affine) continue;
+    expect_close(dw.to_vector(),
+                 numeric_grad([&](const std::vector<double>& v) {
+                   return dot(dyd, ref_layer_norm(xd, v, bd, rows, cols, eps));
+                 }, wd),
+                 1e-4, 1e-5, "layer_norm dweight");
+    expect_close(db.to_vector(),
+                 numeric_grad([&](const std::vector<double>& v) {
+                   return dot(dyd, ref_layer_norm(xd, wd, v, rows, cols, eps));
+                 }, bd),
+                 1e-4, 1e-5, "layer_norm dbias");
+  }
+}
+
+TEST_CASE("cpu layer_norm_backward sums dweight/dbias race-free over many rows") {
+  const int64_t rows = 3000, cols = 64;  // several threads, each with its own partial sums
+  const Tensor x = uniform_tensor({rows, cols}, -2, 2, 140);
+  const Tensor w = uniform_tensor({cols}, 0.5f, 1.5f, 141), b = uniform_tensor({cols}, -1, 1, 142);
+  const Tensor dy = uniform_tensor({rows, cols}, -1, 1, 143);
+  Tensor y = Tensor::empty({rows, cols}), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+  kernels().layer_norm(x, w, b, 1e-5f, y, mean, rstd);
+  Tensor dx = Tensor::empty({rows, cols}), dw = Tensor::empty({cols}), db = Tensor::empty({cols});
+  kernels().layer_norm_backward(dy, x, w, mean, rstd, dx, dw, db);
+  const std::vector<float> xv = x.to_vector(), dyv = dy.to_vector(), mv = mean.to_vector(),
+                           rv = rstd.to_vector();
+  std::vector<double> dw_want(cols, 0), db_want(cols, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      dw_want[c] += dyv[r * cols + c] * (xv[r * cols + c] - mv[r]) * rv[r];
+      db_want[c] += dyv[r * cols + c];
+    }
+  expect_close(dw.to_vector(), dw_want, 1e-4, 1e-3, "dweight over 3000 rows");
+  expect_close(db.to_vector(), db_want, 1e-4, 1e-3, "dbias over 3000 rows");
+}
+
+TEST_CASE("cpu cross_entropy matches PyTorch's smoothed loss, ignores ignore_index rows") {
+  const int64_t rows = 7, classes = 5, ignore = -100;
+  const std::vector<int64_t> t = {0, 4, ignore, 2, 2, 1, 3};
+  const Tensor logits = uniform_tensor({rows, classes}, -4, 4, 150);
+  const Tensor target = tensor_i64(t, {rows});
+  const std::vector<double> xd = to_double(logits.to_vector());
+  for (double ls : {0.0, 0.1}) {
+    Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
+    kernels().cross_entropy(logits, target, ignore, static_cast<float>(ls), losses, lse);
+    expect_close(losses.to_vector(), ref_cross_entropy(xd, t, classes, ignore, ls), 1e-5, 1e-6,
+                 "cross_entropy loss, label_smoothing " + std::to_string(ls));
+    const float scale = 1.0f / 6.0f;  // mean over the 6 non-ignored rows
+    Tensor dlogits = Tensor::empty({rows, classes});
+    kernels().cross_entropy_backward(logits, target, lse, ignore, static_cast<float>(ls), scale, dlogits);
+    const std::vector<double> want = numeric_grad(
+        [&](const std::vector<double>& v) {
+          double s = 0;
+          for (double l : ref_cross_entropy(v, t, classes, ignore, ls)) s += scale * l;
+          return s;
+        },
+        xd);
+    expect_close(dlogits.to_vector(), want, 1e-3, 1e-5,
+                 "cross_entropy gradient, label_smoothing " + std::to_string(ls));
+    for (int64_t c = 0; c < classes; ++c) CHECK(dlogits.to_vector()[2 * classes + c] == 0.0f);
+  }
+  Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
+  expect_error([&] {
+    kernels().cross_entropy(logits, tensor_i64({0, 5, 0, 0, 0, 0, 0}, {rows}), ignore, 0, losses, lse);
+  }, {"cross_entropy", "target 5", "5 classes"});
+}
+
+TEST_CASE("cpu cross_entropy over many rows matches the reference (parallel path)") {
+  const int64_t rows = 2000, classes = 50;
+  const Tensor logits = uniform_tensor({rows, classes}, -10, 10, 160);
+  std::vector<int64_t> t(rows);
+  const std::vector<float> r = uniform_values(rows, 0, classes, 161);
+  for (int64_t i = 0; i < rows; ++i) t[i] = static_cast<int64_t>(r[i]);
+  Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
+  kernels().cross_entropy(logits, tensor_i64(t, {rows}), -100, 0.0f, losses, lse);
+  expect_close(losses.to_vector(),
+               ref_cross_entropy(to_double(logits.to_vector()), t, classes, -100, 0.0), 1e-5,
+               1e-5, "cross_entropy over 2000 rows");
+}
+
+TEST_CASE("cpu adam_step follows torch.optim.Adam and AdamW over several steps") {
+  for (bool decoupled : {false, true}) {
+    const int64_t n = 40001;
+    Tensor p = uniform_tensor({n}, -1, 1, 170), m = Tensor::empty({n}), v = Tensor::empty({n});
+    kernels().fill(m, 0.0);
+    kernels().fill(v, 0.0);
+    std::vector<double> pr = to_double(p.to_vector()), mr(n, 0), vr(n, 0);
+    AdamArgs args;
+    args.lr = 1e-2f, args.weight_decay = 0.1f, args.decoupled = decoupled;
+    for (int step = 1; step <= 3; ++step) {
+      const Tensor g = uniform_tensor({n}, -1, 1, 171 + step);
+      const std::vector<float> gv = g.to_vector();
+      args.bias1 = 1.0f - std::pow(args.beta1, static_cast<float>(step));
+      args.bias2 = 1.0f - std::pow(args.beta2, static_cast<float>(step));
+      kernels().adam_step(args, p, g, m, v);
+      for (int64_t i = 0; i < n; ++i) {
+        double gi = gv[i];
+        if (decoupled)
+          pr[i] *= 1.0 - args.lr * args.weight_decay;
+        else
+          gi += args.weight_decay * pr[i];
+        mr[i] = args.beta1 * mr[i] + (1 - args.beta1) * gi;
+        vr[i] = args.beta2 * vr[i] + (1 - args.beta2) * gi * gi;
+        pr[i] -= args.lr * (mr[i] / args.bias1) / (std::sqrt(vr[i] / args.bias2) + args.eps);
+      }
+    }
+    expect_close(p.to_vector(), pr, 1e-5, 1e-6, decoupled ? "AdamW param" : "Adam param");
+    expect_close(m.to_vector(), mr, 1e-5, 1e-7, "exp_avg");
+    expect_close(v.to_vector(), vr, 1e-5, 1e-9, "exp_avg_sq");
+  }
+}
+
+TEST_CASE("cpu kernels reject mismatched shapes and dtypes with the op's name") {
+  Tensor a = Tensor::empty({2, 3}), b = Tensor::empty({3, 2}), out = Tensor::empty({2, 3});
+  expect_error([&] { kernels().binary(BinaryOp::Add, a, b, out); }, {"binary", "[3,2]", "[2,3]"});
+  expect_error([&] { kernels().copy(b, out); }, {"copy", "[3,2]", "[2,3]"});
+  Tensor ints = Tensor::empty({2, 3}, DType::Int64);
+  expect_error([&] { kernels().binary(BinaryOp::Mul, ints, ints, out); }, {"binary", "int64", "float32"});
+  expect_error([&] { kernels().unary(UnaryOp::Exp, ints, out, 0, 0); }, {"unary", "int64"});
+  expect_error([&] { kernels().softmax(a, 2, 4, 1, false, out); }, {"softmax", "6 elements", "8"});
+}

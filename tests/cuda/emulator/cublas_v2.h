@@ -1,0 +1,3 @@
+// Emulator stand-in for the CUDA header of the same name.
+#pragma once
+#include "emu.h"

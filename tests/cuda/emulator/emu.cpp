@@ -1,0 +1,215 @@
+// The emulator's scheduler (one fiber per CUDA thread), and host versions of the CUDA runtime
+// and cuBLAS calls that cuda_backend.cpp makes. See emu.h.
+#include "emu.h"
+
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+namespace emu {
+
+uint3 block_idx{0, 0, 0};
+dim3 block_dim, grid_dim;
+
+namespace {
+
+constexpr size_t kStack = 64 * 1024;
+
+struct Fiber {
+  ucontext_t context;
+  uint3 idx;
+  bool done = false;
+  bool waiting = false;
+  std::unique_ptr<char[]> stack{new char[kStack]};
+};
+
+ucontext_t scheduler;
+std::vector<Fiber> fibers;
+int current = 0;
+int threads = 0;
+const std::function<void()>* body = nullptr;
+std::vector<char> shuffle_space;
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "cuda emulator: %s (block %u,%u,%u)\n", what, block_idx.x, block_idx.y,
+               block_idx.z);
+  std::abort();
+}
+
+void fiber_main() {
+  (*body)();
+  fibers[current].done = true;
+  swapcontext(&fibers[current].context, &scheduler);
+  fail("a finished fiber was resumed");
+}
+
+// Runs one block: every fiber until it finishes or waits at a barrier; when all live fibers
+// wait, the barrier opens. A barrier that some threads never reach is a divergence error.
+void run_block() {
+  for (int t = 0; t < threads; ++t) {
+    Fiber& f = fibers[t];
+    f.idx = {static_cast<unsigned>(t % block_dim.x),
+             static_cast<unsigned>((t / block_dim.x) % block_dim.y),
+             static_cast<unsigned>(t / (block_dim.x * block_dim.y))};
+    f.done = f.waiting = false;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kStack;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, fiber_main, 0);
+  }
+  for (;;) {
+    for (int t = 0; t < threads; ++t) {
+      if (fibers[t].done || fibers[t].waiting) continue;
+      current = t;
+      swapcontext(&scheduler, &fibers[t].context);
+    }
+    int done = 0;
+    for (int t = 0; t < threads; ++t) done += fibers[t].done;
+    if (done == threads) return;
+    if (done > 0) fail("__syncthreads or a shuffle not reached by every thread of the block");
+    for (int t = 0; t < threads; ++t) fibers[t].waiting = false;
+  }
+}
+
+}  // namespace
+
+const uint3& thread_idx() { return fibers[current].idx; }
+int linear_thread() { return current; }
+int block_threads() { return threads; }
+
+void barrier() {
+  fibers[current].waiting = true;
+  swapcontext(&fibers[current].context, &scheduler);
+}
+
+void* shuffle_buffer(size_t bytes) {
+  if (shuffle_space.size() < bytes) fail("shuffle buffer too small");
+  return shuffle_space.data();
+}
+
+void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  const unsigned long long count = 1ull * block.x * block.y * block.z;
+  if (count == 0 || count > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+      grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
+      grid.z > 65535)
+    fail("invalid launch configuration");
+  grid_dim = grid;
+  block_dim = block;
+  body = &kernel;
+  threads = static_cast<int>(count);
+  if (fibers.size() < count) fibers.resize(count);  // fibers (and stacks) are reused
+  shuffle_space.assign(count * sizeof(long double), 0);
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        block_idx = {x, y, z};
+        run_block();
+      }
+}
+
+}  // namespace emu
+
+// ---------------------------------------------------------------------------- runtime API
+namespace {
+cudaError_t last_error = cudaSuccess;
+cudaError_t record(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+}  // namespace
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (std::getenv("LOOM_EMULATE_NO_GPU")) return record(cudaErrorNoDevice);
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  }
+  return "unknown error";
+}
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  static int dummy;
+  *stream = reinterpret_cast<cudaStream_t>(&dummy);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (bytes > (size_t{1} << 36)) return record(cudaErrorMemoryAllocation);  // a 64 GiB "GPU"
+  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFree(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                            cudaStream_t) {
+  if (bytes > 0 && (dst == nullptr || src == nullptr)) return record(cudaErrorInvalidValue);
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
+  if (bytes > 0 && dst == nullptr) return record(cudaErrorInvalidValue);
+  std::memset(dst, value, bytes);
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------- cuBLAS
+// Column-major C = alpha op(A) op(B) + beta C per batch item, with cuBLAS's argument rules:
+// lda >= max(1, rows of A as stored), and beta == 0 does not read C.
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+  static int dummy;
+  *handle = reinterpret_cast<cublasHandle_t>(&dummy);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+const char* cublasGetStatusString(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
+}
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda,
+                                         long long stride_a, const float* B, int ldb,
+                                         long long stride_b, const float* beta, float* C,
+                                         int ldc, long long stride_c, int batch) {
+  const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
+      ldb < std::max(1, b_rows) || ldc < std::max(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int p = 0; p < batch; ++p) {
+    const float* a = A + p * stride_a;
+    const float* b = B + p * stride_b;
+    float* c = C + p * stride_c;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double acc = 0.0;
+        for (int l = 0; l < k; ++l) {
+          const float av = transa == CUBLAS_OP_N ? a[i + l * lda] : a[l + i * lda];
+          const float bv = transb == CUBLAS_OP_N ? b[l + j * ldb] : b[j + l * ldb];
+          acc += static_cast<double>(av) * bv;
+        }
+        float& out = c[i + j * ldc];
+        out = *alpha * static_cast<float>(acc) + (*beta == 0.0f ? 0.0f : *beta * out);
+      }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

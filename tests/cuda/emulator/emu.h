@@ -1,0 +1,128 @@
+// A CPU emulator of the parts of the CUDA execution model that loom's kernels use, so that
+// backends/cuda can be run and tested on a machine without a GPU (see run_emulated.sh).
+// Every CUDA thread of a block is a fiber (ucontext); a block's fibers run until they all
+// reach the same __syncthreads or warp shuffle, which is enforced: a block where some threads
+// wait at a barrier that others never reach is reported as an error. __shared__ variables are
+// statics (one block runs at a time). The CUDA runtime and cuBLAS calls of cuda_backend.cpp
+// are replaced by host versions that follow their documented contracts (column-major cuBLAS
+// with its leading-dimension rules). What it cannot show: real memory-model races, timing,
+// the accuracy of CUDA's math library, and hardware limits beyond those checked at launch.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+
+using std::max;
+using std::min;
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+  unsigned x, y, z;
+};
+
+namespace emu {
+extern uint3 block_idx;
+extern dim3 block_dim, grid_dim;
+const uint3& thread_idx();
+int linear_thread();
+int block_threads();
+void barrier();
+void* shuffle_buffer(size_t bytes);
+void launch(dim3 grid, dim3 block, const std::function<void()>& body);
+}  // namespace emu
+
+#define threadIdx (::emu::thread_idx())
+#define blockIdx (::emu::block_idx)
+#define blockDim (::emu::block_dim)
+#define gridDim (::emu::grid_dim)
+
+inline void __syncthreads() { emu::barrier(); }
+
+// Every lane publishes its value, all wait, each reads its partner's, all wait again.
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T value, int delta) {
+  if (mask != 0xffffffffu || emu::block_threads() % 32 != 0) std::abort();  // full warps only
+  T* slots = static_cast<T*>(emu::shuffle_buffer(sizeof(T) * emu::block_threads()));
+  const int me = emu::linear_thread(), lane = me % 32;
+  slots[me] = value;
+  emu::barrier();
+  const T other = slots[me - lane + (lane ^ delta)];
+  emu::barrier();
+  return other;
+}
+
+// One OS thread runs every fiber, so plain read-modify-writes are atomic.
+inline int atomicCAS(int* address, int compare, int value) {
+  const int old = *address;
+  if (old == compare) *address = value;
+  return old;
+}
+inline float atomicAdd(float* address, float value) {
+  const float old = *address;
+  *address = old + value;
+  return old;
+}
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
+  const unsigned long long old = *address;
+  *address = old + value;
+  return old;
+}
+
+// ---------------------------------------------------------------------------- runtime API
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorNoDevice = 100,
+};
+enum cudaMemcpyKind {
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+};
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetLastError();
+const char* cudaGetErrorString(cudaError_t error);
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaMalloc(void** ptr, size_t bytes);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- cuBLAS
+enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+struct cublasContext;
+using cublasHandle_t = cublasContext*;
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+const char* cublasGetStatusString(cublasStatus_t status);
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda,
+                                         long long stride_a, const float* B, int ldb,
+                                         long long stride_b, const float* beta, float* C,
+                                         int ldc, long long stride_c, int batch);

@@ -1,0 +1,139 @@
+// Linear, Embedding, LayerNorm, FeedForward, Dropout and positional encodings: PyTorch golden
+// outputs and gradients, finite-difference gradient checks and error paths.
+#include <cmath>
+
+#include "nn_golden.h"
+
+using namespace loom;
+using namespace loom::testing;
+
+TEST_CASE("Linear matches PyTorch, with and without bias") {
+  nn::Linear lin(5, 4);
+  load_case_state(lin, "linear");
+  auto in = case_inputs("linear");
+  check_case("linear", lin.forward(in[0]), in, &lin);
+
+  nn::Linear no_bias(5, 3, false);
+  load_case_state(no_bias, "linear_nobias");
+  auto in2 = case_inputs("linear_nobias");
+  check_case("linear_nobias", no_bias.forward(in2[0]), in2, &no_bias);
+}
+
+TEST_CASE("Embedding matches PyTorch and repeated ids accumulate gradient") {
+  nn::Embedding emb(10, 4);
+  load_case_state(emb, "embedding");
+  auto in = case_inputs("embedding");
+  check_case("embedding", emb.forward(in[0]), in, &emb);
+}
+
+TEST_CASE("LayerNorm matches PyTorch") {
+  nn::LayerNorm ln(6);
+  load_case_state(ln, "layer_norm");
+  auto in = case_inputs("layer_norm");
+  check_case("layer_norm", ln.forward(in[0]), in, &ln);
+
+  nn::LayerNorm ln_eps(6, 1e-3f);
+  load_case_state(ln_eps, "layer_norm_eps");
+  auto in2 = case_inputs("layer_norm_eps");
+  check_case("layer_norm_eps", ln_eps.forward(in2[0]), in2, &ln_eps, 1e-4f, 1e-4f);
+}
+
+TEST_CASE("FeedForward matches PyTorch's linear2(act(linear1(x))) for GELU and ReLU") {
+  for (auto [tag, act] : {std::pair{"feed_forward_gelu", nn::Activation::GELU},
+                          std::pair{"feed_forward_relu", nn::Activation::ReLU}}) {
+    nn::FeedForward ff(6, 12, 0.0f, act);
+    load_case_state(ff, tag);
+    auto in = case_inputs(tag);
+    check_case(tag, ff.forward(in[0]), in, &ff);
+  }
+}
+
+TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, FeedForward") {
+  manual_seed(11);
+  nn::Linear lin(3, 2);
+  gradcheck([&](const std::vector<Tensor>& v) { return weighted_sum(lin.forward(v[0])); },
+            {randn({2, 3}), lin.weight, lin.bias}, 1e-2f, 2e-2f, 2e-3f, "Linear");
+
+  nn::Embedding emb(5, 3);
+  const Tensor ids = tensor_i64({4, 0, 4, 2}, {2, 2});
+  gradcheck([&](const std::vector<Tensor>&) { return weighted_sum(emb.forward(ids)); },
+            {emb.weight}, 1e-2f, 2e-2f, 2e-3f, "Embedding");
+
+  nn::LayerNorm ln(4);
+  {
+    NoGradGuard guard;
+    ln.weight.copy_(randn({4}));
+    ln.bias.copy_(randn({4}));
+  }
+  gradcheck([&](const std::vector<Tensor>& v) { return weighted_sum(ln.forward(v[0])); },
+            {randn({3, 4}), ln.weight, ln.bias}, 1e-2f, 2e-2f, 2e-3f, "LayerNorm");
+
+  nn::FeedForward ff(3, 5, 0.0f, nn::Activation::GELU);
+  gradcheck([&](const std::vector<Tensor>& v) { return weighted_sum(ff.forward(v[0])); },
+            {randn({2, 3}), ff.linear1->weight, ff.linear2->bias}, 1e-2f, 2e-2f, 2e-3f,
+            "FeedForward");
+}
+
+TEST_CASE("Dropout is inverted, seeded, and the identity in evaluation") {
+  const float p = 0.25f;
+  nn::Dropout drop(p);
+  const Tensor x = ones({4000});
+  manual_seed(5);
+  const std::vector<float> y = drop.forward(x).to_vector();
+  int zeros_seen = 0;
+  for (float v : y) {
+    const bool dropped = v == 0.0f;
+    zeros_seen += dropped;
+    // Survivors are scaled by 1/(1-p) so the expectation is unchanged.
+    CHECK((dropped || std::fabs(v - 1.0f / (1.0f - p)) < 1e-6f));
+  }
+  // Binomial(4000, 0.25): mean 1000, std ~27.
+  CHECK(std::abs(zeros_seen - 1000) < 150);
+  manual_seed(5);
+  CHECK(drop.forward(x).to_vector() == y);  // same seed, same mask
+  CHECK(drop.forward(x).to_vector() != y);  // the generator moved on
+
+  // The gradient is the same mask, scaled.
+  Tensor xg = ones({64}).requires_grad_(true);
+  manual_seed(6);
+  const Tensor out = drop.forward(xg);
+  sum(out).backward();
+  check_close(xg.grad(), out.detach(), 0.0f, 1e-6f, "dropout gradient");
+
+  drop.eval();
+  check_close(drop.forward(x), x, 0.0f, 0.0f, "eval dropout");
+  check_error([] { nn::Dropout(1.5f); }, {"Dropout", "1.5"});
+}
+
+TEST_CASE("sinusoidal positional encoding is Vaswani's formula") {
+  const Tensor table = fixture("sinusoidal.table");  // [50, 16], float64 formula in gen_nn.py
+  nn::SinusoidalPositionalEncoding pe(16, 50);
+  check_close(pe.pe, table, 1e-4f, 1e-5f, "pe table");
+  // forward adds rows [start, start + T).
+  const Tensor x = zeros({2, 3, 16});
+  check_close(pe.forward(x, 4).select(0, 1), table.narrow(0, 4, 3), 1e-4f, 1e-5f, "offset");
+  check_error([&] { pe.forward(zeros({1, 51, 16})); }, {"SinusoidalPositionalEncoding", "50"});
+  check_error([&] { pe.forward(zeros({1, 3, 8})); }, {"[1,3,8]"});
+  check_error([] { nn::SinusoidalPositionalEncoding(7); }, {"even"});
+}
+
+TEST_CASE("learned positional embedding adds trained rows and gets their gradient") {
+  manual_seed(2);
+  nn::LearnedPositionalEmbedding pos(6, 4);
+  const Tensor x = randn({2, 3, 4});
+  check_close(pos.forward(x, 2), x + pos.weight.narrow(0, 2, 3), 1e-6f, 1e-7f, "learned");
+  gradcheck([&](const std::vector<Tensor>& v) { return weighted_sum(pos.forward(v[0], 1)); },
+            {x, pos.weight}, 1e-2f, 2e-2f, 2e-3f, "LearnedPositionalEmbedding");
+  check_error([&] { pos.forward(x, 4); }, {"LearnedPositionalEmbedding", "max_len 6"});
+}
+
+TEST_CASE("layers reject inputs of the wrong shape or dtype, naming the layer and shapes") {
+  nn::Linear lin(4, 3);
+  check_error([&] { lin.forward(zeros({2, 5})); }, {"Linear(4, 3)", "[2,5]"});
+  nn::Embedding emb(10, 4);
+  check_error([&] { emb.forward(zeros({2})); }, {"Embedding(10, 4)", "int64"});
+  check_error([&] { emb.forward(tensor_i64({10}, {1})); }, {"10"});
+  nn::LayerNorm ln(8);
+  check_error([&] { ln.forward(zeros({2, 4})); }, {"LayerNorm(8)", "[2,4]"});
+  check_error([] { nn::Linear(0, 3); }, {"Linear", "positive"});
+}

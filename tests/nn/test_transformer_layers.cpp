@@ -1,0 +1,83 @@
+// TransformerEncoderLayer and TransformerDecoderLayer against torch.nn's, post-norm (Vaswani
+// 2017, ReLU) and pre-norm (Wang 2019, GELU), with causal and key-padding masks; gradient
+// checks; dropout only in training.
+#include "nn_golden.h"
+
+using namespace loom;
+using namespace loom::testing;
+namespace F = loom::nn::functional;
+
+namespace {
+
+struct Variant {
+  const char* tag;
+  bool norm_first;
+  nn::Activation activation;
+};
+const Variant kVariants[] = {{"post", false, nn::Activation::ReLU},
+                             {"pre", true, nn::Activation::GELU}};
+
+}  // namespace
+
+TEST_CASE("TransformerEncoderLayer matches PyTorch, norm_first both ways") {
+  for (const Variant& v : kVariants) {
+    const std::string prefix = std::string("encoder_") + v.tag;
+    INFO(prefix);
+    nn::TransformerEncoderLayer layer(8, 2, 16, 0.0f, v.activation, v.norm_first);
+    load_case_state(layer, prefix);
+    auto in = case_inputs(prefix);  // src [2,4,8], causal mask [4,4], padding int64 [2,4]
+    check_case(prefix, layer.forward(in[0], in[1], in[2]), in, &layer, 1e-4f, 2e-5f);
+  }
+}
+
+TEST_CASE("TransformerDecoderLayer matches PyTorch, norm_first both ways") {
+  for (const Variant& v : kVariants) {
+    const std::string prefix = std::string("decoder_") + v.tag;
+    INFO(prefix);
+    nn::TransformerDecoderLayer layer(8, 2, 16, 0.0f, v.activation, v.norm_first);
+    load_case_state(layer, prefix);
+    // tgt [2,4,8], memory [2,5,8], causal tgt mask [4,4], memory padding int64 [2,5]
+    auto in = case_inputs(prefix);
+    const Tensor out = layer.forward(in[0], in[1], in[2], Tensor(), Tensor(), in[3]);
+    check_case(prefix, out, in, &layer, 1e-4f, 2e-5f);
+  }
+}
+
+TEST_CASE("gradcheck: encoder and decoder layers") {
+  manual_seed(21);
+  nn::TransformerEncoderLayer enc(4, 2, 6, 0.0f, nn::Activation::GELU, true);
+  gradcheck(
+      [&](const std::vector<Tensor>& t) {
+        return weighted_sum(enc.forward(t[0], F::causal_mask(3)));
+      },
+      {randn({2, 3, 4}), enc.linear1->weight, enc.norm2->weight}, 1e-2f, 2e-2f, 2e-3f, "encoder");
+  nn::TransformerDecoderLayer dec(4, 2, 6, 0.0f, nn::Activation::GELU, false);
+  gradcheck(
+      [&](const std::vector<Tensor>& t) {
+        return weighted_sum(dec.forward(t[0], t[1], F::causal_mask(2)));
+      },
+      {randn({1, 2, 4}), randn({1, 3, 4}), dec.multihead_attn->in_proj_weight}, 1e-2f, 2e-2f, 2e-3f,
+      "decoder");
+}
+
+TEST_CASE("transformer layers use dropout in training only") {
+  manual_seed(22);
+  nn::TransformerEncoderLayer enc(8, 2, 16, 0.5f);
+  const Tensor x = randn({2, 4, 8});
+  const std::vector<float> a = enc.forward(x).to_vector(), b = enc.forward(x).to_vector();
+  CHECK(a != b);
+  enc.eval();
+  check_close(enc.forward(x), enc.forward(x), 0.0f, 0.0f, "eval is deterministic");
+}
+
+TEST_CASE("transformer layers keep PyTorch's parameter names") {
+  nn::TransformerDecoderLayer dec(8, 2, 16);
+  const auto names = dec.named_parameters();
+  REQUIRE(names.size() == fixture_group("decoder_post", "state").size());
+  for (const auto& [name, p] : names) CHECK(has_fixture("decoder_post.state." + name));
+  check_error(
+      [&] {
+        dec.forward(zeros({2, 4, 8}), zeros({2, 5, 6}));
+      },
+      {"MultiheadAttention", "[2,5,6]"});
+}

@@ -1,0 +1,83 @@
+// clip_grad_norm: the returned norm is the global L2 norm of all gradients, gradients above the
+// limit are scaled by max_norm / (norm + 1e-6) (torch.nn.utils.clip_grad_norm_), gradients
+// within it are untouched, parameters without gradients are ignored.
+#include <cmath>
+
+#include "test_util.h"
+
+using namespace loom;
+using loom::testing::check_close;
+
+namespace {
+
+Tensor param_with_grad(std::vector<float> grad, Shape shape) {
+  Tensor p = zeros(shape);
+  p.requires_grad_(true);
+  p.set_grad(tensor(std::move(grad), shape));
+  return p;
+}
+
+double hand_norm(const std::vector<std::vector<float>>& grads) {
+  double squares = 0.0;
+  for (const auto& g : grads)
+    for (float x : g) squares += double(x) * x;
+  return std::sqrt(squares);
+}
+
+std::vector<float> scaled(std::vector<float> g, double scale) {
+  for (float& x : g) x = static_cast<float>(x * scale);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("clip_grad_norm scales all gradients by max_norm / (norm + 1e-6) when above") {
+  const std::vector<float> g1 = {3.0f, -4.0f, 1.0f, 2.0f, 0.5f, -1.5f}, g2 = {12.0f, -0.25f};
+  Tensor a = param_with_grad(g1, {2, 3}), b = param_with_grad(g2, {2});
+  Tensor no_grad = zeros({4});
+  no_grad.requires_grad_(true);
+  const double norm = hand_norm({g1, g2});
+  const float max_norm = 1.5f;
+  const float returned = optim::clip_grad_norm({a, no_grad, b}, max_norm);
+  CHECK(returned == doctest::Approx(norm).epsilon(1e-6));
+  const double scale = max_norm / (norm + 1e-6);
+  check_close(a.grad(), tensor(scaled(g1, scale), {2, 3}), 1e-6f, 0.0f, "a.grad");
+  check_close(b.grad(), tensor(scaled(g2, scale), {2}), 1e-6f, 0.0f, "b.grad");
+  CHECK_FALSE(no_grad.grad().defined());
+  // The clipped gradients have norm max_norm (up to the 1e-6).
+  std::vector<float> ga = a.grad().to_vector(), gb = b.grad().to_vector();
+  CHECK(hand_norm({ga, gb}) == doctest::Approx(max_norm).epsilon(1e-5));
+}
+
+TEST_CASE("clip_grad_norm leaves gradients within the limit untouched") {
+  const std::vector<float> g = {0.3f, -0.4f};
+  Tensor p = param_with_grad(g, {2});
+  const float returned = optim::clip_grad_norm({p}, 1.0f);
+  CHECK(returned == doctest::Approx(hand_norm({g})).epsilon(1e-6));
+  check_close(p.grad(), tensor(g, {2}), 0.0f, 0.0f, "unclipped grad");
+}
+
+TEST_CASE("clip_grad_norm of parameters without gradients is 0") {
+  Tensor p = zeros({3});
+  p.requires_grad_(true);
+  CHECK(optim::clip_grad_norm({p}, 1.0f) == 0.0f);
+  CHECK(optim::clip_grad_norm({}, 1.0f) == 0.0f);
+}
+
+TEST_CASE("clip_grad_norm works on gradients produced by backward") {
+  Tensor w = tensor({1.0f, 2.0f, 3.0f}, {3});
+  w.requires_grad_(true);
+  sum(w * w * 10.0f).backward();  // grad = 20 w
+  const double norm = 20.0 * std::sqrt(1.0 + 4.0 + 9.0);
+  CHECK(optim::clip_grad_norm({w}, 2.0f) == doctest::Approx(norm).epsilon(1e-6));
+  const double scale = 2.0 / (norm + 1e-6);
+  check_close(w.grad(), tensor(scaled({20.0f, 40.0f, 60.0f}, scale), {3}), 1e-6f, 0.0f, "w.grad");
+}
+
+TEST_CASE("clip_grad_norm rejects a non-positive max_norm") {
+  Tensor p = param_with_grad({1.0f}, {1});
+  CHECK_THROWS_WITH_AS(optim::clip_grad_norm({p}, 0.0f),
+                       doctest::Contains("clip_grad_norm: max_norm 0"), Error);
+  CHECK_THROWS_WITH_AS(optim::clip_grad_norm({p}, -1.0f),
+                       doctest::Contains("clip_grad_norm: max_norm -1"), Error);
+}

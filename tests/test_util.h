@@ -1,0 +1,71 @@
+// Helpers shared by the test suites: closeness checks, finite-difference gradient checks and
+// the PyTorch golden fixtures (safetensors files written by tests/golden/*.py).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+
+namespace loom::testing {
+
+// |a - b| <= atol + rtol * |b| elementwise, with a message naming the first bad element.
+inline void check_close(const Tensor& actual, const Tensor& expected, float rtol = 1e-5f,
+                        float atol = 1e-6f, const std::string& what = "") {
+  REQUIRE_MESSAGE(actual.shape() == expected.shape(),
+                  what << ": shape " << shape_str(actual.shape()) << " vs expected "
+                       << shape_str(expected.shape()));
+  const std::vector<float> a = actual.to_vector(), b = expected.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool ok = std::fabs(a[i] - b[i]) <= atol + rtol * std::fabs(b[i]) ||
+                    (std::isinf(a[i]) && a[i] == b[i]) || (std::isnan(a[i]) && std::isnan(b[i]));
+    if (!ok) {
+      FAIL_CHECK(what << ": element " << i << " is " << a[i] << ", expected " << b[i]);
+      return;
+    }
+  }
+  CHECK(true);
+}
+
+// Compares the analytic gradients of f (a scalar function of `inputs`) with central finite
+// differences, in double-checked float precision: each element is perturbed by +-eps.
+inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                      std::vector<Tensor> inputs, float eps = 1e-2f, float rtol = 2e-2f,
+                      float atol = 2e-3f, const std::string& what = "") {
+  for (auto& x : inputs) {
+    if (x.dtype() != DType::Float32) continue;
+    x.requires_grad_(true);
+    x.set_grad(Tensor());  // inputs may be reused across checks: start from no gradient
+  }
+  Tensor out = f(inputs);
+  REQUIRE(out.numel() == 1);
+  out.backward();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    Tensor& x = inputs[k];
+    if (x.dtype() != DType::Float32) continue;
+    REQUIRE_MESSAGE(x.grad().defined(), what << ": input " << k << " got no gradient");
+    const std::vector<float> analytic = x.grad().to_vector();
+    std::vector<float> numeric(analytic.size());
+    NoGradGuard guard;
+    Tensor flat = x.detach();   // shares storage: perturb in place through a contiguous copy
+    std::vector<float> base = flat.to_vector();
+    for (size_t i = 0; i < base.size(); ++i) {
+      auto eval = [&](float delta) {
+        std::vector<float> v = base;
+        v[i] += delta;
+        flat.copy_(tensor(v, flat.shape()));
+        return static_cast<double>(f(inputs).item());
+      };
+      numeric[i] = static_cast<float>((eval(eps) - eval(-eps)) / (2.0 * eps));
+    }
+    flat.copy_(tensor(base, flat.shape()));
+    check_close(tensor(analytic, x.shape()), tensor(numeric, x.shape()), rtol, atol,
+                what + " d/d input " + std::to_string(k));
+  }
+}
+
+}  // namespace loom::testing
