@@ -19,8 +19,8 @@ void CpuBackend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& gr
   float* mp = cpu::float_output(m, n, op, "exp_avg");
   float* vp = cpu::float_output(v, n, op, "exp_avg_sq");
   LOOM_CHECK(args.bias1 > 0.0f && args.bias2 > 0.0f,
-             "{}: bias corrections must be positive (1 - beta^step), got {} and {}", op,
-             args.bias1, args.bias2);
+             "{}: bias corrections must be positive (1 - beta^step), got {} and {}", op, args.bias1,
+             args.bias2);
   const float b1 = args.beta1, b2 = args.beta2, eps = args.eps;
   const float step_size = args.lr / args.bias1;
   const float inv_sqrt_bias2 = 1.0f / std::sqrt(args.bias2);

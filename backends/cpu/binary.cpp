@@ -14,11 +14,21 @@ namespace {
 using cpu::Ptrs;
 using cpu::Steps;
 
-struct AddF { float operator()(float a, float b) const { return a + b; } };
-struct SubF { float operator()(float a, float b) const { return a - b; } };
-struct MulF { float operator()(float a, float b) const { return a * b; } };
-struct DivF { float operator()(float a, float b) const { return a / b; } };
-struct PowF { float operator()(float a, float b) const { return std::pow(a, b); } };
+struct AddF {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct SubF {
+  float operator()(float a, float b) const { return a - b; }
+};
+struct MulF {
+  float operator()(float a, float b) const { return a * b; }
+};
+struct DivF {
+  float operator()(float a, float b) const { return a / b; }
+};
+struct PowF {
+  float operator()(float a, float b) const { return std::pow(a, b); }
+};
 // torch.maximum/minimum propagate NaN from either side.
 struct MaximumF {
   float operator()(float a, float b) const { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
@@ -26,12 +36,42 @@ struct MaximumF {
 struct MinimumF {
   float operator()(float a, float b) const { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 };
-struct EqF { template <class T> float operator()(T a, T b) const { return a == b ? 1.0f : 0.0f; } };
-struct NeF { template <class T> float operator()(T a, T b) const { return a != b ? 1.0f : 0.0f; } };
-struct LtF { template <class T> float operator()(T a, T b) const { return a < b ? 1.0f : 0.0f; } };
-struct LeF { template <class T> float operator()(T a, T b) const { return a <= b ? 1.0f : 0.0f; } };
-struct GtF { template <class T> float operator()(T a, T b) const { return a > b ? 1.0f : 0.0f; } };
-struct GeF { template <class T> float operator()(T a, T b) const { return a >= b ? 1.0f : 0.0f; } };
+struct EqF {
+  template <class T>
+  float operator()(T a, T b) const {
+    return a == b ? 1.0f : 0.0f;
+  }
+};
+struct NeF {
+  template <class T>
+  float operator()(T a, T b) const {
+    return a != b ? 1.0f : 0.0f;
+  }
+};
+struct LtF {
+  template <class T>
+  float operator()(T a, T b) const {
+    return a < b ? 1.0f : 0.0f;
+  }
+};
+struct LeF {
+  template <class T>
+  float operator()(T a, T b) const {
+    return a <= b ? 1.0f : 0.0f;
+  }
+};
+struct GtF {
+  template <class T>
+  float operator()(T a, T b) const {
+    return a > b ? 1.0f : 0.0f;
+  }
+};
+struct GeF {
+  template <class T>
+  float operator()(T a, T b) const {
+    return a >= b ? 1.0f : 0.0f;
+  }
+};
 
 // out[i] = f(a[i], b[i]) with out float32 and inputs of type T.
 template <class T, class F>
@@ -70,27 +110,42 @@ template <class T>
 void compare(BinaryOp op, const cpu::StridedIter<3>& it) {
   using cpu::kGrainCheap;
   switch (op) {
-    case BinaryOp::Eq: return binary_loop<T>(it, kGrainCheap, EqF{});
-    case BinaryOp::Ne: return binary_loop<T>(it, kGrainCheap, NeF{});
-    case BinaryOp::Lt: return binary_loop<T>(it, kGrainCheap, LtF{});
-    case BinaryOp::Le: return binary_loop<T>(it, kGrainCheap, LeF{});
-    case BinaryOp::Gt: return binary_loop<T>(it, kGrainCheap, GtF{});
-    case BinaryOp::Ge: return binary_loop<T>(it, kGrainCheap, GeF{});
-    default: LOOM_FAIL("binary: op {} is not a comparison", static_cast<int>(op));
+    case BinaryOp::Eq:
+      return binary_loop<T>(it, kGrainCheap, EqF{});
+    case BinaryOp::Ne:
+      return binary_loop<T>(it, kGrainCheap, NeF{});
+    case BinaryOp::Lt:
+      return binary_loop<T>(it, kGrainCheap, LtF{});
+    case BinaryOp::Le:
+      return binary_loop<T>(it, kGrainCheap, LeF{});
+    case BinaryOp::Gt:
+      return binary_loop<T>(it, kGrainCheap, GtF{});
+    case BinaryOp::Ge:
+      return binary_loop<T>(it, kGrainCheap, GeF{});
+    default:
+      LOOM_FAIL("binary: op {} is not a comparison", static_cast<int>(op));
   }
 }
 
 void arithmetic(BinaryOp op, const cpu::StridedIter<3>& it) {
   using cpu::kGrainCheap;
   switch (op) {
-    case BinaryOp::Add: return binary_loop<float>(it, kGrainCheap, AddF{});
-    case BinaryOp::Sub: return binary_loop<float>(it, kGrainCheap, SubF{});
-    case BinaryOp::Mul: return binary_loop<float>(it, kGrainCheap, MulF{});
-    case BinaryOp::Div: return binary_loop<float>(it, kGrainCheap, DivF{});
-    case BinaryOp::Pow: return binary_loop<float>(it, cpu::kGrainHeavy, PowF{});
-    case BinaryOp::Maximum: return binary_loop<float>(it, kGrainCheap, MaximumF{});
-    case BinaryOp::Minimum: return binary_loop<float>(it, kGrainCheap, MinimumF{});
-    default: LOOM_FAIL("binary: op {} is not arithmetic", static_cast<int>(op));
+    case BinaryOp::Add:
+      return binary_loop<float>(it, kGrainCheap, AddF{});
+    case BinaryOp::Sub:
+      return binary_loop<float>(it, kGrainCheap, SubF{});
+    case BinaryOp::Mul:
+      return binary_loop<float>(it, kGrainCheap, MulF{});
+    case BinaryOp::Div:
+      return binary_loop<float>(it, kGrainCheap, DivF{});
+    case BinaryOp::Pow:
+      return binary_loop<float>(it, cpu::kGrainHeavy, PowF{});
+    case BinaryOp::Maximum:
+      return binary_loop<float>(it, kGrainCheap, MaximumF{});
+    case BinaryOp::Minimum:
+      return binary_loop<float>(it, kGrainCheap, MinimumF{});
+    default:
+      LOOM_FAIL("binary: op {} is not arithmetic", static_cast<int>(op));
   }
 }
 

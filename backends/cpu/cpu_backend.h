@@ -30,8 +30,8 @@ class CpuBackend final : public Backend {
 
   // --- elementwise ---
   void unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) override;
-  void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                      Tensor& out, float a, float b) override;
+  void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, Tensor& out,
+                      float a, float b) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
   void axpy(float alpha, const Tensor& src, Tensor& dst) override;
@@ -48,22 +48,22 @@ class CpuBackend final : public Backend {
   void gemm(const GemmArgs& args) override;
 
   // --- indexing ---
-  void index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                    const Tensor& index, Tensor& out) override;
-  void index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                 const Tensor& index, Tensor& out) override;
+  void index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                    Tensor& out) override;
+  void index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                 Tensor& out) override;
   void gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
               Tensor& out) override;
-  void scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                   const Tensor& index, Tensor& out) override;
+  void scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                   Tensor& out) override;
 
   // --- random numbers ---
   void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) override;
   void rand_normal(Tensor& out, uint64_t seed, uint64_t offset) override;
 
   // --- fused neural-network kernels ---
-  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                  Tensor& y, Tensor& mean, Tensor& rstd) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y,
+                  Tensor& mean, Tensor& rstd) override;
   void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                            const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
                            Tensor& dbias) override;

@@ -58,8 +58,8 @@ void check_args(const GemmArgs& g) {
              "gemm: negative size m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   LOOM_CHECK(g.c != nullptr, "gemm: null output pointer for a [{},{}] result", g.m, g.n);
-  LOOM_CHECK(g.k == 0 || (g.a != nullptr && g.b != nullptr), "gemm: null input pointer (m={} n={} k={})",
-             g.m, g.n, g.k);
+  LOOM_CHECK(g.k == 0 || (g.a != nullptr && g.b != nullptr),
+             "gemm: null input pointer (m={} n={} k={})", g.m, g.n, g.k);
   LOOM_CHECK(g.m == 1 || g.ldc >= g.n, "gemm: output row stride {} is smaller than its {} columns",
              g.ldc, g.n);
   constexpr int64_t kIntMax = 2147483647;  // BLAS takes 32-bit sizes and strides
@@ -82,17 +82,17 @@ void CpuBackend::gemm(const GemmArgs& g) {
 
   // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
   std::vector<float> a_buffer, b_buffer;
-  const Operand a = legal_operand({g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda,
-                                   g.stride_a}, g.batch, a_buffer);
-  const Operand b = legal_operand({g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb,
-                                   g.stride_b}, g.batch, b_buffer);
+  const Operand a = legal_operand(
+      {g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a}, g.batch, a_buffer);
+  const Operand b = legal_operand(
+      {g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b}, g.batch, b_buffer);
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
   auto product = [&](int64_t i) {
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(g.m), static_cast<int>(g.n),
-                static_cast<int>(g.k), g.alpha, a.data + i * a.stride,
-                static_cast<int>(a.ld), b.data + i * b.stride, static_cast<int>(b.ld),
-                g.beta, g.c + i * g.stride_c, static_cast<int>(ldc));
+                static_cast<int>(g.k), g.alpha, a.data + i * a.stride, static_cast<int>(a.ld),
+                b.data + i * b.stride, static_cast<int>(b.ld), g.beta, g.c + i * g.stride_c,
+                static_cast<int>(ldc));
   };
 
   const int threads = cpu::max_threads();

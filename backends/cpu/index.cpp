@@ -18,7 +18,8 @@ namespace {
 // Throws loom::Error naming op and the first index outside [0, n).
 void check_indices(const int64_t* index, int64_t count, int64_t n, const char* op) {
   bool bad = false;
-#pragma omp parallel for reduction(|| : bad) schedule(static) if (count > 4 * cpu::kGrainCheap)
+  const bool parallel = count > 4 * cpu::kGrainCheap;
+#pragma omp parallel for reduction(|| : bad) schedule(static) if (parallel)
   for (int64_t j = 0; j < count; ++j) bad = bad || index[j] < 0 || index[j] >= n;
   if (!bad) return;
   for (int64_t j = 0; j < count; ++j)
@@ -108,8 +109,8 @@ void gather_typed(const T* x, int64_t outer, int64_t n, int64_t inner, const int
 }
 
 template <class T>
-void scatter_add_typed(const T* src, int64_t outer, int64_t n, int64_t inner,
-                       const int64_t* index, int64_t k, T* out) {
+void scatter_add_typed(const T* src, int64_t outer, int64_t n, int64_t inner, const int64_t* index,
+                       int64_t k, T* out) {
   for_each_owned_block(outer, inner, outer * k * inner, [=](int64_t o, int64_t i0, int64_t i1) {
     T* dst = out + o * n * inner;
     for (int64_t j = 0; j < k; ++j) {
@@ -125,8 +126,7 @@ void CpuBackend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t
                               const Tensor& index, Tensor& out) {
   const char* op = "index_select";
   check_extents(op, outer, n, inner);
-  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op,
-             shape_str(index.shape()));
+  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op, shape_str(index.shape()));
   const int64_t k = index.numel();
   const Tensor idx = index_input(index, k, op);
   const Tensor xc = cpu::contiguous_input(x);
@@ -146,8 +146,7 @@ void CpuBackend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t 
                            const Tensor& index, Tensor& out) {
   const char* op = "index_add";
   check_extents(op, outer, n, inner);
-  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op,
-             shape_str(index.shape()));
+  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op, shape_str(index.shape()));
   const int64_t k = index.numel();
   const Tensor idx = index_input(index, k, op);
   const Tensor sc = cpu::contiguous_input(src);
@@ -169,8 +168,8 @@ void CpuBackend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner
   check_extents(op, outer, n, inner);
   const int64_t slices = outer * inner;
   LOOM_CHECK(slices > 0 ? index.numel() % slices == 0 : index.numel() == 0,
-             "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(),
-             outer, inner);
+             "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(), outer,
+             inner);
   const int64_t k = slices > 0 ? index.numel() / slices : 0;
   const Tensor idx = index_input(index, index.numel(), op);
   const Tensor xc = cpu::contiguous_input(x);
@@ -192,8 +191,8 @@ void CpuBackend::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_
   check_extents(op, outer, n, inner);
   const int64_t slices = outer * inner;
   LOOM_CHECK(slices > 0 ? index.numel() % slices == 0 : index.numel() == 0,
-             "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(),
-             outer, inner);
+             "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(), outer,
+             inner);
   const int64_t k = slices > 0 ? index.numel() / slices : 0;
   const Tensor idx = index_input(index, index.numel(), op);
   const Tensor sc = cpu::contiguous_input(src);

@@ -40,8 +40,8 @@ LOOM_FLATTEN void normalize_row(const float* x, int64_t cols, const float* w, co
     const float d = x[c] - mean;
     sq += static_cast<double>(d * d);
   }
-  const float rstd =
-      static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(cols) + static_cast<double>(eps)));
+  const float rstd = static_cast<float>(
+      1.0 / std::sqrt(sq / static_cast<double>(cols) + static_cast<double>(eps)));
   *mean_out = mean;
   *rstd_out = rstd;
   if (w && b) {
@@ -138,7 +138,8 @@ void CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Te
   // The column sums for dweight/dbias go into one private buffer per thread (no races, no
   // atomics), which are added up at the end.
   const int64_t grain = std::max<int64_t>(1, cpu::kGrainCheap / cols);
-  const int threads = static_cast<int>(std::min<int64_t>(cpu::max_threads(), std::max<int64_t>(1, rows / grain)));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(cpu::max_threads(), std::max<int64_t>(1, rows / grain)));
   std::vector<float> partial(dwp || dbp ? static_cast<size_t>(threads * 2 * cols) : 0, 0.0f);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {

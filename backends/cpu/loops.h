@@ -41,12 +41,13 @@ template <class Fn>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   const int64_t n = end - begin;
   if (n <= 0) return;
-  const int64_t threads = std::min<int64_t>(max_threads(), n / std::max<int64_t>(grain, 1));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(max_threads(), n / std::max<int64_t>(grain, 1)));
   if (threads <= 1) {
     fn(begin, end);
     return;
   }
-#pragma omp parallel num_threads(static_cast<int>(threads))
+#pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t chunk = (n + nt - 1) / nt;
@@ -56,7 +57,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
 }
 
 // Grain in rows for row-wise kernels whose rows have `cols` elements of heavy work each.
-inline int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kGrainHeavy / std::max<int64_t>(cols, 1)); }
+inline int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, kGrainHeavy / std::max<int64_t>(cols, 1));
+}
 
 template <size_t N>
 using Ptrs = std::array<char*, N>;
@@ -141,7 +144,7 @@ class StridedIter {
     }
   }
 
-  Shape shape_;                                 // merged dims, innermost last
+  Shape shape_;                                  // merged dims, innermost last
   std::array<std::vector<int64_t>, N> strides_;  // bytes, per operand, per merged dim
   Ptrs<N> data_{};
   int64_t numel_ = 0;

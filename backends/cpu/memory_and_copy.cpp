@@ -106,15 +106,16 @@ bool blocked_transpose(const cpu::StridedIter<2>& it) {
 template <class T>
 void fill_typed(Tensor& dst, T value) {
   const cpu::StridedIter<1> iter({&dst}, "fill");
-  iter.for_each(cpu::kGrainCheap, [value](const cpu::Ptrs<1>& p, const cpu::Steps<1>& s, int64_t n) {
-    T* out = reinterpret_cast<T*>(p[0]);
-    if (s[0] == sizeof(T)) {
+  iter.for_each(cpu::kGrainCheap,
+                [value](const cpu::Ptrs<1>& p, const cpu::Steps<1>& s, int64_t n) {
+                  T* out = reinterpret_cast<T*>(p[0]);
+                  if (s[0] == sizeof(T)) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) out[i] = value;
-    } else {
-      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = value;
-    }
-  });
+                    for (int64_t i = 0; i < n; ++i) out[i] = value;
+                  } else {
+                    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = value;
+                  }
+                });
 }
 
 }  // namespace

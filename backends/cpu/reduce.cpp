@@ -109,9 +109,11 @@ void reduce_rows(const T* x, int64_t rows, int64_t n, Out* out) {
   using Partial = typename Scan::Partial;
   const int threads = cpu::max_threads();
   if (rows >= threads || rows * n < 2 * cpu::kGrainCheap) {
-    cpu::parallel_for(0, rows, std::max<int64_t>(1, cpu::kGrainCheap / n), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) out[r] = Scan::finish(Scan::scan(x + r * n, n, 0));
-    });
+    cpu::parallel_for(0, rows, std::max<int64_t>(1, cpu::kGrainCheap / n),
+                      [&](int64_t b, int64_t e) {
+                        for (int64_t r = b; r < e; ++r)
+                          out[r] = Scan::finish(Scan::scan(x + r * n, n, 0));
+                      });
     return;
   }
   // Few long rows: split each row into one chunk per thread and merge the chunks in order.
@@ -200,8 +202,8 @@ void reduce_columns(const T* x, int64_t outer, int64_t n, int64_t inner, Out* ou
 template <class T>
 void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t n, int64_t inner, Tensor& out) {
   const bool rows = inner == 1;
-  T* vals = op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min
-                ? out.data_ptr<T>() : nullptr;
+  T* vals = op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min ? out.data_ptr<T>()
+                                                                              : nullptr;
   int64_t* idx = vals ? nullptr : out.data_ptr<int64_t>();
   switch (op) {
     case ReduceOp::Sum:
@@ -225,11 +227,16 @@ void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t n, int64_t inn
 
 const char* reduce_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::ArgMax: return "argmax";
-    case ReduceOp::ArgMin: return "argmin";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::ArgMax:
+      return "argmax";
+    case ReduceOp::ArgMin:
+      return "argmin";
   }
   return "reduce";
 }

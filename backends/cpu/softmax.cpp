@@ -39,8 +39,8 @@ LOOM_FLATTEN void softmax_row(const float* x, int64_t n, bool log, float* y) {
 }
 
 // Columns [i0, i1) of one [n, inner] slice.
-LOOM_FLATTEN void softmax_columns(const float* x, int64_t n, int64_t inner, int64_t i0,
-                                  int64_t i1, bool log, float* y) {
+LOOM_FLATTEN void softmax_columns(const float* x, int64_t n, int64_t inner, int64_t i0, int64_t i1,
+                                  bool log, float* y) {
   float m[kColumnBlock], sum[kColumnBlock];
   const int64_t w = i1 - i0;
   for (int64_t i = 0; i < w; ++i) {
@@ -94,9 +94,8 @@ LOOM_FLATTEN void softmax_backward_row(const float* g, const float* y, int64_t n
   for (int64_t j = 0; j < n; ++j) dx[j] = y[j] * (g[j] - dot);
 }
 
-LOOM_FLATTEN void softmax_backward_columns(const float* g, const float* y, int64_t n,
-                                           int64_t inner, int64_t i0, int64_t i1, bool log,
-                                           float* dx) {
+LOOM_FLATTEN void softmax_backward_columns(const float* g, const float* y, int64_t n, int64_t inner,
+                                           int64_t i0, int64_t i1, bool log, float* dx) {
   float dot[kColumnBlock];
   const int64_t w = i1 - i0;
   for (int64_t i = 0; i < w; ++i) dot[i] = 0.0f;
@@ -120,8 +119,7 @@ LOOM_FLATTEN void softmax_backward_columns(const float* g, const float* y, int64
 // Calls row(o) for each outer slice when inner == 1, else column(o, i0, i1) for each slice and
 // block of columns, spread over threads.
 template <class Row, class Column>
-void for_each_slice(int64_t outer, int64_t n, int64_t inner, const Row& row,
-                    const Column& column) {
+void for_each_slice(int64_t outer, int64_t n, int64_t inner, const Row& row, const Column& column) {
   if (inner == 1) {
     cpu::parallel_for(0, outer, cpu::row_grain(n), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) row(o);

@@ -19,34 +19,66 @@ constexpr float kGeluCubic = 0.044715f;
 
 // ---------------------------------------------------------------------------- forward ops
 
-struct NegF { float operator()(float x) const { return -x; } };
-struct ExpF { float operator()(float x) const { return cpu::exp_f(x); } };
-struct LogF { float operator()(float x) const { return std::log(x); } };
-struct SqrtF { float operator()(float x) const { return std::sqrt(x); } };
-struct RsqrtF { float operator()(float x) const { return 1.0f / std::sqrt(x); } };
-struct TanhF { float operator()(float x) const { return cpu::tanh_f(x); } };
-struct SigmoidF { float operator()(float x) const { return cpu::sigmoid_f(x); } };
+struct NegF {
+  float operator()(float x) const { return -x; }
+};
+struct ExpF {
+  float operator()(float x) const { return cpu::exp_f(x); }
+};
+struct LogF {
+  float operator()(float x) const { return std::log(x); }
+};
+struct SqrtF {
+  float operator()(float x) const { return std::sqrt(x); }
+};
+struct RsqrtF {
+  float operator()(float x) const { return 1.0f / std::sqrt(x); }
+};
+struct TanhF {
+  float operator()(float x) const { return cpu::tanh_f(x); }
+};
+struct SigmoidF {
+  float operator()(float x) const { return cpu::sigmoid_f(x); }
+};
 // x < 0 ? 0 : x lets NaN through, as torch.relu does.
-struct ReluF { float operator()(float x) const { return x < 0.0f ? 0.0f : x; } };
+struct ReluF {
+  float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
+};
 // GELU (Hendrycks & Gimpel 2016): x * Phi(x), Phi the standard normal CDF.
-struct GeluF { float operator()(float x) const { return x * cpu::normal_cdf_f(x); } };
+struct GeluF {
+  float operator()(float x) const { return x * cpu::normal_cdf_f(x); }
+};
 // The tanh approximation used by GPT-2: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 struct GeluTanhF {
   float operator()(float x) const {
     return 0.5f * x * (1.0f + cpu::tanh_f(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
   }
 };
-struct AbsF { float operator()(float x) const { return std::fabs(x); } };
-struct SinF { float operator()(float x) const { return std::sin(x); } };
-struct CosF { float operator()(float x) const { return std::cos(x); } };
+struct AbsF {
+  float operator()(float x) const { return std::fabs(x); }
+};
+struct SinF {
+  float operator()(float x) const { return std::sin(x); }
+};
+struct CosF {
+  float operator()(float x) const { return std::cos(x); }
+};
 // sign(0) = 0 and sign(NaN) = NaN, as in PyTorch.
 struct SignF {
   float operator()(float x) const { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
 };
-struct SquareF { float operator()(float x) const { return x * x; } };
-struct CubeF { float operator()(float x) const { return x * x * x; } };
-struct ReciprocalF { float operator()(float x) const { return 1.0f / x; } };
-struct OneF { float operator()(float) const { return 1.0f; } };
+struct SquareF {
+  float operator()(float x) const { return x * x; }
+};
+struct CubeF {
+  float operator()(float x) const { return x * x * x; }
+};
+struct ReciprocalF {
+  float operator()(float x) const { return 1.0f / x; }
+};
+struct OneF {
+  float operator()(float) const { return 1.0f; }
+};
 struct PowF {
   float a;
   float operator()(float x) const { return std::pow(x, a); }
@@ -101,15 +133,31 @@ void pow_forward(const cpu::StridedIter<2>& iter, float a) {
 // ---------------------------------------------------------------------------- derivatives
 // Each functor maps (grad, x, y) to grad * dy/dx, where y = op(x) is the saved forward output.
 
-struct NegB { float operator()(float g, float, float) const { return -g; } };
-struct ExpB { float operator()(float g, float, float y) const { return g * y; } };
-struct LogB { float operator()(float g, float x, float) const { return g / x; } };
-struct SqrtB { float operator()(float g, float, float y) const { return 0.5f * g / y; } };
+struct NegB {
+  float operator()(float g, float, float) const { return -g; }
+};
+struct ExpB {
+  float operator()(float g, float, float y) const { return g * y; }
+};
+struct LogB {
+  float operator()(float g, float x, float) const { return g / x; }
+};
+struct SqrtB {
+  float operator()(float g, float, float y) const { return 0.5f * g / y; }
+};
 // d/dx x^{-1/2} = -x^{-3/2} / 2 = -y^3 / 2.
-struct RsqrtB { float operator()(float g, float, float y) const { return -0.5f * g * y * y * y; } };
-struct TanhB { float operator()(float g, float, float y) const { return g * (1.0f - y * y); } };
-struct SigmoidB { float operator()(float g, float, float y) const { return g * y * (1.0f - y); } };
-struct ReluB { float operator()(float g, float x, float) const { return x > 0.0f ? g : 0.0f; } };
+struct RsqrtB {
+  float operator()(float g, float, float y) const { return -0.5f * g * y * y * y; }
+};
+struct TanhB {
+  float operator()(float g, float, float y) const { return g * (1.0f - y * y); }
+};
+struct SigmoidB {
+  float operator()(float g, float, float y) const { return g * y * (1.0f - y); }
+};
+struct ReluB {
+  float operator()(float g, float x, float) const { return x > 0.0f ? g : 0.0f; }
+};
 // d/dx x Phi(x) = Phi(x) + x phi(x).
 struct GeluB {
   float operator()(float g, float x, float) const {
@@ -128,18 +176,24 @@ struct GeluTanhB {
 };
 // d|x|/dx = sign(x), with 0 at 0 (PyTorch's choice).
 struct AbsB {
-  float operator()(float g, float x, float) const {
-    return x > 0.0f ? g : (x < 0.0f ? -g : 0.0f);
-  }
+  float operator()(float g, float x, float) const { return x > 0.0f ? g : (x < 0.0f ? -g : 0.0f); }
 };
-struct SinB { float operator()(float g, float x, float) const { return g * std::cos(x); } };
-struct CosB { float operator()(float g, float x, float) const { return -g * std::sin(x); } };
-struct ZeroB { float operator()(float, float, float) const { return 0.0f; } };
+struct SinB {
+  float operator()(float g, float x, float) const { return g * std::cos(x); }
+};
+struct CosB {
+  float operator()(float g, float x, float) const { return -g * std::sin(x); }
+};
+struct ZeroB {
+  float operator()(float, float, float) const { return 0.0f; }
+};
 struct PowB {
   float a;
   float operator()(float g, float x, float) const { return g * a * std::pow(x, a - 1.0f); }
 };
-struct PowTwoB { float operator()(float g, float x, float) const { return 2.0f * g * x; } };
+struct PowTwoB {
+  float operator()(float g, float x, float) const { return 2.0f * g * x; }
+};
 struct AffineB {
   float a;
   float operator()(float g, float, float) const { return a * g; }
@@ -177,41 +231,57 @@ void backward_loop(const cpu::StridedIter<4>& iter, int64_t grain, F f) {
 
 // Which derivatives are written in terms of the output y rather than the input x.
 bool backward_uses_y(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt ||
-         op == UnaryOp::Tanh || op == UnaryOp::Sigmoid;
+  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
+         op == UnaryOp::Sigmoid;
 }
 
 bool backward_uses_x(UnaryOp op) {
-  return !backward_uses_y(op) && op != UnaryOp::Neg && op != UnaryOp::Sign &&
-         op != UnaryOp::Affine;
+  return !backward_uses_y(op) && op != UnaryOp::Neg && op != UnaryOp::Sign && op != UnaryOp::Affine;
 }
 
 void dispatch_backward(UnaryOp op, const cpu::StridedIter<4>& it, float a, float b) {
   using cpu::kGrainCheap;
   using cpu::kGrainHeavy;
   switch (op) {
-    case UnaryOp::Neg: return backward_loop(it, kGrainCheap, NegB{});
-    case UnaryOp::Exp: return backward_loop(it, kGrainCheap, ExpB{});
-    case UnaryOp::Log: return backward_loop(it, kGrainCheap, LogB{});
-    case UnaryOp::Sqrt: return backward_loop(it, kGrainCheap, SqrtB{});
-    case UnaryOp::Rsqrt: return backward_loop(it, kGrainCheap, RsqrtB{});
-    case UnaryOp::Tanh: return backward_loop(it, kGrainCheap, TanhB{});
-    case UnaryOp::Sigmoid: return backward_loop(it, kGrainCheap, SigmoidB{});
-    case UnaryOp::Relu: return backward_loop(it, kGrainCheap, ReluB{});
-    case UnaryOp::Gelu: return backward_loop(it, kGrainHeavy, GeluB{});
-    case UnaryOp::GeluTanh: return backward_loop(it, kGrainHeavy, GeluTanhB{});
-    case UnaryOp::Abs: return backward_loop(it, kGrainCheap, AbsB{});
-    case UnaryOp::Sin: return backward_loop(it, kGrainHeavy, SinB{});
-    case UnaryOp::Cos: return backward_loop(it, kGrainHeavy, CosB{});
-    case UnaryOp::Sign: return backward_loop(it, kGrainCheap, ZeroB{});
+    case UnaryOp::Neg:
+      return backward_loop(it, kGrainCheap, NegB{});
+    case UnaryOp::Exp:
+      return backward_loop(it, kGrainCheap, ExpB{});
+    case UnaryOp::Log:
+      return backward_loop(it, kGrainCheap, LogB{});
+    case UnaryOp::Sqrt:
+      return backward_loop(it, kGrainCheap, SqrtB{});
+    case UnaryOp::Rsqrt:
+      return backward_loop(it, kGrainCheap, RsqrtB{});
+    case UnaryOp::Tanh:
+      return backward_loop(it, kGrainCheap, TanhB{});
+    case UnaryOp::Sigmoid:
+      return backward_loop(it, kGrainCheap, SigmoidB{});
+    case UnaryOp::Relu:
+      return backward_loop(it, kGrainCheap, ReluB{});
+    case UnaryOp::Gelu:
+      return backward_loop(it, kGrainHeavy, GeluB{});
+    case UnaryOp::GeluTanh:
+      return backward_loop(it, kGrainHeavy, GeluTanhB{});
+    case UnaryOp::Abs:
+      return backward_loop(it, kGrainCheap, AbsB{});
+    case UnaryOp::Sin:
+      return backward_loop(it, kGrainHeavy, SinB{});
+    case UnaryOp::Cos:
+      return backward_loop(it, kGrainHeavy, CosB{});
+    case UnaryOp::Sign:
+      return backward_loop(it, kGrainCheap, ZeroB{});
     case UnaryOp::Pow:
       if (a == 0.0f) return backward_loop(it, kGrainCheap, ZeroB{});
       if (a == 1.0f) return backward_loop(it, kGrainCheap, AffineB{1.0f});
       if (a == 2.0f) return backward_loop(it, kGrainCheap, PowTwoB{});
       return backward_loop(it, kGrainHeavy, PowB{a});
-    case UnaryOp::Affine: return backward_loop(it, kGrainCheap, AffineB{a});
-    case UnaryOp::RDiv: return backward_loop(it, kGrainCheap, RDivB{a});
-    case UnaryOp::Clamp: return backward_loop(it, kGrainCheap, ClampB{a, b});
+    case UnaryOp::Affine:
+      return backward_loop(it, kGrainCheap, AffineB{a});
+    case UnaryOp::RDiv:
+      return backward_loop(it, kGrainCheap, RDivB{a});
+    case UnaryOp::Clamp:
+      return backward_loop(it, kGrainCheap, ClampB{a, b});
   }
   LOOM_FAIL("unary_backward: unknown op {}", static_cast<int>(op));
 }
@@ -225,24 +295,42 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float 
   using cpu::kGrainCheap;
   using cpu::kGrainHeavy;
   switch (op) {
-    case UnaryOp::Neg: return unary_loop(it, kGrainCheap, NegF{});
-    case UnaryOp::Exp: return unary_loop(it, kGrainHeavy, ExpF{});
-    case UnaryOp::Log: return unary_loop(it, kGrainHeavy, LogF{});
-    case UnaryOp::Sqrt: return unary_loop(it, kGrainCheap, SqrtF{});
-    case UnaryOp::Rsqrt: return unary_loop(it, kGrainCheap, RsqrtF{});
-    case UnaryOp::Tanh: return unary_loop(it, kGrainHeavy, TanhF{});
-    case UnaryOp::Sigmoid: return unary_loop(it, kGrainHeavy, SigmoidF{});
-    case UnaryOp::Relu: return unary_loop(it, kGrainCheap, ReluF{});
-    case UnaryOp::Gelu: return unary_loop(it, kGrainHeavy, GeluF{});
-    case UnaryOp::GeluTanh: return unary_loop(it, kGrainHeavy, GeluTanhF{});
-    case UnaryOp::Abs: return unary_loop(it, kGrainCheap, AbsF{});
-    case UnaryOp::Sin: return unary_loop(it, kGrainHeavy, SinF{});
-    case UnaryOp::Cos: return unary_loop(it, kGrainHeavy, CosF{});
-    case UnaryOp::Sign: return unary_loop(it, kGrainCheap, SignF{});
-    case UnaryOp::Pow: return pow_forward(it, a);
-    case UnaryOp::Affine: return unary_loop(it, kGrainCheap, AffineF{a, b});
-    case UnaryOp::RDiv: return unary_loop(it, kGrainCheap, RDivF{a});
-    case UnaryOp::Clamp: return unary_loop(it, kGrainCheap, ClampF{a, b});
+    case UnaryOp::Neg:
+      return unary_loop(it, kGrainCheap, NegF{});
+    case UnaryOp::Exp:
+      return unary_loop(it, kGrainHeavy, ExpF{});
+    case UnaryOp::Log:
+      return unary_loop(it, kGrainHeavy, LogF{});
+    case UnaryOp::Sqrt:
+      return unary_loop(it, kGrainCheap, SqrtF{});
+    case UnaryOp::Rsqrt:
+      return unary_loop(it, kGrainCheap, RsqrtF{});
+    case UnaryOp::Tanh:
+      return unary_loop(it, kGrainHeavy, TanhF{});
+    case UnaryOp::Sigmoid:
+      return unary_loop(it, kGrainHeavy, SigmoidF{});
+    case UnaryOp::Relu:
+      return unary_loop(it, kGrainCheap, ReluF{});
+    case UnaryOp::Gelu:
+      return unary_loop(it, kGrainHeavy, GeluF{});
+    case UnaryOp::GeluTanh:
+      return unary_loop(it, kGrainHeavy, GeluTanhF{});
+    case UnaryOp::Abs:
+      return unary_loop(it, kGrainCheap, AbsF{});
+    case UnaryOp::Sin:
+      return unary_loop(it, kGrainHeavy, SinF{});
+    case UnaryOp::Cos:
+      return unary_loop(it, kGrainHeavy, CosF{});
+    case UnaryOp::Sign:
+      return unary_loop(it, kGrainCheap, SignF{});
+    case UnaryOp::Pow:
+      return pow_forward(it, a);
+    case UnaryOp::Affine:
+      return unary_loop(it, kGrainCheap, AffineF{a, b});
+    case UnaryOp::RDiv:
+      return unary_loop(it, kGrainCheap, RDivF{a});
+    case UnaryOp::Clamp:
+      return unary_loop(it, kGrainCheap, ClampF{a, b});
   }
   LOOM_FAIL("unary: unknown op {}", static_cast<int>(op));
 }

@@ -2,7 +2,7 @@
 // relies on (device, dtype, sizes, contiguity of outputs), makes strided inputs of the
 // row-based kernels contiguous (as the CPU backend does), then hands raw pointers to a
 // launcher from kernels.h, or to cuBLAS for matrix products. All work is queued in order on
-// one stream; the host waits only when it needs data back (copy_to_host, the index-error flag).
+// one stream; the host waits only at host <-> device copies and for the index-error flag.
 #include "backends/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -205,12 +205,13 @@ class CudaBackend final : public Backend {
   void* allocate(size_t bytes) override { return allocator_.allocate(bytes); }
   void deallocate(void* ptr, size_t /*bytes*/) override { allocator_.deallocate(ptr); }
 
-  // Queued on the stream without waiting: for pageable host memory the runtime has staged
-  // `src` before cudaMemcpyAsync returns, so the caller may reuse it at once (CUDA Runtime API,
-  // "API synchronization behavior").
+  // Host <-> device copies wait for the stream, as PyTorch's default (non_blocking=False)
+  // .to("cuda") does: the host buffer may be freed or reused as soon as the call returns, and
+  // cudaMemcpyAsync from pageable memory is only documented as "might be synchronous".
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    synchronize();
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;

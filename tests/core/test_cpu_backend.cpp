@@ -28,7 +28,8 @@ Backend& kernels() { return cpu_backend(); }
 // n deterministic values uniform in [lo, hi).
 std::vector<float> uniform_values(int64_t n, float lo, float hi, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = lo + (hi - lo) * philox_uniform(static_cast<uint64_t>(i), seed);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = lo + (hi - lo) * philox_uniform(static_cast<uint64_t>(i), seed);
   return v;
 }
 
@@ -42,8 +43,8 @@ Tensor transposed_layout(const Tensor& x) { return x.t().contiguous().t(); }
 // |got - want| <= atol + rtol |want| everywhere, NaN matching NaN and inf matching inf.
 void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rtol,
                   double atol, const std::string& what) {
-  REQUIRE_MESSAGE(got.size() == want.size(), what << ": " << got.size() << " values, expected "
-                                                  << want.size());
+  REQUIRE_MESSAGE(got.size() == want.size(),
+                  what << ": " << got.size() << " values, expected " << want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = got[i], w = want[i];
     const bool ok = (std::isnan(g) && std::isnan(w)) || (std::isinf(w) && g == w) ||
@@ -76,25 +77,42 @@ constexpr double kPi = 3.14159265358979323846;
 
 double ref_unary(UnaryOp op, double x, double a, double b) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Rsqrt: return 1.0 / std::sqrt(x);
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case UnaryOp::Relu: return x > 0 ? x : 0.0;
-    case UnaryOp::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Log:
+      return std::log(x);
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
+    case UnaryOp::Rsqrt:
+      return 1.0 / std::sqrt(x);
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryOp::Relu:
+      return x > 0 ? x : 0.0;
+    case UnaryOp::Gelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
     case UnaryOp::GeluTanh:
       return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
-    case UnaryOp::Abs: return std::fabs(x);
-    case UnaryOp::Sin: return std::sin(x);
-    case UnaryOp::Cos: return std::cos(x);
-    case UnaryOp::Sign: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
-    case UnaryOp::Pow: return std::pow(x, a);
-    case UnaryOp::Affine: return a * x + b;
-    case UnaryOp::RDiv: return a / x;
-    case UnaryOp::Clamp: return std::min(std::max(x, a), b);
+    case UnaryOp::Abs:
+      return std::fabs(x);
+    case UnaryOp::Sin:
+      return std::sin(x);
+    case UnaryOp::Cos:
+      return std::cos(x);
+    case UnaryOp::Sign:
+      return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+    case UnaryOp::Pow:
+      return std::pow(x, a);
+    case UnaryOp::Affine:
+      return a * x + b;
+    case UnaryOp::RDiv:
+      return a / x;
+    case UnaryOp::Clamp:
+      return std::min(std::max(x, a), b);
   }
   return 0.0;
 }
@@ -108,17 +126,28 @@ struct UnaryCase {
 
 const std::vector<UnaryCase>& unary_cases() {
   static const std::vector<UnaryCase> cases = {
-      {UnaryOp::Neg, "neg", 0, 0, -5, 5},         {UnaryOp::Exp, "exp", 0, 0, -20, 20},
-      {UnaryOp::Log, "log", 0, 0, 0.01f, 50},     {UnaryOp::Sqrt, "sqrt", 0, 0, 0.01f, 50},
-      {UnaryOp::Rsqrt, "rsqrt", 0, 0, 0.01f, 50}, {UnaryOp::Tanh, "tanh", 0, 0, -6, 6},
-      {UnaryOp::Sigmoid, "sigmoid", 0, 0, -12, 12}, {UnaryOp::Relu, "relu", 0, 0, -3, 3},
-      {UnaryOp::Gelu, "gelu", 0, 0, -6, 6},       {UnaryOp::GeluTanh, "gelu_tanh", 0, 0, -6, 6},
-      {UnaryOp::Abs, "abs", 0, 0, -3, 3},         {UnaryOp::Sin, "sin", 0, 0, -4, 4},
-      {UnaryOp::Cos, "cos", 0, 0, -4, 4},         {UnaryOp::Sign, "sign", 0, 0, -3, 3},
-      {UnaryOp::Pow, "pow2", 2, 0, -3, 3},        {UnaryOp::Pow, "pow3", 3, 0, -3, 3},
-      {UnaryOp::Pow, "pow0.5", 0.5f, 0, 0.01f, 9}, {UnaryOp::Pow, "pow-1", -1, 0, 0.1f, 9},
-      {UnaryOp::Pow, "pow1.7", 1.7f, 0, 0.01f, 9}, {UnaryOp::Affine, "affine", -2.5f, 0.75f, -3, 3},
-      {UnaryOp::RDiv, "rdiv", 3, 0, 0.1f, 9},     {UnaryOp::Clamp, "clamp", -1, 2, -3, 3},
+      {UnaryOp::Neg, "neg", 0, 0, -5, 5},
+      {UnaryOp::Exp, "exp", 0, 0, -20, 20},
+      {UnaryOp::Log, "log", 0, 0, 0.01f, 50},
+      {UnaryOp::Sqrt, "sqrt", 0, 0, 0.01f, 50},
+      {UnaryOp::Rsqrt, "rsqrt", 0, 0, 0.01f, 50},
+      {UnaryOp::Tanh, "tanh", 0, 0, -6, 6},
+      {UnaryOp::Sigmoid, "sigmoid", 0, 0, -12, 12},
+      {UnaryOp::Relu, "relu", 0, 0, -3, 3},
+      {UnaryOp::Gelu, "gelu", 0, 0, -6, 6},
+      {UnaryOp::GeluTanh, "gelu_tanh", 0, 0, -6, 6},
+      {UnaryOp::Abs, "abs", 0, 0, -3, 3},
+      {UnaryOp::Sin, "sin", 0, 0, -4, 4},
+      {UnaryOp::Cos, "cos", 0, 0, -4, 4},
+      {UnaryOp::Sign, "sign", 0, 0, -3, 3},
+      {UnaryOp::Pow, "pow2", 2, 0, -3, 3},
+      {UnaryOp::Pow, "pow3", 3, 0, -3, 3},
+      {UnaryOp::Pow, "pow0.5", 0.5f, 0, 0.01f, 9},
+      {UnaryOp::Pow, "pow-1", -1, 0, 0.1f, 9},
+      {UnaryOp::Pow, "pow1.7", 1.7f, 0, 0.01f, 9},
+      {UnaryOp::Affine, "affine", -2.5f, 0.75f, -3, 3},
+      {UnaryOp::RDiv, "rdiv", 3, 0, 0.1f, 9},
+      {UnaryOp::Clamp, "clamp", -1, 2, -3, 3},
   };
   return cases;
 }
@@ -322,9 +351,9 @@ TEST_CASE("vectorised exp, tanh and the normal CDF match <cmath> to float precis
     const double xe = x / 12.0;  // the normal CDF saturates beyond |x| ~ 6
     const double cdf = 0.5 * std::erfc(-xe / std::sqrt(2.0));
     // Abramowitz-Stegun 7.1.26 bounds the absolute error (as in PyTorch's vectorised erf).
-    CHECK_MESSAGE(std::fabs(cpu::normal_cdf_f(static_cast<float>(xe)) - cdf) <= 3e-7,
-                  "Phi(" << xe << ") = " << cpu::normal_cdf_f(static_cast<float>(xe)) << " vs "
-                         << cdf);
+    CHECK_MESSAGE(
+        std::fabs(cpu::normal_cdf_f(static_cast<float>(xe)) - cdf) <= 3e-7,
+        "Phi(" << xe << ") = " << cpu::normal_cdf_f(static_cast<float>(xe)) << " vs " << cdf);
   }
   CHECK(cpu::exp_f(-kInf) == 0.0f);
   CHECK(cpu::exp_f(kInf) == kInf);
@@ -529,14 +558,15 @@ TEST_CASE("cpu reduce matches reference loops along the middle axis, ties to the
   struct Extent {
     int64_t outer, n, inner;
   };
-  const std::vector<Extent> extents = {{3, 5, 1},     {2, 7, 3},    {1, 1, 1},      {4, 1, 6},
+  const std::vector<Extent> extents = {{3, 5, 1},      {2, 7, 3},     {1, 1, 1},     {4, 1, 6},
                                        {1, 300001, 1}, {3, 40000, 1}, {64, 50, 600}, {2, 9, 300}};
   for (const Extent& e : extents) {
     std::vector<float> v = uniform_values(e.outer * e.n * e.inner, -2, 2, 60);
     for (float& x : v) x = std::floor(x * 2) / 2;  // a few distinct values: many ties
     const Tensor x = tensor(v, {e.outer, e.n, e.inner});
     const std::string where = shape_str({e.outer, e.n, e.inner});
-    std::vector<double> sum(e.outer * e.inner, 0), mx(sum.size(), -INFINITY), mn(sum.size(), INFINITY);
+    std::vector<double> sum(e.outer * e.inner, 0), mx(sum.size(), -INFINITY),
+        mn(sum.size(), INFINITY);
     std::vector<int64_t> amax(sum.size(), 0), amin(sum.size(), 0);
     for (int64_t o = 0; o < e.outer; ++o)
       for (int64_t i = 0; i < e.inner; ++i) {
@@ -666,9 +696,9 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
       {true, false, 4, 6, 5, 1, 0.5f, 1.0f, false, 2},
       {false, true, 6, 3, 8, 3, 1.0f, 0.5f, false, 1},
       {true, true, 3, 9, 4, 2, -1.0f, 0.0f, true, 3},
-      {false, false, 16, 16, 16, 37, 1.0f, 0.0f, false, 0},     // batch-parallel path
-      {false, true, 130, 150, 140, 1, 1.0f, 0.0f, false, 0},    // BLAS-threaded path
-      {false, false, 130, 150, 140, 3, 1.0f, 0.0f, false, 0},   // large items, batch loop
+      {false, false, 16, 16, 16, 37, 1.0f, 0.0f, false, 0},    // batch-parallel path
+      {false, true, 130, 150, 140, 1, 1.0f, 0.0f, false, 0},   // BLAS-threaded path
+      {false, false, 130, 150, 140, 3, 1.0f, 0.0f, false, 0},  // large items, batch loop
       {true, false, 64, 48, 32, 8, 2.0f, -1.0f, true, 0},
   };
   for (const Case& c : cases) {
@@ -681,14 +711,15 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
     g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
     g.stride_c = c.m * g.ldc;
     const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
-    const std::vector<float> b = uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
+    const std::vector<float> b =
+        uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
     std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
     g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
     const std::vector<double> want = ref_gemm(g, cbuf);
     kernels().gemm(g);
     expect_close(cbuf, want, 1e-4, 1e-4,
-                 "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " m=" +
-                     std::to_string(c.m) + " batch=" + std::to_string(c.batch));
+                 "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+                     " m=" + std::to_string(c.m) + " batch=" + std::to_string(c.batch));
   }
 }
 
@@ -740,7 +771,8 @@ TEST_CASE("cpu index_select and index_add match reference loops, with repeated i
   struct Extent {
     int64_t outer, n, inner, k;
   };
-  for (const Extent& e : std::vector<Extent>{{2, 5, 3, 4}, {1, 1000, 256, 3000}, {8, 50, 40, 120}, {3, 6, 1, 10}}) {
+  for (const Extent& e :
+       std::vector<Extent>{{2, 5, 3, 4}, {1, 1000, 256, 3000}, {8, 50, 40, 120}, {3, 6, 1, 10}}) {
     const Tensor x = uniform_tensor({e.outer, e.n, e.inner}, -1, 1, 100);
     std::vector<int64_t> iv(e.k);
     const std::vector<float> r = uniform_values(e.k, 0, static_cast<float>(e.n), 101);
@@ -772,7 +804,8 @@ TEST_CASE("cpu gather and scatter_add match reference loops") {
   struct Extent {
     int64_t outer, n, inner, k;
   };
-  for (const Extent& e : std::vector<Extent>{{2, 5, 3, 4}, {1, 20, 3000, 30}, {6000, 10, 1, 12}, {4, 7, 2, 7}}) {
+  for (const Extent& e :
+       std::vector<Extent>{{2, 5, 3, 4}, {1, 20, 3000, 30}, {6000, 10, 1, 12}, {4, 7, 2, 7}}) {
     const Tensor x = uniform_tensor({e.outer, e.n, e.inner}, -1, 1, 110);
     const int64_t count = e.outer * e.k * e.inner;
     std::vector<int64_t> iv(count);
@@ -808,15 +841,22 @@ TEST_CASE("cpu gather and scatter_add match reference loops") {
 TEST_CASE("cpu index kernels reject out-of-range indices, naming op, value and range") {
   const Tensor x = uniform_tensor({2, 5, 3}, -1, 1, 120);
   Tensor out = Tensor::empty({2, 2, 3});
-  expect_error([&] { kernels().index_select(x, 2, 5, 3, tensor_i64({1, 7}, {2}), out); },
-               {"index_select", "index 7", "[0, 5)"});
+  expect_error(
+      [&] {
+        kernels().index_select(x, 2, 5, 3, tensor_i64({1, 7}, {2}), out);
+      },
+      {"index_select", "index 7", "[0, 5)"});
   Tensor acc = Tensor::empty({2, 5, 3});
-  expect_error([&] { kernels().index_add(out, 2, 5, 3, tensor_i64({-1, 0}, {2}), acc); },
-               {"index_add", "index -1", "[0, 5)"});
+  expect_error(
+      [&] {
+        kernels().index_add(out, 2, 5, 3, tensor_i64({-1, 0}, {2}), acc);
+      },
+      {"index_add", "index -1", "[0, 5)"});
   std::vector<int64_t> bad(12, 0);
   bad[5] = 5;
   const Tensor bad_index = tensor_i64(bad, {2, 2, 3});
-  expect_error([&] { kernels().gather(x, 2, 5, 3, bad_index, out); }, {"gather", "index 5", "[0, 5)"});
+  expect_error([&] { kernels().gather(x, 2, 5, 3, bad_index, out); },
+               {"gather", "index 5", "[0, 5)"});
   expect_error([&] { kernels().scatter_add(out, 2, 5, 3, bad_index, acc); },
                {"scatter_add", "index 5", "[0, 5)"});
 }
@@ -859,7 +899,8 @@ TEST_CASE("cpu layer_norm forward and backward match the reference and its numer
     const std::vector<double> xd = to_double(x.to_vector()), dyd = to_double(dy.to_vector());
     const std::vector<double> wd = affine ? to_double(w.to_vector()) : std::vector<double>{};
     const std::vector<double> bd = affine ? to_double(b.to_vector()) : std::vector<double>{};
-    Tensor y = Tensor::empty({rows, cols}), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+    Tensor y = Tensor::empty({rows, cols}), mean = Tensor::empty({rows}),
+           rstd = Tensor::empty({rows});
     const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
     kernels().layer_norm(x, wt, bt, static_cast<float>(eps), y, mean, rstd);
     expect_close(y.to_vector(), ref_layer_norm(xd, wd, bd, rows, cols, eps), 1e-5, 1e-5,
@@ -879,20 +920,26 @@ TEST_CASE("cpu layer_norm forward and backward match the reference and its numer
     Tensor dw_arg = affine ? dw : Tensor(), db_arg = affine ? db : Tensor();
     kernels().layer_norm_backward(dy, x, wt, mean, rstd, dx, dw_arg, db_arg);
     expect_close(dx.to_vector(),
-                 numeric_grad([&](const std::vector<double>& v) {
-                   return dot(dyd, ref_layer_norm(v, wd, bd, rows, cols, eps));
-                 }, xd),
+                 numeric_grad(
+                     [&](const std::vector<double>& v) {
+                       return dot(dyd, ref_layer_norm(v, wd, bd, rows, cols, eps));
+                     },
+                     xd),
                  1e-3, 1e-4, "layer_norm dx");
     if (!affine) continue;
     expect_close(dw.to_vector(),
-                 numeric_grad([&](const std::vector<double>& v) {
-                   return dot(dyd, ref_layer_norm(xd, v, bd, rows, cols, eps));
-                 }, wd),
+                 numeric_grad(
+                     [&](const std::vector<double>& v) {
+                       return dot(dyd, ref_layer_norm(xd, v, bd, rows, cols, eps));
+                     },
+                     wd),
                  1e-4, 1e-5, "layer_norm dweight");
     expect_close(db.to_vector(),
-                 numeric_grad([&](const std::vector<double>& v) {
-                   return dot(dyd, ref_layer_norm(xd, wd, v, rows, cols, eps));
-                 }, bd),
+                 numeric_grad(
+                     [&](const std::vector<double>& v) {
+                       return dot(dyd, ref_layer_norm(xd, wd, v, rows, cols, eps));
+                     },
+                     bd),
                  1e-4, 1e-5, "layer_norm dbias");
   }
 }
@@ -902,7 +949,8 @@ TEST_CASE("cpu layer_norm_backward sums dweight/dbias race-free over many rows")
   const Tensor x = uniform_tensor({rows, cols}, -2, 2, 140);
   const Tensor w = uniform_tensor({cols}, 0.5f, 1.5f, 141), b = uniform_tensor({cols}, -1, 1, 142);
   const Tensor dy = uniform_tensor({rows, cols}, -1, 1, 143);
-  Tensor y = Tensor::empty({rows, cols}), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+  Tensor y = Tensor::empty({rows, cols}), mean = Tensor::empty({rows}),
+         rstd = Tensor::empty({rows});
   kernels().layer_norm(x, w, b, 1e-5f, y, mean, rstd);
   Tensor dx = Tensor::empty({rows, cols}), dw = Tensor::empty({cols}), db = Tensor::empty({cols});
   kernels().layer_norm_backward(dy, x, w, mean, rstd, dx, dw, db);
@@ -931,7 +979,8 @@ TEST_CASE("cpu cross_entropy matches PyTorch's smoothed loss, ignores ignore_ind
                  "cross_entropy loss, label_smoothing " + std::to_string(ls));
     const float scale = 1.0f / 6.0f;  // mean over the 6 non-ignored rows
     Tensor dlogits = Tensor::empty({rows, classes});
-    kernels().cross_entropy_backward(logits, target, lse, ignore, static_cast<float>(ls), scale, dlogits);
+    kernels().cross_entropy_backward(logits, target, lse, ignore, static_cast<float>(ls), scale,
+                                     dlogits);
     const std::vector<double> want = numeric_grad(
         [&](const std::vector<double>& v) {
           double s = 0;
@@ -944,9 +993,12 @@ TEST_CASE("cpu cross_entropy matches PyTorch's smoothed loss, ignores ignore_ind
     for (int64_t c = 0; c < classes; ++c) CHECK(dlogits.to_vector()[2 * classes + c] == 0.0f);
   }
   Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
-  expect_error([&] {
-    kernels().cross_entropy(logits, tensor_i64({0, 5, 0, 0, 0, 0, 0}, {rows}), ignore, 0, losses, lse);
-  }, {"cross_entropy", "target 5", "5 classes"});
+  expect_error(
+      [&] {
+        kernels().cross_entropy(logits, tensor_i64({0, 5, 0, 0, 0, 0, 0}, {rows}), ignore, 0,
+                                losses, lse);
+      },
+      {"cross_entropy", "target 5", "5 classes"});
 }
 
 TEST_CASE("cpu cross_entropy over many rows matches the reference (parallel path)") {
@@ -958,8 +1010,8 @@ TEST_CASE("cpu cross_entropy over many rows matches the reference (parallel path
   Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
   kernels().cross_entropy(logits, tensor_i64(t, {rows}), -100, 0.0f, losses, lse);
   expect_close(losses.to_vector(),
-               ref_cross_entropy(to_double(logits.to_vector()), t, classes, -100, 0.0), 1e-5,
-               1e-5, "cross_entropy over 2000 rows");
+               ref_cross_entropy(to_double(logits.to_vector()), t, classes, -100, 0.0), 1e-5, 1e-5,
+               "cross_entropy over 2000 rows");
 }
 
 TEST_CASE("cpu adam_step follows torch.optim.Adam and AdamW over several steps") {
@@ -999,7 +1051,8 @@ TEST_CASE("cpu kernels reject mismatched shapes and dtypes with the op's name") 
   expect_error([&] { kernels().binary(BinaryOp::Add, a, b, out); }, {"binary", "[3,2]", "[2,3]"});
   expect_error([&] { kernels().copy(b, out); }, {"copy", "[3,2]", "[2,3]"});
   Tensor ints = Tensor::empty({2, 3}, DType::Int64);
-  expect_error([&] { kernels().binary(BinaryOp::Mul, ints, ints, out); }, {"binary", "int64", "float32"});
+  expect_error([&] { kernels().binary(BinaryOp::Mul, ints, ints, out); },
+               {"binary", "int64", "float32"});
   expect_error([&] { kernels().unary(UnaryOp::Exp, ints, out, 0, 0); }, {"unary", "int64"});
   expect_error([&] { kernels().softmax(a, 2, 4, 1, false, out); }, {"softmax", "6 elements", "8"});
 }

@@ -993,7 +993,7 @@ TEST_CASE("shape, indexing and fused nn ops match the CPU through .to(Device::CU
   compare_op("triu", [](auto& t) { return triu(t[0], 1); }, {x});
   compare_op("expand through broadcasting",
              [](auto& t) {
-               return t[0] * ones({3, 1, 1});
+               return t[0] * ones({3, 1, 1}, t[0].device());
              },
              {uniform({1, 6, 5}, -1, 1, 86)});
   const Tensor h = uniform({2, 3, 16}, -3, 3, 87);
