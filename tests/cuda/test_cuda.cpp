@@ -227,6 +227,7 @@ TEST_CASE("the caching allocator hands a freed block back instead of calling cud
   gpu().copy_from_host(block, host.data(), host.size() * sizeof(float));
   std::vector<float> back(host.size());
   gpu().copy_to_host(back.data(), block, back.size() * sizeof(float));
+  gpu().synchronize();
   gpu().deallocate(block, host.size() * sizeof(float));
   CHECK(back == host);
 }
