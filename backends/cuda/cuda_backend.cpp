@@ -18,6 +18,7 @@
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/launch_plan.h"
 #include "core/error.h"
 
 #define LOOM_CUBLAS_CHECK(call)                                                                 \
@@ -32,6 +33,10 @@ namespace {
 
 std::atomic<bool> g_tf32{false};
 
+using cuda::Elementwise;
+using cuda::matrix_layout;
+using cuda::matrix_operand;
+using cuda::plan_elementwise;
 using Tensors = std::initializer_list<const Tensor*>;
 
 // ---------------------------------------------------------------------------- argument checks
@@ -74,83 +79,6 @@ void expect_extents(int64_t outer, int64_t n, int64_t inner, const char* op) {
 template <typename T>
 T* ptr(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-// ---------------------------------------------------------------------------- layouts
-// The launch layout of an elementwise kernel over `shape`, and one Operand per tensor (an
-// undefined tensor gets a null Operand). Size-1 dims are dropped and neighbouring dims that
-// every operand steps through as one (stride[d] == stride[d+1] * shape[d+1]) are merged, so
-// contiguous tensors of any rank run as one flat dim and take the fast path.
-struct Elementwise {
-  cuda::Layout layout;
-  std::vector<cuda::Operand> operands;
-};
-
-Elementwise plan_elementwise(const char* op, const Shape& shape, Tensors tensors) {
-  std::vector<int64_t> dims;
-  std::vector<std::vector<int64_t>> strides(tensors.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !dims.empty();
-    size_t k = 0;
-    for (const Tensor* t : tensors) {
-      const int64_t s = t->defined() ? t->strides()[d] : 0;
-      if (merge && strides[k].back() != s * shape[d]) merge = false;
-      ++k;
-    }
-    k = 0;
-    for (const Tensor* t : tensors) {
-      const int64_t s = t->defined() ? t->strides()[d] : 0;
-      if (merge)
-        strides[k].back() = s;
-      else
-        strides[k].push_back(s);
-      ++k;
-    }
-    if (merge)
-      dims.back() *= shape[d];
-    else
-      dims.push_back(shape[d]);
-  }
-  LOOM_CHECK(dims.size() <= static_cast<size_t>(cuda::kMaxDims),
-             "{}: a strided view of shape {} has {} dims that cannot be merged; the CUDA "
-             "kernels support {} (call contiguous() first)",
-             op, shape_str(shape), dims.size(), cuda::kMaxDims);
-  Elementwise plan;
-  plan.layout.ndim = static_cast<int>(dims.size());
-  plan.layout.numel = shape_numel(shape);
-  plan.layout.contiguous = dims.size() <= 1;
-  for (size_t d = 0; d < dims.size(); ++d) plan.layout.shape[d] = dims[d];
-  size_t k = 0;
-  for (const Tensor* t : tensors) {
-    cuda::Operand operand;
-    operand.data = t->defined() ? t->raw_data() : nullptr;
-    for (size_t d = 0; d < dims.size(); ++d) operand.strides[d] = strides[k][d];
-    if (t->defined() && dims.size() == 1 && strides[k][0] != 1) plan.layout.contiguous = false;
-    plan.operands.push_back(operand);
-    ++k;
-  }
-  return plan;
-}
-
-// A hand-made layout for a [batch, rows, cols] matrix stack (gemm operands).
-cuda::Layout matrix_layout(int64_t batch, int64_t rows, int64_t cols) {
-  cuda::Layout layout;
-  layout.ndim = 3;
-  layout.numel = batch * rows * cols;
-  layout.shape[0] = batch;
-  layout.shape[1] = rows;
-  layout.shape[2] = cols;
-  return layout;
-}
-
-cuda::Operand matrix_operand(const void* data, int64_t batch_stride, int64_t ld) {
-  cuda::Operand operand;
-  operand.data = const_cast<void*>(data);
-  operand.strides[0] = batch_stride;
-  operand.strides[1] = ld;
-  operand.strides[2] = 1;
-  return operand;
 }
 
 // Every Scratch block goes back to the caching allocator when the method returns.

@@ -137,11 +137,16 @@ cudaError_t cudaGetLastError() {
 }
 const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
   }
   return "unknown error";
 }
@@ -189,8 +194,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t trans
                                          cublasOperation_t transb, int m, int n, int k,
                                          const float* alpha, const float* A, int lda,
                                          long long stride_a, const float* B, int ldb,
-                                         long long stride_b, const float* beta, float* C,
-                                         int ldc, long long stride_c, int batch) {
+                                         long long stride_b, const float* beta, float* C, int ldc,
+                                         long long stride_c, int batch) {
   const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
       ldb < std::max(1, b_rows) || ldc < std::max(1, m))

@@ -124,5 +124,5 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          cublasOperation_t transb, int m, int n, int k,
                                          const float* alpha, const float* A, int lda,
                                          long long stride_a, const float* B, int ldb,
-                                         long long stride_b, const float* beta, float* C,
-                                         int ldc, long long stride_c, int batch);
+                                         long long stride_b, const float* beta, float* C, int ldc,
+                                         long long stride_c, int batch);
