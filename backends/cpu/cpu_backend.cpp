@@ -4,8 +4,9 @@
 namespace loom {
 
 Backend& cpu_backend() {
-  static CpuBackend instance;
-  return instance;
+  // Never destroyed: tensors freed during static destruction still find their allocator.
+  static CpuBackend* const instance = new CpuBackend();
+  return *instance;
 }
 
 }  // namespace loom

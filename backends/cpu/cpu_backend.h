@@ -1,6 +1,6 @@
 // The CPU kernel table: OpenBLAS (cblas_sgemm) for matrix products, OpenMP loops for the rest.
 // Each group of kernels lives in its own file:
-//   memory_and_copy.cpp  allocate/deallocate, host copies, strided copy with casts, fill
+//   memory_and_copy.cpp  allocate/deallocate (cached), host copies, strided copy with casts, fill
 //   unary.cpp            unary ops and their derivatives
 //   binary.cpp           binary ops, comparisons, where, axpy
 //   reduce.cpp           sum/max/min/argmax/argmin along the middle axis
@@ -13,11 +13,14 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/caching_allocator.h"
 
 namespace loom {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend();  // in memory_and_copy.cpp
+
   // --- memory ---
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
@@ -74,6 +77,9 @@ class CpuBackend final : public Backend {
                               Tensor& dlogits) override;
   void adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                  Tensor& v) override;
+
+ private:
+  CachingAllocator allocator_;  // freed blocks are kept for reuse (backends/caching_allocator.h)
 };
 
 }  // namespace loom

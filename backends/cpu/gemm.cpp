@@ -1,4 +1,5 @@
-// Batched matrix products through OpenBLAS's cblas_sgemm (row-major).
+// Batched matrix products through OpenBLAS's cblas_sgemm, or cblas_sgemv when one side is a
+// single row or column (row-major).
 // Threading: OpenBLAS (Debian's OpenMP build) threads a single product by itself, and runs
 // single-threaded when called inside an OpenMP parallel region. So a batch of small products
 // (attention scores: batch*heads matrices of [T, head_dim]) is spread over threads one product
@@ -88,11 +89,31 @@ void CpuBackend::gemm(const GemmArgs& g) {
       {g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b}, g.batch, b_buffer);
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  // A one-row or one-column product is a matrix-vector product: cblas_sgemv streams the matrix
+  // once, where sgemm would pack it first (this is what makes KV-cached generation fast).
   auto product = [&](int64_t i) {
+    const float* ai = a.data + i * a.stride;
+    const float* bi = b.data + i * b.stride;
+    float* ci = g.c + i * g.stride_c;
+    if ((g.m == 1 || g.n == 1) && g.beta == 0.0f) {  // so NaNs in fresh memory cannot leak in
+      const int64_t count = g.m == 1 ? g.n : g.m, step = g.m == 1 ? 1 : ldc;
+      for (int64_t j = 0; j < count; ++j) ci[j * step] = 0.0f;
+    }
+    if (g.m == 1) {  // c[j] = sum_p a[p] op(B)[p, j]; a's elements are lda apart when transposed
+      cblas_sgemv(CblasRowMajor, g.trans_b ? CblasNoTrans : CblasTrans, static_cast<int>(b.rows),
+                  static_cast<int>(b.cols), g.alpha, bi, static_cast<int>(b.ld), ai,
+                  g.trans_a ? static_cast<int>(a.ld) : 1, g.beta, ci, 1);
+      return;
+    }
+    if (g.n == 1) {  // c[r] = sum_p op(A)[r, p] b[p]; c's elements are ldc apart
+      cblas_sgemv(CblasRowMajor, ta, static_cast<int>(a.rows), static_cast<int>(a.cols), g.alpha,
+                  ai, static_cast<int>(a.ld), bi, g.trans_b ? 1 : static_cast<int>(b.ld), g.beta,
+                  ci, static_cast<int>(ldc));
+      return;
+    }
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(g.m), static_cast<int>(g.n),
-                static_cast<int>(g.k), g.alpha, a.data + i * a.stride, static_cast<int>(a.ld),
-                b.data + i * b.stride, static_cast<int>(b.ld), g.beta, g.c + i * g.stride_c,
-                static_cast<int>(ldc));
+                static_cast<int>(g.k), g.alpha, ai, static_cast<int>(a.ld), bi,
+                static_cast<int>(b.ld), g.beta, ci, static_cast<int>(ldc));
   };
 
   const int threads = cpu::max_threads();

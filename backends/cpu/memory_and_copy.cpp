@@ -1,5 +1,9 @@
-// CPU memory: 64-byte aligned blocks (one cache line, one AVX-512 register), host copies, the
-// strided copy with dtype conversion behind contiguous()/copy_()/to(dtype), and fill.
+// CPU memory: 64-byte aligned blocks (one cache line, one AVX-512 register) through the caching
+// allocator, host copies, the strided copy with dtype conversion behind
+// contiguous()/copy_()/to(dtype), and fill.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -118,18 +122,29 @@ void fill_typed(Tensor& dst, T value) {
                 });
 }
 
-}  // namespace
-
-void* CpuBackend::allocate(size_t bytes) {
-  // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a real
-  // block so that every Storage has a valid, unique pointer.
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded);
-  LOOM_CHECK(ptr != nullptr, "cpu allocate: out of memory allocating {} bytes", bytes);
-  return ptr;
+// 64-byte aligned host memory; nullptr when the machine is out of memory.
+CachingAllocator::Source host_memory() {
+  auto obtain = [](size_t bytes) {  // bytes is a size class: a multiple of 512
+    return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  };
+  return {"cpu", obtain, [](void* block) { std::free(block); }};
 }
 
-void CpuBackend::deallocate(void* ptr, size_t /*bytes*/) { std::free(ptr); }
+// The cache may keep up to a quarter of the machine's memory in freed blocks.
+size_t host_cache_limit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return size_t{1} << 30;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page) / 4;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend() : allocator_(host_memory(), host_cache_limit()) {}
+
+// 0 bytes still gets a real block, so that every Storage has a valid, unique pointer.
+void* CpuBackend::allocate(size_t bytes) { return allocator_.allocate(std::max<size_t>(bytes, 1)); }
+
+void CpuBackend::deallocate(void* ptr, size_t /*bytes*/) { allocator_.deallocate(ptr); }
 
 void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);

@@ -84,7 +84,7 @@ T* ptr(const Tensor& t) {
 // Every Scratch block goes back to the caching allocator when the method returns.
 class ScratchBlocks final : public cuda::Scratch {
  public:
-  explicit ScratchBlocks(cuda::CachingAllocator& allocator) : allocator_(allocator) {}
+  explicit ScratchBlocks(CachingAllocator& allocator) : allocator_(allocator) {}
   ~ScratchBlocks() {
     for (void* block : blocks_) allocator_.deallocate(block);
   }
@@ -97,7 +97,7 @@ class ScratchBlocks final : public cuda::Scratch {
   }
 
  private:
-  cuda::CachingAllocator& allocator_;
+  CachingAllocator& allocator_;
   std::vector<void*> blocks_;
 };
 
@@ -634,7 +634,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_ = nullptr;
   bool tf32_active_ = false;
   cuda::DeviceErrorFlag* error_flag_ = nullptr;
-  cuda::CachingAllocator allocator_;
+  CachingAllocator allocator_{cuda::device_memory()};
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // each kernel computes, element by element, with no layout tricks.
 // Sizes are chosen to hit both the serial and the multi-threaded paths (ctest runs with
 // OMP_NUM_THREADS=2), and inputs come in contiguous, transposed and broadcast (stride 0) forms.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/caching_allocator.h"
 #include "backends/cpu/vec_math.h"
 #include "core/rng.h"
 #include "test_util.h"
@@ -253,6 +255,90 @@ TEST_CASE("cpu allocate returns 64-byte aligned, distinct blocks, even for 0 byt
     kernels().deallocate(p, bytes);
     kernels().deallocate(q, bytes);
   }
+}
+
+TEST_CASE("cpu allocate hands a freed block of the same size class back") {
+  void* p = kernels().allocate(3 << 20);
+  kernels().deallocate(p, 3 << 20);
+  void* q = kernels().allocate((3 << 20) - 1000);  // same class: the cached block comes back
+  CHECK(q == p);
+  kernels().deallocate(q, (3 << 20) - 1000);
+}
+
+// A source of fake blocks with a budget, counting what it hands out and gets back.
+struct FakeMemory {
+  size_t budget = 0, obtained = 0, returned = 0, in_use = 0;
+  std::vector<std::vector<char>> blocks;
+  CachingAllocator::Source source() {
+    auto obtain = [this](size_t bytes) -> void* {
+      if (in_use + bytes > budget) return nullptr;
+      in_use += bytes, ++obtained;
+      blocks.emplace_back(bytes);
+      return blocks.back().data();
+    };
+    auto give_back = [this](void* block) {
+      for (auto& b : blocks)
+        if (b.data() == block) in_use -= b.size();
+      ++returned;
+    };
+    return {"fake", obtain, give_back};
+  }
+};
+
+TEST_CASE("caching allocator: size classes, reuse, the cache limit and out of memory") {
+  // Size classes: 512 bytes at least, then quarters of the power of two below.
+  CHECK(CachingAllocator::round_size(1) == 512);
+  CHECK(CachingAllocator::round_size(512) == 512);
+  CHECK(CachingAllocator::round_size(513) == 640);
+  CHECK(CachingAllocator::round_size(1024) == 1024);
+  CHECK(CachingAllocator::round_size(1025) == 1280);
+  CHECK(CachingAllocator::round_size((1 << 20) + 1) == (1 << 20) + (1 << 18));
+  for (size_t bytes = 1; bytes < 100000; bytes = bytes * 3 + 1) {
+    const size_t size = CachingAllocator::round_size(bytes);
+    CHECK(size >= bytes);
+    CHECK(size <= std::max<size_t>(512, bytes + bytes / 4 + 1));
+  }
+
+  FakeMemory memory;
+  memory.budget = 10000;
+  {
+    CachingAllocator cache(memory.source(), /*cache_limit=*/2048);
+    CHECK(cache.allocate(0) == nullptr);
+    void* a = cache.allocate(1000);  // class 1024
+    void* b = cache.allocate(1000);
+    CHECK(a != b);
+    CHECK(cache.allocated_bytes() == 2048);
+    cache.deallocate(a);
+    CHECK(cache.cached_bytes() == 1024);
+    CHECK(cache.allocate(900) == a);  // same class: no new block from the source
+    CHECK(memory.obtained == 2);
+    cache.deallocate(a);
+    cache.deallocate(b);
+    CHECK(cache.cached_bytes() == 2048);
+    void* c = cache.allocate(512);
+    cache.deallocate(c);  // the cache is full (2048 + 512 > 2048): straight back
+    CHECK(memory.returned == 1);
+    CHECK(cache.cached_bytes() == 2048);
+
+    // Out of memory: the cached blocks are given back and the request retried once.
+    void* big = cache.allocate(8000);  // class 8192; 2048 cached + 8192 > 10000 at first
+    CHECK(big != nullptr);
+    CHECK(cache.cached_bytes() == 0);
+    CHECK(memory.returned == 3);
+    try {
+      cache.allocate(5000);
+      FAIL("expected an out-of-memory error");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("fake: out of memory allocating 5120 bytes") != std::string::npos);
+      CHECK(what.find("8192 bytes held by tensors") != std::string::npos);
+    }
+    cache.deallocate(big);
+    cache.empty_cache();
+    CHECK(cache.cached_bytes() == 0);
+    CHECK(cache.allocated_bytes() == 0);
+  }
+  CHECK(memory.in_use == 0);
 }
 
 TEST_CASE("cpu copy handles transposed, broadcast and strided destinations") {
@@ -700,6 +786,16 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
       {false, true, 130, 150, 140, 1, 1.0f, 0.0f, false, 0},   // BLAS-threaded path
       {false, false, 130, 150, 140, 3, 1.0f, 0.0f, false, 0},  // large items, batch loop
       {true, false, 64, 48, 32, 8, 2.0f, -1.0f, true, 0},
+      // matrix-vector products (the sgemv path), every transpose, padded strides and batches
+      {false, false, 1, 9, 6, 1, 1.0f, 0.0f, false, 0},
+      {true, false, 1, 9, 6, 2, 0.5f, 1.0f, false, 2},
+      {false, true, 1, 7, 5, 3, 1.0f, 0.5f, true, 1},
+      {true, true, 1, 7, 5, 4, -1.0f, 0.0f, false, 3},
+      {false, false, 8, 1, 6, 1, 1.0f, 0.0f, false, 0},
+      {true, false, 8, 1, 6, 2, 2.0f, 1.0f, true, 2},
+      {false, true, 5, 1, 9, 3, 1.0f, -0.5f, false, 1},
+      {true, true, 5, 1, 9, 2, 1.0f, 0.0f, false, 3},
+      {false, false, 1, 1, 9, 5, 1.0f, 0.0f, false, 1},
   };
   for (const Case& c : cases) {
     GemmArgs g;
@@ -749,6 +845,19 @@ TEST_CASE("cpu gemm accepts degenerate strides: one-row operands, broadcast rows
   g3.a = a.data(), g3.b = b.data(), g3.lda = 1, g3.ldb = 2;
   kernels().gemm(g3);
   CHECK(c3 == std::vector<float>(4, 0.0f));
+  // beta = 0 also overwrites NaN on the matrix-vector paths (one row, one column).
+  std::vector<float> c5 = {kNaN, kNaN, kNaN};
+  g.c = c5.data(), g.beta = 0.0f;
+  kernels().gemm(g);
+  expect_close(c5, want, 1e-5, 1e-6, "one-row A over a NaN output with beta 0");
+  std::vector<float> col = {kNaN, kNaN, kNaN};
+  GemmArgs g5;  // [3, 4] @ [4, 1], C a column with row stride 1
+  g5.m = 3, g5.n = 1, g5.k = 4, g5.a = b.data(), g5.lda = 4, g5.b = a.data(), g5.ldb = 1;
+  g5.c = col.data(), g5.ldc = 1;
+  const std::vector<double> col_want = ref_gemm(g5, col);
+  kernels().gemm(g5);
+  for (float v : col) CHECK(std::isfinite(v));
+  expect_close(col, col_want, 1e-5, 1e-6, "one-column B over a NaN output with beta 0");
   std::vector<float> c4 = {1.0f, 2.0f, 3.0f, 4.0f};
   g3.beta = 0.5f, g3.c = c4.data();
   kernels().gemm(g3);
