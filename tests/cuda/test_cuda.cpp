@@ -6,7 +6,8 @@
 //   * every public op of autograd/ops.h, values and gradients, with the inputs moved to the
 //     GPU with .to(Device::CUDA).
 // Without a GPU the first test case says so once and checks that asking for the device fails
-// cleanly; every other case returns at once.
+// cleanly; every other case returns at once. tests/cuda/emulator/run_emulated.sh runs this
+// whole suite on a CPU emulator of the CUDA execution model instead.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -585,13 +586,8 @@ TEST_CASE("softmax and log_softmax match the CPU, forward and backward") {
 
 namespace {
 
-// Stored operand storage for a gemm test: `count` floats on the device.
-struct GemmBuffers {
-  Tensor a, b, c;
-};
-
-// Runs args on both devices; `a`, `b`, `c` hold the stored operands (host values) and the
-// pointers in args are filled in per device. Returns the C buffer of each device.
+// Runs args on both devices and compares the C buffers: `a`, `b`, `c` hold the stored
+// operands (host values); the pointers in args are filled in per device.
 void compare_gemm(const std::string& what, GemmArgs args, const Tensor& a, const Tensor& b,
                   const Tensor& c, float rtol, float atol) {
   compare_devices(
