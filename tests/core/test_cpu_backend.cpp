@@ -258,10 +258,15 @@ TEST_CASE("cpu allocate returns 64-byte aligned, distinct blocks, even for 0 byt
 }
 
 TEST_CASE("cpu allocate hands a freed block of the same size class back") {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr bool kCached = false;  // no cache under ASan: freed memory goes to its quarantine
+#else
+  constexpr bool kCached = true;
+#endif
   void* p = kernels().allocate(3 << 20);
   kernels().deallocate(p, 3 << 20);
   void* q = kernels().allocate((3 << 20) - 1000);  // same class: the cached block comes back
-  CHECK(q == p);
+  CHECK((q == p) == kCached);
   kernels().deallocate(q, (3 << 20) - 1000);
 }
 
