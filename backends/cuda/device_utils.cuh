@@ -50,26 +50,49 @@ inline int row_threads(int64_t n, int max_threads = 512) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-// The storage offset of element i of the row-major index space of `layout`, for an operand
-// with `strides`. The loop is unrolled over kMaxDims so the arrays stay in registers.
-__device__ __forceinline__ int64_t strided_offset(int64_t i, const Layout& layout,
-                                                  const int64_t* strides) {
-  int64_t offset = 0;
+// The storage offsets of element i of the row-major index space of `layout` in N operands:
+// i's coordinates are found once (a divide and a remainder per dim, the costly part of
+// strided addressing) and dotted with each operand's strides. The loops are unrolled over
+// kMaxDims so everything stays in registers; the outermost coordinate needs no division.
+template <int N>
+struct Offsets {
+  int64_t at[N];
+};
+
+template <typename Index, int N>
+__device__ __forceinline__ Offsets<N> strided_offsets(Index i, const Layout& layout,
+                                                      const int64_t* const (&strides)[N]) {
+  Index offset[N] = {};
 #pragma unroll
   for (int d = kMaxDims - 1; d >= 0; --d) {
     if (d < layout.ndim) {
-      const int64_t size = layout.shape[d];
-      offset += (i % size) * strides[d];
-      i /= size;
+      Index coord = i;
+      if (d > 0) {
+        const Index size = static_cast<Index>(layout.shape[d]);
+        coord = i % size;
+        i /= size;
+      }
+#pragma unroll
+      for (int k = 0; k < N; ++k) offset[k] += coord * static_cast<Index>(strides[k][d]);
     }
   }
-  return offset;
+  Offsets<N> result;
+#pragma unroll
+  for (int k = 0; k < N; ++k) result.at[k] = static_cast<int64_t>(offset[k]);
+  return result;
 }
 
-// Element offset of element i in an operand: i itself on the contiguous fast path.
-__device__ __forceinline__ int64_t operand_offset(int64_t i, const Layout& layout,
-                                                  const Operand& operand) {
-  return layout.contiguous ? i : strided_offset(i, layout, operand.strides);
+// Element offsets of element i in each operand: i itself on the contiguous fast path. When
+// every offset fits in 32 bits (Layout::index32: all but huge tensors) the arithmetic is done
+// in 32 bits, where a divide costs a fraction of a 64-bit one.
+template <typename... Ops>
+__device__ __forceinline__ Offsets<sizeof...(Ops)> element_offsets(int64_t i, const Layout& layout,
+                                                                   const Ops&... operands) {
+  constexpr int N = sizeof...(Ops);
+  if (layout.contiguous) return {{(static_cast<void>(operands), i)...}};
+  const int64_t* const strides[N] = {operands.strides...};
+  if (layout.index32) return strided_offsets<uint32_t, N>(static_cast<uint32_t>(i), layout, strides);
+  return strided_offsets<int64_t, N>(i, layout, strides);
 }
 
 // ---------------------------------------------------------------------------- reductions

@@ -6,7 +6,7 @@
 // grid), so consecutive threads touch consecutive output elements and global memory accesses
 // coalesce. Inputs arrive already broadcast to the output's shape (stride 0 along broadcast
 // dims). On the contiguous fast path (Layout::contiguous) element i of every operand, the
-// output included, is simply data[i]; otherwise strided_offset() turns i into each operand's
+// output included, is simply data[i]; otherwise element_offsets() turns i into each operand's
 // own storage offset (outputs are contiguous in practice, but a strided one works too).
 #include <climits>
 #include <cmath>
@@ -43,14 +43,14 @@ __device__ __forceinline__ Dst convert(Src x) {
 template <typename Src, typename Dst>
 __global__ void copy_kernel(Layout layout, Operand src, Operand dst) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
-    at<Dst>(dst, operand_offset(i, layout, dst)) =
-        convert<Dst>(at<Src>(src, operand_offset(i, layout, src)));
+    const auto o = element_offsets(i, layout, src, dst);
+    at<Dst>(dst, o.at[1]) = convert<Dst>(at<Src>(src, o.at[0]));
   }
 }
 
 template <typename T>
 __global__ void fill_kernel(Layout layout, Operand dst, T value) {
-  LOOM_GRID_STRIDE_LOOP(i, layout.numel) { at<T>(dst, operand_offset(i, layout, dst)) = value; }
+  LOOM_GRID_STRIDE_LOOP(i, layout.numel) { at<T>(dst, element_offsets(i, layout, dst).at[0]) = value; }
 }
 
 // ---------------------------------------------------------------------------- unary
@@ -165,8 +165,8 @@ __device__ __forceinline__ float unary_grad(UnaryOp op, float g, float x, float 
 
 __global__ void unary_kernel(UnaryOp op, Layout layout, Operand x, Operand out, float a, float b) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
-    at<float>(out, operand_offset(i, layout, out)) =
-        unary_forward(op, at<float>(x, operand_offset(i, layout, x)), a, b);
+    const auto o = element_offsets(i, layout, x, out);
+    at<float>(out, o.at[1]) = unary_forward(op, at<float>(x, o.at[0]), a, b);
   }
 }
 
@@ -175,14 +175,14 @@ __global__ void unary_kernel(UnaryOp op, Layout layout, Operand x, Operand out, 
 __global__ void unary_backward_kernel(UnaryOp op, Layout layout, Operand grad, Operand x, Operand y,
                                       Operand out, float a, float b) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
-    const float xv = x.data ? at<float>(x, operand_offset(i, layout, x)) : 0.0f;
+    const auto o = element_offsets(i, layout, grad, x, y, out);
+    const float xv = x.data ? at<float>(x, o.at[1]) : 0.0f;
     float yv = 0.0f;
     if (y.data)
-      yv = at<float>(y, operand_offset(i, layout, y));
+      yv = at<float>(y, o.at[2]);
     else if (derivative_uses_y(op))
       yv = unary_forward(op, xv, a, b);
-    at<float>(out, operand_offset(i, layout, out)) =
-        unary_grad(op, at<float>(grad, operand_offset(i, layout, grad)), xv, yv, a, b);
+    at<float>(out, o.at[3]) = unary_grad(op, at<float>(grad, o.at[0]), xv, yv, a, b);
   }
 }
 
@@ -234,17 +234,20 @@ __device__ __forceinline__ float binary_apply(BinaryOp op, T a, T b) {
 template <typename T>
 __global__ void binary_kernel(BinaryOp op, Layout layout, Operand a, Operand b, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
-    at<float>(out, operand_offset(i, layout, out)) = binary_apply<T>(
-        op, at<T>(a, operand_offset(i, layout, a)), at<T>(b, operand_offset(i, layout, b)));
+    const auto o = element_offsets(i, layout, a, b, out);
+    at<float>(out, o.at[2]) = binary_apply<T>(op, at<T>(a, o.at[0]), at<T>(b, o.at[1]));
   }
 }
 
 template <typename Cond, typename T>
 __global__ void where_kernel(Layout layout, Operand cond, Operand a, Operand b, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
-    const bool take_a = at<Cond>(cond, operand_offset(i, layout, cond)) != Cond{0};
-    at<T>(out, operand_offset(i, layout, out)) =
-        take_a ? at<T>(a, operand_offset(i, layout, a)) : at<T>(b, operand_offset(i, layout, b));
+    const auto o = element_offsets(i, layout, cond, a, b, out);
+    // All three loads are issued before any is used, so their latencies overlap instead of
+    // the value load waiting for the condition (a and b are valid at every position).
+    const Cond c = at<Cond>(cond, o.at[0]);
+    const T va = at<T>(a, o.at[1]), vb = at<T>(b, o.at[2]);
+    at<T>(out, o.at[3]) = c != Cond{0} ? va : vb;
   }
 }
 
@@ -255,7 +258,7 @@ __global__ void axpy_kernel(int64_t n, float alpha, const float* src, float* dst
 // x = alpha * x in place; alpha == 0 writes zeros without reading x (BLAS's beta == 0 rule).
 __global__ void scale_kernel(Layout layout, Operand x, float alpha) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
-    float& v = at<float>(x, operand_offset(i, layout, x));
+    float& v = at<float>(x, element_offsets(i, layout, x).at[0]);
     v = alpha == 0.0f ? 0.0f : alpha * v;
   }
 }

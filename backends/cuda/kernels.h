@@ -30,6 +30,7 @@ struct Layout {
   int64_t numel = 0;
   int64_t shape[kMaxDims] = {};
   bool contiguous = false;  // every operand has stride 1 over the single merged dim
+  bool index32 = false;     // numel and every operand offset fit in 32 bits (cheaper division)
 };
 
 struct Operand {

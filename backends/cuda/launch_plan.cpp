@@ -52,6 +52,14 @@ Elementwise plan_elementwise(const char* op, const Shape& shape,
       plan.layout.contiguous = false;
     plan.operands.push_back(operand);
   }
+  // 32-bit index arithmetic when the index space and every operand's furthest element fit.
+  constexpr int64_t kMax32 = int64_t{1} << 31;
+  plan.layout.index32 = plan.layout.numel < kMax32;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    int64_t furthest = 0;
+    for (size_t d = 0; d < dims.size(); ++d) furthest += (dims[d] - 1) * strides[k][d];
+    if (furthest >= kMax32) plan.layout.index32 = false;
+  }
   return plan;
 }
 
