@@ -73,7 +73,20 @@ Tensor gemm_forward(Tensor a, Tensor b) {
   if (!blas_layout(a, la)) a = a.contiguous(), blas_layout(a, la);
   if (!blas_layout(b, lb)) b = b.contiguous(), blas_layout(b, lb);
   Tensor av = detail::broadcast_view(a, full_a), bv = detail::broadcast_view(b, full_b);
-  const std::vector<int64_t> off_a = batch_offsets(av, batch), off_b = batch_offsets(bv, batch);
+  std::vector<int64_t> off_a = batch_offsets(av, batch), off_b = batch_offsets(bv, batch);
+  // Batch items that are not evenly spaced (e.g. heads split out of a (B, T, nh, hs) view:
+  // items b*T*C + h*hs) would need one GEMM call each. Copying such an operand into a
+  // contiguous layout is cheaper than B*nh small calls; only broadcast batch dims (stride 0,
+  // no copy wanted) still fall back to the per-item loop below.
+  int64_t sa = 0, sb = 0;
+  if (!uniform_stride(off_a, sa) && a.dim() > 2 && !a.is_contiguous()) {
+    a = a.contiguous(), blas_layout(a, la);
+    av = detail::broadcast_view(a, full_a), off_a = batch_offsets(av, batch);
+  }
+  if (!uniform_stride(off_b, sb) && b.dim() > 2 && !b.is_contiguous()) {
+    b = b.contiguous(), blas_layout(b, lb);
+    bv = detail::broadcast_view(b, full_b), off_b = batch_offsets(bv, batch);
+  }
   GemmArgs args;
   args.trans_a = la.trans;
   args.trans_b = lb.trans;
@@ -83,7 +96,6 @@ Tensor gemm_forward(Tensor a, Tensor b) {
   const float* pa = av.data_ptr<float>();
   const float* pb = bv.data_ptr<float>();
   float* pc = c.data_ptr<float>();
-  int64_t sa = 0, sb = 0;
   if (uniform_stride(off_a, sa) && uniform_stride(off_b, sb)) {
     args.batch = batch;
     args.a = pa + off_a[0], args.stride_a = sa;
