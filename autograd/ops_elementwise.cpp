@@ -85,10 +85,13 @@ template <typename Rule>
 Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor out, Rule rule) {
   if (!autograd::any_requires_grad({a, b})) return out;
   const Shape sa = a.shape(), sb = b.shape();
-  return autograd::record(name, {a, b}, out, [rule, sa, sb](const Tensor& g) {
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return autograd::record(name, {a, b}, out, [rule, sa, sb, need_a, need_b](const Tensor& g) {
     auto [ga, gb] = rule(g);
-    return std::vector<Tensor>{ga.defined() ? sum_to(ga, sa) : ga,
-                               gb.defined() ? sum_to(gb, sb) : gb};
+    // An input that needs no gradient (a constant, a mask, a fill value) gets none, and its
+    // broadcast dims are not summed for nothing.
+    return std::vector<Tensor>{need_a && ga.defined() ? sum_to(ga, sa) : Tensor(),
+                               need_b && gb.defined() ? sum_to(gb, sb) : Tensor()};
   });
 }
 
@@ -190,9 +193,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   backend(a.device()).where(broadcast_view(c, shape), broadcast_view(a, shape),
                             broadcast_view(b, shape), out);
   Tensor cs = saved(c);
-  return record_binary("where", a, b, out, [cs](const Tensor& g) {
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  // Each input's gradient is g where it was chosen, 0 elsewhere. masked_fill's fill value needs
+  // none, so its backward is a single pass over g.
+  return record_binary("where", a, b, out, [cs, need_a, need_b](const Tensor& g) {
     Tensor zero = zeros({}, g.device());
-    return std::pair{where(cs, g, zero), where(cs, zero, g)};
+    return std::pair{need_a ? where(cs, g, zero) : Tensor(), need_b ? where(cs, zero, g) : Tensor()};
   });
 }
 
