@@ -227,6 +227,44 @@ __global__ void softmax_rows_kernel(const float* x, int64_t rows, int64_t n, boo
   }
 }
 
+// The same for rows short enough to stay in registers (n <= kRowItems * blockDim.x, e.g. the
+// attention scores): each thread loads its kRowItems elements once and keeps them and their
+// exponentials, so the row is read from memory once instead of three times.
+constexpr int kRowItems = 8;
+constexpr int64_t kMaxCachedRow = kRowItems * 512;
+
+__global__ void softmax_rows_cached_kernel(const float* x, int64_t rows, int64_t n, bool log,
+                                           float* out) {
+  __shared__ float shared[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* xr = x + row * n;
+    float* yr = out + row * n;
+    float v[kRowItems], e[kRowItems];
+    float max = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kRowItems; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      v[k] = j < n ? xr[j] : -INFINITY;
+      max = fmaxf(max, v[k]);
+    }
+    max = block_max(max, shared);
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kRowItems; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      e[k] = j < n ? expf(v[k] - max) : 0.0f;
+      sum += e[k];
+    }
+    sum = block_sum(sum, shared);
+    const float lse = max + logf(sum), inv = 1.0f / sum;
+#pragma unroll
+    for (int k = 0; k < kRowItems; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (j < n) yr[j] = log ? v[k] - lse : e[k] * inv;
+    }
+  }
+}
+
 // Thread mapping: one thread per (o, i) column of [outer, n, inner]; consecutive threads take
 // consecutive i, so every step along n reads a contiguous run of the block.
 __global__ void softmax_columns_kernel(const float* x, int64_t outer, int64_t n, int64_t inner,
@@ -258,6 +296,31 @@ __global__ void softmax_backward_rows_kernel(const float* grad, const float* y, 
     dot = block_sum(dot, shared);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
       out[row * n + j] = log ? gr[j] - expf(yr[j]) * dot : yr[j] * (gr[j] - dot);
+  }
+}
+
+// The same with the row's grad and y held in registers (see softmax_rows_cached_kernel).
+__global__ void softmax_backward_rows_cached_kernel(const float* grad, const float* y, int64_t rows,
+                                                    int64_t n, bool log, float* out) {
+  __shared__ float shared[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* gr = grad + row * n;
+    const float* yr = y + row * n;
+    float g[kRowItems], yv[kRowItems];
+    float dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kRowItems; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      g[k] = j < n ? gr[j] : 0.0f;
+      yv[k] = j < n ? yr[j] : 0.0f;
+      dot += log ? g[k] : g[k] * yv[k];
+    }
+    dot = block_sum(dot, shared);
+#pragma unroll
+    for (int k = 0; k < kRowItems; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (j < n) out[row * n + j] = log ? g[k] - expf(yv[k]) * dot : yv[k] * (g[k] - dot);
+    }
   }
 }
 
@@ -293,7 +356,10 @@ void launch_reduce(ReduceOp op, const void* x, DType type, int64_t outer, int64_
 void launch_softmax(const float* x, int64_t outer, int64_t n, int64_t inner, bool log, float* out,
                     cudaStream_t stream) {
   if (outer * n * inner == 0) return;
-  if (inner == 1)
+  if (inner == 1 && n <= kMaxCachedRow)  // row_threads(n) * kRowItems >= n up to this length
+    softmax_rows_cached_kernel<<<grid_for(outer, 1), row_threads(n), 0, stream>>>(x, outer, n,
+                                                                                  log, out);
+  else if (inner == 1)
     softmax_rows_kernel<<<grid_for(outer, 1), row_threads(n), 0, stream>>>(x, outer, n, log, out);
   else
     softmax_columns_kernel<<<grid_for(outer * inner), kBlock, 0, stream>>>(x, outer, n, inner, log,
@@ -304,7 +370,10 @@ void launch_softmax(const float* x, int64_t outer, int64_t n, int64_t inner, boo
 void launch_softmax_backward(const float* grad, const float* y, int64_t outer, int64_t n,
                              int64_t inner, bool log, float* out, cudaStream_t stream) {
   if (outer * n * inner == 0) return;
-  if (inner == 1)
+  if (inner == 1 && n <= kMaxCachedRow)
+    softmax_backward_rows_cached_kernel<<<grid_for(outer, 1), row_threads(n), 0, stream>>>(
+        grad, y, outer, n, log, out);
+  else if (inner == 1)
     softmax_backward_rows_kernel<<<grid_for(outer, 1), row_threads(n), 0, stream>>>(grad, y, outer,
                                                                                     n, log, out);
   else
