@@ -67,10 +67,13 @@ done
 for f in "$ROOT"/backends/cuda/*.cpp "$EMU/emu.cpp"; do
   o=$OUT/obj/$(basename "$f").o; $CXX -c "$f" -o "$o" & objs+=("$o")
 done
-$CXX -DLOOM_TEST_DATA="\"$ROOT/tests/golden\"" -DLOOM_SOURCE_DIR="\"$ROOT\"" \
-  -c "$ROOT/tests/cuda/test_cuda.cpp" -o "$OUT/obj/test_cuda.o" &
+tests=()
+for f in "$ROOT"/tests/cuda/*.cpp; do
+  o=$OUT/obj/$(basename "$f").o; tests+=("$o")
+  $CXX -DLOOM_TEST_DATA="\"$ROOT/tests/golden\"" -DLOOM_SOURCE_DIR="\"$ROOT\"" -c "$f" -o "$o" &
+done
 $CXX -c "$ROOT/tests/main.cpp" -o "$OUT/obj/main.o" &
 wait
-$CXX "$OUT/obj/test_cuda.o" "$OUT/obj/main.o" "$LIB" "${objs[@]}" -lfmt -lopenblas \
+$CXX "${tests[@]}" "$OUT/obj/main.o" "$LIB" "${objs[@]}" -lfmt -lopenblas \
   -o "$OUT/test_cuda_emulated"
 "$OUT/test_cuda_emulated" "$@"
