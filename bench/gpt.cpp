@@ -9,6 +9,7 @@
 //   gpt gpt2                training step of GPT-2 small (124M) on batch 8 x 1024 tokens
 //                           (meant for a GPU: --device cuda)
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
+//            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch)
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -17,6 +18,9 @@
 
 #include "bench_util.h"
 #include "loom.h"
+#ifdef LOOM_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 using namespace loom;
 using loom::bench::time_steps;
@@ -28,6 +32,7 @@ struct Args {
   int steps = 10, threads = 2;
   Device device = Device::CPU;
   bool cache = true;
+  bool tf32 = false;
 };
 
 // The JSON fields every case shares, after the case-specific ones.
@@ -36,9 +41,9 @@ std::string common_fields(const bench::Timing& t, const Args& args, int64_t para
                      t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3) +
          fmt::format(
              ", \"steps\": {}, \"warmup\": 3, \"params\": {}, \"threads\": {}, "
-             "\"blas_threads\": {}, \"device\": \"{}\", \"framework\": \"loom\"",
+             "\"blas_threads\": {}, \"device\": \"{}\", \"tf32\": {}, \"framework\": \"loom\"",
              args.steps, params, get_num_threads(), openblas_get_num_threads(),
-             device_name(args.device));
+             device_name(args.device), args.tf32 ? "true" : "false");
 }
 
 // torch_ref.py's train(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
@@ -92,12 +97,14 @@ void generate_case(const Args& args) {
 
 void usage() {
   fmt::print(
-      "usage: gpt CASE [--steps N] [--threads T] [--device cpu|cuda] [--no-cache]\n"
+      "usage: gpt CASE [--steps N] [--threads T] [--device cpu|cuda] [--no-cache] [--tf32]\n"
       "  gpt-mini           training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"
       "  gpt-mini-generate  greedy decoding, 16-token prompt + 128 new tokens, KV cache\n"
       "                     (--no-cache: re-run the whole context for every token)\n"
       "  gpt2               training step, GPT-2 small (124M), batch 8 x 1024 tokens\n"
-      "Prints one JSON line comparable with ../shared/bench/torch_ref.py CASE.\n");
+      "  --tf32             CUDA only: TF32 tensor-core matrix products\n"
+      "Prints one JSON line comparable with ../shared/bench/torch_ref.py CASE (on a GPU:\n"
+      "bench/torch_gpu_ref.py CASE).\n");
 }
 
 }  // namespace
@@ -117,7 +124,14 @@ int main(int argc, char** argv) {
                device);
     args.device = device == "cuda" ? Device::CUDA : Device::CPU;
     for (int i = 2; i < argc; ++i)
-      if (std::strcmp(argv[i], "--no-cache") == 0) args.cache = false;
+      if (std::strcmp(argv[i], "--no-cache") == 0)
+        args.cache = false;
+      else if (std::strcmp(argv[i], "--tf32") == 0)
+        args.tf32 = true;
+    LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "gpt: --tf32 needs --device cuda");
+#ifdef LOOM_WITH_CUDA
+    cuda_set_tf32(args.tf32);
+#endif
     LOOM_CHECK(args.steps > 0 && args.threads > 0, "gpt: --steps and --threads must be positive");
     set_num_threads(args.threads);
     if (args.case_name == "gpt-mini")

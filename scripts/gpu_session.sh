@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds loom on a GPU machine that has the CUDA toolkit but no package registry, runs the CUDA
+# test suites and the GPU benchmarks side by side with PyTorch (bench/torch_gpu_ref.py).
+#
+#   bash scripts/gpu_session.sh [build|test|bench|profile|train|all]...   (default: all)
+#   bash scripts/gpu_session.sh fetch      (first, on a machine with apt: see below)
+#
+# Dependencies that the GPU machine lacks (OpenBLAS, fmt, doctest, fortunes) are taken from
+# Debian .deb files in $LOOM_DEBS (default .devdeps/, git-ignored), which `fetch` downloads with
+# apt-get on a machine that has a package registry; carry that folder to the GPU machine.
+# Steps: build (Release, build-gpu/), test (the CUDA suites, then every ctest but the two
+# consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
+# and TF32), profile (Nsight Compute per-kernel times of one step), train (the README demo).
+# Logs go to $OUT (default build-gpu/logs). The last lines printed are a summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DEBS=${LOOM_DEBS:-$ROOT/.devdeps}
+PREFIX=/tmp/loom-deps
+BUILD=$ROOT/build-gpu
+OUT=${OUT:-$BUILD/logs}
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(all)
+summary=()
+note() { summary+=("$*"); echo "== $*"; }
+
+setup_deps() {
+  if [ -d "$DEBS" ] && ! [ -f "$PREFIX/.done" ]; then
+    mkdir -p "$PREFIX"
+    for f in "$DEBS"/*.deb; do
+      case "$f" in
+        *fortunes*) dpkg -x "$f" / ;;  # data only: /usr/share/games/fortunes
+        *) dpkg -x "$f" "$PREFIX" ;;
+      esac
+    done
+    touch "$PREFIX/.done"
+  fi
+  local arch=$PREFIX/usr/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH=$arch/openblas-openmp:$arch:${LD_LIBRARY_PATH:-}
+  CMAKE_DEPS=()
+  if [ -d "$PREFIX/usr" ]; then
+    CMAKE_DEPS=(-DCMAKE_PREFIX_PATH="$PREFIX/usr"
+                -DLOOM_BLAS_INCLUDE="$PREFIX/usr/include/x86_64-linux-gnu/openblas-openmp"
+                -DLOOM_BLAS_LIB="$arch/openblas-openmp/libopenblas.so.0")
+  fi
+}
+
+do_build() {
+  local nvcc=nvcc
+  command -v nvcc >/dev/null || nvcc=/usr/local/cuda/bin/nvcc
+  { nvidia-smi; g++ --version | head -1; cmake --version | head -1; $nvcc --version | tail -2; } \
+    >"$OUT/machine.txt" 2>&1
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+    "${CMAKE_DEPS[@]}" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$OUT/configure.log"; return 1; }
+  if cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1; then
+    note "build ok ($(grep -c -i 'warning' "$OUT/build.log") warning lines)"
+  else
+    note "build FAILED"; grep -B2 -A8 -m5 'error' "$OUT/build.log" | head -60; return 1
+  fi
+}
+
+run_suite() {  # name, command...
+  local name=$1; shift
+  local log=$OUT/$name.log
+  "$@" >"$log" 2>&1
+  local rc=$?
+  note "$name: rc=$rc $(grep -E '^\[doctest\] (test cases|assertions)' "$log" | tr -s ' ' | tr '\n' ' ')"
+  [ $rc -ne 0 ] && grep -B3 -A12 -m8 -E 'ERROR|FATAL|error:' "$log" | head -80
+  return 0
+}
+
+do_test() {
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+  run_suite test_cuda "$BUILD/tests/test_cuda"
+  run_suite test_optim "$BUILD/tests/test_optim"
+  # Everything else too (the consumer tests rebuild loom from scratch: left to CI).
+  run_suite ctest_all ctest --test-dir "$BUILD" -j8 --output-on-failure -E consumer
+  note "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log")"
+}
+
+do_bench() {  # every JSON line goes to $OUT/bench.jsonl
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+  local j=$OUT/bench.jsonl line
+  for c in ${BENCH_CASES:-gpt-mini gpt2}; do
+    for tf in "" "--tf32"; do
+      line=$("$BUILD/bench/gpt" $c --device cuda --steps 20 $tf 2>&1 | tail -1); echo "$line" >>"$j"
+      local loom_tps=$(grep -o '"tokens_per_s": [0-9.]*' <<<"$line" | cut -d' ' -f2)
+      note "$c${tf:+ tf32}: loom loss_last $(grep -o '"loss_last": [0-9.]*' <<<"$line" | cut -d' ' -f2)"
+      line=$(python3 bench/torch_gpu_ref.py $c --steps 20 $tf 2>&1 | tail -1); echo "$line" >>"$j"
+      local torch_tps=$(grep -o '"tokens_per_s": [0-9.]*' <<<"$line" | cut -d' ' -f2)
+      note "$c${tf:+ tf32}: loom ${loom_tps:-?} tok/s, torch ${torch_tps:-?} tok/s, ratio $(python3 -c "print(round(${loom_tps:-0}/${torch_tps:-1}, 3))"), torch loss_last $(grep -o '"loss_last": [0-9.]*' <<<"$line" | cut -d' ' -f2)"
+    done
+  done
+  # The same model with loom's GPT-2 init, to compare the losses reached (loss_last).
+  for c in ${BENCH_CASES:-gpt-mini gpt2}; do
+    line=$(python3 bench/torch_gpu_ref.py $c --steps 20 --gpt2-init 2>&1 | tail -1); echo "$line" >>"$j"
+    note "$c torch --gpt2-init: $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
+  done
+  line=$("$BUILD/bench/gpt" gpt-mini-generate --device cuda 2>&1 | tail -1); echo "$line" >>"$j"
+  note "gpt-mini-generate: loom $(grep -o '"new_tokens_per_s": [0-9.]*' <<<"$line")"
+}
+
+# Per-kernel GPU time of one GPT-2 training step (after the warm-ups), from Nsight Compute.
+do_profile() {
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { note "profile: ncu not found"; return 0; }
+  local case=${PROFILE_CASE:-gpt2}
+  "$ncu" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+    "$BUILD/bench/gpt" "$case" --device cuda --steps 1 >"$OUT/ncu_$case.csv" 2>"$OUT/ncu_$case.err"
+  python3 scripts/ncu_summary.py "$OUT/ncu_$case.csv" 4 >"$OUT/profile_$case.txt"
+  note "profile $case: $(head -1 "$OUT/profile_$case.txt")"
+  head -40 "$OUT/profile_$case.txt"
+}
+
+# The README demo on the GPU: train_gpt's default run (gpt-mini, BPE 512, 1600 steps).
+do_train() {
+  "$BUILD/examples/train_gpt" --device cuda --out "$BUILD/out-gpt" >"$OUT/train_gpt.log" 2>&1
+  note "train_gpt --device cuda: rc=$? $(grep -i -E 'bits/byte|final' "$OUT/train_gpt.log" | tail -2 | tr '\n' ' ')"
+  tail -25 "$OUT/train_gpt.log"
+}
+
+if [ "${1:-}" = fetch ]; then
+  mkdir -p "$DEBS" && cd "$DEBS"
+  apt-get download libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libfmt9 libfmt-dev \
+    doctest-dev libgfortran5 fortunes
+  mv fortunes_*.deb fortunes_all.deb  # the version's epoch puts a '%3a' in the name
+  exit 0
+fi
+setup_deps
+for s in "${steps[@]}"; do
+  case $s in
+    build) do_build || break ;;
+    test) do_test ;;
+    bench) do_bench ;;
+    profile) do_profile ;;
+    train) do_train ;;
+    all) do_build && { do_test; do_bench; } ;;
+    *) echo "unknown step $s"; exit 2 ;;
+  esac
+done
+echo; echo "===== summary"; printf '%s\n' "${summary[@]}"
