@@ -8,4 +8,7 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" "$@" >/dev/null
-cmake --build build -j"$(nproc)"
+# LOOM_TARGETS="a b" builds only those targets (the demo needs just its trainer).
+targets=()
+for t in ${LOOM_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build -j"$(nproc)" "${targets[@]}"
