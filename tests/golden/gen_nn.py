@@ -201,6 +201,31 @@ def gen_transformer_layers():
              run_dec)
 
 
+def gen_more_masks():
+    """Cases added later; generated last so the random draws of the cases above stay the same."""
+    d, heads, ff = 8, 2, 16
+    # Decoder with every mask: causal tgt_mask, boolean memory_mask [T, S] (no row fully
+    # blocked), tgt and memory key padding.
+    memory_mask = torch.tensor([[0, 1, 0, 0, 0], [0, 0, 1, 1, 0], [1, 0, 0, 0, 0],
+                                [0, 0, 0, 0, 1]], dtype=torch.bool)
+    for norm_first, act, tag in [(False, "relu", "post"), (True, "gelu", "pre")]:
+        dec = perturb(nn.TransformerDecoderLayer(d, heads, ff, dropout=0.0, activation=act,
+                                                 batch_first=True, norm_first=norm_first))
+
+        def run_dec(tgt, memory, tgt_mask, mem_mask, tgt_kpm, mem_kpm, dec=dec):
+            return dec(tgt, memory, tgt_mask=tgt_mask, memory_mask=mem_mask,
+                       tgt_key_padding_mask=tgt_kpm, memory_key_padding_mask=mem_kpm)
+        case(f"decoder_all_masks_{tag}", dec,
+             [torch.randn(2, 4, d), torch.randn(2, 5, d), causal(4), memory_mask,
+              padding(2, 4, [0, 1]), padding(2, 5, [1, 0])], run_dec)
+    # MultiheadAttention without biases (bias=False): in_proj_weight and out_proj.weight only.
+    mha = perturb(nn.MultiheadAttention(d, heads, bias=False, batch_first=True))
+
+    def self_attn(x):
+        return mha(x, x, x, need_weights=False)[0]
+    case("mha_nobias", mha, [torch.randn(2, 4, d)], self_attn)
+
+
 # ------------------------------------------------------------------------------ convolution
 def gen_conv():
     conv = perturb(nn.Conv2d(3, 4, 3, stride=2, padding=1))
@@ -360,6 +385,7 @@ def main():
     gen_losses()
     gen_reprs()
     gen_state_dict()
+    gen_more_masks()
     save(os.path.join(HERE, "nn.safetensors"), TENSORS, metadata=METADATA)
     print(f"wrote {len(TENSORS)} tensors to nn.safetensors")
 

@@ -35,6 +35,39 @@ TEST_CASE("MultiheadAttention over a shared key/value memory matches PyTorch, bo
   check_case("mha_memory", mha.forward(in[0], in[1], in[1], in[2]), in, &mha);
 }
 
+TEST_CASE("MultiheadAttention without biases matches PyTorch's bias=False") {
+  nn::MultiheadAttention mha(8, 2, 0.0f, false);
+  CHECK(mha.named_parameters().size() == 2);  // in_proj_weight, out_proj.weight
+  load_case_state(mha, "mha_nobias");
+  auto in = case_inputs("mha_nobias");  // x [2,4,8]
+  check_case("mha_nobias", mha.forward(in[0], in[0], in[0]), in, &mha);
+}
+
+TEST_CASE("MultiheadAttention's dropout zeroes attention weights in training and scales the rest") {
+  manual_seed(31);
+  nn::MultiheadAttention mha(8, 2, 0.5f);
+  const Tensor x = randn({2, 4, 8});
+  mha.eval();
+  const auto [out_eval, w_eval] = mha.forward_with_weights(x, x, x, Tensor(), Tensor(), false);
+  mha.train();
+  const auto [out_train, w_train] = mha.forward_with_weights(x, x, x, Tensor(), Tensor(), false);
+  // Inverted dropout on the probabilities (as PyTorch): each weight is dropped or doubled.
+  const std::vector<float> e = w_eval.to_vector(), t = w_train.to_vector();
+  int dropped = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (t[i] == 0.0f) {
+      ++dropped;
+    } else {
+      CHECK(t[i] == doctest::Approx(2.0f * e[i]).epsilon(1e-5));
+    }
+  }
+  CHECK(dropped > 0);
+  CHECK(dropped < static_cast<int>(e.size()));
+  CHECK(out_train.to_vector() != out_eval.to_vector());
+  mha.eval();
+  check_close(mha.forward(x, x, x), out_eval, 0.0f, 0.0f, "eval is deterministic");
+}
+
 TEST_CASE("a boolean mask and its additive form give the same attention") {
   manual_seed(4);
   nn::MultiheadAttention mha(4, 2);

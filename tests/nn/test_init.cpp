@@ -127,9 +127,23 @@ TEST_CASE("layers initialise as PyTorch's reset_parameters") {
   CHECK(moments(conv.weight).std == doctest::Approx(1.0 / 6.0 / std::sqrt(3.0)).epsilon(0.05));
   nn::Embedding emb(100, 100);  // N(0, 1)
   CHECK(moments(emb.weight).std == doctest::Approx(1.0).epsilon(0.03));
+  const Moments cb = moments(conv.bias);  // the bias uses the same bound
+  CHECK(cb.max <= 1.0 / 6.0);
+  CHECK(cb.min >= -1.0 / 6.0);
+  CHECK(cb.max - cb.min > 0.1);  // spread over the range, not constant
   nn::LayerNorm ln(5);
   CHECK(moments(ln.weight).min == 1.0);
   CHECK(moments(ln.bias).max == 0.0);
+  nn::BatchNorm2d bn(6);  // weight 1, bias 0, running mean 0, running var 1, no batches yet
+  CHECK(bn.weight.to_vector() == std::vector<float>(6, 1.0f));
+  CHECK(bn.bias.to_vector() == std::vector<float>(6, 0.0f));
+  CHECK(bn.running_mean.to_vector() == std::vector<float>(6, 0.0f));
+  CHECK(bn.running_var.to_vector() == std::vector<float>(6, 1.0f));
+  CHECK(bn.num_batches_tracked.to_vector_i64() == std::vector<int64_t>{0});
+  nn::MultiheadAttention mha(16, 4);  // in_proj xavier_uniform_ over [3E, E], biases 0
+  CHECK(moments(mha.in_proj_weight).max <= std::sqrt(6.0 / (48 + 16)));
+  CHECK(moments(mha.in_proj_bias).max == 0.0);
+  CHECK(moments(mha.in_proj_bias).min == 0.0);
 }
 
 TEST_CASE("initialisers reject impossible requests") {

@@ -43,6 +43,20 @@ TEST_CASE("TransformerDecoderLayer matches PyTorch, norm_first both ways") {
   }
 }
 
+TEST_CASE("TransformerDecoderLayer matches PyTorch with all four masks, norm_first both ways") {
+  for (const Variant& v : kVariants) {
+    const std::string prefix = std::string("decoder_all_masks_") + v.tag;
+    INFO(prefix);
+    nn::TransformerDecoderLayer layer(8, 2, 16, 0.0f, v.activation, v.norm_first);
+    load_case_state(layer, prefix);
+    // tgt [2,4,8], memory [2,5,8], causal tgt_mask [4,4], boolean memory_mask int64 [4,5],
+    // tgt key padding int64 [2,4], memory key padding int64 [2,5]
+    auto in = case_inputs(prefix);
+    const Tensor out = layer.forward(in[0], in[1], in[2], in[3], in[4], in[5]);
+    check_case(prefix, out, in, &layer, 1e-4f, 2e-5f);
+  }
+}
+
 TEST_CASE("gradcheck: encoder and decoder layers") {
   manual_seed(21);
   nn::TransformerEncoderLayer enc(4, 2, 6, 0.0f, nn::Activation::GELU, true);

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 #include "optim_fixture.h"
@@ -212,4 +214,36 @@ TEST_CASE("load refuses a file written by another kind of optimizer, naming the 
       Error);
   fs::remove(path);
   CHECK_THROWS_AS(adam.load(path), Error);  // missing file
+}
+
+TEST_CASE("load of a truncated or corrupted optimizer file names the file and changes nothing") {
+  Mlp mlp;
+  optim::Adam adam(mlp.params(), 0.01f);
+  for (int64_t k = 0; k < 3; ++k) train_step(mlp, adam, k);
+  const std::string path = temp_path("adam.safetensors");
+  adam.save(path);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  REQUIRE(bytes.size() > 64);
+  Mlp other;
+  optim::Adam fresh(other.params(), 0.01f);
+  const auto before = fresh.state_dict();
+  auto write = [&](const std::string& content) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << content;
+  };
+  write(bytes.substr(0, bytes.size() - 10));  // the last tensor's data cut short
+  CHECK_THROWS_WITH_AS(fresh.load(path), doctest::Contains(path.c_str()), Error);
+  std::string corrupt = bytes;
+  corrupt[8] = '#';  // the JSON header no longer parses
+  write(corrupt);
+  CHECK_THROWS_WITH_AS(fresh.load(path), doctest::Contains(path.c_str()), Error);
+  write(bytes.substr(0, 4));  // not even the header length
+  CHECK_THROWS_WITH_AS(fresh.load(path), doctest::Contains(path.c_str()), Error);
+  CHECK(fresh.step_count() == 0);
+  CHECK(fresh.state_dict().size() == before.size());
+  fs::remove(path);
 }
