@@ -88,7 +88,7 @@ Tensor randint(int64_t low, int64_t high, Shape shape, Device device) {
 
 Tensor arange_f(float start, float end, float step, Device device) {
   LOOM_CHECK(step != 0.0f && (end - start) / step >= 0.0f,
-             "arange: bad range start={} end={} step={}", start, end, step);
+             "arange_f: bad range start={} end={} step={}", start, end, step);
   const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);

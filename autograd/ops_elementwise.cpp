@@ -166,18 +166,18 @@ Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Le
 Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Gt, "gt", a, b, true); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Ge, "ge", a, b, true); }
 
-static Tensor scalar_like(const Tensor& a, float value) {
-  detail::check_defined(a, "compare");
+static Tensor scalar_like(const Tensor& a, float value, const char* op) {
+  detail::check_defined(a, op);
   if (a.dtype() == DType::Int64) {
-    LOOM_CHECK(value == std::floor(value), "compare: int64 tensor compared with non-integer {}",
+    LOOM_CHECK(value == std::floor(value), "{}: int64 tensor compared with non-integer {}", op,
                value);
     return tensor_i64({static_cast<int64_t>(value)}, {}).to(a.device());
   }
   return scalar_tensor(value, a.device());
 }
-Tensor eq(const Tensor& a, float b) { return eq(a, scalar_like(a, b)); }
-Tensor lt(const Tensor& a, float b) { return lt(a, scalar_like(a, b)); }
-Tensor gt(const Tensor& a, float b) { return gt(a, scalar_like(a, b)); }
+Tensor eq(const Tensor& a, float b) { return eq(a, scalar_like(a, b, "eq")); }
+Tensor lt(const Tensor& a, float b) { return lt(a, scalar_like(a, b, "lt")); }
+Tensor gt(const Tensor& a, float b) { return gt(a, scalar_like(a, b, "gt")); }
 
 // ---------------------------------------------------------------------------- selection
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -186,7 +186,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_float(b, "where");
   detail::check_same_device(a, b, "where");
   detail::check_same_device(cond, a, "where");
-  Tensor c = cond.dtype() == DType::Float32 ? cond : ne(cond, scalar_like(cond, 0.0f));
+  Tensor c = cond.dtype() == DType::Float32 ? cond : ne(cond, scalar_like(cond, 0.0f, "where"));
   const Shape shape = broadcast_shapes(broadcast_shapes(c.shape(), a.shape(), "where"),
                                        b.shape(), "where");
   Tensor out = Tensor::empty(shape, DType::Float32, a.device());

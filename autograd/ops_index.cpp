@@ -21,7 +21,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   detail::check_same_device(x, index, "index_select");
   LOOM_CHECK(index.dim() == 1, "index_select: index must be 1-D, got shape {}",
              shape_str(index.shape()));
-  LOOM_CHECK(x.dim() >= 1, "index_select: cannot index a 0-d tensor");
+  LOOM_CHECK(x.dim() >= 1, "index_select: cannot index a 0-d tensor (shape {})",
+             shape_str(x.shape()));
   const int64_t d = wrap_dim(dim, x.dim(), "index_select");
   const detail::Split3 s = detail::split_at(x.shape(), d);
   Shape shape = x.shape();
@@ -40,6 +41,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   detail::check_float(x, "index_add");
   detail::check_float(src, "index_add");
   check_index(index, "index_add");
+  LOOM_CHECK(x.dim() >= 1, "index_add: cannot index a 0-d tensor (shape {})", shape_str(x.shape()));
   const int64_t d = wrap_dim(dim, x.dim(), "index_add");
   Shape expected = x.shape();
   expected[d] = index.numel();

@@ -7,7 +7,8 @@ namespace loom {
 // Ba et al. 2016: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   detail::check_float(x, "layer_norm");
-  LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim");
+  LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim, got shape {}",
+             shape_str(x.shape()));
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;

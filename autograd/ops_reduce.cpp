@@ -63,7 +63,8 @@ Tensor mean(const Tensor& x) {
 
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
   detail::check_float(x, "mean");
-  const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
+  const int64_t d = wrap_dim(dim, x.dim(), "mean");
+  const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
   LOOM_CHECK(n > 0, "mean: dim {} of shape {} is empty", dim, shape_str(x.shape()));
   return sum(x, dim, keepdim) * (1.0f / static_cast<float>(n));
 }
@@ -107,7 +108,8 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor var(const Tensor& x, int64_t dim, bool unbiased, bool keepdim) {
   detail::check_float(x, "var");
-  const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
+  const int64_t d = wrap_dim(dim, x.dim(), "var");
+  const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
   const int64_t denom = unbiased ? n - 1 : n;
   LOOM_CHECK(denom > 0, "var: dim {} of shape {} has too few elements", dim,
              shape_str(x.shape()));

@@ -109,7 +109,7 @@ Tensor Tensor::permute(const Shape& dims) const {
 
 Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   detail::check_defined(*this, "narrow");
-  LOOM_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
+  LOOM_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor (shape {})", shape_str(shape()));
   const int64_t d = wrap_dim(dim_, dim(), "narrow");
   const int64_t size = shape()[d];
   if (start < 0) start += size;
@@ -128,6 +128,8 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t dim_, int64_t index) const {
+  detail::check_defined(*this, "select");
+  LOOM_CHECK(dim() > 0, "select: cannot select from a 0-d tensor (shape {})", shape_str(shape()));
   const int64_t d = wrap_dim(dim_, dim(), "select");
   LOOM_CHECK(index >= -shape()[d] && index < shape()[d],
              "select: index {} out of range for dim {} of size {}", index, dim_, shape()[d]);
@@ -165,8 +167,8 @@ Tensor Tensor::expand(const Shape& requested) const {
 
 Tensor Tensor::squeeze(int64_t dim_) const {
   detail::check_defined(*this, "squeeze");
+  const int64_t d = wrap_dim(dim_, dim(), "squeeze");  // a 0-d tensor accepts dim 0 or -1
   if (dim() == 0) return *this;
-  const int64_t d = wrap_dim(dim_, dim(), "squeeze");
   if (shape()[d] != 1) return *this;  // like PyTorch: squeezing a non-1 dim is a no-op
   Shape shape = this->shape();
   Strides strides = this->strides();
@@ -186,6 +188,9 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::unsqueeze(int64_t dim_) const {
   detail::check_defined(*this, "unsqueeze");
+  LOOM_CHECK(dim_ >= -(dim() + 1) && dim_ <= dim(),
+             "unsqueeze: dim {} out of range [{}, {}] for a tensor of shape {}", dim_, -(dim() + 1),
+             dim(), shape_str(shape()));
   const int64_t d = wrap_dim(dim_, dim() + 1, "unsqueeze");
   Shape shape = this->shape();
   Strides strides = this->strides();
@@ -249,7 +254,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   LOOM_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
-  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  detail::check_defined(tensors[0], "stack");
+  const int64_t n = tensors[0].dim();
+  LOOM_CHECK(dim >= -(n + 1) && dim <= n,
+             "stack: dim {} out of range [{}, {}] for tensors of shape {}", dim, -(n + 1), n,
+             shape_str(tensors[0].shape()));
+  const int64_t d = wrap_dim(dim, n + 1, "stack");
   std::vector<Tensor> expanded;
   for (const Tensor& t : tensors) {
     LOOM_CHECK(t.shape() == tensors[0].shape(), "stack: shapes {} and {} differ",

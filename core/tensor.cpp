@@ -30,27 +30,36 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-static TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
-  LOOM_CHECK(impl != nullptr, "tensor: operation on an undefined tensor");
+// The tensor's state, or a loom::Error naming the accessor `op` when the tensor is undefined.
+static TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl, const char* op) {
+  LOOM_CHECK(impl != nullptr, "{}: called on an undefined tensor", op);
   return *impl;
 }
 
-const Shape& Tensor::shape() const { return checked(impl_).shape; }
-const Strides& Tensor::strides() const { return checked(impl_).strides; }
-int64_t Tensor::offset() const { return checked(impl_).offset; }
-DType Tensor::dtype() const { return checked(impl_).dtype; }
-Device Tensor::device() const { return checked(impl_).storage->device; }
+const Shape& Tensor::shape() const { return checked(impl_, "shape").shape; }
+const Strides& Tensor::strides() const { return checked(impl_, "strides").strides; }
+int64_t Tensor::offset() const { return checked(impl_, "offset").offset; }
+DType Tensor::dtype() const { return checked(impl_, "dtype").dtype; }
+Device Tensor::device() const { return checked(impl_, "device").storage->device; }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  const Shape& s = checked(impl_, "size").shape;
+  LOOM_CHECK(!s.empty(), "size: dim {} out of range for a 0-d tensor (shape [])", d);
+  return s[wrap_dim(d, static_cast<int64_t>(s.size()), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  const Strides& s = checked(impl_, "stride").strides;
+  LOOM_CHECK(!s.empty(), "stride: dim {} out of range for a 0-d tensor (shape [])", d);
+  return s[wrap_dim(d, static_cast<int64_t>(s.size()), "stride")];
+}
 
 void* Tensor::raw_data() const {
-  const TensorImpl& t = checked(impl_);
+  const TensorImpl& t = checked(impl_, "raw_data");
   return static_cast<char*>(t.storage->data) + t.offset * element_size(t.dtype);
 }
 
 bool Tensor::is_contiguous() const {
-  const TensorImpl& t = checked(impl_);
+  const TensorImpl& t = checked(impl_, "is_contiguous");
   if (shape_numel(t.shape) == 0) return true;  // no elements: any layout is contiguous
   int64_t expected = 1;
   for (size_t i = t.shape.size(); i-- > 0;) {
@@ -62,18 +71,21 @@ bool Tensor::is_contiguous() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
+  checked(impl_, "to_vector");
   Tensor c = to(Device::CPU).to(DType::Float32).contiguous();
   const float* p = c.data_ptr<float>();
   return std::vector<float>(p, p + c.numel());
 }
 
 std::vector<int64_t> Tensor::to_vector_i64() const {
+  checked(impl_, "to_vector_i64");
   Tensor c = to(Device::CPU).to(DType::Int64).contiguous();
   const int64_t* p = c.data_ptr<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
 }
 
 float Tensor::item() const {
+  checked(impl_, "item");
   LOOM_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, expected 1",
              shape_str(shape()), numel());
   return to_vector()[0];
@@ -82,6 +94,7 @@ float Tensor::item() const {
 // Device copies go through contiguous host buffers; the graph records the move so gradients
 // flow back to the source device.
 Tensor Tensor::to(Device target) const {
+  checked(impl_, "to");
   if (device() == target) return *this;
   Tensor src = contiguous();
   Tensor out = Tensor::empty(shape(), dtype(), target);
@@ -99,6 +112,7 @@ Tensor Tensor::to(Device target) const {
 }
 
 Tensor Tensor::to(DType target) const {
+  checked(impl_, "to");
   if (dtype() == target) return *this;
   Tensor out = Tensor::empty(shape(), target, device());
   backend(device()).copy(*this, out);
@@ -107,7 +121,7 @@ Tensor Tensor::to(DType target) const {
 
 // ---------------------------------------------------------------------------- autograd
 Tensor& Tensor::requires_grad_(bool on) {
-  TensorImpl& t = checked(impl_);
+  TensorImpl& t = checked(impl_, "requires_grad_");
   LOOM_CHECK(!on || t.dtype == DType::Float32,
              "requires_grad_: only float32 tensors can require gradients (got {})",
              dtype_name(t.dtype));
@@ -119,17 +133,19 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
-bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
-const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
+bool Tensor::requires_grad() const { return checked(impl_, "requires_grad").requires_grad; }
+bool Tensor::is_leaf() const { return checked(impl_, "is_leaf").grad_fn == nullptr; }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  return checked(impl_, "grad_fn").grad_fn;
+}
 
 Tensor Tensor::grad() const {
-  const TensorImpl& t = checked(impl_);
+  const TensorImpl& t = checked(impl_, "grad");
   return t.grad ? Tensor(t.grad) : Tensor();
 }
 
 void Tensor::set_grad(const Tensor& g) const {
-  TensorImpl& t = checked(impl_);
+  TensorImpl& t = checked(impl_, "set_grad");
   if (g.defined())
     LOOM_CHECK(g.shape() == t.shape, "set_grad: gradient shape {} does not match tensor shape {}",
                shape_str(g.shape()), shape_str(t.shape));
@@ -137,7 +153,7 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  const TensorImpl& t = checked(impl_);
+  const TensorImpl& t = checked(impl_, "backward");
   LOOM_CHECK(t.requires_grad,
              "backward: tensor of shape {} does not require grad and has no grad_fn",
              shape_str(t.shape));
@@ -155,7 +171,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 }
 
 Tensor Tensor::detach() const {
-  const TensorImpl& t = checked(impl_);
+  const TensorImpl& t = checked(impl_, "detach");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage;
   impl->shape = t.shape;
@@ -167,6 +183,7 @@ Tensor Tensor::detach() const {
 
 // ---------------------------------------------------------------------------- in place
 static void check_inplace(const Tensor& t, const char* op) {
+  LOOM_CHECK(t.defined(), "{}: called on an undefined tensor", op);
   LOOM_CHECK(!(autograd::grad_mode_enabled() && t.requires_grad() && t.is_leaf()),
              "{}: a leaf tensor that requires grad is being modified in place; wrap the update "
              "in a NoGradGuard",
@@ -175,6 +192,7 @@ static void check_inplace(const Tensor& t, const char* op) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace(*this, "copy_");
+  LOOM_CHECK(src.defined(), "copy_: the source is an undefined tensor");
   Tensor s = src.to(device());
   LOOM_CHECK(broadcast_shapes(s.shape(), shape(), "copy_") == shape(),
              "copy_: source shape {} cannot be broadcast to {}", shape_str(src.shape()),
@@ -194,6 +212,7 @@ Tensor& Tensor::zero_() { return fill_(0.0f); }
 
 Tensor& Tensor::add_(const Tensor& other, float alpha) {
   check_inplace(*this, "add_");
+  LOOM_CHECK(other.defined(), "add_: the other tensor is undefined");
   LOOM_CHECK(dtype() == DType::Float32 && other.dtype() == DType::Float32,
              "add_: needs float32 tensors, got {} and {}", dtype_name(dtype()),
              dtype_name(other.dtype()));
@@ -202,6 +221,9 @@ Tensor& Tensor::add_(const Tensor& other, float alpha) {
   if (is_contiguous() && other.is_contiguous() && other.shape() == shape()) {
     backend(device()).axpy(alpha, other, *this);
   } else {
+    LOOM_CHECK(broadcast_shapes(other.shape(), shape(), "add_") == shape(),
+               "add_: other of shape {} cannot be broadcast to {}", shape_str(other.shape()),
+               shape_str(shape()));
     NoGradGuard guard;
     copy_(*this + other.detach() * alpha);
   }

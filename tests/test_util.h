@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,21 @@ inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
     flat.copy_(tensor(base, flat.shape()));
     check_close(tensor(analytic, x.shape()), tensor(numeric, x.shape()), rtol, atol,
                 what + " d/d input " + std::to_string(k));
+  }
+}
+
+// Runs f, expecting a loom::Error whose message contains every fragment (the op's name, the
+// offending shapes or values).
+inline void expect_error(const std::function<void()>& f,
+                         std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    FAIL("expected a loom::Error");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& frag : fragments)
+      CHECK_MESSAGE(msg.find(frag) != std::string::npos,
+                    "message '" << msg << "' lacks '" << frag << "'");
   }
 }
 

@@ -19,6 +19,7 @@
 #include "test_util.h"
 
 using namespace loom;
+using namespace loom::testing;
 
 namespace {
 
@@ -55,19 +56,6 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
       FAIL_CHECK(what << ": element " << i << " is " << g << ", expected " << w);
       return;
     }
-  }
-}
-
-// Runs f, expecting a loom::Error whose message contains every fragment.
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    FAIL("expected a loom::Error");
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments)
-      CHECK_MESSAGE(msg.find(frag) != std::string::npos,
-                    "message '" << msg << "' lacks '" << frag << "'");
   }
 }
 

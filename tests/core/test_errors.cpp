@@ -2,21 +2,7 @@
 #include "test_util.h"
 
 using namespace loom;
-
-namespace {
-// Runs f, expecting a loom::Error whose message contains every fragment.
-template <typename F>
-void expect_error(F f, std::initializer_list<const char*> fragments) {
-  try {
-    f();
-    FAIL("expected a loom::Error");
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const char* frag : fragments)
-      CHECK_MESSAGE(msg.find(frag) != std::string::npos, "message '" << msg << "' lacks '" << frag << "'");
-  }
-}
-}  // namespace
+using namespace loom::testing;
 
 TEST_CASE("creation errors") {
   expect_error([] { tensor({1, 2, 3}, {2, 2}); }, {"tensor", "3 values", "[2,2]"});

@@ -105,19 +105,6 @@ void compare_devices(const std::string& what, const DeviceCall& call, float rtol
   }
 }
 
-// Runs f, expecting a loom::Error whose message contains every fragment.
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    FAIL("expected a loom::Error");
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments)
-      CHECK_MESSAGE(msg.find(frag) != std::string::npos,
-                    "message '" << msg << "' lacks '" << frag << "'");
-  }
-}
-
 // ---------------------------------------------------------------------------- ops harness
 // An op applied to inputs on both devices: values must agree, and so must the gradients of
 // sum(f(inputs) * w) for a fixed random w (a generic upstream gradient, not all ones).
