@@ -356,6 +356,26 @@ std::vector<GoldenCase> indexing() {
   };
 }
 
+// index_add and scatter_add (inputs: x, int64 index, src); gradients flow to x and src.
+std::vector<GoldenCase> scatter_adds() {
+  return {
+      {"index_add_dim0_repeats",  // [3,2] += [4,2] at rows [2,0,2,1]
+       [](const Inputs& x) { return index_add(x[0], 0, x[1], x[2]); }},
+      {"index_add_dim1_3d",  // [2,4,3] += [2,3,3] at dim-1 positions [3,1,3]
+       [](const Inputs& x) { return index_add(x[0], 1, x[1], x[2]); }},
+      {"index_add_neg_dim_transposed",  // [4,3]^T = [3,4] += [3,3]^T at columns [0,3,0]
+       [](const Inputs& x) { return index_add(x[0].t(), -1, x[1], x[2].t()); }},
+      {"scatter_add_dim1",  // [3,4] += [3,2] at index [3,2] along dim 1
+       [](const Inputs& x) { return scatter_add(x[0], 1, x[1], x[2]); }},
+      {"scatter_add_dim0_repeats",  // [3,4] += [2,4] at index [2,4] along dim 0
+       [](const Inputs& x) { return scatter_add(x[0], 0, x[1], x[2]); }},
+      {"scatter_add_neg_dim_3d",  // [2,3,4] += [2,3,2] along the last dim
+       [](const Inputs& x) { return scatter_add(x[0], -1, x[1], x[2]); }},
+      {"scatter_add_transposed",  // [4,3]^T = [3,4] += [4,2]^T = [2,4] along dim 0
+       [](const Inputs& x) { return scatter_add(x[0].t(), 0, x[1], x[2].t()); }},
+  };
+}
+
 std::vector<GoldenCase> nn_functions() {
   return {
       {"layer_norm", [](const Inputs& x) { return layer_norm(x[0], x[1], x[2], 1e-5f); }},
@@ -443,9 +463,9 @@ std::vector<GoldenCase> compositions() {
 
 std::vector<std::vector<GoldenCase>> all_families() {
   return {
-      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(), selection(),
-      reduction(),          softmax_family(),     matmul_family(),     views(),      indexing(),
-      nn_functions(),       tensor_methods(),     compositions()};
+      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),  selection(),
+      reduction(),          softmax_family(),     matmul_family(),     views(),       indexing(),
+      nn_functions(),       tensor_methods(),     compositions(),      scatter_adds()};
 }
 
 }  // namespace
@@ -473,6 +493,9 @@ TEST_CASE("golden: matmul in every form matches PyTorch") {
 TEST_CASE("golden: views, then reductions, match PyTorch") { run_family(views(), kAccumulating); }
 TEST_CASE("golden: cat, stack, index_select, gather, embedding, tril, triu match PyTorch") {
   run_family(indexing(), kElementwise);
+}
+TEST_CASE("golden: index_add and scatter_add, with repeated indices, match PyTorch") {
+  run_family(scatter_adds(), kElementwise);
 }
 TEST_CASE("golden: layer_norm, cross_entropy and dropout match PyTorch") {
   run_family(nn_functions(), kAccumulating);

@@ -107,6 +107,28 @@ TEST_CASE("gradcheck: where and masked_fill") {
             {transposed(3, 4)}, 1e-2f, 2e-2f, 2e-3f, "masked_fill");
 }
 
+TEST_CASE("gradcheck: where and masked_fill with broadcast and non-contiguous operands") {
+  manual_seed(12);
+  // cond [3,1] broadcast over the rows; a [1,4] and b [3,1] are both broadcast, so their
+  // gradients are sums over the expanded dims.
+  Tensor row_cond = gt(randn({3, 1}), scalar_tensor(0.0f));
+  gradcheck(
+      weighted([row_cond](const std::vector<Tensor>& in) { return where(row_cond, in[0], in[1]); }),
+      {randn({1, 4}), randn({3, 1})}, 1e-2f, 2e-2f, 2e-3f, "where broadcast cond and operands");
+  // A transposed cond with transposed and narrowed operands.
+  Tensor strided_cond = gt(randn({4, 3}), scalar_tensor(0.0f)).transpose(0, 1);
+  gradcheck(weighted([strided_cond](const std::vector<Tensor>& in) {
+              return where(strided_cond, in[0], in[1]);
+            }),
+            {transposed(3, 4), narrowed(3, 4)}, 1e-2f, 2e-2f, 2e-3f, "where strided");
+  // mask [3,1] broadcast over x [2,3,4] (batch and columns), x narrowed or transposed.
+  Tensor mask = gt(randn({3, 1}), scalar_tensor(0.0f));
+  for (Tensor x : {randn({2, 3, 7}).narrow(2, 2, 4), randn({2, 4, 3}).transpose(1, 2)})
+    gradcheck(
+        weighted([mask](const std::vector<Tensor>& in) { return masked_fill(in[0], mask, 0.5f); }),
+        {x}, 1e-2f, 2e-2f, 2e-3f, "masked_fill broadcast mask, strided x");
+}
+
 TEST_CASE("gradcheck: reductions") {
   manual_seed(5);
   for (Tensor x : {randn({3, 4, 5}), randn({5, 4, 3}).permute({2, 1, 0})}) {
@@ -164,28 +186,47 @@ TEST_CASE("gradcheck: matmul in every form") {
               {a, b}, 1e-2f, 2e-2f, 3e-3f, "matmul " + shape_str(a.shape()) + shape_str(b.shape()));
 }
 
-TEST_CASE("gradcheck: views and layout ops") {
+TEST_CASE("gradcheck: views and layout ops on contiguous, transposed and narrowed inputs") {
   manual_seed(8);
-  Tensor x = randn({2, 3, 4});
+  // Three [2,3,4] inputs: contiguous; a transposed view (strides 12,1,3); a narrowed view with
+  // an offset and gaps (strides 21,7,1). Backward of a view must scatter into the input's layout.
+  const std::vector<std::pair<const char*, Tensor>> inputs = {
+      {"contiguous", randn({2, 3, 4})},
+      {"transposed", randn({2, 4, 3}).transpose(1, 2)},
+      {"narrowed", randn({3, 3, 7}).narrow(0, 1, 2).narrow(2, 2, 4)},
+  };
   const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> fns = {
       {"reshape", [](const Tensor& t) { return t.reshape({4, -1}); }},
+      // view needs a contiguous tensor (it never copies and, unlike PyTorch, never views strided
+      // data), hence contiguous() first, a no-op on the contiguous input; the .t() hands view's
+      // backward a non-contiguous gradient.
+      {"view", [](const Tensor& t) { return t.contiguous().view({6, -1}).t(); }},
+      {"view split", [](const Tensor& t) { return t.contiguous().view({2, 3, 2, 2}); }},
       {"transpose", [](const Tensor& t) { return t.transpose(0, 2); }},
       {"permute", [](const Tensor& t) { return t.permute({1, 2, 0}); }},
       {"narrow", [](const Tensor& t) { return t.narrow(2, 1, 2); }},
       {"select", [](const Tensor& t) { return t.select(1, -1); }},
       {"expand", [](const Tensor& t) { return t.narrow(1, 0, 1).expand({2, 5, 4}); }},
       {"unsqueeze", [](const Tensor& t) { return t.unsqueeze(1); }},
-      {"squeeze", [](const Tensor& t) { return t.narrow(1, 1, 1).squeeze(1); }},
+      {"squeeze dim", [](const Tensor& t) { return t.narrow(1, 1, 1).squeeze(1); }},
+      // [1,2,1,4,1] -> [2,4]: every size-1 dim goes
+      {"squeeze all",
+       [](const Tensor& t) { return t.unsqueeze(0).narrow(2, 1, 1).unsqueeze(-1).squeeze(); }},
       {"flatten", [](const Tensor& t) { return t.flatten(1); }},
       {"contiguous", [](const Tensor& t) { return t.transpose(0, 1).contiguous(); }},
+      {"contiguous as is", [](const Tensor& t) { return t.contiguous(); }},
       {"clone", [](const Tensor& t) { return t.clone(); }},
       {"transposed reshape", [](const Tensor& t) { return t.transpose(1, 2).reshape({-1}); }},
       {"tril", [](const Tensor& t) { return tril(t); }},
       {"triu", [](const Tensor& t) { return triu(t, 1); }},
   };
-  for (const auto& [name, f] : fns)
-    gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }), {x}, 1e-2f,
-              2e-2f, 2e-3f, name);
+  for (const auto& [layout, x] : inputs) {
+    CHECK(x.shape() == Shape{2, 3, 4});
+    CHECK(x.is_contiguous() == (std::string(layout) == "contiguous"));
+    for (const auto& [name, f] : fns)
+      gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }), {x}, 1e-2f,
+                2e-2f, 2e-3f, std::string(name) + " of " + layout);
+  }
 }
 
 TEST_CASE("gradcheck: cat, stack and indexing") {
@@ -207,6 +248,55 @@ TEST_CASE("gradcheck: cat, stack and indexing") {
             {randn({3, 2}), randn({4, 2})}, 1e-2f, 2e-2f, 2e-3f, "index_add");
   gradcheck(weighted([gidx](const std::vector<Tensor>& in) { return scatter_add(in[0], 1, gidx, in[1]); }),
             {randn({2, 4}), randn({2, 3})}, 1e-2f, 2e-2f, 2e-3f, "scatter_add");
+}
+
+TEST_CASE("gradcheck: index ops on transposed and narrowed inputs") {
+  manual_seed(13);
+  Tensor idx = tensor_i64({2, 0, 2, 1}, {4});  // repeated index: gradients must accumulate
+  for (Tensor x : {transposed(2, 3), narrowed(2, 3)})
+    for (int64_t dim : {0, 1}) {
+      const Tensor i = dim == 0 ? tensor_i64({1, 0, 1}, {3}) : idx;
+      gradcheck(
+          weighted([dim, i](const std::vector<Tensor>& in) { return index_select(in[0], dim, i); }),
+          {x}, 1e-2f, 2e-2f, 2e-3f, "index_select strided");
+    }
+  Tensor gidx = tensor_i64({0, 2, 2, 1, 0, 0}, {2, 3});
+  for (Tensor x : {transposed(2, 4), narrowed(2, 4)})
+    gradcheck(weighted([gidx](const std::vector<Tensor>& in) { return gather(in[0], 1, gidx); }),
+              {x}, 1e-2f, 2e-2f, 2e-3f, "gather strided");
+  Tensor gidx0 = tensor_i64({1, 0, 1, 1, 1, 0, 0, 0}, {2, 4});  // along dim 0 of [2,4]
+  gradcheck(weighted([gidx0](const std::vector<Tensor>& in) { return gather(in[0], 0, gidx0); }),
+            {transposed(2, 4)}, 1e-2f, 2e-2f, 2e-3f, "gather dim 0 strided");
+  Tensor ids = tensor_i64({1, 3, 1, 0, 2, 3}, {2, 3});
+  for (Tensor w : {transposed(4, 5), narrowed(4, 5)})
+    gradcheck(weighted([ids](const std::vector<Tensor>& in) { return embedding(in[0], ids); }), {w},
+              1e-2f, 2e-2f, 2e-3f, "embedding strided weight");
+  // x and src each transposed or narrowed, in both pairings.
+  const std::vector<std::pair<Tensor, Tensor>> index_add_args = {
+      {transposed(3, 2), narrowed(4, 2)}, {narrowed(3, 2), transposed(4, 2)}};
+  for (const auto& [x, src] : index_add_args)
+    gradcheck(
+        weighted([idx](const std::vector<Tensor>& in) { return index_add(in[0], 0, idx, in[1]); }),
+        {x, src}, 1e-2f, 2e-2f, 2e-3f, "index_add strided");
+  gradcheck(weighted([](const std::vector<Tensor>& in) {
+              return index_add(in[0], 1, tensor_i64({0, 2, 0}, {3}), in[1]);
+            }),
+            {transposed(2, 4), narrowed(2, 3)}, 1e-2f, 2e-2f, 2e-3f, "index_add dim 1 strided");
+  const std::vector<std::pair<Tensor, Tensor>> scatter_add_args = {
+      {transposed(2, 4), narrowed(2, 3)}, {narrowed(2, 4), transposed(2, 3)}};
+  for (const auto& [x, src] : scatter_add_args)
+    gradcheck(weighted([gidx](const std::vector<Tensor>& in) {
+                return scatter_add(in[0], 1, gidx, in[1]);
+              }),
+              {x, src}, 1e-2f, 2e-2f, 2e-3f, "scatter_add strided");
+  // A transposed index (non-contiguous int64) must be read in logical order too.
+  Tensor tidx = tensor_i64({0, 1, 2, 2, 0, 1}, {3, 2}).transpose(0, 1);  // [[0,2,0],[1,2,1]]
+  gradcheck(weighted([tidx](const std::vector<Tensor>& in) { return gather(in[0], 1, tidx); }),
+            {narrowed(2, 4)}, 1e-2f, 2e-2f, 2e-3f, "gather transposed index");
+  gradcheck(weighted([tidx](const std::vector<Tensor>& in) {
+              return scatter_add(in[0], 1, tidx, in[1]);
+            }),
+            {transposed(2, 4), randn({2, 3})}, 1e-2f, 2e-2f, 2e-3f, "scatter_add transposed index");
 }
 
 TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {

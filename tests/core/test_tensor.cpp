@@ -1,4 +1,5 @@
 // Tensor core: creation, inspection, views sharing storage, broadcasting, RNG, printing.
+#include <algorithm>
 #include <sstream>
 
 #include "test_util.h"
@@ -27,26 +28,90 @@ TEST_CASE("creation functions give the documented shapes, dtypes and values") {
 }
 
 TEST_CASE("the RNG is reproducible and independent of the thread count") {
-  manual_seed(42);
-  const std::vector<float> a = randn({1000}).to_vector();
-  const std::vector<float> u = rand({1000}).to_vector();
+  // 100000 draws: above the per-thread cutoff of the parallel loop (kGrainHeavy = 2048 in
+  // backends/cpu/loops.h), so with 2 and 3 threads the draws are split into chunks that start at
+  // different counters, and must still match the single-threaded stream element for element.
+  constexpr int64_t n = 100000;
   const int threads = get_num_threads();
-  set_num_threads(1);
-  manual_seed(42);
-  const std::vector<float> b = randn({1000}).to_vector();
+  std::vector<std::vector<float>> normals, uniforms;
+  for (int t : {1, 2, 3}) {
+    set_num_threads(t);
+    manual_seed(42);
+    normals.push_back(randn({n}).to_vector());
+    uniforms.push_back(rand({n}).to_vector());
+  }
   set_num_threads(threads);
-  CHECK(a == b);
-  CHECK(randn({1000}).to_vector() != a);  // the stream moves on
+  for (size_t k = 1; k < normals.size(); ++k) {
+    INFO("threads: " << k + 1);
+    CHECK(normals[k] == normals[0]);
+    CHECK(uniforms[k] == uniforms[0]);
+  }
+  const std::vector<float>& a = normals[0];
+  CHECK(randn({n}).to_vector() != a);  // the stream moves on
   double m = 0, v = 0;
   for (float x : a) m += x;
   m /= a.size();
   for (float x : a) v += (x - m) * (x - m);
   v /= a.size();
-  CHECK(std::fabs(m) < 0.1);        // N(0,1): mean within ~3 standard errors
-  CHECK(std::fabs(v - 1.0) < 0.15);
-  for (float x : u) CHECK((x >= 0.0f && x < 1.0f));
+  CHECK(std::fabs(m) < 0.015);  // N(0,1): mean and variance within ~5 standard errors
+  CHECK(std::fabs(v - 1.0) < 0.025);
+  const auto [lo, hi] = std::minmax_element(uniforms[0].begin(), uniforms[0].end());
+  CHECK(*lo >= 0.0f);
+  CHECK(*hi < 1.0f);
   Tensor r = randint(3, 7, {200});
   for (int64_t x : r.to_vector_i64()) CHECK((x >= 3 && x < 7));
+}
+
+// Fixed values, so that a change to the generator (constants, rounds, counter or key layout, the
+// bits used) cannot pass unnoticed. They come from outside loom: Random123's published
+// known-answer vector philox4x32_10(counter 0, key 0) = {6627e8d5, e169c58d, bc57ac4c, 9b00dbd8}
+// (Salmon et al. 2011), and this float64 Python reference of core/rng.h, checked against it:
+//
+//   import math
+//   M = 0xFFFFFFFF
+//   def philox(counter, seed):  # Philox-4x32-10 on (counter lo, counter hi, 0, 0), key = seed
+//       c = [counter & M, counter >> 32, 0, 0]; k = [seed & M, seed >> 32]
+//       for _ in range(10):
+//           p0 = 0xD2511F53 * c[0]; p1 = 0xCD9E8D57 * c[2]
+//           c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & M, (p0 >> 32) ^ c[3] ^ k[1], p0 & M]
+//           k = [(k[0] + 0x9E3779B9) & M, (k[1] + 0xBB67AE85) & M]
+//       return c
+//   assert philox(0, 0) == [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]
+//   def uniform(i, s): return (philox(i, s)[0] >> 8) / 2**24   # top 24 bits of word 0
+//   def normal(i, s):                                          # Box-Muller on words 0 and 1
+//       r = philox(i, s)
+//       return (math.sqrt(-2 * math.log(((r[0] >> 8) + 1) / 2**24))
+//               * math.cos(2 * math.pi * (r[1] >> 8) / 2**24))
+//
+// rand is exact (a 24-bit integer over 2^24), so it is compared for equality as that integer;
+// randn is computed in float32 by loom (logf, sqrtf, cosf) and agrees to a few float32 ulps.
+TEST_CASE("rand and randn give the Philox-4x32-10 reference values") {
+  const uint64_t saved_seed = default_generator().seed(),
+                 saved_offset = default_generator().offset();
+  // manual_seed(0): key 0, counters 0, 1, 2, ... Counter 0 is Random123's zero vector:
+  // 0x6627e8d5 >> 8 = 6694888.
+  manual_seed(0);
+  const std::vector<float> u = rand({4}).to_vector();                           // counters 0..3
+  const std::vector<float> expected_u = {6694888, 16311500, 326307, 13209839};  // [i] / 2^24
+  for (size_t i = 0; i < 4; ++i) CHECK(u[i] * 16777216.0f == expected_u[i]);
+  CHECK(u[0] == 0.3990464210510254f);
+  const std::vector<float> z = randn({4}).to_vector();  // counters 4..7
+  const std::vector<double> expected_z = {-0.12755167058099692, 1.2440060708871092,
+                                          0.28980007437611244, 0.8808579698742274};
+  for (size_t i = 0; i < 4; ++i) CHECK(z[i] == doctest::Approx(expected_z[i]).epsilon(1e-5));
+
+  // A 64-bit seed (both key words) and counters crossing 2^32 (both counter words):
+  // seed 0x0123456789ABCDEF, counters 2^32 - 2 .. 2^32 + 1 for rand, 2^32 + 2 .. + 5 for randn.
+  default_generator().set_state(0x0123456789ABCDEFull, (uint64_t{1} << 32) - 2);
+  const std::vector<float> u2 = rand({4}).to_vector();
+  const std::vector<double> expected_u2 = {0.9558591246604919, 0.02813732624053955,
+                                           0.8486507534980774, 0.28761494159698486};
+  for (size_t i = 0; i < 4; ++i) CHECK(u2[i] == static_cast<float>(expected_u2[i]));
+  const std::vector<float> z2 = randn({4}).to_vector();
+  const std::vector<double> expected_z2 = {-0.9400688729563816, -0.9116577155511691,
+                                           1.64028094615673, 0.4902459389496103};
+  for (size_t i = 0; i < 4; ++i) CHECK(z2[i] == doctest::Approx(expected_z2[i]).epsilon(1e-5));
+  default_generator().set_state(saved_seed, saved_offset);
 }
 
 TEST_CASE("views share storage with their base") {

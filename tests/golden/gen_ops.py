@@ -360,9 +360,31 @@ def compositions():
              rn(8, 4) * 0.5, rn(8) * 0.1, rn(4, 8) * 0.5, rn(4) * 0.1)
 
 
+def scatter_adds():
+    """index_add and scatter_add, the adjoints of index_select and gather. Generated after every
+    other family (they were added later), so the random draws of the earlier cases, and hence
+    their stored tensors, did not change when these were added."""
+    add_case("index_add_dim0_repeats", lambda x, i, s: torch.index_add(x, 0, i, s), rn(3, 2),
+             ids([2, 0, 2, 1]), rn(4, 2))
+    add_case("index_add_dim1_3d", lambda x, i, s: torch.index_add(x, 1, i, s), rn(2, 4, 3),
+             ids([3, 1, 3]), rn(2, 3, 3))
+    add_case("index_add_neg_dim_transposed", lambda x, i, s: torch.index_add(x.t(), -1, i, s.t()),
+             rn(4, 3), ids([0, 3, 0]), rn(3, 3))
+    add_case("scatter_add_dim1", lambda x, i, s: torch.scatter_add(x, 1, i, s), rn(3, 4),
+             ids([[0, 3], [2, 2], [1, 0]]), rn(3, 2))
+    add_case("scatter_add_dim0_repeats", lambda x, i, s: torch.scatter_add(x, 0, i, s), rn(3, 4),
+             ids([[0, 1, 2, 0], [2, 2, 1, 0]]), rn(2, 4))
+    add_case("scatter_add_neg_dim_3d", lambda x, i, s: torch.scatter_add(x, -1, i, s),
+             rn(2, 3, 4), ids([[[3, 3], [0, 1], [1, 1]], [[2, 0], [2, 2], [0, 3]]]), rn(2, 3, 2))
+    add_case("scatter_add_transposed", lambda x, i, s: torch.scatter_add(x.t(), 0, i, s.t()),
+             rn(4, 3), ids([[2, 0, 1, 1], [2, 2, 0, 1]]), rn(4, 2))
+
+
+# Append new families at the end only: each case draws its inputs and weight from one seeded
+# stream, so inserting a case earlier would change every later case's stored tensors.
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,
             reduction, softmax, matmul, views, indexing, nn_functions, tensor_methods,
-            compositions]
+            compositions, scatter_adds]
 
 
 def main():
