@@ -12,6 +12,11 @@
 
 #include "loom.h"
 
+// The first line of a CUDA test case: without a GPU there is nothing to compare, so it returns
+// (test_cuda.cpp's first case reports the missing GPU once).
+#define LOOM_REQUIRE_GPU() \
+  if (!::loom::cuda_available()) return
+
 namespace loom::testing {
 
 // |a - b| <= atol + rtol * |b| elementwise, with a message naming the first bad element.

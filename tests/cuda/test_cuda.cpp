@@ -42,10 +42,6 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Every test case but the first starts with this: without a GPU there is nothing to compare.
-#define LOOM_REQUIRE_GPU() \
-  if (!cuda_available()) return
-
 Backend& gpu() { return backend(Device::CUDA); }
 
 // Deterministic inputs: n values uniform in [lo, hi) from the Philox stream `seed`.

@@ -16,9 +16,6 @@ using namespace loom::testing;
 
 namespace {
 
-#define LOOM_REQUIRE_GPU() \
-  if (!cuda_available()) return
-
 // Values uniform in [lo, hi) from the global generator, seeded so both devices see them.
 Tensor uniform_input(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
   manual_seed(seed);
