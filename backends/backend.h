@@ -1,26 +1,34 @@
 // The kernel table of one device. Everything above backends/ calls these functions and never
 // loops over tensor elements itself; the CPU table is in backends/cpu, the CUDA one in
-// backends/cuda. Conventions shared by every kernel:
-//   * `out` tensors are allocated by the caller, contiguous, on the same device as the inputs.
+// backends/cuda. The contract, checked once for every device by the public methods below
+// (backends/backend.cpp), which throw loom::Error naming the op and the shapes, dtypes or
+// devices at fault:
+//   * Every tensor is defined and on the backend's device; float32 unless stated (int64 for
+//     indices and targets; copy, fill, where, comparisons, reductions and index kernels also
+//     take int64 data).
+//   * `out` tensors are allocated by the caller, on the same device as the inputs, with the
+//     stated shape or element count; outputs of row-wise kernels (reductions, softmax, index,
+//     the nn kernels, axpy, rand, adam) must be contiguous.
 //   * Elementwise inputs have already been expanded (broadcast) to out's shape, so they may
 //     have arbitrary strides, including 0; kernels take fast paths for contiguous inputs.
 //   * Reductions, softmax and the index kernels see their input as a contiguous
-//     [outer, n, inner] block and work along the middle axis.
+//     [outer, n, inner] block and work along the middle axis; a strided input is copied to a
+//     contiguous one before the kernel sees it.
+// A device implements the protected *_impl kernels (NVI: the public method checks, then calls
+// the kernel). An *_impl may assume the contract holds, that its row-wise inputs are contiguous,
+// and that there is work to do (the public method returns early on empty tensors). What only
+// the kernel can check, the values in index and target tensors, it checks itself.
 #pragma once
 
 #include <cstdint>
 
+#include "backends/unary_math.h"
 #include "core/tensor.h"
 
 namespace loom {
 
-enum class UnaryOp {
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Abs, Sin, Cos, Sign,
-  Pow,     // x^a
-  Affine,  // a*x + b   (scalar add/sub/mul)
-  RDiv,    // a / x
-  Clamp,   // min(max(x, a), b)
-};
+// UnaryOp (Neg, Exp, ..., Pow: x^a, Affine: a*x + b, RDiv: a/x, Clamp: min(max(x, a), b)) and
+// the math of each op live in backends/unary_math.h, the one table both devices instantiate.
 
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
@@ -57,9 +65,14 @@ struct AdamArgs {
 
 class Backend {
  public:
+  explicit Backend(Device device) : device_(device) {}
   virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
 
-  // --- memory ---
+  Device device() const { return device_; }
+
+  // --- memory: raw bytes, nothing to check, so each device implements these directly ---
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
@@ -67,68 +80,116 @@ class Backend {
   virtual void synchronize() {}
 
   // --- layout and fill ---
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same shape; any strides; may cast
-  virtual void fill(Tensor& dst, double value) = 0;       // dst may be strided
+  void copy(const Tensor& src, Tensor& dst);  // same shape; any strides; may cast
+  void fill(Tensor& dst, double value);       // dst may be strided
 
   // --- elementwise ---
-  virtual void unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) = 0;
-  // out = grad * d op(x)/dx, given the input x and the forward output y.
-  virtual void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                              Tensor& out, float a, float b) = 0;
-  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
-  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  void unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b);
+  // out = grad * d op(x)/dx, given the input x and the forward output y. Only the one the
+  // derivative reads (unary::backward_reads) must be defined; a y that is needed but not given
+  // is recomputed from x.
+  void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, Tensor& out,
+                      float a, float b);
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
   // dst += alpha * src (same shape, both contiguous): gradient accumulation, optimizers.
-  virtual void axpy(float alpha, const Tensor& src, Tensor& dst) = 0;
+  void axpy(float alpha, const Tensor& src, Tensor& dst);
 
   // --- reductions over the middle axis of contiguous [outer, n, inner] -> [outer, inner] ---
-  virtual void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                      Tensor& out) = 0;
-  virtual void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
-                       Tensor& out) = 0;
+  void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
+  void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out);
   // out = dL/dx from grad = dL/dy and y = softmax(x) (or log_softmax(x) when log).
-  virtual void softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
-                                int64_t inner, bool log, Tensor& out) = 0;
+  void softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
+                        int64_t inner, bool log, Tensor& out);
 
   // --- matrix products ---
-  virtual void gemm(const GemmArgs& args) = 0;
+  void gemm(const GemmArgs& args);
 
   // --- indexing; x is contiguous [outer, n, inner], index int64 ---
   // out[o, j, i] = x[o, index[j], i]            (index 1-D of length k; out [outer, k, inner])
-  virtual void index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                            const Tensor& index, Tensor& out) = 0;
+  void index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                    Tensor& out);
   // out[o, index[j], i] += src[o, j, i]         (the backward of index_select)
-  virtual void index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                         const Tensor& index, Tensor& out) = 0;
+  void index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                 Tensor& out);
   // out[o, j, i] = x[o, index[o, j, i], i]      (index [outer, k, inner], like torch.gather)
-  virtual void gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                      const Tensor& index, Tensor& out) = 0;
+  void gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+              Tensor& out);
   // out[o, index[o, j, i], i] += src[o, j, i]   (the backward of gather)
-  virtual void scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                           const Tensor& index, Tensor& out) = 0;
+  void scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                   Tensor& out);
 
   // --- random numbers: element i uses Philox counter (offset + i), key seed ---
-  virtual void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) = 0;  // [0, 1)
-  virtual void rand_normal(Tensor& out, uint64_t seed, uint64_t offset) = 0;   // N(0, 1)
+  void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset);  // [0, 1)
+  void rand_normal(Tensor& out, uint64_t seed, uint64_t offset);   // N(0, 1)
 
   // --- fused neural-network kernels ---
-  // x, y: contiguous [rows, cols]; weight/bias [cols] (may be undefined); mean/rstd [rows].
-  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                          Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  // x, y: [rows, cols]; weight/bias [cols] (may be undefined); mean/rstd [rows].
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y,
+                  Tensor& mean, Tensor& rstd);
   // Writes dx (always), dweight/dbias (when defined) from dy, x and the saved mean/rstd.
-  virtual void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                   const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                                   Tensor& dweight, Tensor& dbias) = 0;
-  // Softmax cross-entropy per row. logits [rows, classes] contiguous, target int64 [rows].
+  void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                           const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
+                           Tensor& dbias);
+  // Softmax cross-entropy per row. logits [rows, classes], target int64 [rows].
   // Writes losses [rows] (0 for ignored rows) and lse [rows] (log-sum-exp, for backward).
-  virtual void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                             float label_smoothing, Tensor& losses, Tensor& lse) = 0;
+  void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     float label_smoothing, Tensor& losses, Tensor& lse);
   // dlogits = scale * (softmax - smoothed one-hot) per non-ignored row, 0 for ignored rows.
-  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& target,
-                                      const Tensor& lse, int64_t ignore_index,
-                                      float label_smoothing, float scale,
-                                      Tensor& dlogits) = 0;
-  virtual void adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
-                         Tensor& v) = 0;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                              int64_t ignore_index, float label_smoothing, float scale,
+                              Tensor& dlogits);
+  void adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+
+ protected:
+  // The kernels, one per public method above, with the same arguments, called after the checks.
+  virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill_impl(Tensor& dst, double value) = 0;
+  virtual void unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) = 0;
+  // x and y are defined exactly when the derivative reads them (see unary::backward_reads).
+  virtual void unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
+                                   Tensor& out, float a, float b) = 0;
+  virtual void binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void axpy_impl(float alpha, const Tensor& src, Tensor& dst) = 0;
+  // n > 0 (an empty Sum is a fill, done before).
+  virtual void reduce_impl(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                           Tensor& out) = 0;
+  virtual void softmax_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
+                            Tensor& out) = 0;
+  virtual void softmax_backward_impl(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
+                                     int64_t inner, bool log, Tensor& out) = 0;
+  // m, n, batch > 0; pointers and strides checked; k may be 0 (C = beta * C).
+  virtual void gemm_impl(const GemmArgs& args) = 0;
+  // The index kernels check the index values themselves.
+  virtual void index_select_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                                 const Tensor& index, Tensor& out) = 0;
+  virtual void index_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                              const Tensor& index, Tensor& out) = 0;
+  virtual void gather_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                           const Tensor& index, Tensor& out) = 0;
+  virtual void scatter_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                                const Tensor& index, Tensor& out) = 0;
+  virtual void rand_uniform_impl(Tensor& out, uint64_t seed, uint64_t offset) = 0;
+  virtual void rand_normal_impl(Tensor& out, uint64_t seed, uint64_t offset) = 0;
+  // weight/bias undefined or [cols]; rows, cols > 0.
+  virtual void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                               Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                        Tensor& dweight, Tensor& dbias) = 0;
+  // The cross-entropy kernels check the target values themselves; rows, classes > 0.
+  virtual void cross_entropy_impl(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                  float label_smoothing, Tensor& losses, Tensor& lse) = 0;
+  virtual void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target,
+                                           const Tensor& lse, int64_t ignore_index,
+                                           float label_smoothing, float scale, Tensor& dlogits) = 0;
+  virtual void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
+                              Tensor& v) = 0;
+
+ private:
+  Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device
+  Device device_;
 };
 
 // The kernel table of a device; throws loom::Error for CUDA when it is not available.

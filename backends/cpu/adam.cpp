@@ -9,18 +9,13 @@
 
 namespace loom {
 
-void CpuBackend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
-                           Tensor& v) {
-  const char* op = "adam_step";
+void CpuBackend::adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
+                                Tensor& v) {
   const int64_t n = param.numel();
-  float* p = cpu::float_output(param, n, op, "param");
-  const Tensor gc = cpu::contiguous_input(grad);
-  const float* g = cpu::float_input(gc, n, op, "grad");
-  float* mp = cpu::float_output(m, n, op, "exp_avg");
-  float* vp = cpu::float_output(v, n, op, "exp_avg_sq");
-  LOOM_CHECK(args.bias1 > 0.0f && args.bias2 > 0.0f,
-             "{}: bias corrections must be positive (1 - beta^step), got {} and {}", op, args.bias1,
-             args.bias2);
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* mp = m.data_ptr<float>();
+  float* vp = v.data_ptr<float>();
   const float b1 = args.beta1, b2 = args.beta2, eps = args.eps;
   const float step_size = args.lr / args.bias1;
   const float inv_sqrt_bias2 = 1.0f / std::sqrt(args.bias2);

@@ -177,29 +177,19 @@ void where_loop(const cpu::StridedIter<4>& iter) {
 
 }  // namespace
 
-void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  cpu::check_cpu(a, "binary", "a");
-  cpu::check_cpu(b, "binary", "b");
-  cpu::check_dtype(out, DType::Float32, "binary", "out");
+void CpuBackend::binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   const cpu::StridedIter<3> it({&out, &a, &b}, "binary");
   if (is_comparison(op)) {
-    LOOM_CHECK(a.dtype() == b.dtype(), "binary: comparison of {} with {}; dtypes must match",
-               dtype_name(a.dtype()), dtype_name(b.dtype()));
     if (a.dtype() == DType::Float32)
       compare<float>(op, it);
     else
       compare<int64_t>(op, it);
     return;
   }
-  cpu::check_dtype(a, DType::Float32, "binary", "a");
-  cpu::check_dtype(b, DType::Float32, "binary", "b");
   arithmetic(op, it);
 }
 
-void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
-  cpu::check_cpu(cond, "where", "cond");
-  cpu::check_dtype(a, out.dtype(), "where", "a");
-  cpu::check_dtype(b, out.dtype(), "where", "b");
+void CpuBackend::where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
   const cpu::StridedIter<4> it({&out, &cond, &a, &b}, "where");
   const bool cond_f = cond.dtype() == DType::Float32, val_f = out.dtype() == DType::Float32;
   if (cond_f && val_f) where_loop<float, float>(it);
@@ -208,10 +198,10 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, Ten
   if (!cond_f && !val_f) where_loop<int64_t, int64_t>(it);
 }
 
-void CpuBackend::axpy(float alpha, const Tensor& src, Tensor& dst) {
+void CpuBackend::axpy_impl(float alpha, const Tensor& src, Tensor& dst) {
   const int64_t n = dst.numel();
-  float* d = cpu::float_output(dst, n, "axpy", "dst");
-  const float* s = cpu::float_input(src, n, "axpy", "src");
+  float* d = dst.data_ptr<float>();
+  const float* s = src.data_ptr<float>();
   cpu::parallel_for(0, n, cpu::kGrainCheap, [=](int64_t begin, int64_t end) {
 #pragma omp simd
     for (int64_t i = begin; i < end; ++i) d[i] += alpha * s[i];

@@ -16,21 +16,14 @@ namespace loom {
 
 namespace {
 
-// classes = logits.numel() / rows; checks every target is ignore_index or in [0, classes).
-int64_t check_targets(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                      const char* op) {
-  const int64_t rows = target.numel();
-  LOOM_CHECK(rows > 0 ? logits.numel() % rows == 0 : logits.numel() == 0,
-             "{}: logits of shape {} do not split into {} rows (one per target)", op,
-             shape_str(logits.shape()), rows);
-  const int64_t classes = rows > 0 ? logits.numel() / rows : 0;
-  const int64_t* t = target.data_ptr<int64_t>();
+// Checks every target is ignore_index or in [0, classes).
+void check_targets(const int64_t* t, int64_t rows, int64_t classes, int64_t ignore_index,
+                   const char* op) {
   for (int64_t r = 0; r < rows; ++r)
     LOOM_CHECK(t[r] == ignore_index || (t[r] >= 0 && t[r] < classes),
                "{}: target {} at position {} is out of range for {} classes; valid targets "
                "are [0, {}) or ignore_index ({})",
                op, t[r], r, classes, classes, ignore_index);
-  return classes;
 }
 
 LOOM_FLATTEN float log_sum_exp(const float* x, int64_t n) {
@@ -50,18 +43,15 @@ float row_mean(const float* x, int64_t n) {
 
 }  // namespace
 
-void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                               float label_smoothing, Tensor& losses, Tensor& lse) {
-  const char* op = "cross_entropy";
-  cpu::check_dtype(target, DType::Int64, op, "target");
-  const Tensor tc = cpu::contiguous_input(target), xc = cpu::contiguous_input(logits);
-  const int64_t classes = check_targets(xc, tc, ignore_index, op);
-  const int64_t rows = tc.numel();
-  LOOM_CHECK(classes > 0 || rows == 0, "{}: logits have 0 classes", op);
-  const float* x = cpu::float_input(xc, rows * classes, op, "logits");
-  const int64_t* t = tc.data_ptr<int64_t>();
-  float* loss = cpu::float_output(losses, rows, op, "losses");
-  float* lse_out = cpu::float_output(lse, rows, op, "lse");
+void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& target,
+                                    int64_t ignore_index, float label_smoothing, Tensor& losses,
+                                    Tensor& lse) {
+  const int64_t rows = target.numel(), classes = logits.numel() / rows;
+  const float* x = logits.data_ptr<float>();
+  const int64_t* t = target.data_ptr<int64_t>();
+  check_targets(t, rows, classes, ignore_index, "cross_entropy");
+  float* loss = losses.data_ptr<float>();
+  float* lse_out = lse.data_ptr<float>();
   const float ls = label_smoothing;
   cpu::parallel_for(0, rows, cpu::row_grain(classes), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -78,18 +68,15 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& target, int64
   });
 }
 
-void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& target,
-                                        const Tensor& lse, int64_t ignore_index,
-                                        float label_smoothing, float scale, Tensor& dlogits) {
-  const char* op = "cross_entropy_backward";
-  cpu::check_dtype(target, DType::Int64, op, "target");
-  const Tensor tc = cpu::contiguous_input(target), xc = cpu::contiguous_input(logits);
-  const int64_t classes = check_targets(xc, tc, ignore_index, op);
-  const int64_t rows = tc.numel();
-  const float* x = cpu::float_input(xc, rows * classes, op, "logits");
-  const int64_t* t = tc.data_ptr<int64_t>();
-  const float* lse_in = cpu::float_input(lse, rows, op, "lse");
-  float* dx = cpu::float_output(dlogits, rows * classes, op, "dlogits");
+void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor& target,
+                                             const Tensor& lse, int64_t ignore_index,
+                                             float label_smoothing, float scale, Tensor& dlogits) {
+  const int64_t rows = target.numel(), classes = logits.numel() / rows;
+  const float* x = logits.data_ptr<float>();
+  const int64_t* t = target.data_ptr<int64_t>();
+  check_targets(t, rows, classes, ignore_index, "cross_entropy_backward");
+  const float* lse_in = lse.data_ptr<float>();
+  float* dx = dlogits.data_ptr<float>();
   const float ls = label_smoothing;
   const float uniform = classes > 0 ? ls / static_cast<float>(classes) : 0.0f;
   cpu::parallel_for(0, rows, cpu::row_grain(classes), [&](int64_t b, int64_t e) LOOM_FLATTEN {

@@ -29,25 +29,6 @@ void check_indices(const int64_t* index, int64_t count, int64_t n, const char* o
                op, index[j], j, n, n);
 }
 
-void check_extents(const char* op, int64_t outer, int64_t n, int64_t inner) {
-  LOOM_CHECK(outer >= 0 && n >= 0 && inner >= 0, "{}: negative extent [{},{},{}]", op, outer, n,
-             inner);
-}
-
-// The index tensor, contiguous and int64, with its element count checked.
-Tensor index_input(const Tensor& index, int64_t numel, const char* op) {
-  cpu::check_dtype(index, DType::Int64, op, "index");
-  cpu::check_numel(index, numel, op, "index");
-  return cpu::contiguous_input(index);
-}
-
-// Operands of the same dtype as `like`, contiguous, with the given element counts.
-void check_data(const Tensor& t, DType dtype, int64_t numel, const char* op, const char* name) {
-  cpu::check_dtype(t, dtype, op, name);
-  cpu::check_contiguous(t, op, name);
-  cpu::check_numel(t, numel, op, name);
-}
-
 template <class T>
 void index_select_typed(const T* x, int64_t outer, int64_t n, int64_t inner, const int64_t* index,
                         int64_t k, T* out) {
@@ -122,17 +103,10 @@ void scatter_add_typed(const T* src, int64_t outer, int64_t n, int64_t inner, co
 
 }  // namespace
 
-void CpuBackend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                              const Tensor& index, Tensor& out) {
-  const char* op = "index_select";
-  check_extents(op, outer, n, inner);
-  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op, shape_str(index.shape()));
-  const int64_t k = index.numel();
-  const Tensor idx = index_input(index, k, op);
-  const Tensor xc = cpu::contiguous_input(x);
-  check_data(xc, xc.dtype(), outer * n * inner, op, "input");
-  check_data(out, xc.dtype(), outer * k * inner, op, "out");
-  check_indices(idx.data_ptr<int64_t>(), k, n, op);
+void CpuBackend::index_select_impl(const Tensor& xc, int64_t outer, int64_t n, int64_t inner,
+                                   const Tensor& idx, Tensor& out) {
+  const int64_t k = idx.numel();
+  check_indices(idx.data_ptr<int64_t>(), k, n, "index_select");
   if (outer * k * inner == 0) return;
   if (xc.dtype() == DType::Float32)
     index_select_typed(xc.data_ptr<float>(), outer, n, inner, idx.data_ptr<int64_t>(), k,
@@ -142,17 +116,10 @@ void CpuBackend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t
                        out.data_ptr<int64_t>());
 }
 
-void CpuBackend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                           const Tensor& index, Tensor& out) {
-  const char* op = "index_add";
-  check_extents(op, outer, n, inner);
-  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op, shape_str(index.shape()));
-  const int64_t k = index.numel();
-  const Tensor idx = index_input(index, k, op);
-  const Tensor sc = cpu::contiguous_input(src);
-  check_data(out, out.dtype(), outer * n * inner, op, "out");
-  check_data(sc, out.dtype(), outer * k * inner, op, "src");
-  check_indices(idx.data_ptr<int64_t>(), k, n, op);
+void CpuBackend::index_add_impl(const Tensor& sc, int64_t outer, int64_t n, int64_t inner,
+                                const Tensor& idx, Tensor& out) {
+  const int64_t k = idx.numel();
+  check_indices(idx.data_ptr<int64_t>(), k, n, "index_add");
   if (outer * k * inner == 0) return;
   if (out.dtype() == DType::Float32)
     index_add_typed(sc.data_ptr<float>(), outer, n, inner, idx.data_ptr<int64_t>(), k,
@@ -162,20 +129,11 @@ void CpuBackend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t 
                     out.data_ptr<int64_t>());
 }
 
-void CpuBackend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                        const Tensor& index, Tensor& out) {
-  const char* op = "gather";
-  check_extents(op, outer, n, inner);
+void CpuBackend::gather_impl(const Tensor& xc, int64_t outer, int64_t n, int64_t inner,
+                             const Tensor& idx, Tensor& out) {
   const int64_t slices = outer * inner;
-  LOOM_CHECK(slices > 0 ? index.numel() % slices == 0 : index.numel() == 0,
-             "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(), outer,
-             inner);
-  const int64_t k = slices > 0 ? index.numel() / slices : 0;
-  const Tensor idx = index_input(index, index.numel(), op);
-  const Tensor xc = cpu::contiguous_input(x);
-  check_data(xc, xc.dtype(), outer * n * inner, op, "input");
-  check_data(out, xc.dtype(), outer * k * inner, op, "out");
-  check_indices(idx.data_ptr<int64_t>(), idx.numel(), n, op);
+  const int64_t k = slices > 0 ? idx.numel() / slices : 0;
+  check_indices(idx.data_ptr<int64_t>(), idx.numel(), n, "gather");
   if (outer * k * inner == 0) return;
   if (xc.dtype() == DType::Float32)
     gather_typed(xc.data_ptr<float>(), outer, n, inner, idx.data_ptr<int64_t>(), k,
@@ -185,20 +143,11 @@ void CpuBackend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner
                  out.data_ptr<int64_t>());
 }
 
-void CpuBackend::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                             const Tensor& index, Tensor& out) {
-  const char* op = "scatter_add";
-  check_extents(op, outer, n, inner);
+void CpuBackend::scatter_add_impl(const Tensor& sc, int64_t outer, int64_t n, int64_t inner,
+                                  const Tensor& idx, Tensor& out) {
   const int64_t slices = outer * inner;
-  LOOM_CHECK(slices > 0 ? index.numel() % slices == 0 : index.numel() == 0,
-             "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(), outer,
-             inner);
-  const int64_t k = slices > 0 ? index.numel() / slices : 0;
-  const Tensor idx = index_input(index, index.numel(), op);
-  const Tensor sc = cpu::contiguous_input(src);
-  check_data(out, out.dtype(), outer * n * inner, op, "out");
-  check_data(sc, out.dtype(), outer * k * inner, op, "src");
-  check_indices(idx.data_ptr<int64_t>(), idx.numel(), n, op);
+  const int64_t k = slices > 0 ? idx.numel() / slices : 0;
+  check_indices(idx.data_ptr<int64_t>(), idx.numel(), n, "scatter_add");
   if (outer * k * inner == 0) return;
   if (out.dtype() == DType::Float32)
     scatter_add_typed(sc.data_ptr<float>(), outer, n, inner, idx.data_ptr<int64_t>(), k,

@@ -13,18 +13,8 @@ namespace loom {
 
 namespace {
 
-// rows = mean.numel(); cols follows from x. Returns cols.
-int64_t layer_norm_cols(const Tensor& x, int64_t rows, const char* op) {
-  LOOM_CHECK(rows > 0 ? x.numel() % rows == 0 : x.numel() == 0,
-             "{}: input of shape {} does not split into {} rows", op, shape_str(x.shape()), rows);
-  return rows > 0 ? x.numel() / rows : 0;
-}
-
-// weight/bias may be undefined (no affine transform); defined ones must have cols elements.
-const float* optional_param(const Tensor& t, int64_t cols, const char* op, const char* name) {
-  if (!t.defined()) return nullptr;
-  return cpu::float_input(t, cols, op, name);
-}
+// weight, bias, dweight and dbias may be undefined (no affine transform, or not wanted).
+float* optional(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
 LOOM_FLATTEN void normalize_row(const float* x, int64_t cols, const float* w, const float* b,
                                 float eps, float* y, float* mean_out, float* rstd_out) {
@@ -93,19 +83,15 @@ LOOM_FLATTEN void normalize_row_backward(const float* dy, const float* x, const 
 
 }  // namespace
 
-void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                            Tensor& y, Tensor& mean, Tensor& rstd) {
-  const char* op = "layer_norm";
-  const int64_t rows = mean.numel();
-  const int64_t cols = layer_norm_cols(x, rows, op);
-  const Tensor xc = cpu::contiguous_input(x);
-  const float* xp = cpu::float_input(xc, rows * cols, op, "input");
-  const float* wp = optional_param(weight, cols, op, "weight");
-  const float* bp = optional_param(bias, cols, op, "bias");
-  float* yp = cpu::float_output(y, rows * cols, op, "out");
-  float* mp = cpu::float_output(mean, rows, op, "mean");
-  float* rp = cpu::float_output(rstd, rows, op, "rstd");
-  LOOM_CHECK(cols > 0 || rows == 0, "{}: cannot normalise rows of 0 elements", op);
+void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  const int64_t rows = mean.numel(), cols = x.numel() / rows;
+  const float* xp = x.data_ptr<float>();
+  const float* wp = optional(weight);
+  const float* bp = optional(bias);
+  float* yp = y.data_ptr<float>();
+  float* mp = mean.data_ptr<float>();
+  float* rp = rstd.data_ptr<float>();
   cpu::parallel_for(0, rows, std::max<int64_t>(1, cpu::kGrainCheap / std::max<int64_t>(cols, 1)),
                     [&](int64_t b, int64_t e) {
                       for (int64_t r = b; r < e; ++r)
@@ -114,26 +100,18 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
                     });
 }
 
-void CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                     const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                                     Tensor& dweight, Tensor& dbias) {
-  const char* op = "layer_norm_backward";
-  const int64_t rows = mean.numel();
-  const int64_t cols = layer_norm_cols(x, rows, op);
-  const Tensor xc = cpu::contiguous_input(x), dyc = cpu::contiguous_input(dy);
-  const float* xp = cpu::float_input(xc, rows * cols, op, "input");
-  const float* gp = cpu::float_input(dyc, rows * cols, op, "grad");
-  const float* wp = optional_param(weight, cols, op, "weight");
-  const float* mp = cpu::float_input(mean, rows, op, "mean");
-  const float* rp = cpu::float_input(rstd, rows, op, "rstd");
-  float* dxp = cpu::float_output(dx, rows * cols, op, "dx");
-  float* dwp = dweight.defined() ? cpu::float_output(dweight, cols, op, "dweight") : nullptr;
-  float* dbp = dbias.defined() ? cpu::float_output(dbias, cols, op, "dbias") : nullptr;
-  if (rows * cols == 0) {
-    for (float* p : {dwp, dbp})
-      if (p) std::fill(p, p + cols, 0.0f);
-    return;
-  }
+void CpuBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                          const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                          Tensor& dweight, Tensor& dbias) {
+  const int64_t rows = mean.numel(), cols = x.numel() / rows;
+  const float* xp = x.data_ptr<float>();
+  const float* gp = dy.data_ptr<float>();
+  const float* wp = optional(weight);
+  const float* mp = mean.data_ptr<float>();
+  const float* rp = rstd.data_ptr<float>();
+  float* dxp = dx.data_ptr<float>();
+  float* dwp = optional(dweight);
+  float* dbp = optional(dbias);
 
   // The column sums for dweight/dbias go into one private buffer per thread (no races, no
   // atomics), which are added up at the end.

@@ -7,7 +7,7 @@
 //     run, so its inner loop is a plain (vectorisable) loop over pointers with fixed steps;
 //     all-contiguous tensors collapse to one run per thread. This is the idea of PyTorch's
 //     TensorIterator, reduced to what loom needs.
-//   * small argument checks shared by every kernel.
+// The arguments were checked by Backend (backends/backend.cpp) before any kernel runs.
 #pragma once
 
 #include <omp.h>
@@ -149,50 +149,5 @@ class StridedIter {
   Ptrs<N> data_{};
   int64_t numel_ = 0;
 };
-
-// --- argument checks (internal contract violations still surface as loom::Error) ---
-
-inline void check_cpu(const Tensor& t, const char* op, const char* name) {
-  LOOM_CHECK(t.defined(), "{}: {} is an undefined tensor", op, name);
-  LOOM_CHECK(t.device() == Device::CPU, "{}: {} is on {}, expected cpu", op, name,
-             device_name(t.device()));
-}
-
-inline void check_dtype(const Tensor& t, DType dtype, const char* op, const char* name) {
-  check_cpu(t, op, name);
-  LOOM_CHECK(t.dtype() == dtype, "{}: {} has dtype {}, expected {}", op, name,
-             dtype_name(t.dtype()), dtype_name(dtype));
-}
-
-inline void check_contiguous(const Tensor& t, const char* op, const char* name) {
-  LOOM_CHECK(t.numel() == 0 || t.is_contiguous(), "{}: {} (shape {}) must be contiguous", op, name,
-             shape_str(t.shape()));
-}
-
-inline void check_numel(const Tensor& t, int64_t numel, const char* op, const char* name) {
-  LOOM_CHECK(t.numel() == numel, "{}: {} has shape {} ({} elements), expected {} elements", op,
-             name, shape_str(t.shape()), t.numel(), numel);
-}
-
-// Kernels that index their operands as dense arrays call this on their inputs: it returns t
-// itself when contiguous, else a contiguous copy (e.g. of a broadcast gradient).
-inline Tensor contiguous_input(const Tensor& t) {
-  if (!t.defined() || t.numel() == 0 || t.is_contiguous()) return t;
-  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
-  cpu_backend().copy(t, c);
-  return c;
-}
-
-// A contiguous float32 input of `numel` elements (any contiguous shape), checked.
-inline const float* float_input(const Tensor& t, int64_t numel, const char* op, const char* name) {
-  check_dtype(t, DType::Float32, op, name);
-  check_contiguous(t, op, name);
-  check_numel(t, numel, op, name);
-  return t.data_ptr<float>();
-}
-
-inline float* float_output(Tensor& t, int64_t numel, const char* op, const char* name) {
-  return const_cast<float*>(float_input(t, numel, op, name));
-}
 
 }  // namespace loom::cpu

@@ -143,7 +143,7 @@ size_t host_cache_limit() {
 
 }  // namespace
 
-CpuBackend::CpuBackend() : allocator_(host_memory(), host_cache_limit()) {}
+CpuBackend::CpuBackend() : Backend(Device::CPU), allocator_(host_memory(), host_cache_limit()) {}
 
 // 0 bytes still gets a real block, so that every Storage has a valid, unique pointer.
 void* CpuBackend::allocate(size_t bytes) { return allocator_.allocate(std::max<size_t>(bytes, 1)); }
@@ -158,9 +158,7 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
-void CpuBackend::copy(const Tensor& src, Tensor& dst) {
-  cpu::check_cpu(src, "copy", "src");
-  cpu::check_cpu(dst, "copy", "dst");
+void CpuBackend::copy_impl(const Tensor& src, Tensor& dst) {
   const cpu::StridedIter<2> iter({&dst, &src}, "copy");
   const bool src_f = src.dtype() == DType::Float32, dst_f = dst.dtype() == DType::Float32;
   if (dst_f && src_f && blocked_transpose<float>(iter)) return;
@@ -171,8 +169,7 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
   if (!dst_f && !src_f) iter.for_each(cpu::kGrainCheap, copy_run<int64_t, int64_t>);
 }
 
-void CpuBackend::fill(Tensor& dst, double value) {
-  cpu::check_cpu(dst, "fill", "dst");
+void CpuBackend::fill_impl(Tensor& dst, double value) {
   if (dst.dtype() == DType::Float32)
     fill_typed<float>(dst, static_cast<float>(value));
   else

@@ -7,18 +7,18 @@
 
 namespace loom {
 
-void CpuBackend::rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) {
+void CpuBackend::rand_uniform_impl(Tensor& out, uint64_t seed, uint64_t offset) {
   const int64_t n = out.numel();
-  float* y = cpu::float_output(out, n, "rand", "out");
+  float* y = out.data_ptr<float>();
   cpu::parallel_for(0, n, cpu::kGrainHeavy, [=](int64_t b, int64_t e) LOOM_FLATTEN {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) y[i] = philox_uniform(offset + static_cast<uint64_t>(i), seed);
   });
 }
 
-void CpuBackend::rand_normal(Tensor& out, uint64_t seed, uint64_t offset) {
+void CpuBackend::rand_normal_impl(Tensor& out, uint64_t seed, uint64_t offset) {
   const int64_t n = out.numel();
-  float* y = cpu::float_output(out, n, "randn", "out");
+  float* y = out.data_ptr<float>();
   cpu::parallel_for(0, n, cpu::kGrainHeavy, [=](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = philox_normal(offset + static_cast<uint64_t>(i), seed);
   });

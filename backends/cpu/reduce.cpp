@@ -225,43 +225,10 @@ void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t n, int64_t inn
   LOOM_FAIL("reduce: unknown op {}", static_cast<int>(op));
 }
 
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Max:
-      return "max";
-    case ReduceOp::Min:
-      return "min";
-    case ReduceOp::ArgMax:
-      return "argmax";
-    case ReduceOp::ArgMin:
-      return "argmin";
-  }
-  return "reduce";
-}
-
 }  // namespace
 
-void CpuBackend::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                        Tensor& out) {
-  const char* name = reduce_name(op);
-  cpu::check_cpu(x, name, "input");
-  cpu::check_contiguous(x, name, "input");
-  LOOM_CHECK(outer >= 0 && n >= 0 && inner >= 0, "{}: negative extent [{},{},{}]", name, outer, n,
-             inner);
-  cpu::check_numel(x, outer * n * inner, name, "input");
-  const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  cpu::check_dtype(out, arg ? DType::Int64 : x.dtype(), name, "out");
-  cpu::check_contiguous(out, name, "out");
-  cpu::check_numel(out, outer * inner, name, "out");
-  if (outer * inner == 0) return;
-  if (n == 0) {
-    LOOM_CHECK(op == ReduceOp::Sum,
-               "{}: cannot reduce an empty dimension (input has {} elements along it)", name, n);
-    fill(out, 0.0);
-    return;
-  }
+void CpuBackend::reduce_impl(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                             Tensor& out) {
   if (x.dtype() == DType::Float32)
     reduce_typed<float>(op, x.data_ptr<float>(), outer, n, inner, out);
   else

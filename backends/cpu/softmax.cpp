@@ -136,22 +136,12 @@ void for_each_slice(int64_t outer, int64_t n, int64_t inner, const Row& row, con
                     });
 }
 
-void check_extents(const char* op, int64_t outer, int64_t n, int64_t inner) {
-  LOOM_CHECK(outer >= 0 && n >= 0 && inner >= 0, "{}: negative extent [{},{},{}]", op, outer, n,
-             inner);
-}
-
 }  // namespace
 
-void CpuBackend::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
-                         Tensor& out) {
-  const char* op = log ? "log_softmax" : "softmax";
-  check_extents(op, outer, n, inner);
-  const int64_t numel = outer * n * inner;
-  const Tensor xc = cpu::contiguous_input(x);
-  const float* xp = cpu::float_input(xc, numel, op, "input");
-  float* yp = cpu::float_output(out, numel, op, "out");
-  if (numel == 0) return;
+void CpuBackend::softmax_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
+                              Tensor& out) {
+  const float* xp = x.data_ptr<float>();
+  float* yp = out.data_ptr<float>();
   for_each_slice(
       outer, n, inner, [&](int64_t o) { softmax_row(xp + o * n, n, log, yp + o * n); },
       [&](int64_t o, int64_t i0, int64_t i1) {
@@ -159,16 +149,11 @@ void CpuBackend::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inne
       });
 }
 
-void CpuBackend::softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
-                                  int64_t inner, bool log, Tensor& out) {
-  const char* op = log ? "log_softmax_backward" : "softmax_backward";
-  check_extents(op, outer, n, inner);
-  const int64_t numel = outer * n * inner;
-  const Tensor gc = cpu::contiguous_input(grad), yc = cpu::contiguous_input(y);
-  const float* gp = cpu::float_input(gc, numel, op, "grad");
-  const float* yp = cpu::float_input(yc, numel, op, "output");
-  float* dp = cpu::float_output(out, numel, op, "out");
-  if (numel == 0) return;
+void CpuBackend::softmax_backward_impl(const Tensor& grad, const Tensor& y, int64_t outer,
+                                       int64_t n, int64_t inner, bool log, Tensor& out) {
+  const float* gp = grad.data_ptr<float>();
+  const float* yp = y.data_ptr<float>();
+  float* dp = out.data_ptr<float>();
   for_each_slice(
       outer, n, inner,
       [&](int64_t o) { softmax_backward_row(gp + o * n, yp + o * n, n, log, dp + o * n); },

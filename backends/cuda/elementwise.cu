@@ -13,14 +13,10 @@
 #include <type_traits>
 
 #include "backends/cuda/device_utils.cuh"
+#include "backends/unary_math.h"
 
 namespace loom::cuda {
 namespace {
-
-constexpr float kSqrtHalf = 0.70710678118654752f;     // 1/sqrt(2)
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1/sqrt(2*pi)
-constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2/pi)
-constexpr float kGeluCubic = 0.044715f;               // Hendrycks & Gimpel 2016, tanh form
 
 template <typename T>
 __device__ __forceinline__ T& at(const Operand& operand, int64_t offset) {
@@ -54,135 +50,40 @@ __global__ void fill_kernel(Layout layout, Operand dst, T value) {
 }
 
 // ---------------------------------------------------------------------------- unary
-// The same formulas, special cases and NaN rules as backends/cpu/unary.cpp, so both devices
-// agree to rounding.
-__device__ __forceinline__ float pow_forward(float x, float a) {
-  if (a == 1.0f) return x;
-  if (a == 2.0f) return x * x;
-  if (a == 3.0f) return x * x * x;
-  if (a == 0.5f) return sqrtf(x);
-  if (a == -1.0f) return 1.0f / x;
-  if (a == -0.5f) return 1.0f / sqrtf(x);
-  if (a == 0.0f) return 1.0f;  // pow(x, 0) == 1, even for NaN
-  return powf(x, a);
-}
+// CUDA's math library for the unary table (backends/unary_math.h); the table holds the
+// formulas, each op gets its own kernel instantiation.
+constexpr float kSqrtHalf = 0.70710678118654752f;  // 1/sqrt(2)
 
-__device__ __forceinline__ float unary_forward(UnaryOp op, float x, float a, float b) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return -x;
-    case UnaryOp::Exp:
-      return expf(x);
-    case UnaryOp::Log:
-      return logf(x);
-    case UnaryOp::Sqrt:
-      return sqrtf(x);
-    case UnaryOp::Rsqrt:
-      return 1.0f / sqrtf(x);  // rsqrtf is only accurate to 2 ulp
-    case UnaryOp::Tanh:
-      return tanhf(x);
-    case UnaryOp::Sigmoid:
-      return 1.0f / (1.0f + expf(-x));
-    case UnaryOp::Relu:
-      return x < 0.0f ? 0.0f : x;  // NaN passes, as torch.relu
-    case UnaryOp::Gelu:
-      return x * 0.5f * (1.0f + erff(x * kSqrtHalf));  // x Phi(x)
-    case UnaryOp::GeluTanh:
-      return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
-    case UnaryOp::Abs:
-      return fabsf(x);
-    case UnaryOp::Sin:
-      return sinf(x);
-    case UnaryOp::Cos:
-      return cosf(x);
-    case UnaryOp::Sign:
-      return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);  // sign(NaN) = NaN
-    case UnaryOp::Pow:
-      return pow_forward(x, a);
-    case UnaryOp::Affine:
-      return a * x + b;
-    case UnaryOp::RDiv:
-      return a / x;
-    case UnaryOp::Clamp:
-      return x < a ? a : (x > b ? b : x);  // NaN passes
-  }
-  return 0.0f;
-}
+struct CudaMath {
+  static LOOM_HOST_DEVICE float exp(float x) { return expf(x); }
+  static LOOM_HOST_DEVICE float log(float x) { return logf(x); }
+  static LOOM_HOST_DEVICE float sqrt(float x) { return sqrtf(x); }  // (rsqrtf is only 2 ulp)
+  static LOOM_HOST_DEVICE float tanh(float x) { return tanhf(x); }
+  static LOOM_HOST_DEVICE float sin(float x) { return sinf(x); }
+  static LOOM_HOST_DEVICE float cos(float x) { return cosf(x); }
+  static LOOM_HOST_DEVICE float abs(float x) { return fabsf(x); }
+  static LOOM_HOST_DEVICE float pow(float x, float a) { return powf(x, a); }
+  static LOOM_HOST_DEVICE float normal_cdf(float x) { return 0.5f * (1.0f + erff(x * kSqrtHalf)); }
+};
 
-// grad * d op(x)/dx.
-__device__ __forceinline__ float unary_grad(UnaryOp op, float g, float x, float y, float a,
-                                            float b) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return -g;
-    case UnaryOp::Exp:
-      return g * y;
-    case UnaryOp::Log:
-      return g / x;
-    case UnaryOp::Sqrt:
-      return 0.5f * g / y;
-    case UnaryOp::Rsqrt:
-      return -0.5f * g * y * y * y;  // d x^-1/2 = -x^-3/2 / 2 = -y^3 / 2
-    case UnaryOp::Tanh:
-      return g * (1.0f - y * y);
-    case UnaryOp::Sigmoid:
-      return g * y * (1.0f - y);
-    case UnaryOp::Relu:
-      return x > 0.0f ? g : 0.0f;
-    case UnaryOp::Gelu: {  // d(x Phi(x)) = Phi(x) + x phi(x)
-      const float cdf = 0.5f * (1.0f + erff(x * kSqrtHalf));
-      const float pdf = expf(-0.5f * x * x) * kInvSqrt2Pi;
-      return g * (cdf + x * pdf);
-    }
-    case UnaryOp::GeluTanh: {  // y = x/2 (1 + t), t = tanh(sqrt(2/pi) (x + c x^3))
-      const float x2 = x * x;
-      const float t = tanhf(kSqrt2OverPi * x * (1.0f + kGeluCubic * x2));
-      const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x2);
-      return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
-    }
-    case UnaryOp::Abs:
-      return x > 0.0f ? g : (x < 0.0f ? -g : 0.0f);  // 0 at 0, as PyTorch
-    case UnaryOp::Sin:
-      return g * cosf(x);
-    case UnaryOp::Cos:
-      return -g * sinf(x);
-    case UnaryOp::Sign:
-      return 0.0f;
-    case UnaryOp::Pow:
-      if (a == 0.0f) return 0.0f;
-      if (a == 1.0f) return g;
-      if (a == 2.0f) return 2.0f * g * x;
-      return g * a * powf(x, a - 1.0f);
-    case UnaryOp::Affine:
-      return a * g;
-    case UnaryOp::RDiv:
-      return -a * g / (x * x);  // d(a/x) = -a/x^2
-    case UnaryOp::Clamp:
-      return x >= a && x <= b ? g : 0.0f;  // torch.clamp's rule
-  }
-  return 0.0f;
-}
-
-__global__ void unary_kernel(UnaryOp op, Layout layout, Operand x, Operand out, float a, float b) {
+template <class Op>
+__global__ void unary_kernel(Op op, Layout layout, Operand x, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, x, out);
-    at<float>(out, o.at[1]) = unary_forward(op, at<float>(x, o.at[0]), a, b);
+    at<float>(out, o.at[1]) = op.forward(at<float>(x, o.at[0]));
   }
 }
 
-// x or y may be missing (null data) when the derivative does not need it; a needed y that was
-// not saved is recomputed from x.
-__global__ void unary_backward_kernel(UnaryOp op, Layout layout, Operand grad, Operand x, Operand y,
-                                      Operand out, float a, float b) {
+// Only the operand the derivative reads is loaded; the other has null data.
+template <class Op>
+__global__ void unary_backward_kernel(Op op, Layout layout, Operand grad, Operand x, Operand y,
+                                      Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, grad, x, y, out);
-    const float xv = x.data ? at<float>(x, o.at[1]) : 0.0f;
-    float yv = 0.0f;
-    if (y.data)
-      yv = at<float>(y, o.at[2]);
-    else if (derivative_uses_y(op))
-      yv = unary_forward(op, xv, a, b);
-    at<float>(out, o.at[3]) = unary_grad(op, at<float>(grad, o.at[0]), xv, yv, a, b);
+    float xv = 0.0f, yv = 0.0f;
+    if constexpr (Op::reads == unary::Reads::Input) xv = at<float>(x, o.at[1]);
+    if constexpr (Op::reads == unary::Reads::Output) yv = at<float>(y, o.at[2]);
+    at<float>(out, o.at[3]) = op.backward(at<float>(grad, o.at[0]), xv, yv);
   }
 }
 
@@ -307,15 +208,19 @@ void launch_fill(const Layout& layout, const Operand& dst, DType type, double va
 
 void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& out, float a,
                   float b, cudaStream_t stream) {
-  unary_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(op, layout, x, out, a, b);
+  unary::visit<CudaMath>(op, a, b, [&](auto entry) {
+    unary_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, x, out);
+  });
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
 void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad, const Operand& x,
                            const Operand& y, const Operand& out, float a, float b,
                            cudaStream_t stream) {
-  unary_backward_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(op, layout, grad, x, y, out,
-                                                                       a, b);
+  unary::visit<CudaMath>(op, a, b, [&](auto entry) {
+    unary_backward_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, grad, x, y,
+                                                                         out);
+  });
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

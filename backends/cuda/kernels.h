@@ -1,6 +1,7 @@
 // The launchers of loom's CUDA kernels: plain functions over raw device pointers, called by
-// CudaBackend (cuda_backend.cpp) after it has checked the tensors. Each .cu file implements
-// one family: elementwise.cu, reduce.cu, index.cu, nn.cu. Every launch goes to `stream`.
+// CudaBackend (cuda_backend.cpp) once Backend (backends/backend.cpp) has checked the tensors.
+// Each .cu file implements one family: elementwise.cu, reduce.cu, index.cu, nn.cu. Every
+// launch goes to `stream`.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,12 +10,6 @@
 #include <cstdint>
 
 #include "backends/backend.h"
-
-#if defined(__CUDACC__)
-#define LOOM_CUDA_HOST_DEVICE __host__ __device__
-#else
-#define LOOM_CUDA_HOST_DEVICE
-#endif
 
 namespace loom::cuda {
 
@@ -62,22 +57,12 @@ void launch_copy(const Layout& layout, const Operand& src, DType src_type, const
                  DType dst_type, cudaStream_t stream);
 void launch_fill(const Layout& layout, const Operand& dst, DType type, double value,
                  cudaStream_t stream);
-// Every Operand may be strided, outputs included (stride 0 only for inputs).
-// x float32 -> out float32.
+// Every Operand may be strided, outputs included (stride 0 only for inputs). The math of each
+// unary op is in backends/unary_math.h. x float32 -> out float32.
 void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& out, float a,
                   float b, cudaStream_t stream);
-// Which unary derivatives are written with the forward output y; the others (except Neg,
-// Sign and Affine, which need neither) use the input x. Same split as the CPU backend.
-LOOM_CUDA_HOST_DEVICE inline bool derivative_uses_y(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
-         op == UnaryOp::Sigmoid;
-}
-LOOM_CUDA_HOST_DEVICE inline bool derivative_uses_x(UnaryOp op) {
-  return !derivative_uses_y(op) && op != UnaryOp::Neg && op != UnaryOp::Sign &&
-         op != UnaryOp::Affine;
-}
-// out = grad * d op(x)/dx. x or y may have a null data pointer when the derivative does not
-// use it; a y that the derivative needs but is missing is recomputed from x.
+// out = grad * d op(x)/dx. Of x and y, only the one the derivative reads (unary::backward_reads)
+// has data; the other is a null Operand.
 void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad, const Operand& x,
                            const Operand& y, const Operand& out, float a, float b,
                            cudaStream_t stream);

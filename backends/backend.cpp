@@ -1,0 +1,381 @@
+// The public Backend methods: each checks the contract stated at the top of backend.h, once for
+// every device, makes the inputs of row-wise kernels contiguous, returns early when there is no
+// work, and then calls the device's kernel (the protected *_impl).
+#include "backends/backend.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace loom {
+
+namespace {
+
+// The checks of one call; `op` names the call in every message, `name` the argument at fault.
+struct Contract {
+  Device device;
+  const char* op;
+
+  void on_device(const Tensor& t, const char* name) const {
+    LOOM_CHECK(t.defined(), "{}: {} is an undefined tensor", op, name);
+    LOOM_CHECK(t.device() == device, "{}: {} is on {}, expected {}", op, name,
+               device_name(t.device()), device_name(device));
+  }
+  void dtype(const Tensor& t, DType dtype, const char* name) const {
+    on_device(t, name);
+    LOOM_CHECK(t.dtype() == dtype, "{}: {} has dtype {}, expected {}", op, name,
+               dtype_name(t.dtype()), dtype_name(dtype));
+  }
+  void numel(const Tensor& t, int64_t numel, const char* name) const {
+    LOOM_CHECK(t.numel() == numel, "{}: {} has shape {} ({} elements), expected {} elements", op,
+               name, shape_str(t.shape()), t.numel(), numel);
+  }
+  // An input of `dtype` with `count` elements, in any layout (the caller makes it contiguous).
+  void input(const Tensor& t, DType type, int64_t count, const char* name) const {
+    dtype(t, type, name);
+    numel(t, count, name);
+  }
+  // An output of a row-wise kernel: of `dtype`, contiguous, with `count` elements.
+  void output(const Tensor& t, DType type, int64_t count, const char* name) const {
+    dtype(t, type, name);
+    LOOM_CHECK(t.numel() == 0 || t.is_contiguous(), "{}: {} (shape {}) must be contiguous", op,
+               name, shape_str(t.shape()));
+    numel(t, count, name);
+  }
+  void same_shape(const Tensor& t, const Tensor& out, const char* name) const {
+    LOOM_CHECK(t.shape() == out.shape(), "{}: {} has shape {}, expected {} (the output's)", op,
+               name, shape_str(t.shape()), shape_str(out.shape()));
+  }
+  void extents(int64_t outer, int64_t n, int64_t inner) const {
+    LOOM_CHECK(outer >= 0 && n >= 0 && inner >= 0, "{}: negative extent [{},{},{}]", op, outer, n,
+               inner);
+  }
+  // k of an index that splits into [outer, k, inner] (gather, scatter_add).
+  int64_t index_depth(const Tensor& index, int64_t outer, int64_t inner) const {
+    dtype(index, DType::Int64, "index");
+    const int64_t slices = outer * inner;
+    LOOM_CHECK(slices > 0 ? index.numel() % slices == 0 : index.numel() == 0,
+               "{}: index with {} elements does not split into [{}, k, {}]", op, index.numel(),
+               outer, inner);
+    return slices > 0 ? index.numel() / slices : 0;
+  }
+  // A 1-D index (index_select, index_add); returns its length k.
+  int64_t index_length(const Tensor& index) const {
+    dtype(index, DType::Int64, "index");
+    LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", op,
+               shape_str(index.shape()));
+    return index.numel();
+  }
+  // rows = how many elements `per_row` has (mean, target); returns x's elements per row.
+  int64_t row_length(const Tensor& x, int64_t rows, const char* what) const {
+    LOOM_CHECK(rows > 0 ? x.numel() % rows == 0 : x.numel() == 0,
+               "{}: {} of shape {} does not split into {} rows", op, what, shape_str(x.shape()),
+               rows);
+    return rows > 0 ? x.numel() / rows : 0;
+  }
+};
+
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::ArgMax:
+      return "argmax";
+    case ReduceOp::ArgMin:
+      return "argmin";
+  }
+  return "reduce";
+}
+
+}  // namespace
+
+Tensor Backend::contiguous(const Tensor& t) {
+  if (!t.defined() || t.numel() == 0 || t.is_contiguous()) return t;
+  Tensor c = Tensor::empty(t.shape(), t.dtype(), device_);
+  copy(t, c);
+  return c;
+}
+
+// ---------------------------------------------------------------------------- layout and fill
+void Backend::copy(const Tensor& src, Tensor& dst) {
+  const Contract c{device_, "copy"};
+  c.on_device(src, "src");
+  c.on_device(dst, "dst");
+  c.same_shape(src, dst, "src");
+  if (dst.numel() > 0) copy_impl(src, dst);
+}
+
+void Backend::fill(Tensor& dst, double value) {
+  Contract{device_, "fill"}.on_device(dst, "dst");
+  if (dst.numel() > 0) fill_impl(dst, value);
+}
+
+// ---------------------------------------------------------------------------- elementwise
+void Backend::unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) {
+  const Contract c{device_, "unary"};
+  LOOM_CHECK(unary::is_valid(op), "unary: unknown op {}", static_cast<int>(op));
+  c.dtype(x, DType::Float32, "input");
+  c.dtype(out, DType::Float32, "out");
+  c.same_shape(x, out, "input");
+  if (out.numel() > 0) unary_impl(op, x, out, a, b);
+}
+
+void Backend::unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
+                             Tensor& out, float a, float b) {
+  const Contract c{device_, "unary_backward"};
+  LOOM_CHECK(unary::is_valid(op), "unary_backward: unknown op {}", static_cast<int>(op));
+  c.dtype(grad, DType::Float32, "grad");
+  c.dtype(out, DType::Float32, "out");
+  c.same_shape(grad, out, "grad");
+  // Pass the kernel exactly the tensor its derivative reads.
+  const unary::Reads reads = unary::backward_reads(op);
+  Tensor xs, ys;
+  if (reads == unary::Reads::Input) {
+    c.dtype(x, DType::Float32, "x");
+    c.same_shape(x, out, "x");
+    xs = x;
+  } else if (reads == unary::Reads::Output && y.defined()) {
+    c.dtype(y, DType::Float32, "y");
+    c.same_shape(y, out, "y");
+    ys = y;
+  } else if (reads == unary::Reads::Output) {  // y was not saved: recompute it from x
+    c.dtype(x, DType::Float32, "x (needed to recompute y)");
+    c.same_shape(x, out, "x");
+    ys = Tensor::empty(x.shape(), DType::Float32, device_);
+    unary(op, x, ys, a, b);
+  }
+  if (out.numel() > 0) unary_backward_impl(op, grad, xs, ys, out, a, b);
+}
+
+void Backend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  const Contract c{device_, "binary"};
+  c.on_device(a, "a");
+  c.on_device(b, "b");
+  if (op >= BinaryOp::Eq) {  // comparisons take float32 or int64, the same on both sides
+    LOOM_CHECK(a.dtype() == b.dtype(), "binary: comparison of {} with {}; dtypes must match",
+               dtype_name(a.dtype()), dtype_name(b.dtype()));
+  } else {
+    c.dtype(a, DType::Float32, "a");
+    c.dtype(b, DType::Float32, "b");
+  }
+  c.dtype(out, DType::Float32, "out");
+  c.same_shape(a, out, "a");
+  c.same_shape(b, out, "b");
+  if (out.numel() > 0) binary_impl(op, a, b, out);
+}
+
+void Backend::where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
+  const Contract c{device_, "where"};
+  c.on_device(cond, "cond");
+  c.on_device(out, "out");
+  c.dtype(a, out.dtype(), "a");
+  c.dtype(b, out.dtype(), "b");
+  c.same_shape(cond, out, "cond");
+  c.same_shape(a, out, "a");
+  c.same_shape(b, out, "b");
+  if (out.numel() > 0) where_impl(cond, a, b, out);
+}
+
+void Backend::axpy(float alpha, const Tensor& src, Tensor& dst) {
+  const Contract c{device_, "axpy"};
+  c.output(dst, DType::Float32, dst.numel(), "dst");
+  c.output(src, DType::Float32, dst.numel(), "src");
+  if (dst.numel() > 0) axpy_impl(alpha, src, dst);
+}
+
+// ---------------------------------------------------------------------------- reductions
+void Backend::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                     Tensor& out) {
+  const Contract c{device_, reduce_name(op)};
+  c.extents(outer, n, inner);
+  c.on_device(x, "input");
+  c.numel(x, outer * n * inner, "input");
+  const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+  c.output(out, arg ? DType::Int64 : x.dtype(), outer * inner, "out");
+  if (outer * inner == 0) return;
+  if (n == 0) {
+    LOOM_CHECK(op == ReduceOp::Sum,
+               "{}: cannot reduce an empty dimension (input has {} elements along it)", c.op, n);
+    fill(out, 0.0);
+    return;
+  }
+  reduce_impl(op, contiguous(x), outer, n, inner, out);
+}
+
+void Backend::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
+                      Tensor& out) {
+  const Contract c{device_, log ? "log_softmax" : "softmax"};
+  c.extents(outer, n, inner);
+  const int64_t numel = outer * n * inner;
+  c.input(x, DType::Float32, numel, "input");
+  c.output(out, DType::Float32, numel, "out");
+  if (numel > 0) softmax_impl(contiguous(x), outer, n, inner, log, out);
+}
+
+void Backend::softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
+                               int64_t inner, bool log, Tensor& out) {
+  const Contract c{device_, log ? "log_softmax_backward" : "softmax_backward"};
+  c.extents(outer, n, inner);
+  const int64_t numel = outer * n * inner;
+  c.input(grad, DType::Float32, numel, "grad");
+  c.input(y, DType::Float32, numel, "output");
+  c.output(out, DType::Float32, numel, "out");
+  if (numel > 0) softmax_backward_impl(contiguous(grad), contiguous(y), outer, n, inner, log, out);
+}
+
+// ---------------------------------------------------------------------------- matrix products
+void Backend::gemm(const GemmArgs& g) {
+  LOOM_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0,
+             "gemm: negative size m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  LOOM_CHECK(g.c != nullptr, "gemm: null output pointer for a [{},{}] result", g.m, g.n);
+  LOOM_CHECK(g.k == 0 || (g.a != nullptr && g.b != nullptr),
+             "gemm: null input pointer (m={} n={} k={})", g.m, g.n, g.k);
+  LOOM_CHECK(g.m == 1 || g.ldc >= g.n, "gemm: output row stride {} is smaller than its {} columns",
+             g.ldc, g.n);
+  LOOM_CHECK(g.batch == 1 || g.stride_c != 0,
+             "gemm: the {} batch items would all write the same output matrix (stride_c = 0)",
+             g.batch);
+  gemm_impl(g);
+}
+
+// ---------------------------------------------------------------------------- indexing
+void Backend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                           const Tensor& index, Tensor& out) {
+  const Contract c{device_, "index_select"};
+  c.extents(outer, n, inner);
+  const int64_t k = c.index_length(index);
+  c.on_device(x, "input");
+  c.numel(x, outer * n * inner, "input");
+  c.output(out, x.dtype(), outer * k * inner, "out");
+  if (k > 0) index_select_impl(contiguous(x), outer, n, inner, contiguous(index), out);
+}
+
+void Backend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                        const Tensor& index, Tensor& out) {
+  const Contract c{device_, "index_add"};
+  c.extents(outer, n, inner);
+  const int64_t k = c.index_length(index);
+  c.output(out, out.dtype(), outer * n * inner, "out");
+  c.input(src, out.dtype(), outer * k * inner, "src");
+  if (k > 0) index_add_impl(contiguous(src), outer, n, inner, contiguous(index), out);
+}
+
+void Backend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                     Tensor& out) {
+  const Contract c{device_, "gather"};
+  c.extents(outer, n, inner);
+  const int64_t k = c.index_depth(index, outer, inner);
+  c.on_device(x, "input");
+  c.numel(x, outer * n * inner, "input");
+  c.output(out, x.dtype(), outer * k * inner, "out");
+  if (index.numel() > 0) gather_impl(contiguous(x), outer, n, inner, contiguous(index), out);
+}
+
+void Backend::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                          const Tensor& index, Tensor& out) {
+  const Contract c{device_, "scatter_add"};
+  c.extents(outer, n, inner);
+  const int64_t k = c.index_depth(index, outer, inner);
+  c.output(out, out.dtype(), outer * n * inner, "out");
+  c.input(src, out.dtype(), outer * k * inner, "src");
+  if (index.numel() > 0) scatter_add_impl(contiguous(src), outer, n, inner, contiguous(index), out);
+}
+
+// ---------------------------------------------------------------------------- random numbers
+void Backend::rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) {
+  Contract{device_, "rand"}.output(out, DType::Float32, out.numel(), "out");
+  if (out.numel() > 0) rand_uniform_impl(out, seed, offset);
+}
+
+void Backend::rand_normal(Tensor& out, uint64_t seed, uint64_t offset) {
+  Contract{device_, "randn"}.output(out, DType::Float32, out.numel(), "out");
+  if (out.numel() > 0) rand_normal_impl(out, seed, offset);
+}
+
+// ---------------------------------------------------------------------------- nn kernels
+void Backend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                         Tensor& y, Tensor& mean, Tensor& rstd) {
+  const Contract c{device_, "layer_norm"};
+  c.on_device(x, "input");
+  const int64_t rows = mean.numel(), cols = c.row_length(x, rows, "input");
+  LOOM_CHECK(cols > 0 || rows == 0, "layer_norm: cannot normalise rows of 0 elements");
+  c.dtype(x, DType::Float32, "input");
+  if (weight.defined()) c.output(weight, DType::Float32, cols, "weight");
+  if (bias.defined()) c.output(bias, DType::Float32, cols, "bias");
+  c.output(y, DType::Float32, rows * cols, "out");
+  c.output(mean, DType::Float32, rows, "mean");
+  c.output(rstd, DType::Float32, rows, "rstd");
+  if (rows > 0) layer_norm_impl(contiguous(x), weight, bias, eps, y, mean, rstd);
+}
+
+void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                  const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                  Tensor& dweight, Tensor& dbias) {
+  const Contract c{device_, "layer_norm_backward"};
+  c.on_device(x, "input");
+  const int64_t rows = mean.numel(), cols = c.row_length(x, rows, "input");
+  c.dtype(x, DType::Float32, "input");
+  c.input(dy, DType::Float32, rows * cols, "grad");
+  if (weight.defined()) c.output(weight, DType::Float32, cols, "weight");
+  c.output(mean, DType::Float32, rows, "mean");
+  c.output(rstd, DType::Float32, rows, "rstd");
+  c.output(dx, DType::Float32, rows * cols, "dx");
+  if (dweight.defined()) c.output(dweight, DType::Float32, cols, "dweight");
+  if (dbias.defined()) c.output(dbias, DType::Float32, cols, "dbias");
+  if (rows * cols == 0) {  // no rows: the parameter gradients are empty sums
+    for (Tensor* t : {&dweight, &dbias})
+      if (t->defined()) fill(*t, 0.0);
+    return;
+  }
+  layer_norm_backward_impl(contiguous(dy), contiguous(x), weight, mean, rstd, dx, dweight, dbias);
+}
+
+void Backend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                            float label_smoothing, Tensor& losses, Tensor& lse) {
+  const Contract c{device_, "cross_entropy"};
+  c.dtype(logits, DType::Float32, "logits");
+  c.dtype(target, DType::Int64, "target");
+  const int64_t rows = target.numel(), classes = c.row_length(logits, rows, "logits");
+  LOOM_CHECK(classes > 0 || rows == 0, "cross_entropy: logits have 0 classes");
+  c.output(losses, DType::Float32, rows, "losses");
+  c.output(lse, DType::Float32, rows, "lse");
+  if (rows > 0)
+    cross_entropy_impl(contiguous(logits), contiguous(target), ignore_index, label_smoothing,
+                       losses, lse);
+}
+
+void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                                     int64_t ignore_index, float label_smoothing, float scale,
+                                     Tensor& dlogits) {
+  const Contract c{device_, "cross_entropy_backward"};
+  c.dtype(logits, DType::Float32, "logits");
+  c.dtype(target, DType::Int64, "target");
+  const int64_t rows = target.numel(), classes = c.row_length(logits, rows, "logits");
+  LOOM_CHECK(classes > 0 || rows == 0, "cross_entropy_backward: logits have 0 classes");
+  c.input(lse, DType::Float32, rows, "lse");
+  c.output(dlogits, DType::Float32, rows * classes, "dlogits");
+  if (rows > 0)
+    cross_entropy_backward_impl(contiguous(logits), contiguous(target), contiguous(lse),
+                                ignore_index, label_smoothing, scale, dlogits);
+}
+
+void Backend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
+                        Tensor& v) {
+  const Contract c{device_, "adam_step"};
+  const int64_t n = param.numel();
+  c.output(param, DType::Float32, n, "param");
+  c.input(grad, DType::Float32, n, "grad");
+  c.output(m, DType::Float32, n, "exp_avg");
+  c.output(v, DType::Float32, n, "exp_avg_sq");
+  LOOM_CHECK(args.bias1 > 0.0f && args.bias2 > 0.0f,
+             "adam_step: bias corrections must be positive (1 - beta^step), got {} and {}",
+             args.bias1, args.bias2);
+  if (n > 0) adam_step_impl(args, param, contiguous(grad), m, v);
+}
+
+}  // namespace loom
