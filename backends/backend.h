@@ -18,6 +18,12 @@
 // the kernel). An *_impl may assume the contract holds, that its row-wise inputs are contiguous,
 // and that there is work to do (the public method returns early on empty tensors). What only
 // the kernel can check, the values in index and target tensors, it checks itself.
+//
+// A new unary op needs no change here: see the recipe in backends/unary_math.h. A new kernel
+// family (a softmax-like op) is: the public method and its *_impl here; its checks in
+// backend.cpp; the CPU loop (a cpu/*.cpp file, declared in cpu/cpu_backend.h); the CUDA kernel
+// and launcher (a cuda/*.cu file, declared in cuda/kernels.h) and the *_impl that calls the
+// launcher (cuda/cuda_backend.cpp).
 #pragma once
 
 #include <cstdint>

@@ -512,6 +512,36 @@ TEST_CASE("cpu unary_backward matches numerical derivatives of the reference ops
   }
 }
 
+TEST_CASE("every op of the unary table (backends/unary_math.h) has a reference case here") {
+  // A new op added to LOOM_UNARY_OPS fails here until it gets a reference and a case above.
+#define LOOM_TEST_UNARY_OP(Name) UnaryOp::Name,
+  for (UnaryOp op : {LOOM_UNARY_OPS(LOOM_TEST_UNARY_OP)}) {
+    const bool covered = std::any_of(unary_cases().begin(), unary_cases().end(),
+                                     [op](const UnaryCase& c) { return c.op == op; });
+    CHECK_MESSAGE(covered, "unary op " << static_cast<int>(op) << " has no case in unary_cases()");
+  }
+#undef LOOM_TEST_UNARY_OP
+}
+
+TEST_CASE("unary_backward needs only the tensor the table says the derivative reads") {
+  for (const UnaryCase& c : unary_cases()) {
+    const Tensor x = uniform_tensor({33}, c.lo, c.hi, 22), g = uniform_tensor({33}, -2, 2, 23);
+    Tensor y = Tensor::empty({33}), both = Tensor::empty({33}), only = Tensor::empty({33});
+    kernels().unary(c.op, x, y, c.a, c.b);
+    kernels().unary_backward(c.op, g, x, y, both, c.a, c.b);
+    const unary::Reads reads = unary::backward_reads(c.op);
+    kernels().unary_backward(c.op, g, reads == unary::Reads::Input ? x : Tensor(),
+                             reads == unary::Reads::Output ? y : Tensor(), only, c.a, c.b);
+    CHECK_MESSAGE(only.to_vector() == both.to_vector(), c.name);
+  }
+  expect_error(
+      [] {
+        Tensor out = Tensor::empty({3});
+        kernels().unary_backward(UnaryOp::Log, Tensor::empty({3}), Tensor(), Tensor(), out, 0, 0);
+      },
+      {"unary_backward", "x is an undefined tensor"});
+}
+
 TEST_CASE("cpu relu and clamp backward pass the gradient exactly where PyTorch does") {
   // The kinks themselves: relu at 0, clamp at both bounds.
   const std::vector<float> xv = {-1.0f, 0.0f, 2.0f, -3.0f, 3.0f, 1e-7f};

@@ -134,11 +134,10 @@ void compare_op(const std::string& what, const Op& f, const std::vector<Tensor>&
   }
 }
 
-const UnaryOp kUnaryOps[] = {UnaryOp::Neg,   UnaryOp::Exp,      UnaryOp::Log,     UnaryOp::Sqrt,
-                             UnaryOp::Rsqrt, UnaryOp::Tanh,     UnaryOp::Sigmoid, UnaryOp::Relu,
-                             UnaryOp::Gelu,  UnaryOp::GeluTanh, UnaryOp::Abs,     UnaryOp::Sin,
-                             UnaryOp::Cos,   UnaryOp::Sign,     UnaryOp::Pow,     UnaryOp::Affine,
-                             UnaryOp::RDiv,  UnaryOp::Clamp};
+// Every op of the unary table (backends/unary_math.h), so a new op is compared on CUDA too.
+#define LOOM_TEST_UNARY_OP(Name) UnaryOp::Name,
+const UnaryOp kUnaryOps[] = {LOOM_UNARY_OPS(LOOM_TEST_UNARY_OP)};
+#undef LOOM_TEST_UNARY_OP
 
 // Each unary op with its parameters (a, b) and an input range inside its domain.
 struct UnaryCase {
