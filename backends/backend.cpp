@@ -66,10 +66,10 @@ struct Contract {
                shape_str(index.shape()));
     return index.numel();
   }
-  // rows = how many elements `per_row` has (mean, target); returns x's elements per row.
-  int64_t row_length(const Tensor& x, int64_t rows, const char* what) const {
+  // x seen as `rows` equal rows (one per mean or target value); returns the row length.
+  int64_t row_length(const Tensor& x, int64_t rows, const char* name) const {
     LOOM_CHECK(rows > 0 ? x.numel() % rows == 0 : x.numel() == 0,
-               "{}: {} of shape {} does not split into {} rows", op, what, shape_str(x.shape()),
+               "{}: {} (shape {}) does not split into {} rows", op, name, shape_str(x.shape()),
                rows);
     return rows > 0 ? x.numel() / rows : 0;
   }
