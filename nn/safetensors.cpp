@@ -15,9 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
 #include "core/error.h"
