@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -263,25 +264,32 @@ void save_checkpoint(const std::string& path, const models::GPT& model, const op
   nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
 }
 
+// Checks that the checkpoint is this model's and that its progress entries are readable, then
+// restores model and optimizer (nn::load_checkpoint changes nothing if the file is bad).
 Progress load_checkpoint(const std::string& path, models::GPT& model, optim::Optimizer& opt) {
-  models::GPTConfig saved = models::GPTConfig::from_metadata(nn::read_metadata(path), path);
+  const nn::Metadata meta = nn::read_metadata(path);
+  models::GPTConfig saved = models::GPTConfig::from_metadata(meta, path);
   saved.dropout = model.config().dropout;  // the only field a resumed run may change
   LOOM_CHECK(saved.to_string() == model.config().to_string(),
              "train_gpt: checkpoint '{}' was written for another model ({}) than the one "
              "configured ({})",
              path, saved.to_string(), model.config().to_string());
-  const nn::Metadata meta = nn::load_checkpoint(path, {{"model", &model}}, &opt);
   auto number = [&](const std::string& key) {
-    const auto it = meta.find(key);
-    LOOM_CHECK(it != meta.end(), "train_gpt: checkpoint '{}' has no '{}' entry", path, key);
-    return std::stoull(it->second);
+    const std::string text = meta.count(key) ? meta.at(key) : "";
+    uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    LOOM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(),
+               "train_gpt: checkpoint '{}': '{}' is '{}', not a number", path, key, text);
+    return value;
   };
-  return {static_cast<int64_t>(number("step")),
-          static_cast<int64_t>(number("steps")),
-          static_cast<int64_t>(number("epoch")),
-          static_cast<int64_t>(number("batch_index")),
-          number("rng_seed"),
-          number("rng_offset")};
+  const Progress p{static_cast<int64_t>(number("step")),
+                   static_cast<int64_t>(number("steps")),
+                   static_cast<int64_t>(number("epoch")),
+                   static_cast<int64_t>(number("batch_index")),
+                   number("rng_seed"),
+                   number("rng_offset")};
+  nn::load_checkpoint(path, {{"model", &model}}, &opt);
+  return p;
 }
 
 // ============================================================================ evaluation

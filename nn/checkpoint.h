@@ -11,8 +11,11 @@
 //   A training checkpoint: model(s), optimizer and trainer state in one atomic file, the C++
 //   form of torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": s}):
 //
-//   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt,
-//                       {{"step", std::to_string(step)}, ...config.to_metadata()...});
+//   nn::Metadata meta = model.config().to_metadata();      // {"n_layer": "4", ...}
+//   meta["step"] = std::to_string(step);
+//   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, meta);
+//
+//   models::GPT model(GPTConfig::from_metadata(nn::read_metadata("ckpt.safetensors")));
 //   nn::Metadata meta = nn::load_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt);
 //   int64_t step = std::stoll(meta.at("step"));
 //
