@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <functional>
-#include <string>
 #include <vector>
 
 namespace loom::bench {
@@ -28,13 +26,6 @@ inline Timing time_steps(const std::function<void()>& step, int steps, int warmu
   const size_t n = sorted.size();
   const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   return {median, sorted.front(), sorted.back()};
-}
-
-// Value of "--name V" in argv, or `fallback`.
-inline std::string flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
 }
 
 }  // namespace loom::bench

@@ -9,14 +9,15 @@
 //   gpt gpt2                training step of GPT-2 small (124M) on batch 8 x 1024 tokens
 //                           (meant for a GPU: --device cuda)
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
-//            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch)
+//            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
+//            gpt --help lists them all
 #include <cblas.h>
 #include <fmt/format.h>
 
-#include <cstring>
 #include <string>
 
 #include "bench_util.h"
+#include "examples/cli.h"
 #include "loom.h"
 #ifdef LOOM_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -95,55 +96,45 @@ void generate_case(const Args& args) {
       static_cast<double>(generated) / t.median_s, common_fields(t, args, model.num_parameters()));
 }
 
-void usage() {
-  fmt::print(
-      "usage: gpt CASE [--steps N] [--threads T] [--device cpu|cuda] [--no-cache] [--tf32]\n"
-      "  gpt-mini           training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"
-      "  gpt-mini-generate  greedy decoding, 16-token prompt + 128 new tokens, KV cache\n"
-      "                     (--no-cache: re-run the whole context for every token)\n"
-      "  gpt2               training step, GPT-2 small (124M), batch 8 x 1024 tokens\n"
-      "  --tf32             CUDA only: TF32 tensor-core matrix products\n"
-      "Prints one JSON line comparable with ../shared/bench/torch_ref.py CASE (on a GPU:\n"
-      "bench/torch_gpu_ref.py CASE).\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    usage();
-    return argc < 2 ? 1 : 0;
-  }
   Args args;
-  args.case_name = argv[1];
+  std::string device = "cpu";
+  CLI::App app{
+      "gpt: one GPT benchmark case; prints one JSON line comparable with "
+      "../shared/bench/torch_ref.py CASE (on a GPU: bench/torch_gpu_ref.py CASE)"};
+  cli::show_defaults(app);
+  app.add_option("case", args.case_name,
+                 "gpt-mini: training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"
+                 "gpt-mini-generate: greedy decoding, 16-token prompt + 128 new tokens, KV cache\n"
+                 "gpt2: training step, GPT-2 small (124M), batch 8 x 1024 tokens")
+      ->required()
+      ->check(CLI::IsMember({"gpt-mini", "gpt-mini-generate", "gpt2"}));
+  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
+  cli::add_device(app, device);
+  bool no_cache = false;
+  app.add_flag("--no-cache", no_cache,
+               "gpt-mini-generate: re-run the whole context for every token, as the PyTorch "
+               "reference does");
+  app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
+  CLI11_PARSE(app, argc, argv);
+  args.device = cli::device_of(device);
+  args.cache = !no_cache;
   try {
-    args.steps = std::stoi(bench::flag(argc, argv, "steps", "10"));
-    args.threads = std::stoi(bench::flag(argc, argv, "threads", "2"));
-    const std::string device = bench::flag(argc, argv, "device", "cpu");
-    LOOM_CHECK(device == "cpu" || device == "cuda", "gpt: --device must be cpu or cuda, got '{}'",
-               device);
-    args.device = device == "cuda" ? Device::CUDA : Device::CPU;
-    for (int i = 2; i < argc; ++i)
-      if (std::strcmp(argv[i], "--no-cache") == 0)
-        args.cache = false;
-      else if (std::strcmp(argv[i], "--tf32") == 0)
-        args.tf32 = true;
     LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "gpt: --tf32 needs --device cuda");
 #ifdef LOOM_WITH_CUDA
     cuda_set_tf32(args.tf32);
 #endif
-    LOOM_CHECK(args.steps > 0 && args.threads > 0, "gpt: --steps and --threads must be positive");
     set_num_threads(args.threads);
     if (args.case_name == "gpt-mini")
       train_case(args, "gpt-mini", 16, 128);
     else if (args.case_name == "gpt2")
       train_case(args, "gpt2", 8, 1024);
-    else if (args.case_name == "gpt-mini-generate")
+    else
       generate_case(args);
-    else {
-      usage();
-      return 1;
-    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpt: {}\n", e.what());
     return 1;

@@ -4,9 +4,8 @@
 #include <cblas.h>
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "bench_util.h"
+#include "examples/cli.h"
 #include "loom.h"
 
 using namespace loom;
@@ -59,17 +58,24 @@ void all_cases(int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    fmt::print("usage: ops [sgemm] [--steps N] [--threads T]\n"
-               "  no case: matmul (loom vs cblas_sgemm), add and softmax bandwidth\n"
-               "  sgemm:   one JSON line, comparable with ../shared/bench/torch_ref.py sgemm\n");
-    return 0;
-  }
-  const bool json = argc > 1 && std::strcmp(argv[1], "sgemm") == 0;
-  const int threads = std::stoi(bench::flag(argc, argv, "threads", "2"));
-  const int steps = std::stoi(bench::flag(argc, argv, "steps", json ? "20" : "10"));
+  std::string case_name;
+  int threads = 2, steps = 0;
+  CLI::App app{"ops: matmul (loom vs cblas_sgemm), add and softmax bandwidth"};
+  cli::show_defaults(app);
+  app.add_option("case", case_name,
+                 "sgemm: one JSON line, comparable with ../shared/bench/torch_ref.py sgemm "
+                 "(none: every case, human-readable)")
+      ->check(CLI::IsMember({"sgemm"}));
+  app.add_option("--steps", steps, "timed steps (0 = 20 for sgemm, 10 otherwise)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  const bool json = case_name == "sgemm";
+  if (steps == 0) steps = json ? 20 : 10;
   set_num_threads(threads);
-  if (json) sgemm_json(steps, threads);
-  else all_cases(steps);
+  if (json)
+    sgemm_json(steps, threads);
+  else
+    all_cases(steps);
   return 0;
 }

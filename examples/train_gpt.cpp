@@ -8,25 +8,23 @@
 //   train_gpt --steps 200 --out run1    a shorter run; `--resume` continues it exactly
 //   train_gpt --help                    every option
 //
-// Checkpoints hold the model, the optimizer state, the step, loom's random-number state and the
-// position in the data, in one safetensors file written atomically, so a resumed run computes
-// exactly the losses the uninterrupted run would have.
+// The checkpoint (nn::save_checkpoint) holds the model, the optimizer state and, as metadata, the
+// model config, the step, loom's random-number state and the position in the data, in one
+// safetensors file written atomically, so a resumed run computes exactly the losses the
+// uninterrupted run would have.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <functional>
-#include <map>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "data/text_file.h"
 #include "loom.h"
 
@@ -60,8 +58,7 @@ struct Options {
   int64_t log_every = 20, eval_every = 200, eval_windows = 200, checkpoint_every = 200;
   std::string out = "out-gpt";
   bool resume = false;
-  int64_t stop_at = 0;          // > 0: end this run after that step, as an interruption would
-  std::set<std::string> given;  // flags set on the command line
+  int64_t stop_at = 0;  // > 0: end this run after that step, as an interruption would
   // samples at the end
   std::string prompt = "The meaning of life is";
   int64_t sample_tokens = 200;
@@ -73,107 +70,71 @@ struct Options {
   uint64_t seed = 0;
 };
 
-// One command-line flag: its name, help text and how to read and print its value.
-struct Flag {
-  std::string name, help;
-  std::function<void(const std::string&)> set;
-  std::function<std::string()> show;
-};
-
-template <typename T>
-Flag flag(const std::string& name, T& value, const std::string& help) {
-  Flag f{name, help, nullptr, nullptr};
-  f.set = [&value, name](const std::string& text) {
-    std::istringstream in(text);
-    if constexpr (std::is_same_v<T, std::string>)
-      value = text;
-    else if constexpr (std::is_same_v<T, bool>)
-      value = text == "1" || text == "true";
-    else {
-      in >> value;
-      LOOM_CHECK(in && in.eof(), "train_gpt: --{} expects a number, got '{}'", name, text);
-    }
-  };
-  f.show = [&value] { return fmt::format("{}", value); };
-  return f;
-}
-
-std::vector<Flag> flags(Options& o) {
-  return {
-      flag("model", o.model, "GPT preset: gpt-mini | gpt2 | gpt2-medium | gpt2-large | gpt2-xl"),
-      flag("n-layer", o.n_layer, "override the preset's number of blocks (0 = keep)"),
-      flag("n-head", o.n_head, "override the preset's attention heads (0 = keep)"),
-      flag("d-model", o.d_model, "override the preset's width (0 = keep)"),
-      flag("context", o.context, "override the preset's context length (0 = keep)"),
-      flag("dropout", o.dropout, "dropout probability"),
-      flag("tokenizer", o.tokenizer, "byte | bpe (byte-level BPE trained on the training split)"),
-      flag("bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer"),
-      flag("fortunes", o.fortunes, "directory of fortune files"),
-      flag("data-dir", o.data_dir,
-           "use train.bin/val.bin/val_windows.txt written by torch_train_ref.py --dump-data "
-           "instead of --fortunes (identical data to the PyTorch reference)"),
-      flag("steps", o.steps, "optimizer steps in total"),
-      flag("minutes", o.minutes,
-           "plan the steps so that training takes this long, from the speed of steps 2-21, as "
-           "torch_train_ref.py does (0 = use --steps)"),
-      flag("batch", o.batch, "sequences per batch"),
-      flag("lr", o.lr, "peak learning rate"),
-      flag("min-lr", o.min_lr, "learning rate at the end of the cosine decay"),
-      flag("warmup", o.warmup, "linear warm-up steps"),
-      flag("weight-decay", o.weight_decay, "AdamW weight decay of matrices (not biases/gains)"),
-      flag("beta1", o.beta1, "AdamW beta1"),
-      flag("beta2", o.beta2, "AdamW beta2"),
-      flag("grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)"),
-      flag("log-every", o.log_every, "steps between progress lines"),
-      flag("eval-every", o.eval_every, "steps between validation evaluations"),
-      flag("eval-windows", o.eval_windows, "validation windows per evaluation"),
-      flag("checkpoint-every", o.checkpoint_every,
-           "steps between checkpoints (0 = only at the end)"),
-      flag("out", o.out, "directory for the checkpoint and the tokenizer"),
-      flag("resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag or 1)"),
-      flag("stop-at", o.stop_at,
-           "end this run after that step with a checkpoint, as if interrupted (0 = run to "
-           "--steps); --resume then continues exactly"),
-      flag("prompt", o.prompt, "prompt of the samples printed at the end"),
-      flag("sample-tokens", o.sample_tokens, "tokens per sample"),
-      flag("temperature", o.temperature, "temperature of the sampled continuation"),
-      flag("top-k", o.top_k, "top-k of the sampled continuation (0 = off)"),
-      flag("device", o.device, "cpu | cuda"),
-      flag("threads", o.threads, "CPU threads (0 = OpenMP's default)"),
-      flag("seed", o.seed, "seed of the weights, the batch order, dropout and sampling"),
-  };
-}
-
-Options parse_options(int argc, char** argv) {
-  Options o;
-  std::vector<Flag> table = flags(o);
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: train_gpt [--flag value]...\n\n");
-      for (const Flag& f : table)
-        fmt::print("  --{:<17} {} (default: {})\n", f.name, f.help, f.show());
-      std::exit(0);
-    }
-    LOOM_CHECK(arg.rfind("--", 0) == 0, "train_gpt: unexpected argument '{}' (see --help)", arg);
-    auto it = std::find_if(table.begin(), table.end(),
-                           [&](const Flag& f) { return "--" + f.name == arg; });
-    LOOM_CHECK(it != table.end(), "train_gpt: unknown flag '{}' (see --help)", arg);
-    if (it->name == "resume" && (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0)) {
-      o.resume = true;  // a bare --resume
-      continue;
-    }
-    LOOM_CHECK(i + 1 < argc, "train_gpt: {} needs a value", arg);
-    it->set(argv[++i]);
-    o.given.insert(it->name);
-  }
-  LOOM_CHECK(o.tokenizer == "byte" || o.tokenizer == "bpe",
-             "train_gpt: --tokenizer must be byte or bpe, got '{}'", o.tokenizer);
-  LOOM_CHECK(o.device == "cpu" || o.device == "cuda", "train_gpt: --device must be cpu or cuda");
-  LOOM_CHECK(o.steps > 0 && o.batch > 0 && o.warmup >= 0 && o.log_every > 0 && o.eval_every > 0 &&
-                 o.eval_windows > 0 && o.checkpoint_every >= 0,
-             "train_gpt: steps, batch, log-every, eval-every and eval-windows must be positive");
-  return o;
+// Every field of Options as a --flag, in groups for --help; returns --steps (a resumed run keeps
+// its planned total unless --steps is given).
+CLI::Option* add_options(CLI::App& app, Options& o) {
+  cli::show_defaults(app);
+  const auto positive = CLI::PositiveNumber;
+  CLI::App* m = app.add_option_group("Model");
+  m->add_option("--model", o.model, "GPT preset")
+      ->check(CLI::IsMember(models::GPTConfig::preset_names()));
+  m->add_option("--n-layer", o.n_layer, "override the preset's number of blocks (0 = keep)");
+  m->add_option("--n-head", o.n_head, "override the preset's attention heads (0 = keep)");
+  m->add_option("--d-model", o.d_model, "override the preset's width (0 = keep)");
+  m->add_option("--context", o.context, "override the preset's context length (0 = keep)");
+  m->add_option("--dropout", o.dropout, "dropout probability");
+  CLI::App* d = app.add_option_group("Data");
+  d->add_option("--tokenizer", o.tokenizer,
+                "byte | bpe (byte-level BPE trained on the training split)")
+      ->check(CLI::IsMember({"byte", "bpe"}));
+  d->add_option("--bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer");
+  d->add_option("--fortunes", o.fortunes, "directory of fortune files");
+  CLI::App* t = app.add_option_group("Optimisation");
+  CLI::Option* steps =
+      t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
+  t->add_option("--batch", o.batch, "sequences per batch")->check(positive);
+  t->add_option("--lr", o.lr, "peak learning rate");
+  t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay");
+  t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+  t->add_option("--weight-decay", o.weight_decay,
+                "AdamW weight decay of matrices (not biases/gains)");
+  t->add_option("--beta1", o.beta1, "AdamW beta1");
+  t->add_option("--beta2", o.beta2, "AdamW beta2");
+  t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)");
+  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
+  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
+  p->add_option("--eval-every", o.eval_every, "steps between validation evaluations")
+      ->check(positive);
+  p->add_option("--eval-windows", o.eval_windows, "validation windows per evaluation")
+      ->check(positive);
+  p->add_option("--checkpoint-every", o.checkpoint_every,
+                "steps between checkpoints (0 = only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  p->add_option("--out", o.out, "directory for the checkpoint and the tokenizer");
+  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
+      ->expected(0, 1);
+  p->add_option("--stop-at", o.stop_at,
+                "end this run after that step with a checkpoint, as if interrupted (0 = run to "
+                "--steps); --resume then continues exactly");
+  CLI::App* s = app.add_option_group("Samples at the end");
+  s->add_option("--prompt", o.prompt, "prompt of the samples printed at the end");
+  s->add_option("--sample-tokens", o.sample_tokens, "tokens per sample");
+  s->add_option("--temperature", o.temperature, "temperature of the sampled continuation");
+  s->add_option("--top-k", o.top_k, "top-k of the sampled continuation (0 = off)");
+  CLI::App* machine = app.add_option_group("Machine");
+  cli::add_device(*machine, o.device);
+  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)");
+  machine->add_option("--seed", o.seed,
+                      "seed of the weights, the batch order, dropout and sampling");
+  CLI::App* r = app.add_option_group(
+      "Reference plumbing", "for runs side by side with ../shared/bench/torch_train_ref.py");
+  r->add_option("--data-dir", o.data_dir,
+                "use train.bin/val.bin/val_windows.txt written by torch_train_ref.py --dump-data "
+                "instead of --fortunes (identical data to the PyTorch reference)");
+  r->add_option("--minutes", o.minutes,
+                "plan the steps so that training takes this long, from the speed of steps 2-21, "
+                "as torch_train_ref.py does (0 = use --steps)");
+  return steps;
 }
 
 // ============================================================================ data
@@ -283,68 +244,52 @@ class BatchStream {
 
 // ============================================================================ checkpoints
 
+// Where the run is: saved as checkpoint metadata beside the model and optimizer state.
 struct Progress {
   int64_t step = 0, total = 0, epoch = 0, batch_index = 0;
   uint64_t rng_seed = 0, rng_offset = 0;
 };
 
-// One file: "model.<name>" parameters, "optim.<key>" optimizer state, and the rest (config,
-// step, data position, RNG state) as metadata. write_safetensors writes a temporary file and
-// renames it, so a crash never leaves a half-written checkpoint.
 void save_checkpoint(const std::string& path, const models::GPT& model, const optim::Optimizer& opt,
                      const Progress& p, const Options& o) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
-  for (const auto& [name, t] : opt.state_dict()) tensors.emplace_back("optim." + name, t);
-  const models::GPTConfig& c = model.config();
-  nn::write_safetensors(path, tensors,
-                        {{"format", "loom.train_gpt"},
-                         {"vocab_size", std::to_string(c.vocab_size)},
-                         {"context", std::to_string(c.context)},
-                         {"n_layer", std::to_string(c.n_layer)},
-                         {"n_head", std::to_string(c.n_head)},
-                         {"d_model", std::to_string(c.d_model)},
-                         {"dropout", fmt::format("{}", c.dropout)},
-                         {"tokenizer", o.tokenizer},
-                         {"step", std::to_string(p.step)},
-                         {"steps", std::to_string(p.total)},
-                         {"epoch", std::to_string(p.epoch)},
-                         {"batch_index", std::to_string(p.batch_index)},
-                         {"rng_seed", std::to_string(p.rng_seed)},
-                         {"rng_offset", std::to_string(p.rng_offset)},
-                         {"seed", std::to_string(o.seed)}});
+  nn::Metadata meta = model.config().to_metadata();
+  meta.insert({{"tokenizer", o.tokenizer},
+               {"seed", std::to_string(o.seed)},
+               {"step", std::to_string(p.step)},
+               {"steps", std::to_string(p.total)},
+               {"epoch", std::to_string(p.epoch)},
+               {"batch_index", std::to_string(p.batch_index)},
+               {"rng_seed", std::to_string(p.rng_seed)},
+               {"rng_offset", std::to_string(p.rng_offset)}});
+  nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
 }
 
+// Checks that the checkpoint is this model's and that its progress entries are readable, then
+// restores model and optimizer (nn::load_checkpoint changes nothing if the file is bad).
 Progress load_checkpoint(const std::string& path, models::GPT& model, optim::Optimizer& opt) {
-  std::map<std::string, std::string> meta;
-  std::map<std::string, Tensor> model_state, optim_state;
-  for (auto& [name, t] : nn::read_safetensors(path, &meta)) {
-    if (name.rfind("model.", 0) == 0)
-      model_state[name.substr(6)] = t;
-    else if (name.rfind("optim.", 0) == 0)
-      optim_state[name.substr(6)] = t;
-  }
+  const nn::Metadata meta = nn::read_metadata(path);
+  models::GPTConfig saved = models::GPTConfig::from_metadata(meta, path);
+  saved.dropout = model.config().dropout;  // the only field a resumed run may change
+  LOOM_CHECK(saved.to_string() == model.config().to_string(),
+             "train_gpt: checkpoint '{}' was written for another model ({}) than the one "
+             "configured ({})",
+             path, saved.to_string(), model.config().to_string());
   auto number = [&](const std::string& key) {
-    LOOM_CHECK(meta.count(key), "train_gpt: checkpoint '{}' has no '{}' entry", path, key);
-    return std::stoull(meta[key]);
+    const std::string text = meta.count(key) ? meta.at(key) : "";
+    uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    LOOM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(),
+               "train_gpt: checkpoint '{}': '{}' is '{}', not a number", path, key, text);
+    return value;
   };
-  const models::GPTConfig& c = model.config();
-  LOOM_CHECK(number("vocab_size") == uint64_t(c.vocab_size) &&
-                 number("context") == uint64_t(c.context) &&
-                 number("n_layer") == uint64_t(c.n_layer) &&
-                 number("n_head") == uint64_t(c.n_head) && number("d_model") == uint64_t(c.d_model),
-             "train_gpt: checkpoint '{}' was written for another model (vocab {}, context {}, {} "
-             "layers, {} heads, d_model {}) than the one configured ({})",
-             path, meta["vocab_size"], meta["context"], meta["n_layer"], meta["n_head"],
-             meta["d_model"], c.to_string());
-  nn::load_state_dict(model, model_state, path);
-  opt.load_state_dict(optim_state);
-  return {static_cast<int64_t>(number("step")),
-          static_cast<int64_t>(number("steps")),
-          static_cast<int64_t>(number("epoch")),
-          static_cast<int64_t>(number("batch_index")),
-          number("rng_seed"),
-          number("rng_offset")};
+  const Progress p{static_cast<int64_t>(number("step")),
+                   static_cast<int64_t>(number("steps")),
+                   static_cast<int64_t>(number("epoch")),
+                   static_cast<int64_t>(number("batch_index")),
+                   number("rng_seed"),
+                   number("rng_offset")};
+  nn::load_checkpoint(path, {{"model", &model}}, &opt);
+  return p;
 }
 
 // ============================================================================ evaluation
@@ -387,14 +332,17 @@ std::string duration(double seconds) {
 
 int main(int argc, char** argv) try {
   // ---- options
-  const Options o = parse_options(argc, argv);
+  Options o;
+  CLI::App app{"train_gpt: trains a GPT language model on the Debian fortune cookies"};
+  const CLI::Option* steps_flag = add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const Device device = o.device == "cuda" ? Device::CUDA : Device::CPU;
+  const Device device = cli::device_of(o.device);
   fs::create_directories(o.out);
   const std::string ckpt_path = o.out + "/ckpt.safetensors";
   LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_gpt: --resume but there is no '{}'",
              ckpt_path);
-
   // ---- data: text -> tokens -> windows of context + 1
   Corpus corpus = read_corpus(o);
   std::unique_ptr<data::Tokenizer> tok = make_tokenizer(o, corpus);
@@ -424,24 +372,19 @@ int main(int argc, char** argv) try {
   optim::AdamW opt(optim::weight_decay_groups(model.parameters(), o.lr, o.weight_decay), o.beta1,
                    o.beta2, 1e-8f);
 
-  fmt::print("train_gpt: {} | tokenizer {} ({} tokens) | {} parameters\n", config.to_string(),
-             o.tokenizer, tok->vocab_size(), model.num_parameters());
+  fmt::print("train_gpt: {} | tokenizer {} ({} tokens) | {} parameters | {} threads\n",
+             config.to_string(), o.tokenizer, tok->vocab_size(), model.num_parameters(),
+             get_num_threads());
   fmt::print("  data: train {} bytes -> {} tokens, val {} bytes -> {} tokens ({} windows)\n",
              corpus.train.size(), train_ids.size(), corpus.val.size(), val_ids.size(),
              val_windows.size(0));
-  fmt::print(
-      "  steps {}{} x batch {} x context {} | lr {} -> {} (warmup {}, cosine) | wd {} | "
-      "betas ({}, {}) | clip {} | device {} | threads {} | seed {} | out {}\n",
-      o.steps, o.minutes > 0 ? fmt::format(" (to be planned for {} min)", o.minutes) : "", o.batch,
-      config.context, o.lr, o.min_lr, o.warmup, o.weight_decay, o.beta1, o.beta2, o.grad_clip,
-      o.device, get_num_threads(), o.seed, o.out);
 
   // ---- resume
   int64_t start = 0, total = o.steps;
   if (o.resume) {
     const Progress p = load_checkpoint(ckpt_path, model, opt);
     start = p.step;
-    if (!o.given.count("steps")) total = p.total;  // the run's own plan, unless overridden
+    if (steps_flag->count() == 0) total = p.total;  // the run's own plan, unless overridden
     batches.seek(p.epoch, p.batch_index);
     default_generator().set_state(p.rng_seed, p.rng_offset);
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, p.epoch,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cli.h"
 #include "loom.h"
 using namespace loom;
 
@@ -24,18 +25,15 @@ int main(int argc, char** argv) {
   float lr = 1e-2f;
   std::string out = "spirals.safetensors";
   bool resume = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string("0"); };
-    if (a == "--steps") steps = std::stoll(next());
-    else if (a == "--lr") lr = std::stof(next());
-    else if (a == "--out") out = next();
-    else if (a == "--resume") resume = true;
-    else {
-      std::printf("usage: train_spirals [--steps N=600] [--lr X=0.01] [--out PATH] [--resume]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  CLI::App app{"train_spirals: an MLP learns to separate two interleaved spirals"};
+  cli::show_defaults(app);
+  app.add_option("--steps", steps, "optimizer steps")->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "peak learning rate");
+  app.add_option("--out", out, "checkpoint: model and optimizer in one file");
+  app.add_flag("--resume", resume, "continue from --out if it exists")->expected(0, 1);
+  CLI11_PARSE(app, argc, argv);
+  cli::print_config(app);
+
   manual_seed(0);
   auto [x, y] = make_spirals(500);
 
@@ -43,9 +41,8 @@ int main(int argc, char** argv) {
                        std::make_shared<nn::Linear>(64, 64), std::make_shared<nn::ReLU>(),
                        std::make_shared<nn::Linear>(64, 2));
   optim::AdamW opt(model.parameters(), lr, 0.9f, 0.999f, 1e-8f, 1e-4f);
-  if (resume && std::filesystem::exists(out)) {  // model and optimizer state, saved side by side
-    nn::load(model, out);
-    opt.load(out + ".optim");
+  if (resume && std::filesystem::exists(out)) {  // model and optimizer state, in one file
+    nn::load_checkpoint(out, {{"model", &model}}, &opt);
     std::printf("resumed from %s at step %lld\n", out.c_str(), (long long)opt.step_count());
   }
   for (int64_t step = opt.step_count(); step < steps; ++step) {
@@ -57,8 +54,8 @@ int main(int argc, char** argv) {
     if (step % 100 == 0 || step + 1 == steps)
       std::printf("step %4lld  loss %.4f  lr %.5f\n", (long long)step, loss.item(), opt.lr());
   }
-  nn::save(model, out);  // atomic: written to a temporary file, then renamed
-  opt.save(out + ".optim");
+  // Atomic: written to a temporary file, then renamed. "model.*" tensors, "optim.*" state.
+  nn::save_checkpoint(out, {{"model", &model}}, &opt);
 
   NoGradGuard no_grad;
   const float accuracy = mean(eq(argmax(model.forward(x), 1), y)).item();

@@ -4,6 +4,7 @@
 #include "models/gpt.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -58,6 +59,47 @@ int64_t GPTConfig::num_parameters() const {
 std::string GPTConfig::to_string() const {
   return fmt::format("vocab_size={}, context={}, n_layer={}, n_head={}, d_model={}, dropout={}",
                      vocab_size, context, n_layer, n_head, d_model, dropout);
+}
+
+// ---------------------------------------------------------------------------- as metadata
+
+std::map<std::string, std::string> GPTConfig::to_metadata() const {
+  return {{"model_type", "gpt"},
+          {"vocab_size", std::to_string(vocab_size)},
+          {"context", std::to_string(context)},
+          {"n_layer", std::to_string(n_layer)},
+          {"n_head", std::to_string(n_head)},
+          {"d_model", std::to_string(d_model)},
+          {"dropout", fmt::format("{}", dropout)}};  // shortest text that reads back exactly
+}
+
+GPTConfig GPTConfig::from_metadata(const std::map<std::string, std::string>& metadata,
+                                   const std::string& source) {
+  auto field = [&](const char* key, auto& value) {
+    const auto it = metadata.find(key);
+    LOOM_CHECK(it != metadata.end(), "GPTConfig::from_metadata: {} has no \"{}\"", source, key);
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    LOOM_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(),
+               "GPTConfig::from_metadata: {}: \"{}\" is '{}', not a number", source, key, text);
+  };
+  const auto type = metadata.find("model_type");
+  LOOM_CHECK(type == metadata.end() || type->second == "gpt",
+             "GPTConfig::from_metadata: {}: \"model_type\" is '{}', not 'gpt'", source,
+             type->second);
+  GPTConfig c;
+  field("vocab_size", c.vocab_size);
+  field("context", c.context);
+  field("n_layer", c.n_layer);
+  field("n_head", c.n_head);
+  field("d_model", c.d_model);
+  field("dropout", c.dropout);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    LOOM_FAIL("GPTConfig::from_metadata: {}: {}", source, e.what());
+  }
+  return c;
 }
 
 // ============================================================================ KV cache

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,15 @@ struct GPTConfig {
   int64_t num_parameters() const;
   // "vocab_size=256, context=128, n_layer=4, n_head=4, d_model=256, dropout=0"
   std::string to_string() const;
+
+  // As checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model from the file:
+  // {"model_type": "gpt", "vocab_size": "256", "context": "128", "n_layer": "4", "n_head": "4",
+  //  "d_model": "256", "dropout": "0"}. from_metadata reads them back (other keys are ignored;
+  // "model_type" may be absent, as in older train_gpt files); a missing or garbled key, another
+  // model_type or an invalid config is a loom::Error naming the key and `source` (the file).
+  std::map<std::string, std::string> to_metadata() const;
+  static GPTConfig from_metadata(const std::map<std::string, std::string>& metadata,
+                                 const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- KV cache

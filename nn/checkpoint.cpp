@@ -1,4 +1,5 @@
-// save/load of module state in safetensors files, with all-or-nothing loading.
+// save/load of module state and of training checkpoints (modules + optimizer + metadata) in
+// safetensors files, with all-or-nothing loading: everything is read and checked, then copied.
 #include "nn/checkpoint.h"
 
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "autograd/node.h"
 #include "nn/safetensors.h"
+#include "optim/optimizer.h"
 
 namespace loom::nn {
 
@@ -36,18 +38,21 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-}  // namespace
-
-void save(const Module& module, const std::string& path) {
-  NamedTensors tensors;
-  for (const Slot& slot : slots_of(module)) tensors.emplace_back(slot.names.front(), slot.target);
-  write_safetensors(path, tensors, {{"format", "pt"}});
+// The module's tensors to write, a tied tensor once under its first name, each name prefixed.
+void append_tensors(const Module& module, const std::string& prefix, NamedTensors& out) {
+  for (const Slot& slot : slots_of(module))
+    out.emplace_back(prefix + slot.names.front(), slot.target);
 }
 
-void load_state_dict(Module& module, const std::map<std::string, Tensor>& state,
-                     const std::string& source) {
+// (module tensor, checkpoint tensor) pairs to copy once every check has passed.
+using Copies = std::vector<std::pair<Tensor, Tensor>>;
+
+// Matches `state` against the module's state_dict() names; throws one loom::Error listing every
+// missing, unexpected and wrongly shaped name. Changes nothing.
+Copies plan_copies(const Module& module, const std::map<std::string, Tensor>& state,
+                   const std::string& source) {
   std::vector<std::string> missing, unexpected, wrong_shape;
-  std::vector<std::pair<Tensor, Tensor>> copies;  // (model tensor, checkpoint tensor)
+  Copies copies;
   std::set<std::string> known;
   for (const Slot& slot : slots_of(module)) {
     bool found = false;
@@ -86,14 +91,130 @@ void load_state_dict(Module& module, const std::map<std::string, Tensor>& state,
       message += fmt::format("\n  wrong shape ({}): {}", wrong_shape.size(), join(wrong_shape));
     throw Error(message);
   }
+  return copies;
+}
+
+void apply(const Copies& copies) {
   NoGradGuard guard;
-  for (auto& [target, value] : copies) target.copy_(value);
+  for (const auto& [target, value] : copies) Tensor(target).copy_(value);
+}
+
+// "format": "pt" unless the caller chose a format.
+Metadata with_format(Metadata metadata) {
+  metadata.emplace("format", "pt");
+  return metadata;
+}
+
+// The optimizer's tensors live under "optim."; modules use any other prefix without a dot.
+constexpr const char* kOptimizerPrefix = "optim";
+
+template <typename ModulePtr>
+void check_prefixes(const std::vector<std::pair<std::string, ModulePtr>>& modules,
+                    const std::string& op, const std::string& path) {
+  std::set<std::string> seen;
+  for (const auto& [prefix, module] : modules) {
+    LOOM_CHECK(!prefix.empty() && prefix.find('.') == std::string::npos,
+               "{}: '{}': module prefix '{}' must be non-empty and contain no '.'", op, path,
+               prefix);
+    LOOM_CHECK(prefix != kOptimizerPrefix,
+               "{}: '{}': the prefix '{}' is reserved for the optimizer's state", op, path, prefix);
+    LOOM_CHECK(seen.insert(prefix).second, "{}: '{}': module prefix '{}' appears twice", op, path,
+               prefix);
+    LOOM_CHECK(module != nullptr, "{}: '{}': the module of prefix '{}' is null", op, path, prefix);
+  }
+}
+
+// The tensors named "<prefix>.<rest>", keyed by <rest>.
+std::map<std::string, Tensor> under_prefix(const std::map<std::string, Tensor>& state,
+                                           const std::string& prefix) {
+  std::map<std::string, Tensor> out;
+  const std::string head = prefix + ".";
+  for (auto it = state.lower_bound(head); it != state.end() && it->first.rfind(head, 0) == 0; ++it)
+    out.emplace(it->first.substr(head.size()), it->second);
+  return out;
+}
+
+// The distinct "<prefix>." parts of the names in the file, for error messages.
+std::string prefixes_of(const std::map<std::string, Tensor>& state) {
+  std::set<std::string> prefixes;
+  for (const auto& [name, t] : state)
+    prefixes.insert(name.find('.') == std::string::npos ? "(none)"
+                                                        : name.substr(0, name.find('.')) + ".");
+  return prefixes.empty() ? "none" : join({prefixes.begin(), prefixes.end()});
+}
+
+}  // namespace
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  NamedTensors tensors;
+  append_tensors(module, "", tensors);
+  write_safetensors(path, tensors, with_format(metadata));
+}
+
+void load_state_dict(Module& module, const std::map<std::string, Tensor>& state,
+                     const std::string& source) {
+  apply(plan_copies(module, state, source));
 }
 
 void load(Module& module, const std::string& path) {
   // read_safetensors validates the whole file (header, offsets, sizes) before we touch the model.
   const std::map<std::string, Tensor> state = read_safetensors(path);
   load_state_dict(module, state, "checkpoint '" + path + "'");
+}
+
+Metadata read_metadata(const std::string& path) { return read_safetensors_metadata(path); }
+
+void save_checkpoint(const std::string& path, const SavedModules& modules,
+                     const optim::Optimizer* optimizer, const Metadata& metadata) {
+  check_prefixes(modules, "save_checkpoint", path);
+  NamedTensors tensors;
+  for (const auto& [prefix, module] : modules) append_tensors(*module, prefix + ".", tensors);
+  Metadata meta = with_format(metadata);
+  if (optimizer) {
+    for (const auto& [key, t] : optimizer->state_dict())
+      tensors.emplace_back(std::string(kOptimizerPrefix) + "." + key, t);
+    const auto [it, fresh] = meta.emplace("optimizer", optimizer->name());
+    LOOM_CHECK(fresh || it->second == optimizer->name(),
+               "save_checkpoint: '{}': metadata \"optimizer\" is '{}' but the optimizer is {}",
+               path, it->second, optimizer->name());
+  }
+  write_safetensors(path, tensors, meta);
+}
+
+Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
+                         optim::Optimizer* optimizer) {
+  check_prefixes(modules, "load_checkpoint", path);
+  Metadata meta;
+  const std::map<std::string, Tensor> state = read_safetensors(path, &meta);  // validates it all
+
+  // 1. Check everything, changing nothing.
+  std::vector<Copies> copies;
+  for (const auto& [prefix, module] : modules) {
+    const std::map<std::string, Tensor> part = under_prefix(state, prefix);
+    LOOM_CHECK(!part.empty(), "load_checkpoint: '{}' holds no tensors under '{}.' (it has: {})",
+               path, prefix, prefixes_of(state));
+    copies.push_back(
+        plan_copies(*module, part, fmt::format("checkpoint '{}' (prefix '{}.')", path, prefix)));
+  }
+  // 2. The optimizer checks its whole state before it changes anything, so it goes last of the
+  // fallible steps; the module copies after it cannot fail.
+  if (optimizer) {
+    const auto kind = meta.find("optimizer");
+    LOOM_CHECK(kind == meta.end() || kind->second == optimizer->name(),
+               "load_checkpoint: '{}' holds the state of a {} optimizer, not {}", path,
+               kind->second, optimizer->name());
+    const std::map<std::string, Tensor> part = under_prefix(state, kOptimizerPrefix);
+    LOOM_CHECK(!part.empty(), "load_checkpoint: '{}' holds no optimizer state (no '{}.' tensors)",
+               path, kOptimizerPrefix);
+    try {
+      optimizer->load_state_dict(part);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{} (loading {})", e.what(), path));
+    }
+  }
+  // 3. Copy.
+  for (const Copies& c : copies) apply(c);
+  return meta;
 }
 
 }  // namespace loom::nn

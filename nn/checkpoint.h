@@ -2,19 +2,54 @@
 // state_dict() names ("blocks.0.attn.in_proj_weight"). Because loom's names and layouts are
 // PyTorch's, a PyTorch state_dict saved with safetensors.torch.save_file loads directly, and
 // a loom checkpoint loads into the same PyTorch module.
+//
+// Two kinds of file, both plain safetensors:
+//
+//   nn::save(model, "model.safetensors", {{"step", "100"}});   // weights (+ metadata)
+//   nn::load(model, "model.safetensors");
+//
+//   A training checkpoint: model(s), optimizer and trainer state in one atomic file, the C++
+//   form of torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": s}):
+//
+//   nn::Metadata meta = model.config().to_metadata();      // {"n_layer": "4", ...}
+//   meta["step"] = std::to_string(step);
+//   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, meta);
+//
+//   models::GPT model(GPTConfig::from_metadata(nn::read_metadata("ckpt.safetensors")));
+//   nn::Metadata meta = nn::load_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt);
+//   int64_t step = std::stoll(meta.at("step"));
+//
+//   Layout: module `prefix`'s tensors are "<prefix>.<state_dict name>" ("model.wte.weight"),
+//   the optimizer's state dict (optim::StateDict) is "optim.<key>" ("optim.state.0.3.exp_avg"),
+//   and everything else -- model config, tokenizer, step, RNG state, data position -- is
+//   string -> string metadata in the safetensors "__metadata__" (read it alone with
+//   read_metadata). Saving adds "format" = "pt" (as safetensors.torch does; so PyTorch can read
+//   the file) and, with an optimizer, "optimizer" = its name ("AdamW"). A model config converts
+//   to and from metadata (models::GPTConfig::to_metadata / from_metadata), so a program can
+//   rebuild the model from the file alone.
 #pragma once
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 #include "nn/module.h"
 
+namespace loom::optim {
+class Optimizer;
+}
+
 namespace loom::nn {
 
+// String -> string, as the safetensors format allows.
+using Metadata = std::map<std::string, std::string>;
+
 // Writes every parameter and persistent buffer (a tied tensor once, under its first name) with
-// metadata {"format": "pt"}. Atomic: written to a temporary file, then renamed over `path`.
-void save(const Module& module, const std::string& path);
+// `metadata` plus {"format": "pt"} unless it sets "format" itself. Atomic: written to a
+// temporary file, then renamed over `path`.
+void save(const Module& module, const std::string& path, const Metadata& metadata = {});
 
 // Loads a checkpoint written by save() or by PyTorch. Every state_dict() name of the module
 // must be in the file with the same shape (a tied tensor needs only one of its names) and every
@@ -23,9 +58,38 @@ void save(const Module& module, const std::string& path);
 // truncated or corrupted file also throws before anything is copied.
 void load(Module& module, const std::string& path);
 
+// The metadata of any safetensors file (a save() or save_checkpoint() file, or PyTorch's),
+// without reading the tensors; the header is validated all the same.
+Metadata read_metadata(const std::string& path);
+
 // The same check and copy from tensors already in memory (e.g. renamed from another layout).
 // `source` names the origin in error messages.
 void load_state_dict(Module& module, const std::map<std::string, Tensor>& state,
                      const std::string& source = "state dict");
+
+// ---------------------------------------------------------------------- training checkpoints
+
+// The modules of a checkpoint, each under its own prefix (e.g. {"model", &gpt}, or
+// {"generator", &g}, {"discriminator", &d}). A prefix is non-empty, contains no '.', is not
+// "optim" and appears once.
+using SavedModules = std::vector<std::pair<std::string, const Module*>>;
+using LoadedModules = std::vector<std::pair<std::string, Module*>>;
+
+// Writes the modules (as save() does, each under "<prefix>."), the optimizer's state dict under
+// "optim." (when `optimizer` is not null) and `metadata`, in one file written atomically:
+// a crash or an error leaves the previous checkpoint as it was.
+void save_checkpoint(const std::string& path, const SavedModules& modules,
+                     const optim::Optimizer* optimizer, const Metadata& metadata = {});
+
+// Restores the modules and the optimizer (when not null) from a save_checkpoint() file and
+// returns its metadata, for the caller's own state (step, RNG, data position). All or nothing:
+// the whole file is read and every module and the optimizer state checked (names, shapes,
+// optimizer kind and hyper-parameters) before anything changes, so an unreadable, truncated,
+// corrupted or mismatching file throws a loom::Error naming the file and leaves every module
+// and the optimizer untouched. Tensors under prefixes that were not asked for are ignored
+// (e.g. {"model", &m} and no optimizer loads the weights of a training checkpoint for
+// inference); within a requested prefix the match is strict, as load().
+Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
+                         optim::Optimizer* optimizer = nullptr);
 
 }  // namespace loom::nn

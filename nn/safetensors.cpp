@@ -1,7 +1,7 @@
 // safetensors reader and writer; the format is described in nn/safetensors.h. The file has
-// three parts: a small JSON parser for exactly the subset a header uses (objects, arrays,
-// strings, integers), the reader (parse, validate every entry, then read each tensor straight
-// into its storage) and the atomic writer.
+// three parts: the header's JSON (parsed by nlohmann-json, a private dependency: no nlohmann
+// type appears in a loom header), the reader (parse, validate every entry and the layout, then
+// read each tensor straight into its storage) and the atomic writer.
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
@@ -15,7 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <string_view>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 
 #include "autograd/node.h"
 #include "core/error.h"
@@ -28,266 +30,76 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
+using json = nlohmann::json;
+
 // A header larger than this is not a real checkpoint (GPT-2 XL's header is ~60 kB); refusing it
 // keeps a corrupted length field from triggering a huge allocation.
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
-// Nesting depth of the JSON header; real headers nest 3 deep. Bounds the parser's recursion.
+// Nesting depth of the JSON header; real headers nest 3 deep.
 constexpr int kMaxJsonDepth = 16;
 
 std::string errno_text() { return std::strerror(errno); }
 
-// ------------------------------------------------------------------------------ JSON subset
+// ------------------------------------------------------------------------------ JSON
 
-struct Json {
-  enum class Kind { Object, Array, String, Integer };
-  Kind kind = Kind::Object;
-  std::string string;             // Kind::String
-  int64_t integer = 0;            // Kind::Integer
-  std::vector<Json> items;        // Kind::Array, and the values of a Kind::Object
-  std::vector<std::string> keys;  // Kind::Object, in file order, parallel to items
-};
-
-const char* kind_name(Json::Kind k) {
-  switch (k) {
-    case Json::Kind::Object:
-      return "an object";
-    case Json::Kind::Array:
-      return "an array";
-    case Json::Kind::String:
-      return "a string";
-    case Json::Kind::Integer:
-      return "an integer";
+// nlohmann-json parses the header (RFC 8259, UTF-8 checked). Two rules of ours are added while
+// it parses, through its callback: a key may appear only once in an object (nlohmann would keep
+// the last), and nesting is bounded (real headers nest 3 deep).
+json parse_header_json(const std::string& text, const std::string& path) {
+  std::vector<std::set<std::string>> open_objects;  // keys seen so far, per open object
+  auto fail = [&](const std::string& what) {
+    LOOM_FAIL("read_safetensors: '{}': malformed JSON header: {}", path, what);
+  };
+  const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= kMaxJsonDepth) fail(fmt::format("nested too deeply (over {})", kMaxJsonDepth));
+        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.back().insert(parsed.get<std::string>()).second)
+          fail(fmt::format("duplicate key \"{}\"", parsed.get<std::string>()));
+        break;
+      case json::parse_event_t::object_end:
+        open_objects.pop_back();
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, check);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 9: <what>".
+    std::string what = e.what();
+    const size_t colon = what.find(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    LOOM_FAIL("read_safetensors: '{}': malformed JSON header at byte {}: {}", path, e.byte, what);
   }
-  return "?";
 }
 
-// Recursive-descent parser for RFC 8259 JSON restricted to objects, arrays, strings and
-// integers: true/false/null and non-integer numbers are rejected, since no header has them.
-class JsonParser {
- public:
-  JsonParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+// "an object", "an array", "a string", "an integer", "a number", "a boolean", "null".
+std::string a_kind(const json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_null()) return "null";
+  return std::string("a ") + v.type_name();
+}
 
-  // One value followed only by whitespace (the writer pads the header with spaces).
-  Json parse_document() {
-    Json value = parse_value(0);
-    skip_whitespace();
-    if (pos_ != text_.size()) fail("unexpected characters after the top-level value");
-    return value;
+// A JSON integer in [0, 2^63), the range of loom's sizes and offsets; nullopt for anything else
+// (negative, fractional, too large, not a number).
+std::optional<uint64_t> small_non_negative_integer(const json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT64_MAX)) return u;
+  } else if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    return static_cast<uint64_t>(v.get<int64_t>());
   }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    LOOM_FAIL("read_safetensors: '{}': malformed JSON header at byte {}: {}", path_, pos_, what);
-  }
-
-  void skip_whitespace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
-      ++pos_;
-  }
-
-  char peek() {
-    if (pos_ >= text_.size()) fail("unexpected end of header");
-    return text_[pos_];
-  }
-
-  void expect(char c) {
-    if (peek() != c) fail(fmt::format("expected '{}', found '{}'", c, text_[pos_]));
-    ++pos_;
-  }
-
-  Json parse_value(int depth) {
-    if (depth > kMaxJsonDepth) fail("nested too deeply");
-    skip_whitespace();
-    const char c = peek();
-    if (c == '{') return parse_object(depth);
-    if (c == '[') return parse_array(depth);
-    Json value;
-    if (c == '"') {
-      value.kind = Json::Kind::String;
-      value.string = parse_string();
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      value.kind = Json::Kind::Integer;
-      value.integer = parse_integer();
-    } else {
-      fail(
-          fmt::format("unexpected character '{}' (only objects, arrays, strings and integers "
-                      "may appear in a safetensors header)",
-                      c));
-    }
-    return value;
-  }
-
-  Json parse_object(int depth) {
-    Json object;
-    object.kind = Json::Kind::Object;
-    expect('{');
-    skip_whitespace();
-    if (peek() == '}') {
-      ++pos_;
-      return object;
-    }
-    while (true) {
-      skip_whitespace();
-      std::string key = parse_string();
-      if (std::find(object.keys.begin(), object.keys.end(), key) != object.keys.end())
-        fail(fmt::format("duplicate key \"{}\"", key));
-      skip_whitespace();
-      expect(':');
-      object.items.push_back(parse_value(depth + 1));
-      object.keys.push_back(std::move(key));
-      skip_whitespace();
-      if (peek() == '}') {
-        ++pos_;
-        return object;
-      }
-      expect(',');
-    }
-  }
-
-  Json parse_array(int depth) {
-    Json array;
-    array.kind = Json::Kind::Array;
-    expect('[');
-    skip_whitespace();
-    if (peek() == ']') {
-      ++pos_;
-      return array;
-    }
-    while (true) {
-      array.items.push_back(parse_value(depth + 1));
-      skip_whitespace();
-      if (peek() == ']') {
-        ++pos_;
-        return array;
-      }
-      expect(',');
-    }
-  }
-
-  // Optional minus, then digits without leading zeros; no fraction or exponent.
-  int64_t parse_integer() {
-    const bool negative = text_[pos_] == '-';
-    if (negative) ++pos_;
-    if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9') fail("expected a digit");
-    if (text_[pos_] == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' &&
-        text_[pos_ + 1] <= '9')
-      fail("numbers may not have leading zeros");
-    uint64_t magnitude = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (magnitude > (static_cast<uint64_t>(INT64_MAX) - digit) / 10)
-        fail("integer does not fit in 64 bits");
-      magnitude = magnitude * 10 + digit;
-      ++pos_;
-    }
-    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
-      fail("only integers are allowed in a safetensors header");
-    const auto value = static_cast<int64_t>(magnitude);
-    return negative ? -value : value;
-  }
-
-  uint32_t parse_hex4() {
-    if (pos_ + 4 > text_.size()) fail("truncated \\u escape");
-    uint32_t code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = text_[pos_++];
-      code <<= 4;
-      if (h >= '0' && h <= '9')
-        code |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f')
-        code |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F')
-        code |= static_cast<uint32_t>(h - 'A' + 10);
-      else
-        fail("invalid hex digit in \\u escape");
-    }
-    return code;
-  }
-
-  // \uXXXX, combining a UTF-16 surrogate pair into one code point (RFC 8259 section 7).
-  uint32_t parse_unicode_escape() {
-    const uint32_t high = parse_hex4();
-    if (high >= 0xDC00 && high <= 0xDFFF) fail("unpaired low surrogate in \\u escape");
-    if (high < 0xD800 || high > 0xDBFF) return high;
-    if (pos_ + 2 > text_.size() || text_[pos_] != '\\' || text_[pos_ + 1] != 'u')
-      fail("unpaired high surrogate in \\u escape");
-    pos_ += 2;
-    const uint32_t low = parse_hex4();
-    if (low < 0xDC00 || low > 0xDFFF) fail("invalid low surrogate in \\u escape");
-    return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  std::string parse_string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      const char c = peek();
-      ++pos_;
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("unescaped control character in string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      const char e = peek();
-      ++pos_;
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u':
-          append_utf8(out, parse_unicode_escape());
-          break;
-        default:
-          fail(fmt::format("invalid escape '\\{}'", e));
-      }
-    }
-  }
-
-  std::string_view text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-};
+  return std::nullopt;
+}
 
 // ------------------------------------------------------------------------------ dtypes
 
@@ -391,28 +203,28 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-const Json& member(const Json& object, const std::string& key, Json::Kind kind,
-                   const std::string& path, const std::string& tensor) {
-  for (size_t i = 0; i < object.keys.size(); ++i) {
-    if (object.keys[i] != key) continue;
-    LOOM_CHECK(object.items[i].kind == kind,
-               "read_safetensors: '{}': \"{}\" of tensor '{}' must be {}, not {}", path, key,
-               tensor, kind_name(kind), kind_name(object.items[i].kind));
-    return object.items[i];
-  }
-  LOOM_FAIL("read_safetensors: '{}': tensor '{}' has no \"{}\"", path, tensor, key);
+// object[key], which must exist and be of the kind `is_kind` accepts.
+const json& member(const json& object, const std::string& key, bool (json::*is_kind)() const,
+                   const char* kind, const std::string& path, const std::string& tensor) {
+  const auto it = object.find(key);
+  LOOM_CHECK(it != object.end(), "read_safetensors: '{}': tensor '{}' has no \"{}\"", path, tensor,
+             key);
+  LOOM_CHECK(((*it).*is_kind)(), "read_safetensors: '{}': \"{}\" of tensor '{}' must be {}, not {}",
+             path, key, tensor, kind, a_kind(*it));
+  return *it;
 }
 
-Entry parse_entry(const std::string& name, const Json& info, const std::string& path) {
-  LOOM_CHECK(info.kind == Json::Kind::Object,
+Entry parse_entry(const std::string& name, const json& info, const std::string& path) {
+  LOOM_CHECK(info.is_object(),
              "read_safetensors: '{}': header entry '{}' must be an object, not {}", path, name,
-             kind_name(info.kind));
-  for (const auto& key : info.keys)
+             a_kind(info));
+  for (const auto& [key, value] : info.items())
     LOOM_CHECK(key == "dtype" || key == "shape" || key == "data_offsets",
                "read_safetensors: '{}': tensor '{}' has an unknown field \"{}\"", path, name, key);
   Entry e;
   e.name = name;
-  const std::string& dtype = member(info, "dtype", Json::Kind::String, path, name).string;
+  const auto& dtype =
+      member(info, "dtype", &json::is_string, "a string", path, name).get_ref<const std::string&>();
   e.dtype = find_file_dtype(dtype);
   LOOM_CHECK(e.dtype != nullptr,
              "read_safetensors: '{}': tensor '{}' has unknown dtype \"{}\" (supported: F32, F16, "
@@ -420,24 +232,29 @@ Entry parse_entry(const std::string& name, const Json& info, const std::string& 
              path, name, dtype);
 
   uint64_t numel = 1;
-  for (const Json& d : member(info, "shape", Json::Kind::Array, path, name).items) {
-    LOOM_CHECK(d.kind == Json::Kind::Integer && d.integer >= 0,
-               "read_safetensors: '{}': shape of tensor '{}' must hold non-negative integers", path,
-               name);
-    LOOM_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(d.integer), &numel),
+  for (const json& d : member(info, "shape", &json::is_array, "an array", path, name)) {
+    const std::optional<uint64_t> size = small_non_negative_integer(d);
+    LOOM_CHECK(size.has_value(),
+               "read_safetensors: '{}': shape of tensor '{}' must hold non-negative integers, "
+               "found {}",
+               path, name, d.dump());
+    LOOM_CHECK(!__builtin_mul_overflow(numel, *size, &numel),
                "read_safetensors: '{}': shape of tensor '{}' has too many elements", path, name);
-    e.shape.push_back(d.integer);
+    e.shape.push_back(static_cast<int64_t>(*size));
   }
 
-  const auto& offsets = member(info, "data_offsets", Json::Kind::Array, path, name).items;
-  LOOM_CHECK(offsets.size() == 2 && offsets[0].kind == Json::Kind::Integer &&
-                 offsets[1].kind == Json::Kind::Integer && offsets[0].integer >= 0 &&
-                 offsets[1].integer >= offsets[0].integer,
-             "read_safetensors: '{}': data_offsets of tensor '{}' must be [begin, end] with "
-             "0 <= begin <= end",
-             path, name);
-  e.begin = static_cast<uint64_t>(offsets[0].integer);
-  e.end = static_cast<uint64_t>(offsets[1].integer);
+  const json& offsets = member(info, "data_offsets", &json::is_array, "an array", path, name);
+  std::optional<uint64_t> begin, end;
+  if (offsets.size() == 2) {
+    begin = small_non_negative_integer(offsets[0]);
+    end = small_non_negative_integer(offsets[1]);
+  }
+  LOOM_CHECK(begin && end && *begin <= *end,
+             "read_safetensors: '{}': data_offsets of tensor '{}' must be [begin, end], integers "
+             "with 0 <= begin <= end < 2^63, found {}",
+             path, name, offsets.dump());
+  e.begin = *begin;
+  e.end = *end;
   uint64_t expected = 0;
   LOOM_CHECK(!__builtin_mul_overflow(numel, e.dtype->size, &expected),
              "read_safetensors: '{}': shape of tensor '{}' has too many elements", path, name);
@@ -448,17 +265,18 @@ Entry parse_entry(const std::string& name, const Json& info, const std::string& 
   return e;
 }
 
-void parse_metadata(const Json& value, const std::string& path,
-                    std::map<std::string, std::string>* metadata) {
-  LOOM_CHECK(value.kind == Json::Kind::Object,
-             "read_safetensors: '{}': __metadata__ must be an object, not {}", path,
-             kind_name(value.kind));
-  for (size_t i = 0; i < value.keys.size(); ++i) {
-    LOOM_CHECK(value.items[i].kind == Json::Kind::String,
+// __metadata__ maps strings to strings (the format allows nothing else).
+std::map<std::string, std::string> parse_metadata(const json& value, const std::string& path) {
+  LOOM_CHECK(value.is_object(), "read_safetensors: '{}': __metadata__ must be an object, not {}",
+             path, a_kind(value));
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, item] : value.items()) {
+    LOOM_CHECK(item.is_string(),
                "read_safetensors: '{}': __metadata__ value of \"{}\" must be a string, not {}",
-               path, value.keys[i], kind_name(value.items[i].kind));
-    if (metadata) (*metadata)[value.keys[i]] = value.items[i].string;
+               path, key, a_kind(item));
+    metadata.emplace(key, item.get<std::string>());
   }
+  return metadata;
 }
 
 // Entries sorted by position; rejects overlapping tensors and data beyond the buffer. Gaps
@@ -513,26 +331,32 @@ Tensor read_tensor(std::FILE* f, const Entry& e, uint64_t data_start, const std:
   return t;
 }
 
-}  // namespace
+// An open file whose header has been read and fully validated (no tensor data read yet).
+struct Header {
+  FilePtr file;
+  std::vector<Entry> entries;  // sorted by position
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // file offset of the data buffer
+};
 
-std::map<std::string, Tensor> read_safetensors(const std::string& path,
-                                               std::map<std::string, std::string>* metadata) {
+Header read_header(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   LOOM_CHECK(std::filesystem::exists(status), "read_safetensors: '{}': no such file", path);
   LOOM_CHECK(std::filesystem::is_regular_file(status), "read_safetensors: '{}': not a regular file",
              path);
-  FilePtr file(std::fopen(path.c_str(), "rb"));
-  LOOM_CHECK(file != nullptr, "read_safetensors: cannot open '{}': {}", path, errno_text());
-  LOOM_CHECK(fseeko(file.get(), 0, SEEK_END) == 0, "read_safetensors: '{}': cannot seek", path);
-  const auto file_bytes = static_cast<uint64_t>(ftello(file.get()));
+  Header h;
+  h.file.reset(std::fopen(path.c_str(), "rb"));
+  LOOM_CHECK(h.file != nullptr, "read_safetensors: cannot open '{}': {}", path, errno_text());
+  LOOM_CHECK(fseeko(h.file.get(), 0, SEEK_END) == 0, "read_safetensors: '{}': cannot seek", path);
+  const auto file_bytes = static_cast<uint64_t>(ftello(h.file.get()));
 
-  // 1. The 8-byte header length.
+  // 1. The 8-byte header length, checked before the header is allocated.
   LOOM_CHECK(file_bytes >= 8,
              "read_safetensors: '{}': file is {} bytes, too short for the 8-byte header length",
              path, file_bytes);
   unsigned char length_bytes[8];
-  read_exact(file.get(), length_bytes, 8, 0, path, "the header length");
+  read_exact(h.file.get(), length_bytes, 8, 0, path, "the header length");
   const uint64_t header_bytes = read_u64_le(length_bytes);
   LOOM_CHECK(header_bytes <= kMaxHeaderBytes,
              "read_safetensors: '{}': header length {} is absurd (more than {} bytes); not a "
@@ -543,29 +367,38 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path,
              "field (truncated or not a safetensors file)",
              path, header_bytes, file_bytes - 8);
 
-  // 2. The JSON header.
-  std::string header(header_bytes, '\0');
-  read_exact(file.get(), header.data(), header.size(), 8, path, "the header");
-  const Json root = JsonParser(header, path).parse_document();
-  LOOM_CHECK(root.kind == Json::Kind::Object,
-             "read_safetensors: '{}': the header must be a JSON object, not {}", path,
-             kind_name(root.kind));
-  if (metadata) metadata->clear();
-  std::vector<Entry> entries;
-  for (size_t i = 0; i < root.keys.size(); ++i) {
-    if (root.keys[i] == "__metadata__")
-      parse_metadata(root.items[i], path, metadata);
+  // 2. The JSON header: every entry validated, then the layout of the data buffer.
+  std::string text(header_bytes, '\0');
+  read_exact(h.file.get(), text.data(), text.size(), 8, path, "the header");
+  const json root = parse_header_json(text, path);
+  LOOM_CHECK(root.is_object(), "read_safetensors: '{}': the header must be a JSON object, not {}",
+             path, a_kind(root));
+  for (const auto& [key, value] : root.items()) {
+    if (key == "__metadata__")
+      h.metadata = parse_metadata(value, path);
     else
-      entries.push_back(parse_entry(root.keys[i], root.items[i], path));
+      h.entries.push_back(parse_entry(key, value, path));
   }
-  const uint64_t data_start = 8 + header_bytes;
-  check_layout(entries, file_bytes - data_start, path);
+  h.data_start = 8 + header_bytes;
+  check_layout(h.entries, file_bytes - h.data_start, path);
+  return h;
+}
 
+}  // namespace
+
+std::map<std::string, Tensor> read_safetensors(const std::string& path,
+                                               std::map<std::string, std::string>* metadata) {
+  Header h = read_header(path);
   // 3. The data, read directly into each tensor's storage.
   std::map<std::string, Tensor> tensors;
-  for (const Entry& e : entries)
-    tensors.emplace(e.name, read_tensor(file.get(), e, data_start, path));
+  for (const Entry& e : h.entries)
+    tensors.emplace(e.name, read_tensor(h.file.get(), e, h.data_start, path));
+  if (metadata) *metadata = std::move(h.metadata);
   return tensors;
+}
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  return read_header(path).metadata;
 }
 
 // ------------------------------------------------------------------------------ writing
@@ -573,43 +406,6 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path,
 namespace {
 
 const char* file_dtype_name(DType t) { return t == DType::Float32 ? "F32" : "I64"; }
-
-// JSON string literal with the escapes Python's json.dumps(ensure_ascii=False) uses, so the two
-// writers produce identical bytes.
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else
-          out += c;
-    }
-  }
-  return out + "\"";
-}
 
 struct Prepared {
   std::string name;
@@ -649,33 +445,27 @@ std::vector<Prepared> prepare(const std::vector<std::pair<std::string, Tensor>>&
   return out;
 }
 
-// {"__metadata__":{...},"name":{"dtype":..,"shape":[..],"data_offsets":[b,e]},...} padded with
-// spaces to a multiple of 8 bytes, as PyTorch's safetensors does.
+// {"__metadata__":{...},"name":{"dtype":..,"shape":[..],"data_offsets":[b,e]},...} in that order,
+// compact, non-ASCII kept as UTF-8 (Python's json.dumps(ensure_ascii=False) with compact
+// separators, so the bytes equal the reference writer's), padded with spaces to a multiple of 8.
 std::string build_header(const std::vector<Prepared>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
-  std::string h = "{";
-  if (!metadata.empty()) {
-    h += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [key, value] : metadata) {
-      if (!first) h += ",";
-      first = false;
-      h += json_quote(key) + ":" + json_quote(value);
-    }
-    h += "}";
+                         const std::map<std::string, std::string>& metadata,
+                         const std::string& path) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  for (const auto& p : tensors)
+    h[p.name] = {{"dtype", file_dtype_name(p.data.dtype())},
+                 {"shape", p.data.shape()},
+                 {"data_offsets", {p.begin, p.end}}};
+  std::string text;
+  try {
+    text = h.dump();
+  } catch (const nlohmann::ordered_json::exception& e) {  // a name or value that is not UTF-8
+    LOOM_FAIL("write_safetensors: '{}': tensor names and metadata must be valid UTF-8 ({})", path,
+              e.what());
   }
-  for (const auto& p : tensors) {
-    if (h.size() > 1) h += ",";
-    h += json_quote(p.name) + ":{\"dtype\":\"" + file_dtype_name(p.data.dtype()) + "\",\"shape\":[";
-    for (size_t d = 0; d < p.data.shape().size(); ++d) {
-      if (d > 0) h += ',';
-      h += std::to_string(p.data.shape()[d]);
-    }
-    h += fmt::format("],\"data_offsets\":[{},{}]}}", p.begin, p.end);
-  }
-  h += "}";
-  h.append((8 - h.size() % 8) % 8, ' ');
-  return h;
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
 }
 
 // A temporary file that is removed unless commit() renamed it over the target.
@@ -734,7 +524,7 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::vector<Prepared> prepared = prepare(tensors, path);
-  const std::string header = build_header(prepared, metadata);
+  const std::string header = build_header(prepared, metadata, path);
   unsigned char length[8];
   const uint64_t header_bytes = header.size();
   std::memcpy(length, &header_bytes, 8);

@@ -26,9 +26,15 @@ namespace loom::nn {
 // Every tensor of the file, by name, as contiguous CPU tensors. If `metadata` is given it
 // receives the "__metadata__" entries (cleared first). Throws loom::Error naming the file and
 // what is wrong: missing or unreadable file, bad header length, malformed JSON, unknown dtype,
-// data offsets that are out of range, overlap or disagree with shape and dtype, truncated data.
+// data offsets that are out of range, overlap or disagree with shape and dtype, truncated data,
+// a key twice in one JSON object, metadata values that are not strings.
 std::map<std::string, Tensor> read_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+
+// Only the "__metadata__" entries, without reading any tensor data; the header is validated as
+// read_safetensors does (a file it accepts is one read_safetensors accepts, short of truncated
+// data), and the same errors are thrown.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 
 // Writes `tensors` (any device or layout; copied to contiguous CPU first) and `metadata`.
 // Names must be unique, non-empty and not "__metadata__". The write is atomic: the file is

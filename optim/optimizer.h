@@ -10,7 +10,9 @@
 //     optim::clip_grad_norm(model.parameters(), 1.0f);
 //     opt.step();
 //   }
-//   opt.save("ckpt.optim.safetensors");   // beside nn::save(model, "ckpt.safetensors")
+//   // model, optimizer and trainer state in one atomic file (nn/checkpoint.h):
+//   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, {{"step", "100"}});
+//   opt.save("opt.safetensors");           // or the optimizer alone
 #pragma once
 
 #include <cstdint>
@@ -64,8 +66,8 @@ class Optimizer {
   // hyper-parameters and the same groups of parameters of the same shapes; anything else is a
   // loom::Error, raised before anything is changed.
   void load_state_dict(const StateDict& state);
-  // The state dict as a safetensors file (metadata: format=loom.optim, optimizer=<name>),
-  // written atomically; save it beside the model checkpoint.
+  // The state dict alone as a safetensors file (metadata: format=loom.optim,
+  // optimizer=<name>), written atomically. nn::save_checkpoint stores it with the model instead.
   void save(const std::string& path) const;
   void load(const std::string& path);
 

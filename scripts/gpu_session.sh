@@ -5,9 +5,10 @@
 #   bash scripts/gpu_session.sh [build|test|bench|profile|train|all]...   (default: all)
 #   bash scripts/gpu_session.sh fetch      (first, on a machine with apt: see below)
 #
-# Dependencies that the GPU machine lacks (OpenBLAS, fmt, doctest, fortunes) are taken from
-# Debian .deb files in $LOOM_DEBS (default .devdeps/, git-ignored), which `fetch` downloads with
-# apt-get on a machine that has a package registry; carry that folder to the GPU machine.
+# Dependencies that the GPU machine lacks (OpenBLAS, fmt, doctest, nlohmann-json, CLI11,
+# fortunes) are taken from Debian .deb files in $LOOM_DEBS (default .devdeps/, git-ignored),
+# which `fetch` downloads with apt-get on a machine that has a package registry; carry that
+# folder to the GPU machine.
 # Steps: build (Release, build-gpu/), test (the CUDA suites, then every ctest but the two
 # consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
 # and TF32), profile (Nsight Compute per-kernel times of one step), train (the README demo).
@@ -124,7 +125,7 @@ do_train() {
 if [ "${1:-}" = fetch ]; then
   mkdir -p "$DEBS" && cd "$DEBS"
   apt-get download libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libfmt9 libfmt-dev \
-    doctest-dev libgfortran5 fortunes
+    doctest-dev nlohmann-json3-dev libcli11-dev libgfortran5 fortunes
   mv fortunes_*.deb fortunes_all.deb  # the version's epoch puts a '%3a' in the name
   exit 0
 fi

@@ -2,12 +2,14 @@
 # Installs everything loom needs to build, test and train on a fresh Debian 12 machine.
 #   compilers and build:   g++, cmake
 #   libraries:             OpenBLAS (the OpenMP build, so BLAS shares our OpenMP thread pool),
-#                          fmt, doctest
+#                          fmt, doctest, nlohmann-json (safetensors headers; header-only, private
+#                          to the library), CLI11 (command lines of the examples and benchmarks)
 #   real data sets:        fortunes (GPT, BERT, BPE), fashion-mnist (ViT, Swin, DETR),
 #                          freedict eng-deu (encoder-decoder translation)
 # The CUDA toolkit is optional and not installed here; /usr/local/cuda is used when present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doctest-dev
+          nlohmann-json3-dev libcli11-dev
           fortunes dataset-fashion-mnist dict-freedict-eng-deu)
 missing=()
 for p in "${packages[@]}"; do

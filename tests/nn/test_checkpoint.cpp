@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "nn_golden.h"
+#include "optim/optim.h"
 
 using namespace loom;
 using namespace loom::testing;
@@ -185,4 +186,259 @@ TEST_CASE("saving into a missing directory throws") {
   nn::Linear lin(2, 2);
   check_error([&] { nn::save(lin, "/nonexistent_loom_dir/model.safetensors"); },
               {"/nonexistent_loom_dir/model.safetensors"});
+}
+
+// ------------------------------------------------------------------ metadata and training
+// checkpoints
+
+TEST_CASE("save writes metadata beside the weights and read_metadata reads it alone") {
+  TempFile file("metadata");
+  nn::Linear lin(3, 2);
+  nn::save(lin, file.path, {{"step", "7"}, {"note", "quote \" and \u00e9"}});
+  const nn::Metadata meta = nn::read_metadata(file.path);
+  CHECK(meta == nn::Metadata{{"format", "pt"}, {"step", "7"}, {"note", "quote \" and \u00e9"}});
+  nn::save(lin, file.path, {{"format", "mine"}});  // the caller may choose the format
+  CHECK(nn::read_metadata(file.path).at("format") == "mine");
+  nn::Linear back(3, 2);
+  nn::load(back, file.path);  // metadata does not get in the way of load()
+  CHECK(snapshot(back) == snapshot(lin));
+  check_error([&] { nn::read_metadata(file.path + ".missing"); }, {".missing", "no such file"});
+}
+
+namespace {
+
+// Two modules and an AdamW that has taken a few steps, so every kind of state is non-trivial.
+struct TrainingSetup {
+  explicit TrainingSetup(uint64_t seed) {
+    manual_seed(seed);
+    model = std::make_shared<Tiny>();
+    head = std::make_shared<nn::Linear>(4, 3);
+    std::vector<Tensor> params = model->parameters();
+    for (const Tensor& p : head->parameters()) params.push_back(p);
+    opt = std::make_unique<optim::AdamW>(params, 1e-2f);
+    model->train();
+  }
+  void steps(int n) {
+    for (int i = 0; i < n; ++i) {
+      const Tensor y = model->forward(randn({2, 1, 4, 4}));  // [1, 2, 4]
+      const Tensor loss = mean(head->forward(y) * head->forward(y));
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+    }
+  }
+  std::shared_ptr<Tiny> model;
+  std::shared_ptr<nn::Linear> head;
+  std::unique_ptr<optim::AdamW> opt;
+};
+
+// Every optimizer state entry as raw values.
+std::map<std::string, std::vector<double>> optim_snapshot(const optim::Optimizer& opt) {
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [key, t] : opt.state_dict()) {
+    std::vector<double> v;
+    if (t.dtype() == DType::Int64)
+      for (int64_t x : t.to_vector_i64()) v.push_back(static_cast<double>(x));
+    else
+      for (float x : t.to_vector()) v.push_back(x);
+    out[key] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("save_checkpoint then load_checkpoint restores modules, optimizer and metadata exactly") {
+  TempFile file("training");
+  TrainingSetup a(11);
+  a.steps(3);
+  nn::save_checkpoint(file.path, {{"model", a.model.get()}, {"head", a.head.get()}}, a.opt.get(),
+                      {{"step", "3"}, {"tokenizer", "bpe"}});
+
+  // One file: "<prefix>.<name>" for each module, "optim.<key>" for the optimizer.
+  nn::Metadata stored_meta;
+  const auto stored = nn::read_safetensors(file.path, &stored_meta);
+  CHECK(stored.count("model.proj.weight") == 1);
+  CHECK(stored.count("head.weight") == 1);
+  CHECK(stored.count("optim.step_count") == 1);
+  CHECK(stored.count("optim.state.0.0.exp_avg") == 1);
+  CHECK(stored.size() ==
+        a.model->state_dict().size() + a.head->state_dict().size() + a.opt->state_dict().size());
+  CHECK(stored_meta ==
+        nn::Metadata{
+            {"format", "pt"}, {"optimizer", a.opt->name()}, {"step", "3"}, {"tokenizer", "bpe"}});
+  CHECK(nn::read_metadata(file.path) == stored_meta);
+
+  TrainingSetup b(12);
+  CHECK(snapshot(*b.model) != snapshot(*a.model));
+  const nn::Metadata meta = nn::load_checkpoint(
+      file.path, {{"model", b.model.get()}, {"head", b.head.get()}}, b.opt.get());
+  CHECK(meta == stored_meta);
+  CHECK(snapshot(*b.model) == snapshot(*a.model));
+  CHECK(snapshot(*b.head) == snapshot(*a.head));
+  CHECK(optim_snapshot(*b.opt) == optim_snapshot(*a.opt));
+  CHECK(b.opt->step_count() == 3);
+
+  // Training on from the restored state is the uninterrupted run, bit for bit.
+  manual_seed(99);
+  a.steps(2);
+  manual_seed(99);
+  b.steps(2);
+  CHECK(snapshot(*b.model) == snapshot(*a.model));
+  CHECK(optim_snapshot(*b.opt) == optim_snapshot(*a.opt));
+}
+
+TEST_CASE("load_checkpoint loads only the prefixes asked for; within one the match is strict") {
+  TempFile file("prefixes");
+  TrainingSetup a(13);
+  a.steps(1);
+  nn::save_checkpoint(file.path, {{"model", a.model.get()}, {"head", a.head.get()}}, a.opt.get());
+
+  // The weights alone, for inference: the head and the optimizer state are ignored.
+  manual_seed(14);
+  Tiny inference;
+  nn::load_checkpoint(file.path, {{"model", &inference}});
+  CHECK(snapshot(inference) == snapshot(*a.model));
+
+  // A prefix the file does not have, or a module that does not match, is an error naming both.
+  Tiny other;
+  const auto before = snapshot(other);
+  check_error(
+      [&] {
+        nn::load_checkpoint(file.path, {{"encoder", &other}});
+      },
+      {file.path, "no tensors under 'encoder.'", "head.", "model.", "optim."});
+  check_error(
+      [&] {
+        nn::load_checkpoint(file.path, {{"head", &other}});
+      },
+      {file.path, "prefix 'head.'", "nothing was loaded", "missing"});
+  CHECK(snapshot(other) == before);
+
+  // Prefixes are names without dots, once each, and "optim" belongs to the optimizer.
+  check_error(
+      [&] {
+        nn::save_checkpoint(file.path, {{"a.b", a.head.get()}}, nullptr);
+      },
+      {"module prefix 'a.b'"});
+  check_error(
+      [&] {
+        nn::save_checkpoint(file.path, {{"optim", a.head.get()}}, nullptr);
+      },
+      {"reserved for the optimizer"});
+  check_error(
+      [&] {
+        nn::save_checkpoint(file.path, {{"m", a.head.get()}, {"m", a.head.get()}}, nullptr);
+      },
+      {"'m' appears twice"});
+  check_error(
+      [&] {
+        nn::save_checkpoint(file.path, {{"", a.head.get()}}, nullptr);
+      },
+      {"must be non-empty"});
+  // A model-only checkpoint has no optimizer state to restore.
+  TempFile weights("weights_only");
+  nn::save_checkpoint(weights.path, {{"head", a.head.get()}}, nullptr, {{"k", "v"}});
+  CHECK(nn::read_metadata(weights.path).count("optimizer") == 0);
+  TrainingSetup c(15);
+  check_error(
+      [&] {
+        nn::load_checkpoint(weights.path, {{"head", c.head.get()}}, c.opt.get());
+      },
+      {weights.path, "no optimizer state"});
+}
+
+TEST_CASE("load_checkpoint refuses another optimizer kind or shape, changing nothing") {
+  TempFile file("optim_kind");
+  TrainingSetup a(16);
+  a.steps(1);
+  nn::save_checkpoint(file.path, {{"model", a.model.get()}, {"head", a.head.get()}}, a.opt.get());
+
+  TrainingSetup b(17);
+  b.steps(1);
+  std::vector<Tensor> params = b.model->parameters();
+  for (const Tensor& p : b.head->parameters()) params.push_back(p);
+  optim::SGD sgd(params, 0.1f, 0.9f);
+  const auto model_before = snapshot(*b.model), head_before = snapshot(*b.head);
+  check_error(
+      [&] {
+        nn::load_checkpoint(file.path, {{"model", b.model.get()}, {"head", b.head.get()}}, &sgd);
+      },
+      {file.path, "AdamW", "SGD"});
+  CHECK(snapshot(*b.model) == model_before);
+
+  // Same kind, other hyper-parameters: the optimizer's own check, with the file named; the
+  // modules, checked first, are not copied either.
+  optim::AdamW other(params, 1e-2f, 0.8f);
+  const auto optim_before = optim_snapshot(other);
+  check_error(
+      [&] {
+        nn::load_checkpoint(file.path, {{"model", b.model.get()}, {"head", b.head.get()}}, &other);
+      },
+      {file.path, "beta1"});
+  CHECK(snapshot(*b.model) == model_before);
+  CHECK(snapshot(*b.head) == head_before);
+  CHECK(optim_snapshot(other) == optim_before);
+}
+
+TEST_CASE("a truncated or corrupted training checkpoint leaves modules and optimizer untouched") {
+  TempFile good("train_good"), bad("train_bad");
+  TrainingSetup a(18);
+  a.steps(2);
+  nn::save_checkpoint(good.path, {{"model", a.model.get()}, {"head", a.head.get()}}, a.opt.get(),
+                      {{"step", "2"}});
+  const std::string bytes = read_bytes(good.path);
+
+  TrainingSetup b(19);
+  b.steps(1);
+  const auto model_before = snapshot(*b.model), head_before = snapshot(*b.head);
+  const auto optim_before = optim_snapshot(*b.opt);
+  auto check_untouched = [&](const std::string& what) {
+    INFO(what);
+    check_error(
+        [&] {
+          nn::load_checkpoint(bad.path, {{"model", b.model.get()}, {"head", b.head.get()}},
+                              b.opt.get());
+        },
+        {bad.path});
+    CHECK(snapshot(*b.model) == model_before);
+    CHECK(snapshot(*b.head) == head_before);
+    CHECK(optim_snapshot(*b.opt) == optim_before);
+  };
+  for (size_t cut : {size_t{1}, size_t{100}, bytes.size() / 2, bytes.size() - 9}) {
+    write_bytes(bad.path, bytes.substr(0, bytes.size() - cut));
+    check_untouched("cut " + std::to_string(cut) + " bytes");
+  }
+  std::string corrupt = bytes;
+  corrupt[12] = '\xff';  // inside the JSON header: not UTF-8
+  write_bytes(bad.path, corrupt);
+  check_untouched("a corrupted header");
+}
+
+TEST_CASE("save_checkpoint is atomic: a failed write keeps the previous checkpoint") {
+  TempFile file("atomic");
+  TrainingSetup a(20);
+  nn::save_checkpoint(file.path, {{"model", a.model.get()}}, a.opt.get(), {{"step", "0"}});
+  const std::string before = read_bytes(file.path);
+  // Metadata that is not UTF-8 cannot be written; the error comes before any byte is.
+  check_error(
+      [&] {
+        nn::save_checkpoint(file.path, {{"model", a.model.get()}}, a.opt.get(),
+                            {{"step", std::string("\xff")}});
+      },
+      {file.path, "UTF-8"});
+  CHECK(read_bytes(file.path) == before);
+  // Metadata naming another optimizer than the one saved is refused.
+  check_error(
+      [&] {
+        nn::save_checkpoint(file.path, {{"model", a.model.get()}}, a.opt.get(),
+                            {{"optimizer", "SGD"}});
+      },
+      {"\"optimizer\" is 'SGD'"});
+  CHECK(read_bytes(file.path) == before);
+  // No temporary file is left beside the checkpoint.
+  const auto dir = std::filesystem::path(file.path).parent_path();
+  const std::string stem = std::filesystem::path(file.path).filename().string();
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    CHECK(e.path().filename().string().rfind(stem + ".tmp.", 0) != 0);
 }

@@ -264,37 +264,73 @@ TEST_CASE("read_safetensors rejects malformed JSON headers") {
   TempDir dir;
   const std::string ok_entry = R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
   const std::string data = float_bytes({1.0f});
+  // Not JSON (RFC 8259), a key twice in one object, or nested absurdly: "malformed JSON header
+  // at byte N" with the parser's reason.
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"", "unexpected end"},
-      {"{", "unexpected end"},
-      {"{\"a\":", "unexpected end"},
-      {"{" + ok_entry + ",}", "expected '\"'"},
-      {"{" + ok_entry + "} x", "unexpected characters after"},
-      {"{" + ok_entry + "," + ok_entry + "}", "duplicate key"},
-      {R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", "only integers"},
-      {R"({"a":{"dtype":"F32","shape":[1e0],"data_offsets":[0,4]}})", "only integers"},
-      {R"({"a":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}})", "leading zeros"},
-      {R"({"a":{"dtype":"F32","shape":[-],"data_offsets":[0,4]}})", "expected a digit"},
-      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,99999999999999999999]}})",
-       "does not fit in 64 bits"},
-      {R"({"a":true})", "unexpected character 't'"},
-      {R"({"a":null})", "unexpected character 'n'"},
-      {R"({"a":{"dtype":"F\q"}})", "invalid escape"},
-      {R"({"a":{"dtype":"F\u00g0"}})", "invalid hex digit"},
-      {R"({"a":{"dtype":"\ud800"}})", "unpaired high surrogate"},
-      {R"({"a":{"dtype":"\udc00"}})", "unpaired low surrogate"},
-      {"{\"a\":{\"dtype\":\"F\n32\"}}", "unescaped control character"},
+      {"", "unexpected end of input"},
+      {"{", "unexpected end of input"},
+      {"{\"a\":", "unexpected end of input"},
+      {"{" + ok_entry + ",}", "expected string literal"},
+      {"{" + ok_entry + "} x", "expected end of input"},
+      {"{" + ok_entry + "," + ok_entry + "}", "duplicate key \"a\""},
+      {R"({"__metadata__":{"k":"1","k":"2"}})", "duplicate key \"k\""},
+      {R"({"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+       "duplicate key \"dtype\""},
+      {R"({"a":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}})", "unexpected number literal"},
+      {R"({"a":{"dtype":"F32","shape":[-],"data_offsets":[0,4]}})", "expected digit after '-'"},
+      {R"({"a":tru})", "invalid literal"},
+      {R"({"a":{"dtype":"F\q"}})", "forbidden character after backslash"},
+      {R"({"a":{"dtype":"F\u00g0"}})", "must be followed by 4 hex digits"},
+      {R"({"a":{"dtype":"\ud800"}})", "surrogate U+D800..U+DBFF must be followed"},
+      {R"({"a":{"dtype":"\udc00"}})", "surrogate U+DC00..U+DFFF must follow"},
+      {"{\"a\":{\"dtype\":\"F\n32\"}}", "control character U+000A"},
+      {"{\"a\xff\":{}}", "ill-formed UTF-8"},
       {R"({"a" {}})", "expected ':'"},
-      {R"({"a":[1 2]})", "expected ','"},
+      {R"({"a":[1 2]})", "expected ']'"},
       {std::string(100, '[') + std::string(100, ']'), "nested too deeply"},
+      {std::string(100, '{'), "malformed JSON header"},
   };
   for (const auto& [header, what] : cases) {
     INFO("header: " << header);
     check_crafted_error(dir, craft(header, data), "malformed JSON header");
     check_crafted_error(dir, craft(header, data), what);
   }
+  // Valid JSON that is not a safetensors header: the value at fault is named.
+  const std::vector<std::pair<std::string, std::string>> wrong_values = {
+      {R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})",
+       "shape of tensor 'a' must hold non-negative integers, found 1.5"},
+      {R"({"a":{"dtype":"F32","shape":[1e0],"data_offsets":[0,4]}})", "non-negative integers"},
+      {R"({"a":{"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,4]}})",
+       "non-negative integers"},
+      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,99999999999999999999]}})",
+       "data_offsets of tensor 'a' must be [begin, end], integers"},
+      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0.0,4]}})", "must be [begin, end]"},
+      {R"({"a":{"dtype":"F32","shape":[true],"data_offsets":[0,4]}})", "found true"},
+      {R"({"a":true})", "header entry 'a' must be an object, not a boolean"},
+      {R"({"a":null})", "header entry 'a' must be an object, not null"},
+      {R"({"a":{"dtype":7,"shape":[1],"data_offsets":[0,4]}})",
+       "\"dtype\" of tensor 'a' must be a string, not an integer"},
+  };
+  for (const auto& [header, what] : wrong_values) {
+    INFO("header: " << header);
+    check_crafted_error(dir, craft(header, data), what);
+  }
   check_crafted_error(dir, craft("[]"), "must be a JSON object, not an array");
   check_crafted_error(dir, craft("\"x\""), "must be a JSON object, not a string");
+}
+
+TEST_CASE("read_safetensors_metadata reads the header only, with the same checks") {
+  TempDir dir;
+  const std::string path = dir.file("meta.safetensors");
+  write_safetensors(path, {{"x", tensor(float_values(6), {2, 3})}}, {{"k", "v"}});
+  CHECK(nn::read_safetensors_metadata(path) == std::map<std::string, std::string>{{"k", "v"}});
+  // Data cut short is caught from the header's offsets, without reading the data.
+  const std::string full = read_bytes(path);
+  write_bytes(path, full.substr(0, full.size() - 4));
+  CHECK_THROWS_WITH_AS(nn::read_safetensors_metadata(path), doctest::Contains("truncated"), Error);
+  write_bytes(path, craft(R"({"__metadata__":{"k":1}})"));
+  CHECK_THROWS_WITH_AS(nn::read_safetensors_metadata(path),
+                       doctest::Contains("__metadata__ value of \"k\""), Error);
 }
 
 TEST_CASE("read_safetensors decodes JSON escapes in names and metadata") {
@@ -401,6 +437,7 @@ TEST_CASE("write_safetensors rejects bad names and leaves the previous file inta
   check_write_error({{"", x}}, "empty name");
   check_write_error({{"__metadata__", x}}, "reserved");
   check_write_error({{"a", x}, {"b", Tensor()}}, "'b' is undefined");
+  check_write_error({{"bad\xff", x}}, "valid UTF-8");
 
   // A successful write replaces the file.
   write_safetensors(path, {{"v", x}});
