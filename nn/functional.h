@@ -49,7 +49,8 @@ Tensor unfold2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t pa
 // Masks that arrive in another form are converted once, by the helpers below: boolean masks
 // (int64, nonzero = blocked, like PyTorch's bool masks) by additive_mask, key padding by
 // padding_mask, causal structure by causal_mask or simply by the `causal` option. (BERT's
-// attention_mask has the opposite polarity, 1 = token: pass `attention_mask == 0`.)
+// attention_mask has the opposite polarity, 1 = token: flip it into the int64 boolean form,
+// nonzero = padding, before padding_mask. A float 0/1 mask is not boolean: floats are additive.)
 
 // The options of scaled_dot_product_attention, in the order of PyTorch's
 // F.scaled_dot_product_attention(attn_mask, dropout_p, is_causal); with C++20 designated
