@@ -1,20 +1,19 @@
 // GPT-2 (Radford et al. 2019) in one file, in the order of nanoGPT's model.py: configuration
-// and presets, the blocks (attention with a KV cache, MLP, Block), the model, generation, and
-// the loader for Hugging Face GPT-2 checkpoints.
+// and presets, the KV cache, the blocks (attention, MLP, Block), the model, generation (GPT's
+// side of models/sampling.h's loop), and the loader for Hugging Face GPT-2 checkpoints.
 #include "models/gpt.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -115,6 +114,24 @@ KVCache::KVCache(const GPTConfig& config, int64_t batch, Device device)
   }
 }
 
+LayerCache KVCache::layer(int64_t layer) const {
+  LOOM_CHECK(layer >= 0 && layer < static_cast<int64_t>(keys_.size()),
+             "KVCache: layer {} outside [0, {})", layer, keys_.size());
+  return {keys_[static_cast<size_t>(layer)], values_[static_cast<size_t>(layer)], length_};
+}
+
+std::pair<Tensor, Tensor> LayerCache::append(const Tensor& k, const Tensor& v) const {
+  // k, v (B, nh, T, hs) -> every key and value so far, (B, nh, length + T, hs) each.
+  // Inference only: the new keys and values are copied in (no gradient flows through the cache).
+  const int64_t T = k.size(2);
+  LOOM_CHECK(length + T <= keys.size(2),
+             "KVCache: cannot hold {} more positions after {} (capacity {})", T, length,
+             keys.size(2));
+  keys.narrow(2, length, T).copy_(k);
+  values.narrow(2, length, T).copy_(v);
+  return {keys.narrow(2, 0, length + T), values.narrow(2, 0, length + T)};
+}
+
 void KVCache::advance(int64_t count) {
   LOOM_CHECK(count >= 0 && length_ + count <= capacity_,
              "KVCache: cannot hold {} more positions after {} (capacity {})", count, length_,
@@ -125,17 +142,18 @@ void KVCache::advance(int64_t count) {
 // ============================================================================ blocks
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config)
-    : n_head(config.n_head), d_model(config.d_model), dropout(config.dropout) {
+    : n_head(config.n_head), d_model(config.d_model) {
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(d_model, 3 * d_model));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(d_model, d_model));
-  attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(dropout));
-  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout));
+  attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(config.dropout));
+  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(config.dropout));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& mask, KVCache* cache,
-                                    int64_t layer, bool last_only) const {
-  // x (B, T, C) -> (B, Tq, C) with Tq = T, or 1 when last_only; nh heads of size hs = C / nh;
-  // S = past + T keys.
+Tensor CausalSelfAttention::forward(const Tensor& x, const LayerCache& cache,
+                                    bool last_only) const {
+  // x (B, T, C) at positions [past, past + T), past = cache.length (0 without a cache)
+  //   -> (B, Tq, C), Tq = T, or 1 when last_only; nh heads of size hs = C / nh;
+  //   S = past + T keys. Causal: the query at position p attends to the keys at 0..p.
   const int64_t B = x.size(0), T = x.size(1), C = d_model, hs = C / n_head;
   const int64_t Tq = last_only ? 1 : T;
   // c_attn stacks W_q, W_k and W_v ([3C, C], GPT-2's layout). Applying its three row blocks
@@ -148,48 +166,33 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& mask, KVCache
         .view({B, rows, n_head, hs})            // (B, rows, nh, hs)
         .transpose(1, 2);                       // (B, nh, rows, hs)
   };
-  // Vaswani et al. 2017, eq. 1: softmax(Q K^T / sqrt(d_k)) V. Scaling q rather than the
-  // (T, S) scores touches fewer values, and gives q the contiguous layout BLAS likes.
-  const Tensor x_query = last_only ? x.narrow(1, T - 1, 1) : x;                 // (B, Tq, C)
-  Tensor q = project(x_query, 0) * (1.0f / std::sqrt(static_cast<float>(hs)));  // (B, nh, Tq, hs)
-  Tensor k = project(x, 1), v = project(x, 2);                                  // (B, nh, T, hs)
-  if (cache != nullptr) {
-    // Inference only: the new keys and values are copied into the cache (no gradient flows
-    // through it) and the queries attend to every cached position.
-    const int64_t past = cache->length();
-    cache->keys(layer).narrow(2, past, T).copy_(k);
-    cache->values(layer).narrow(2, past, T).copy_(v);
-    k = cache->keys(layer).narrow(2, 0, past + T);    // (B, nh, S, hs)
-    v = cache->values(layer).narrow(2, 0, past + T);  // (B, nh, S, hs)
-  } else {
-    // Contiguous heads let every (batch, head) product run as one strided-batched GEMM.
-    k = k.contiguous();  // (B, nh, T, hs)
-    v = v.contiguous();  // (B, nh, T, hs)
-  }
-  // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy.
-  Tensor att = matmul(q, k.transpose(-2, -1));  // (B, nh, Tq, S)
-  // Sec. 3.2.3: "masking out (setting to -inf) all values in the input of the softmax which
-  // correspond to illegal connections", i.e. keys after the query's own position. (The last
-  // position may attend to every key: with last_only there is nothing to mask.)
-  if (mask.defined() && !last_only)
-    att = masked_fill(att, mask, -std::numeric_limits<float>::infinity());
-  att = attn_dropout->forward(softmax(att, -1));      // (B, nh, Tq, S)
-  Tensor y = matmul(att, v);                          // (B, nh, Tq, hs)
-  y = y.transpose(1, 2).reshape({B, Tq, C});          // (B, Tq, nh * hs): heads side by side
-  return resid_dropout->forward(c_proj->forward(y));  // (B, Tq, C)
+  const Tensor x_query = last_only ? x.narrow(1, T - 1, 1) : x;  // (B, Tq, C)
+  const Tensor q = project(x_query, 0);                          // (B, nh, Tq, hs)
+  Tensor k = project(x, 1), v = project(x, 2);                   // (B, nh, T, hs)
+  const int64_t past = cache.defined() ? cache.length : 0;
+  if (cache.defined()) std::tie(k, v) = cache.append(k, v);  // (B, nh, S, hs)
+  // Vaswani et al. 2017, eq. 1 with sec. 3.2.3's mask ("masking out (setting to -inf) all
+  // values in the input of the softmax which correspond to illegal connections"): the first
+  // query sits at position past + T - Tq among the S keys.
+  const Tensor y = nn::functional::scaled_dot_product_attention(  // (B, nh, Tq, hs)
+      q, k, v,
+      {.dropout_p = attn_dropout->p,
+       .training = attn_dropout->is_training(),
+       .causal = true,
+       .query_offset = past + T - Tq});
+  // Heads side by side again: (B, Tq, nh, hs) -> (B, Tq, nh * hs).
+  const Tensor merged = y.transpose(1, 2).reshape({B, Tq, C});  // (B, Tq, C)
+  return resid_dropout->forward(c_proj->forward(merged));       // (B, Tq, C)
 }
 
-MLP::MLP(const GPTConfig& config) {
-  c_fc = register_module("c_fc", std::make_shared<nn::Linear>(config.d_model, 4 * config.d_model));
-  c_proj =
-      register_module("c_proj", std::make_shared<nn::Linear>(4 * config.d_model, config.d_model));
-  dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout));
-}
-
-Tensor MLP::forward(const Tensor& x) const {
-  // x (B, T, C) -> (B, T, C) through the 4C-wide hidden layer (B, T, 4C).
-  return dropout->forward(c_proj->forward(gelu_tanh(c_fc->forward(x))));
-}
+MLP::MLP(const GPTConfig& config)
+    : nn::FeedForward(config.d_model, 4 * config.d_model,
+                      {.activation = nn::Activation::GELUTanh,
+                       .output_dropout = config.dropout,
+                       .linear1_name = "c_fc",
+                       .linear2_name = "c_proj"}),
+      c_fc(linear1),
+      c_proj(linear2) {}
 
 Block::Block(const GPTConfig& config) {
   ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(config.d_model));
@@ -198,11 +201,10 @@ Block::Block(const GPTConfig& config) {
   mlp = register_module("mlp", std::make_shared<MLP>(config));
 }
 
-Tensor Block::forward(const Tensor& x, const Tensor& mask, KVCache* cache, int64_t layer,
-                      bool last_only) const {
+Tensor Block::forward(const Tensor& x, const LayerCache& cache, bool last_only) const {
   // x (B, T, C) -> (B, Tq, C), Tq = T or 1; each sub-block adds to the residual stream.
   const Tensor residual = last_only ? x.narrow(1, x.size(1) - 1, 1) : x;  // (B, Tq, C)
-  Tensor h = residual + attn->forward(ln_1->forward(x), mask, cache, layer, last_only);
+  Tensor h = residual + attn->forward(ln_1->forward(x), cache, last_only);
   return h + mlp->forward(ln_2->forward(h));
 }
 
@@ -265,14 +267,12 @@ Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
   std::iota(positions.begin(), positions.end(), past);
   Tensor pos = tensor_i64(positions, {T}).to(device);               // (T)
   Tensor x = drop->forward(wte->forward(ids) + wpe->forward(pos));  // (B, T, C) + (T, C)
-  // Query i (position past + i) may attend to keys 0..past + i: block the keys above the
-  // shifted diagonal. One query (the usual decoding step) sees every key: no mask needed.
-  Tensor mask = T > 1 ? triu(ones({T, past + T}, device), past + 1) : Tensor();  // (T, S)
   // The last block alone may skip the other positions: earlier blocks must produce every
   // position, since later blocks attend to all of them.
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
     const bool last_block = layer == config_.n_layer - 1;
-    x = blocks_[static_cast<size_t>(layer)]->forward(x, mask, cache, layer,
+    const LayerCache layer_cache = cache != nullptr ? cache->layer(layer) : LayerCache{};
+    x = blocks_[static_cast<size_t>(layer)]->forward(x, layer_cache,
                                                      last_only && last_block);  // (B, T, C)
   }
   if (cache != nullptr) cache->advance(T);
@@ -286,53 +286,6 @@ Tensor GPT::lm_head(const Tensor& hidden) const {
 }
 
 // ============================================================================ generation
-
-int64_t sample_token(const std::vector<float>& logits, float temperature, int64_t top_k,
-                     float top_p, float uniform) {
-  LOOM_CHECK(!logits.empty(), "sample_token: empty logits");
-  LOOM_CHECK(temperature >= 0.0f, "sample_token: temperature {} is negative", temperature);
-  LOOM_CHECK(top_k >= 0, "sample_token: top_k {} is negative", top_k);
-  LOOM_CHECK(top_p > 0.0f && top_p <= 1.0f, "sample_token: top_p {} outside (0, 1]", top_p);
-  LOOM_CHECK(uniform >= 0.0f && uniform < 1.0f, "sample_token: uniform {} outside [0, 1)", uniform);
-  for (size_t i = 0; i < logits.size(); ++i)
-    LOOM_CHECK(!std::isnan(logits[i]), "sample_token: logit {} of {} is NaN", i, logits.size());
-  if (temperature == 0.0f)
-    return std::max_element(logits.begin(), logits.end()) - logits.begin();  // first maximum
-  // Token ids from most to least likely (ties: smaller id first).
-  std::vector<int64_t> order(logits.size());
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
-  });
-  auto logit = [&](size_t rank) {
-    return static_cast<double>(logits[static_cast<size_t>(order[rank])]);
-  };
-  size_t keep = order.size();
-  if (top_k > 0 && static_cast<size_t>(top_k) < keep) {  // the k largest, with ties at the k-th
-    keep = static_cast<size_t>(top_k);
-    while (keep < order.size() && logit(keep) == logit(keep - 1)) ++keep;
-  }
-  // softmax(logits / T) over the kept tokens, in double.
-  std::vector<double> probs(keep);
-  double total = 0.0;
-  for (size_t r = 0; r < keep; ++r)
-    total += probs[r] = std::exp((logit(r) - logit(0)) / temperature);
-  if (top_p < 1.0f) {  // Holtzman et al. 2020: the smallest prefix whose mass reaches top_p
-    double mass = 0.0;
-    size_t r = 0;
-    while (r < keep && mass < top_p * total) mass += probs[r++];
-    keep = std::max<size_t>(r, 1);
-    total = mass;
-  }
-  // Inverse CDF at `uniform`.
-  const double target = static_cast<double>(uniform) * total;
-  double cumulative = 0.0;
-  for (size_t r = 0; r < keep; ++r) {
-    cumulative += probs[r];
-    if (target < cumulative) return order[r];
-  }
-  return order[keep - 1];  // rounding at the very top of the range
-}
 
 std::vector<float> GPT::next_token_logits(const std::vector<int64_t>& window, KVCache* cache) {
   // The positions the cache does not hold yet: all of them on the first step (the "prefill"),
@@ -362,13 +315,6 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
     LOOM_CHECK(prompt[i] >= 0 && prompt[i] < config_.vocab_size,
                "GPT::generate: prompt token {} at position {} is outside the vocabulary [0, {})",
                prompt[i], i, config_.vocab_size);
-  LOOM_CHECK(options.max_new_tokens >= 0, "GPT::generate: max_new_tokens {} is negative",
-             options.max_new_tokens);
-  LOOM_CHECK(options.temperature >= 0.0f, "GPT::generate: temperature {} is negative",
-             options.temperature);
-  LOOM_CHECK(options.top_k >= 0, "GPT::generate: top_k {} is negative", options.top_k);
-  LOOM_CHECK(options.top_p > 0.0f && options.top_p <= 1.0f,
-             "GPT::generate: top_p {} outside (0, 1]", options.top_p);
   LOOM_CHECK(options.stop_token < config_.vocab_size,
              "GPT::generate: stop_token {} is outside the vocabulary [0, {})", options.stop_token,
              config_.vocab_size);
@@ -381,11 +327,10 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
   } eval_mode{*this, is_training()};
   eval();
 
-  std::vector<int64_t> tokens = std::move(prompt);
   std::optional<KVCache> cache;
   if (options.use_cache) cache.emplace(config_, 1, wte->weight.device());
   int64_t cached_from = 0;  // the cache holds tokens[cached_from, cached_from + length)
-  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+  auto logits_after = [&](const std::vector<int64_t>& tokens) {
     // The model sees at most `context` tokens: the newest ones. Once the window slides, all
     // positions change, so the cache starts over from the new window (exactly what a run
     // without the cache computes, so both give the same tokens).
@@ -396,19 +341,9 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
       cached_from = start;
     }
     const std::vector<int64_t> window(tokens.begin() + start, tokens.end());
-    const std::vector<float> logits = next_token_logits(window, cache ? &*cache : nullptr);
-    float uniform = 0.0f;
-    if (options.temperature > 0.0f) {
-      Generator& gen = default_generator();
-      uniform = philox_uniform(gen.reserve(1), gen.seed());
-    }
-    const int64_t next =
-        sample_token(logits, options.temperature, options.top_k, options.top_p, uniform);
-    tokens.push_back(next);
-    if (options.on_token) options.on_token(next);
-    if (next == options.stop_token) break;
-  }
-  return tokens;
+    return next_token_logits(window, cache ? &*cache : nullptr);
+  };
+  return generate_tokens(std::move(prompt), options, logits_after);
 }
 
 // ============================================================================ GPT-2 weights

@@ -5,6 +5,11 @@
 //              -> n_layer pre-norm blocks: x + attn(ln_1(x)), then x + mlp(ln_2(x))
 //              -> final LayerNorm ln_f -> logits = x @ wte^T  (B, T, vocab)
 //
+//   attn = causal multi-head self-attention through nn::functional::scaled_dot_product_attention
+//          (causal = true; with a KV cache, query_offset = the cached positions);
+//   mlp  = nn::FeedForward (Vaswani et al. 2017, eq. 2) with GPT-2's names and GELU (tanh).
+//   Generation (sample_token, GenerateOptions, the decoding loop) lives in models/sampling.h.
+//
 // Parameter names are those of Hugging Face's GPT2Model (wte, wpe, h.N.ln_1, h.N.attn.c_attn,
 // h.N.attn.c_proj, h.N.ln_2, h.N.mlp.c_fc, h.N.mlp.c_proj, ln_f), so checkpoints map
 // name-for-name; the only difference is that loom's Linear stores weights [out, in] where
@@ -12,16 +17,18 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
+#include "models/sampling.h"
 #include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
+#include "nn/feed_forward.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -63,6 +70,20 @@ struct GPTConfig {
 };
 
 // ---------------------------------------------------------------------------- KV cache
+// One layer's part of a KVCache, as its attention sees it: handles to the cache's storage (a
+// view, cheap to copy), so writing through it fills the KVCache. A default-constructed
+// LayerCache is "no cache".
+struct LayerCache {
+  Tensor keys, values;  // (B, nh, capacity, hs); positions [0, length) hold earlier tokens
+  int64_t length = 0;   // positions already cached = the position of the first new token
+
+  bool defined() const { return keys.defined(); }
+  // Writes k and v (B, nh, T, hs) at positions [length, length + T) and returns every key and
+  // value so far, (B, nh, length + T, hs) each: views of the cache, no copy. The KVCache's
+  // length moves on only when the whole model has written (KVCache::advance).
+  std::pair<Tensor, Tensor> append(const Tensor& k, const Tensor& v) const;
+};
+
 // The keys and values every attention layer has computed for the positions seen so far, so
 // that generating one more token costs one position's work instead of re-running the prefix
 // (the "KV cache" of autoregressive decoding, e.g. Pope et al. 2022, "Efficiently Scaling
@@ -76,6 +97,8 @@ class KVCache {
   int64_t capacity() const { return capacity_; }  // = config.context
   void clear() { length_ = 0; }
 
+  // Layer `layer`'s part of the cache, for its attention.
+  LayerCache layer(int64_t layer) const;
   // Layer `layer`'s keys and values, (B, nh, context, hs); positions [0, length()) are valid.
   Tensor& keys(int64_t layer) { return keys_.at(static_cast<size_t>(layer)); }
   Tensor& values(int64_t layer) { return values_.at(static_cast<size_t>(layer)); }
@@ -87,55 +110,33 @@ class KVCache {
   int64_t length_ = 0, batch_, capacity_;
 };
 
-// ---------------------------------------------------------------------------- generation
-struct GenerateOptions {
-  int64_t max_new_tokens = 64;
-  float temperature = 0.0f;  // 0 = greedy (argmax); else sample from softmax(logits / T)
-  int64_t top_k = 0;         // > 0: sample only among the k most likely tokens
-  float top_p = 1.0f;        // < 1: nucleus sampling (Holtzman et al. 2020)
-  int64_t stop_token = -1;   // >= 0: stop right after generating this token (it is kept)
-  bool use_cache = true;     // false re-runs the whole (cropped) context for every token
-  // Called with each new token as soon as it is chosen (e.g. to print text as it appears).
-  std::function<void(int64_t)> on_token;
-};
-
-// Picks the next token from one row of logits [vocab]. temperature 0 takes the argmax (the
-// first one on ties, as torch.argmax). Otherwise the logits are divided by the temperature,
-// cut to the top_k largest (ties at the k-th value are kept) and to the smallest set of most
-// likely tokens whose probability reaches top_p (the most likely token is always kept), and
-// the token is drawn by inverting the cumulative distribution at `uniform` in [0, 1).
-int64_t sample_token(const std::vector<float>& logits, float temperature, int64_t top_k,
-                     float top_p, float uniform);
-
 // ---------------------------------------------------------------------------- blocks
 // Masked multi-head self-attention (Vaswani et al. 2017, sec. 3.2.2-3.2.3) with the query,
 // key and value projections fused into one Linear c_attn: d -> 3d, as GPT-2.
 class CausalSelfAttention : public nn::Module {
  public:
   explicit CausalSelfAttention(const GPTConfig& config);
-  // x (B, T, C) -> (B, T, C). mask: float 1 where attention is blocked, broadcastable to
-  // (B, nh, T, S), or undefined for none. With a cache, x holds positions [past, past + T)
-  // (past = cache->length()) and attends to the cached positions as well (S = past + T).
+  // x (B, T, C) -> (B, T, C); each position attends to itself and the positions before it.
+  // With a cache, x holds positions [past, past + T) (past = cache.length) and attends to the
+  // cached positions as well; its keys and values are written to the cache.
   // last_only: only the last position's output is wanted -> (B, 1, C) (keys and values are
   // still computed, and cached, for all T positions).
-  Tensor forward(const Tensor& x, const Tensor& mask, KVCache* cache = nullptr, int64_t layer = 0,
-                 bool last_only = false) const;
+  Tensor forward(const Tensor& x, const LayerCache& cache = {}, bool last_only = false) const;
 
   int64_t n_head, d_model;
-  float dropout;
   std::shared_ptr<nn::Linear> c_attn, c_proj;
   std::shared_ptr<nn::Dropout> attn_dropout, resid_dropout;
 };
 
-// Position-wise feed-forward network (Vaswani et al. 2017, eq. 2) with GELU (Hendrycks &
-// Gimpel 2016) in its tanh approximation, as GPT-2: c_proj(gelu_tanh(c_fc(x))).
-class MLP : public nn::Module {
+// GPT-2's MLP: the position-wise feed-forward network (Vaswani et al. 2017, eq. 2), 4 d wide,
+// with GELU (Hendrycks & Gimpel 2016) in its tanh approximation and dropout on its output:
+// dropout(c_proj(gelu_tanh(c_fc(x)))). An nn::FeedForward with Hugging Face's names.
+class MLP : public nn::FeedForward {
  public:
   explicit MLP(const GPTConfig& config);
-  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
 
+  // linear1 and linear2 under GPT-2's names (the same layers).
   std::shared_ptr<nn::Linear> c_fc, c_proj;
-  std::shared_ptr<nn::Dropout> dropout;
 };
 
 // GPT-2's pre-norm block (Radford et al. 2019, sec. 2.3: "Layer normalization was moved to
@@ -144,8 +145,7 @@ class Block : public nn::Module {
  public:
   explicit Block(const GPTConfig& config);
   // x (B, T, C) -> (B, T, C), or (B, 1, C) for the last position only (see CausalSelfAttention).
-  Tensor forward(const Tensor& x, const Tensor& mask, KVCache* cache = nullptr, int64_t layer = 0,
-                 bool last_only = false) const;
+  Tensor forward(const Tensor& x, const LayerCache& cache = {}, bool last_only = false) const;
 
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
@@ -170,9 +170,10 @@ class GPT : public nn::Module {
   // The tied LM head: hidden (..., d_model) -> logits (..., vocab).
   Tensor lm_head(const Tensor& hidden) const;
 
-  // Autoregressive decoding of one sequence; returns prompt + new tokens. temperature 0 =
-  // greedy. Sampling draws from loom's global generator, so manual_seed makes it repeatable.
-  // Once the sequence is longer than the context, each step sees the last `context` tokens.
+  // Autoregressive decoding of one sequence (models::generate_tokens with this model's next-
+  // token logits); returns prompt + new tokens. temperature 0 = greedy. Sampling draws from
+  // loom's global generator, so manual_seed makes it repeatable. Once the sequence is longer
+  // than the context, each step sees the last `context` tokens.
   std::vector<int64_t> generate(std::vector<int64_t> prompt, int64_t max_new_tokens,
                                 float temperature = 0.0f, int64_t top_k = 0, float top_p = 1.0f);
   std::vector<int64_t> generate(std::vector<int64_t> prompt, const GenerateOptions& options);

@@ -1,4 +1,6 @@
-// loom::models — complete transformer models built from nn (included by loom.h).
+// loom::models — complete transformer models built from nn (included by loom.h), and the
+// generation loop they share.
 #pragma once
 
 #include "models/gpt.h"
+#include "models/sampling.h"

@@ -6,7 +6,15 @@
 namespace loom::nn {
 
 Tensor activate(const Tensor& x, Activation activation) {
-  return activation == Activation::ReLU ? relu(x) : gelu(x);
+  switch (activation) {
+    case Activation::ReLU:
+      return relu(x);
+    case Activation::GELU:
+      return gelu(x);
+    case Activation::GELUTanh:
+      return gelu_tanh(x);
+  }
+  LOOM_FAIL("activate: unknown activation {}", static_cast<int>(activation));
 }
 
 Tensor ReLU::forward(const Tensor& x) const { return relu(x); }

@@ -6,8 +6,9 @@
 
 namespace loom::nn {
 
-// ReLU (Nair & Hinton 2010) or GELU (Hendrycks & Gimpel 2016, exact erf form).
-enum class Activation { ReLU, GELU };
+// ReLU (Nair & Hinton 2010), GELU (Hendrycks & Gimpel 2016, exact erf form), or GELU in its
+// tanh approximation (GPT-2's "gelu_new", PyTorch's approximate='tanh').
+enum class Activation { ReLU, GELU, GELUTanh };
 
 // Applies the activation function elementwise.
 Tensor activate(const Tensor& x, Activation activation);

@@ -39,23 +39,73 @@ Tensor unfold2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t pa
                 float pad_value = 0.0f);
 
 // --- attention (functional_attention.cpp) -----------------------------------------------------
+// Every attention layer in loom (MultiheadAttention, the transformer layers, GPT, and the models
+// built on them) attends through scaled_dot_product_attention, with ONE mask convention:
+//
+//   a mask is float32 and additive: it is added to the scores, 0 = attend, -inf = blocked
+//   (other values bias a score, e.g. a relative position bias), and it broadcasts to the
+//   scores [..., T_q, T_k].
+//
+// Masks that arrive in another form are converted once, by the helpers below: boolean masks
+// (int64, nonzero = blocked, like PyTorch's bool masks) by additive_mask, key padding by
+// padding_mask, causal structure by causal_mask or simply by the `causal` option. (BERT's
+// attention_mask has the opposite polarity, 1 = token: flip it into the int64 boolean form,
+// nonzero = padding, before padding_mask. A float 0/1 mask is not boolean: floats are additive.)
+
+// The options of scaled_dot_product_attention, in the order of PyTorch's
+// F.scaled_dot_product_attention(attn_mask, dropout_p, is_causal); with C++20 designated
+// initializers a call reads like its keyword arguments:
+//   scaled_dot_product_attention(q, k, v, {.causal = true, .query_offset = past});
+struct AttentionOptions {
+  Tensor mask{};           // additive float, broadcastable to [..., T_q, T_k]; undefined = none
+  float dropout_p = 0.0f;  // dropout on the attention probabilities, only when training
+  bool training = false;
+  // Causal attention (PyTorch's is_causal): query i attends to keys 0..query_offset + i.
+  // query_offset is the position of the first query among the keys: with a KV cache holding
+  // `past` positions, the T_q new queries are positions [past, past + T_q) of the T_k = past +
+  // T_q keys, so query_offset = past. 0 (the default) aligns the first query with the first key,
+  // as PyTorch's is_causal. Combines with `mask` (both apply).
+  bool causal = false;
+  int64_t query_offset = 0;
+  Tensor* attn_weights = nullptr;  // if non-null, receives the probabilities [..., T_q, T_k]
+                                   // (after dropout), as MultiheadAttention's need_weights
+};
+
 // Vaswani et al. 2017, eq. 1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
-//   q [..., T_q, d_k], k [..., T_k, d_k], v [..., T_k, d_v] (usually [B, heads, T, head_dim])
-//   mask: float, broadcastable to [..., T_q, T_k], added to the scores (0 = attend,
-//         -inf = blocked); undefined for none
-//   dropout_p: dropout on the attention probabilities, when training
-//   attn_weights: if non-null, receives the probabilities [..., T_q, T_k] (after dropout)
-// -> [..., T_q, d_v]
+//   q [..., T_q, d_k], k [..., T_k, d_k], v [..., T_k, d_v] (usually [B, heads, T, head_dim];
+//   leading dims equal) -> [..., T_q, d_v]
+// A query row whose every key is blocked gets NaN, as in PyTorch.
+//
+// The fast paths live here, so every model gets them (and a fused kernel replacing this body
+// serves every model at once):
+//   * q is scaled by 1/sqrt(d_k) before the product (T_q*d_k multiplications, not T_q*T_k);
+//   * k and v whose heads cannot be walked with one stride (heads split out of a [B, T, E]
+//     projection) are made contiguous once, so every product over (batch, head) pairs, forward
+//     and backward, is one strided-batched GEMM; views that can (a KV cache's) are not copied;
+//   * causal attention where every query sees every key (one decoding step, or only the last
+//     query of a sequence) builds no mask at all.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options);
+// The same with positional arguments (mask, dropout_p, training, attn_weights), as before the
+// options existed.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask = Tensor(), float dropout_p = 0.0f,
                                     bool training = false, Tensor* attn_weights = nullptr);
-// The additive causal mask [size, size]: 0 on and below the diagonal, -inf above, so position
-// i attends to positions <= i (PyTorch's Transformer.generate_square_subsequent_mask).
+
+// The additive causal mask [T_q, T_k]: 0 where key j <= query_offset + i, -inf above, so each
+// query attends to its own position and earlier ones (see AttentionOptions::query_offset).
+// causal_mask(size) is the square [size, size] one, PyTorch's
+// Transformer.generate_square_subsequent_mask.
 Tensor causal_mask(int64_t size, Device device = Device::CPU);
-// A mask in loom's two conventions turned into the additive one: int64 masks are boolean
-// (nonzero = blocked, like PyTorch's bool masks) and become 0/-inf; float masks are returned
-// as they are.
+Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t query_offset = 0,
+                   Device device = Device::CPU);
+// A boolean mask turned additive: int64, nonzero = blocked (PyTorch's bool True) -> 0/-inf of
+// the same shape. A float mask is already additive and is returned as it is.
 Tensor additive_mask(const Tensor& mask);
+// A key padding mask [B, T_k] (int64 nonzero = padding, or float additive, like PyTorch's
+// key_padding_mask) -> the additive mask [B, 1, 1, T_k], which blocks the padded keys of each
+// sequence for every head and query of scores [B, heads, T_q, T_k].
+Tensor padding_mask(const Tensor& key_padding_mask);
 
 // --- losses (functional_loss.cpp) ---------------------------------------------------------------
 // Applies a reduction to per-element losses: as they are, their mean, or their sum.

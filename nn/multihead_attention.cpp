@@ -56,7 +56,9 @@ void MultiheadAttention::check_inputs(const Tensor& query, const Tensor& key,
 Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& key_padding_mask,
                                          int64_t batch, int64_t q_len, int64_t k_len,
                                          Device device) const {
-  // -> additive mask broadcastable to the scores [B, heads, T_q, T_k], or undefined
+  // -> one additive mask (0 = attend, -inf = blocked) broadcastable to the scores
+  //    [B, heads, T_q, T_k], or undefined: boolean masks are converted by F::additive_mask and
+  //    F::padding_mask, so scaled_dot_product_attention sees loom's one convention.
   Tensor mask;
   if (attn_mask.defined()) {
     const Shape& s = attn_mask.shape();
@@ -77,8 +79,7 @@ Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& 
     LOOM_CHECK(key_padding_mask.device() == device,
                "{}: key_padding_mask is on {}, the inputs on {}", label(),
                device_name(key_padding_mask.device()), device_name(device));
-    const Tensor padding =
-        F::additive_mask(key_padding_mask).reshape({batch, 1, 1, k_len});  // [B, 1, 1, T_k]
+    const Tensor padding = F::padding_mask(key_padding_mask);  // [B, 1, 1, T_k]
     mask = mask.defined() ? mask + padding : padding;
   }
   return mask;
@@ -128,8 +129,9 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
   }
   const Tensor mask =
       combined_mask(attn_mask, key_padding_mask, batch, q_len, k_len, query.device());
-  const Tensor heads = F::scaled_dot_product_attention(q, k, v, mask, dropout, is_training(),
-                                                       weights);           // [B, h, T_q, hd]
+  const Tensor heads = F::scaled_dot_product_attention(  // [B, h, T_q, hd]
+      q, k, v,
+      {.mask = mask, .dropout_p = dropout, .training = is_training(), .attn_weights = weights});
   const Tensor merged = heads.transpose(1, 2).reshape({batch, q_len, e});  // [B, T_q, E]
   return out_proj->forward(merged);
 }

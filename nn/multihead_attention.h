@@ -4,10 +4,11 @@
 //   out_proj.weight [E, E], out_proj.bias [E]
 // Inputs are batch first: [batch, seq, embed_dim].
 //
-// Masks, in loom's two conventions (loom has no bool dtype):
+// Masks are accepted in both of PyTorch's forms (loom has no bool dtype):
 //   float32: added to the attention scores (0 = attend, -inf = blocked), like PyTorch's float
-//            masks; any other value biases the scores
-//   int64:   boolean, nonzero = blocked, like PyTorch's bool masks
+//            masks; any other value biases the scores. This is loom's one mask convention.
+//   int64:   boolean, nonzero = blocked, like PyTorch's bool masks; converted to the float form
+//            by functional::additive_mask / padding_mask before attention
 //   attn_mask        [T_q, T_k] (the same for every sequence and head) or [B*heads, T_q, T_k]
 //   key_padding_mask [B, T_k]: marks padding keys of each sequence
 // A query row whose every key is blocked gets NaN, as in PyTorch.

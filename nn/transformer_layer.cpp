@@ -28,9 +28,9 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) const {
-  // Vaswani et al. 2017, eq. 2: [B, S, d_model] -> [B, S, dim_feedforward] -> [B, S, d_model]
-  const Tensor hidden = dropout->forward(activate(linear1->forward(x), activation));
-  return dropout2->forward(linear2->forward(hidden));
+  // Vaswani et al. 2017, eq. 2, then dropout on the sub-layer's output (sec. 5.4):
+  // [B, S, d_model] -> [B, S, dim_feedforward] -> [B, S, d_model]
+  return dropout2->forward(feed_forward(x, *linear1, *linear2, activation, *dropout));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
@@ -68,9 +68,8 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead,
 }
 
 Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) const {
-  // [B, T, d_model] -> [B, T, dim_feedforward] -> [B, T, d_model]
-  const Tensor hidden = dropout->forward(activate(linear1->forward(x), activation));
-  return dropout3->forward(linear2->forward(hidden));
+  // Vaswani et al. 2017, eq. 2: [B, T, d_model] -> [B, T, dim_feedforward] -> [B, T, d_model]
+  return dropout3->forward(feed_forward(x, *linear1, *linear2, activation, *dropout));
 }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,

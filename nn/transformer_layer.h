@@ -9,12 +9,15 @@
 // warmup tricks; post-norm is the original paper.
 //
 // Masks follow MultiheadAttention (float: added to the scores; int64: nonzero = blocked).
+// The feed-forward sub-layer is nn::feed_forward (Vaswani et al. 2017, eq. 2) on the layer's own
+// linear1 and linear2, which PyTorch keeps at the layer's top level.
 #pragma once
 
 #include <memory>
 
 #include "nn/activation.h"
 #include "nn/dropout.h"
+#include "nn/feed_forward.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"

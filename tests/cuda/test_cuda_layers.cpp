@@ -156,6 +156,29 @@ TEST_CASE("MultiheadAttention matches the CPU on CUDA with causal and padding ma
       });
 }
 
+TEST_CASE("scaled_dot_product_attention's causal flag and query offset match the CPU on CUDA") {
+  LOOM_REQUIRE_GPU();
+  namespace F = nn::functional;
+  // Heads split out of a [B, T, heads, d] view (copied inside) and a causal flag.
+  compare_function("causal, strided heads",
+                   {uniform_input({2, 5, 2, 4}, 14), uniform_input({2, 5, 2, 4}, 15),
+                    uniform_input({2, 5, 2, 4}, 16)},
+                   [](const std::vector<Tensor>& x) {
+                     return F::scaled_dot_product_attention(x[0].transpose(1, 2),
+                                                            x[1].transpose(1, 2),
+                                                            x[2].transpose(1, 2), {.causal = true});
+                   });
+  // Two new queries after three cached keys, with key padding on top (a KV-cache step).
+  compare_function(
+      "causal with query offset and padding",
+      {uniform_input({2, 2, 2, 4}, 17), uniform_input({2, 2, 5, 4}, 18),
+       uniform_input({2, 2, 5, 4}, 19), tensor_i64({0, 0, 0, 0, 0, 0, 1, 0, 0, 0}, {2, 5})},
+      [](const std::vector<Tensor>& x) {
+        return F::scaled_dot_product_attention(
+            x[0], x[1], x[2], {.mask = F::padding_mask(x[3]), .causal = true, .query_offset = 3});
+      });
+}
+
 TEST_CASE("Transformer encoder and decoder layers match the CPU on CUDA, pre- and post-norm") {
   LOOM_REQUIRE_GPU();
   for (bool norm_first : {false, true}) {

@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "gpt_fixture.h"
+#include "nn/functional.h"
+#include "nn/multihead_attention.h"
 
 using namespace loom;
 using namespace loom::testing;
@@ -29,6 +31,12 @@ void check_throws_with(const std::function<void()>& f, const std::string& fragme
     CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
                   "message '" << e.what() << "' lacks '" << fragment << "'");
   }
+}
+
+// A scalar that depends on every element of `out` with distinct weights, for gradcheck.
+Tensor weighted_sum(const Tensor& out) {
+  manual_seed(7);
+  return sum(out * randn(out.shape(), out.device()));
 }
 
 }  // namespace
@@ -216,4 +224,40 @@ TEST_CASE("GPT rejects bad configs and inputs with messages naming the problem")
       },
       "context length 9");
   check_throws_with([&] { model.forward(tensor_i64({1, 13}, {1, 2})); }, "13");
+}
+
+TEST_CASE("GPT's attention equals MultiheadAttention with a causal mask, weights shared") {
+  // Both attend through nn::functional::scaled_dot_product_attention: GPT with causal = true,
+  // MultiheadAttention with the explicit additive mask. c_attn [3C, C] stacks W_q, W_k, W_v as
+  // in_proj_weight does.
+  auto model = golden_gpt();
+  const auto& attn = *model->blocks()[0]->attn;
+  nn::MultiheadAttention mha(12, 2);
+  {
+    NoGradGuard no_grad;
+    mha.in_proj_weight.copy_(attn.c_attn->weight);
+    mha.in_proj_bias.copy_(attn.c_attn->bias);
+    mha.out_proj->weight.copy_(attn.c_proj->weight);
+    mha.out_proj->bias.copy_(attn.c_proj->bias);
+  }
+  manual_seed(13);
+  const Tensor x = randn({2, 6, 12});
+  check_close(attn.forward(x), mha.forward(x, x, x, nn::functional::causal_mask(6)), 1e-5f, 1e-6f,
+              "GPT attention vs MultiheadAttention");
+}
+
+TEST_CASE("gradcheck: GPT's causal self-attention and MLP") {
+  manual_seed(14);
+  GPT model(tiny_gpt_config());
+  const auto& block = *model.blocks()[0];
+  {
+    NoGradGuard no_grad;  // larger weights than the init, so the softmax is far from uniform
+    block.attn->c_attn->weight.mul_(20.0f);
+  }
+  gradcheck([&](const std::vector<Tensor>& t) { return weighted_sum(block.attn->forward(t[0])); },
+            {randn({1, 4, 12}), block.attn->c_attn->weight, block.attn->c_proj->bias}, 1e-2f, 2e-2f,
+            2e-3f, "attention");
+  gradcheck([&](const std::vector<Tensor>& t) { return weighted_sum(block.mlp->forward(t[0])); },
+            {randn({1, 3, 12}), block.mlp->c_fc->weight, block.mlp->c_proj->weight}, 1e-2f, 2e-2f,
+            2e-3f, "mlp");
 }

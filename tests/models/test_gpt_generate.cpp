@@ -208,3 +208,24 @@ TEST_CASE("generate rejects bad prompts and options") {
   options.stop_token = 13;
   CHECK_THROWS_AS(model->generate({1}, options), Error);
 }
+
+TEST_CASE("KVCache::layer is a view: appending through it fills the cache's storage") {
+  models::KVCache cache(tiny_gpt_config(), 2);  // 2 layers, (2, 2, 9, 6) each
+  manual_seed(15);
+  const Tensor k = randn({2, 2, 3, 6}), v = randn({2, 2, 3, 6});
+  const models::LayerCache first = cache.layer(1);
+  CHECK(first.defined());
+  CHECK(first.length == 0);
+  auto [keys, values] = first.append(k, v);  // positions [0, 3)
+  check_close(keys, k, 0.0f, 0.0f, "keys so far");
+  check_close(cache.keys(1).narrow(2, 0, 3), k, 0.0f, 0.0f, "written into the cache");
+  check_close(cache.values(1).narrow(2, 0, 3), v, 0.0f, 0.0f, "values written");
+  cache.advance(3);
+  const Tensor k2 = randn({2, 2, 1, 6});
+  auto [keys2, values2] = cache.layer(1).append(k2, randn({2, 2, 1, 6}));  // position 3
+  CHECK(keys2.shape() == Shape{2, 2, 4, 6});
+  check_close(keys2.narrow(2, 0, 3), k, 0.0f, 0.0f, "earlier keys kept");
+  check_close(keys2.narrow(2, 3, 1), k2, 0.0f, 0.0f, "new key appended");
+  CHECK_FALSE(models::LayerCache{}.defined());
+  CHECK_THROWS_AS(cache.layer(2), Error);
+}

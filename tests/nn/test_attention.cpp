@@ -3,6 +3,7 @@
 // checks, mask invariants and error paths.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "nn_golden.h"
 
@@ -196,4 +197,131 @@ TEST_CASE("MultiheadAttention rejects bad shapes, naming the layer") {
                                         zeros({2, 2}));
       },
       {"scaled_dot_product_attention", "[2,2]"});
+}
+
+// --- the one attention function: causal flag, query offset, mask helpers -----------------------
+
+namespace {
+
+// softmax(q k^T / sqrt(d) + mask) v written out, the reference for the fast paths.
+Tensor reference_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(-1)));
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;
+  if (mask.defined()) scores = scores + mask;
+  return matmul(softmax(scores, -1), v);
+}
+
+}  // namespace
+
+TEST_CASE("causal_mask(T_q, T_k, offset) blocks key j exactly when j > offset + i") {
+  for (auto [q_len, k_len, offset] :
+       {std::tuple{4, 4, 0}, std::tuple{2, 5, 3}, std::tuple{3, 5, 0}, std::tuple{1, 6, 5}}) {
+    const std::vector<float> m = F::causal_mask(q_len, k_len, offset).to_vector();
+    for (int i = 0; i < q_len; ++i)
+      for (int j = 0; j < k_len; ++j) {
+        const float v = m[static_cast<size_t>(i * k_len + j)];
+        CHECK((j > offset + i ? std::isinf(v) && v < 0 : v == 0.0f));
+      }
+  }
+  check_close(F::causal_mask(4, 4, 0), F::causal_mask(4), 0.0f, 0.0f, "square form");
+}
+
+TEST_CASE("scaled_dot_product_attention's causal flag equals the explicit causal mask") {
+  manual_seed(41);
+  const Tensor q = randn({2, 2, 5, 4}), k = randn({2, 2, 5, 4}), v = randn({2, 2, 5, 3});
+  const Tensor flag = F::scaled_dot_product_attention(q, k, v, {.causal = true});
+  check_close(flag, F::scaled_dot_product_attention(q, k, v, F::causal_mask(5)), 0.0f, 0.0f,
+              "causal flag vs causal_mask");
+  check_close(flag, reference_attention(q, k, v, F::causal_mask(5)), 1e-5f, 1e-6f, "reference");
+  // Fewer queries than keys, no offset: the first query sees the first key only (PyTorch's
+  // is_causal alignment).
+  const Tensor q3 = q.narrow(2, 0, 3);
+  check_close(F::scaled_dot_product_attention(q3, k, v, {.causal = true}),
+              reference_attention(q3, k, v, F::causal_mask(3, 5)), 1e-5f, 1e-6f, "T_q < T_k");
+  // The flag combines with a mask: a padding mask blocks keys on top of the causal structure.
+  const Tensor pad = F::padding_mask(tensor_i64({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5}));
+  check_close(F::scaled_dot_product_attention(q, k, v, {.mask = pad, .causal = true}),
+              reference_attention(q, k, v, pad + F::causal_mask(5)), 1e-5f, 1e-6f,
+              "causal + padding");
+}
+
+TEST_CASE("a query offset gives exactly the rows of the full causal attention (KV cache)") {
+  manual_seed(42);
+  const Tensor q = randn({2, 3, 6, 4}), k = randn({2, 3, 6, 4}), v = randn({2, 3, 6, 4});
+  const Tensor full = F::scaled_dot_product_attention(q, k, v, {.causal = true});  // [2,3,6,4]
+  for (int64_t past = 0; past < 6; ++past)
+    for (int64_t n = 1; past + n <= 6; ++n) {
+      INFO("past " << past << ", new " << n);
+      // Queries [past, past + n) against the keys a cache would hold then: [0, past + n).
+      const Tensor rows = F::scaled_dot_product_attention(
+          q.narrow(2, past, n), k.narrow(2, 0, past + n), v.narrow(2, 0, past + n),
+          {.causal = true, .query_offset = past});
+      check_close(rows, full.narrow(2, past, n), 1e-5f, 1e-6f, "cached rows");
+    }
+}
+
+TEST_CASE("padding_mask turns key padding into an additive [B, 1, 1, T_k] mask") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor pad = tensor_i64({0, 0, 1, 0, 1, 1}, {2, 3});
+  const Tensor mask = F::padding_mask(pad);
+  CHECK(mask.shape() == Shape{2, 1, 1, 3});
+  check_close(mask.reshape({2, 3}), tensor({0, 0, -inf, 0, -inf, -inf}, {2, 3}), 0.0f, 0.0f,
+              "values");
+  // A float key padding mask is already additive: only reshaped.
+  const Tensor bias = tensor({0.5f, 0.0f, -1.0f}, {1, 3});
+  check_close(F::padding_mask(bias), bias.reshape({1, 1, 1, 3}), 0.0f, 0.0f, "float");
+  // With it, attention ignores the padded keys: the same as dropping them.
+  manual_seed(43);
+  const Tensor q = randn({2, 2, 4, 4}), k = randn({2, 2, 3, 4}), v = randn({2, 2, 3, 4});
+  const Tensor out = F::scaled_dot_product_attention(q, k, v, mask);
+  check_close(out.narrow(0, 0, 1),
+              F::scaled_dot_product_attention(q.narrow(0, 0, 1), k.narrow(0, 0, 1).narrow(2, 0, 2),
+                                              v.narrow(0, 0, 1).narrow(2, 0, 2)),
+              1e-5f, 1e-6f, "padded keys dropped");
+  check_error([] { F::padding_mask(zeros({3})); }, {"padding_mask", "[3]"});
+}
+
+TEST_CASE("scaled_dot_product_attention gives the same result for strided and contiguous heads") {
+  // Heads split out of [B, T, heads, d] (MultiheadAttention's and GPT's layout) are copied into
+  // a contiguous layout inside; the cache's evenly spaced views are read in place.
+  manual_seed(44);
+  const Tensor x = randn({2, 5, 3, 4});
+  const Tensor heads = x.transpose(1, 2);  // [2, 3, 5, 4], strided
+  const Tensor cache = randn({2, 3, 9, 4});
+  const Tensor window = cache.narrow(2, 0, 5);  // [2, 3, 5, 4], evenly spaced
+  for (const Tensor& kv : {heads, window}) {
+    const Tensor out = F::scaled_dot_product_attention(heads, kv, kv, {.causal = true});
+    check_close(out,
+                reference_attention(heads.contiguous(), kv.contiguous(), kv.contiguous(),
+                                    F::causal_mask(5)),
+                1e-5f, 1e-6f, "layout");
+  }
+}
+
+TEST_CASE("gradcheck: scaled_dot_product_attention through the causal path") {
+  manual_seed(45);
+  const Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 3, 4}), v = randn({1, 2, 3, 2});
+  gradcheck(
+      [](const std::vector<Tensor>& t) {
+        return weighted_sum(F::scaled_dot_product_attention(t[0], t[1], t[2], {.causal = true}));
+      },
+      {q, k, v}, 1e-2f, 2e-2f, 2e-3f, "causal");
+  // Two new queries after two cached keys, with an additive bias on top.
+  gradcheck(
+      [](const std::vector<Tensor>& t) {
+        return weighted_sum(F::scaled_dot_product_attention(
+            t[0], t[1], t[2], {.mask = t[3], .causal = true, .query_offset = 2}));
+      },
+      {randn({1, 2, 2, 4}), randn({1, 2, 4, 4}), randn({1, 2, 4, 2}), randn({2, 4})}, 1e-2f, 2e-2f,
+      2e-3f, "causal with offset and mask");
+}
+
+TEST_CASE("scaled_dot_product_attention rejects a bad query offset") {
+  const Tensor x = zeros({1, 2, 3, 4});
+  check_error(
+      [&] { F::scaled_dot_product_attention(x, x, x, {.causal = true, .query_offset = -1}); },
+      {"scaled_dot_product_attention", "query_offset -1"});
+  check_error([&] { F::scaled_dot_product_attention(x, x, x, {.query_offset = 2}); },
+              {"query_offset 2", "causal"});
+  check_error([] { F::causal_mask(2, 3, -1); }, {"causal_mask", "-1"});
 }
