@@ -1,6 +1,7 @@
 // Tensor core: creation, inspection, views sharing storage, broadcasting, RNG, printing.
 #include <algorithm>
 #include <sstream>
+#include <string>
 
 #include "test_util.h"
 
@@ -124,7 +125,7 @@ TEST_CASE("views share storage with their base") {
   row.fill_(9.0f);  // writes through the view
   CHECK(base.to_vector() == std::vector<float>{0, 1, 2, 9, 9, 9});
   Tensor r = base.reshape({3, 2});
-  CHECK(r.impl()->storage == base.impl()->storage);
+  CHECK(r.impl()->storage() == base.impl()->storage());
   Tensor p = base.unsqueeze(0).permute({2, 0, 1});
   CHECK(p.shape() == Shape{3, 1, 2});
   CHECK(p.to_vector() == std::vector<float>{0, 9, 1, 9, 2, 9});
@@ -135,10 +136,44 @@ TEST_CASE("views share storage with their base") {
   CHECK(base.unsqueeze(-1).squeeze(-1).shape() == Shape{2, 3});
   Tensor c = tr.contiguous();
   CHECK(c.is_contiguous());
-  CHECK(c.impl()->storage != base.impl()->storage);
+  CHECK(c.impl()->storage() != base.impl()->storage());
   CHECK(tr.reshape({6}).to_vector() == std::vector<float>{0, 9, 1, 9, 2, 9});
   CHECK(base.flatten().shape() == Shape{6});
   CHECK(zeros({2, 3, 4}).flatten(1).shape() == Shape{2, 12});
+}
+
+TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads of its shape") {
+  const Tensor base = zeros({2, 3});
+  const std::shared_ptr<Storage>& storage = base.impl()->storage();  // 6 floats
+  auto make = [&](Shape shape, Strides strides, int64_t offset) {
+    return TensorImpl(storage, std::move(shape), std::move(strides), offset, DType::Float32);
+  };
+  CHECK_NOTHROW(make({3, 2}, {1, 3}, 0));  // the transpose
+  CHECK_NOTHROW(make({2}, {3}, 2));        // the last column
+  CHECK_NOTHROW(make({4, 0}, {9, 9}, 6));  // no elements: nothing is addressed
+  testing::expect_error([&] { make({2, 3}, {3}, 0); }, {"TensorImpl", "[2,3]", "strides [3]"});
+  testing::expect_error([&] { make({2}, {3}, 3); }, {"TensorImpl", "offset 3", "element 6", "6 elements"});
+  testing::expect_error([&] { make({2}, {-1}, 1); }, {"TensorImpl", "negative"});
+  testing::expect_error([&] { make({2}, {1}, -1); }, {"TensorImpl", "offset -1"});
+  // An int64 view of the same bytes has half as many elements.
+  testing::expect_error([&] { TensorImpl(storage, {4}, {1}, 0, DType::Int64); },
+                        {"TensorImpl", "element 3", "3 elements"});
+
+  // set_data re-points every handle at new data of the same shape and dtype.
+  Tensor a = zeros({2, 3}), alias = a;
+  a.impl()->set_data(*ones({2, 3}).impl());
+  CHECK(alias.to_vector() == std::vector<float>(6, 1.0f));
+  testing::expect_error([&] { a.impl()->set_data(*ones({3, 2}).impl()); },
+                        {"set_data", "[3,2]", "[2,3]"});
+  testing::expect_error([&] { a.impl()->set_data(*arange(6).reshape({2, 3}).impl()); },
+                        {"set_data", "int64", "float32"});
+
+  // A recorded op's output requires grad; a gradient must have the tensor's shape.
+  Tensor y = exp(ones({2}).requires_grad_());
+  CHECK(y.requires_grad());
+  CHECK(y.impl()->grad_fn()->name == "exp");
+  testing::expect_error([&] { a.impl()->set_grad(zeros({3}).impl_ptr()); },
+                        {"set_grad", "[3]", "[2,3]"});
 }
 
 TEST_CASE("binary ops broadcast like NumPy") {
