@@ -118,6 +118,14 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 // Rows of weight [num, dim] gathered by int64 ids of any shape -> ids.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& ids);
+// torch.roll: out[..., i, ...] = x[..., (i - shift) mod n, ...] along dim (n = x.size(dim)):
+// elements pushed off one end come back at the other. Any shift (negative, or beyond n).
+Tensor roll(const Tensor& x, int64_t shift, int64_t dim);
+// Rolls along dims[i] by shifts[i] for each i (a dim may repeat: its shifts add up), as
+// torch.roll(x, shifts, dims). dims may not be empty: torch.roll's form without dims (x rolled
+// as if flattened) is x.flatten().roll(shift, 0).reshape(x.shape()). Beware that in
+// roll(x, {s}, {}) the braces convert to numbers and call the one-dim form, with dim 0.
+Tensor roll(const Tensor& x, std::vector<int64_t> shifts, std::vector<int64_t> dims);
 // Lower-triangular part (k = diagonal offset), as torch.tril.
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

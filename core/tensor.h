@@ -152,20 +152,51 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
 
-  // --- method forms of common ops (defined in autograd/) ---
+  // --- method forms (defined in autograd/tensor_methods.cpp) ---
+  // The rule: every op of autograd/ops.h that takes one tensor (plus non-tensor arguments) has
+  // a method form, x.f(args) == f(x, args), as PyTorch users expect: the unary elementwise
+  // functions, the reductions, softmax and the shape ops. Of the ops on two tensors, matmul and
+  // masked_fill have methods too (as in PyTorch). Arithmetic is spelled with operators; the
+  // comparisons, where, cat/stack, the index ops, creation and the fused nn functions
+  // (layer_norm, cross_entropy, dropout) are free functions only. The views above are methods
+  // only: they are the tensor's own geometry.
+  // unary elementwise
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu() const;
+  Tensor gelu_tanh() const;
+  Tensor abs() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor sign() const;
+  Tensor clamp(float min, float max) const;
+  Tensor pow(float exponent) const;
+  // reductions
   Tensor sum() const;
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor max() const;
   Tensor max(int64_t dim, bool keepdim = false) const;
+  Tensor min(int64_t dim, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor abs() const;
-  Tensor pow(float exponent) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor sum_to(const Shape& shape) const;
+  // softmax
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  // shape ops that copy
+  Tensor roll(int64_t shift, int64_t dim) const;
+  Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims) const;
+  Tensor tril(int64_t k = 0) const;
+  Tensor triu(int64_t k = 0) const;
+  // two tensors
   Tensor matmul(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, float value) const;
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "test_util.h"
 
@@ -174,6 +175,58 @@ TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads o
   CHECK(y.impl()->grad_fn()->name == "exp");
   testing::expect_error([&] { a.impl()->set_grad(zeros({3}).impl_ptr()); },
                         {"set_grad", "[3]", "[2,3]"});
+}
+
+TEST_CASE("every method form gives what its free function gives, recorded as the same op") {
+  manual_seed(21);
+  const Tensor x = randn({3, 4}).requires_grad_();
+  const Tensor pos = (abs(randn({3, 4})) + 0.5f).detach().requires_grad_();
+  const Tensor mask = gt(randn({4}), 0.0f), other = randn({4, 2});
+  // One row per method of core/tensor.h: {name, method form, free function}.
+  const std::vector<std::tuple<std::string, Tensor, Tensor>> forms = {
+      {"exp", x.exp(), exp(x)},
+      {"log", pos.log(), log(pos)},
+      {"sqrt", pos.sqrt(), sqrt(pos)},
+      {"rsqrt", pos.rsqrt(), rsqrt(pos)},
+      {"tanh", x.tanh(), tanh(x)},
+      {"sigmoid", x.sigmoid(), sigmoid(x)},
+      {"relu", x.relu(), relu(x)},
+      {"gelu", x.gelu(), gelu(x)},
+      {"gelu_tanh", x.gelu_tanh(), gelu_tanh(x)},
+      {"abs", x.abs(), abs(x)},
+      {"sin", x.sin(), sin(x)},
+      {"cos", x.cos(), cos(x)},
+      {"sign", x.sign(), sign(x)},
+      {"clamp", x.clamp(-0.5f, 0.5f), clamp(x, -0.5f, 0.5f)},
+      {"pow", pos.pow(1.5f), pow(pos, 1.5f)},
+      {"sum", x.sum(), sum(x)},
+      {"sum dim", x.sum(1, true), sum(x, 1, true)},
+      {"mean", x.mean(), mean(x)},
+      {"mean dim", x.mean(-1), mean(x, -1)},
+      {"max", x.max(), max(x)},
+      {"max dim", x.max(0, true), max(x, 0, true)},
+      {"min dim", x.min(1), min(x, 1)},
+      {"argmax", x.argmax(1), argmax(x, 1)},
+      {"argmin", x.argmin(0, true), argmin(x, 0, true)},
+      {"var", x.var(1, false, true), var(x, 1, false, true)},
+      {"sum_to", x.sum_to({1, 4}), sum_to(x, {1, 4})},
+      {"softmax", x.softmax(0), softmax(x, 0)},
+      {"log_softmax", x.log_softmax(-1), log_softmax(x, -1)},
+      {"roll", x.roll(5, 1), roll(x, 5, 1)},
+      {"roll dims", x.roll({1, -1}, {0, 1}), roll(x, {1, -1}, {0, 1})},
+      {"tril", x.tril(1), tril(x, 1)},
+      {"triu", x.triu(), triu(x)},
+      {"matmul", x.matmul(other), matmul(x, other)},
+      {"masked_fill", x.masked_fill(mask, 2.0f), masked_fill(x, mask, 2.0f)},
+  };
+  for (const auto& [name, method, free] : forms) {
+    INFO("method form of " << name);
+    CHECK(method.dtype() == free.dtype());
+    CHECK(method.shape() == free.shape());
+    CHECK(method.to_vector() == free.to_vector());
+    REQUIRE((method.grad_fn() == nullptr) == (free.grad_fn() == nullptr));
+    if (method.grad_fn()) CHECK(method.grad_fn()->name == free.grad_fn()->name);
+  }
 }
 
 TEST_CASE("binary ops broadcast like NumPy") {
