@@ -68,8 +68,7 @@ void TensorImpl::set_data(const TensorImpl& other) {
 
 void TensorImpl::set_grad(std::shared_ptr<TensorImpl> grad) {
   if (grad)
-    LOOM_CHECK(grad->shape_ == shape_,
-               "set_grad: gradient shape {} does not match tensor shape {}",
+    LOOM_CHECK(grad->shape_ == shape_, "set_grad: gradient shape {} does not match tensor shape {}",
                shape_str(grad->shape_), shape_str(shape_));
   grad_ = std::move(grad);
 }
@@ -79,8 +78,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     LOOM_CHECK(s >= 0, "empty: negative dimension in shape {}", shape_str(shape));
   auto storage = std::make_shared<Storage>(shape_numel(shape) * element_size(dtype), device);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
-                                             0, dtype));
+  return Tensor(
+      std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
 }
 
 // The tensor's state, or a loom::Error naming the accessor `op` when the tensor is undefined.

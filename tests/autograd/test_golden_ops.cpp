@@ -385,10 +385,18 @@ std::vector<GoldenCase> rolls() {
       {"roll_neg_shift_beyond_size", [](const Inputs& x) { return roll(x[0], -10, 0); }},
       {"roll_multiple_of_size", [](const Inputs& x) { return roll(x[0], 8, 1); }},  // a copy
       {"roll_neg_dim_3d", [](const Inputs& x) { return roll(x[0], 1, -2); }},
-      {"roll_two_dims", [](const Inputs& x) { return roll(x[0], {1, -2}, {0, 2}); }},
-      {"roll_same_dim_twice", [](const Inputs& x) { return roll(x[0], {1, 2}, {1, 1}); }},
+      {"roll_two_dims",
+       [](const Inputs& x) {
+         return roll(x[0], {1, -2}, {0, 2});
+       }},
+      {"roll_same_dim_twice",
+       [](const Inputs& x) {
+         return roll(x[0], {1, 2}, {1, 1});
+       }},
       {"roll_swin_cyclic_shift",  // [B,H,W,C] = [2,4,4,3] shifted by -1 along H and W
-       [](const Inputs& x) { return roll(x[0], {-1, -1}, {1, 2}); }},
+       [](const Inputs& x) {
+         return roll(x[0], {-1, -1}, {1, 2});
+       }},
       {"roll_transposed", [](const Inputs& x) { return roll(x[0].t(), 1, 0); }},  // [4,3]^T
       {"roll_method", [](const Inputs& x) { return x[0].roll(-1, 0); }},
   };
@@ -481,10 +489,9 @@ std::vector<GoldenCase> compositions() {
 
 std::vector<std::vector<GoldenCase>> all_families() {
   return {
-      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),  selection(),
-      reduction(),          softmax_family(),     matmul_family(),     views(),       indexing(),
-      nn_functions(),       tensor_methods(),     compositions(),      scatter_adds(),
-      rolls()};
+      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),   selection(),
+      reduction(),          softmax_family(),     matmul_family(),     views(),        indexing(),
+      nn_functions(),       tensor_methods(),     compositions(),      scatter_adds(), rolls()};
 }
 
 }  // namespace

@@ -237,8 +237,14 @@ TEST_CASE("gradcheck: roll by any shift, along one dim or several, on strided in
       {"roll -1 last dim", [](const Tensor& t) { return roll(t, -1, -1); }},
       {"roll beyond the size", [](const Tensor& t) { return roll(t, 7, 1); }},
       {"roll by a multiple of the size", [](const Tensor& t) { return roll(t, -6, 1); }},
-      {"roll two dims", [](const Tensor& t) { return roll(t, {1, -2}, {0, 2}); }},
-      {"roll a dim twice", [](const Tensor& t) { return roll(t, {2, 2}, {1, 1}); }},
+      {"roll two dims",
+       [](const Tensor& t) {
+         return roll(t, {1, -2}, {0, 2});
+       }},
+      {"roll a dim twice",
+       [](const Tensor& t) {
+         return roll(t, {2, 2}, {1, 1});
+       }},
       {"roll method", [](const Tensor& t) { return t.roll(-4, 2); }},
   };
   for (Tensor x : {randn({2, 3, 4}), randn({2, 4, 3}).transpose(1, 2),

@@ -249,12 +249,18 @@ TEST_CASE("roll rejects out-of-range dims and shifts that do not match the dims"
   expect_error([] { roll(zeros({2, 3}), 1, 2); }, {"roll", "dim 2", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), 1, -3); }, {"roll", "dim -3", "[2,3]"});
   expect_error([] { roll(scalar_tensor(1.0f), 1, 0); }, {"roll", "dim 0", "shape []"});
-  expect_error([] { roll(zeros({2, 3}), {1, 2}, {0}); },
-               {"roll", "shifts [1,2]", "dims [0]", "[2,3]"});
+  expect_error(
+      [] {
+        roll(zeros({2, 3}), {1, 2}, {0});
+      },
+      {"roll", "shifts [1,2]", "dims [0]", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), {1}, {0, 5}); }, {"roll", "[1]", "[0,5]", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), {1, 2}, {}); }, {"roll", "[1,2]", "dims []", "[2,3]"});
-  expect_error([] { roll(zeros({2, 3}), std::vector<int64_t>{}, std::vector<int64_t>{}); },
-               {"roll", "shifts []", "dims []", "at least 1", "[2,3]"});
+  expect_error(
+      [] {
+        roll(zeros({2, 3}), std::vector<int64_t>{}, std::vector<int64_t>{});
+      },
+      {"roll", "shifts []", "dims []", "at least 1", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), {1, 1}, {0, 2}); }, {"roll", "dim 2", "[2,3]"});
   expect_error([] { zeros({4}).roll(1, 1); }, {"roll", "dim 1", "[4]"});
   expect_error([] { roll(Tensor(), 1, 0); }, {"roll", "undefined"});

@@ -153,7 +153,8 @@ TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads o
   CHECK_NOTHROW(make({2}, {3}, 2));        // the last column
   CHECK_NOTHROW(make({4, 0}, {9, 9}, 6));  // no elements: nothing is addressed
   testing::expect_error([&] { make({2, 3}, {3}, 0); }, {"TensorImpl", "[2,3]", "strides [3]"});
-  testing::expect_error([&] { make({2}, {3}, 3); }, {"TensorImpl", "offset 3", "element 6", "6 elements"});
+  testing::expect_error([&] { make({2}, {3}, 3); },
+                        {"TensorImpl", "offset 3", "element 6", "6 elements"});
   testing::expect_error([&] { make({2}, {-1}, 1); }, {"TensorImpl", "negative"});
   testing::expect_error([&] { make({2}, {1}, -1); }, {"TensorImpl", "offset -1"});
   // An int64 view of the same bytes has half as many elements.
@@ -164,10 +165,16 @@ TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads o
   Tensor a = zeros({2, 3}), alias = a;
   a.impl()->set_data(*ones({2, 3}).impl());
   CHECK(alias.to_vector() == std::vector<float>(6, 1.0f));
-  testing::expect_error([&] { a.impl()->set_data(*ones({3, 2}).impl()); },
-                        {"set_data", "[3,2]", "[2,3]"});
-  testing::expect_error([&] { a.impl()->set_data(*arange(6).reshape({2, 3}).impl()); },
-                        {"set_data", "int64", "float32"});
+  testing::expect_error(
+      [&] {
+        a.impl()->set_data(*ones({3, 2}).impl());
+      },
+      {"set_data", "[3,2]", "[2,3]"});
+  testing::expect_error(
+      [&] {
+        a.impl()->set_data(*arange(6).reshape({2, 3}).impl());
+      },
+      {"set_data", "int64", "float32"});
 
   // A recorded op's output requires grad; a gradient must have the tensor's shape.
   Tensor y = exp(ones({2}).requires_grad_());
