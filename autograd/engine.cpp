@@ -49,8 +49,7 @@ Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
     }
     node->inputs.push_back(std::move(e));
   }
-  out.impl()->requires_grad = true;
-  out.impl()->grad_fn = std::move(node);
+  out.impl()->set_grad_fn(std::move(node));  // and so out requires grad
   return out;
 }
 
@@ -107,7 +106,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
                    node->name, shape_str(gi.shape()), shape_str(leaf.shape()));
         Tensor slot = leaf.grad();
         if (slot.defined() && slot.is_contiguous() && gi.shape() == slot.shape() &&
-            slot.impl()->grad_fn == nullptr) {
+            slot.is_leaf()) {
           backend(slot.device()).axpy(1.0f, gi.contiguous(), slot);  // in place, no realloc
         } else {
           // Own the buffer: a gradient may alias a tensor saved by the graph.

@@ -10,13 +10,8 @@ namespace loom::detail {
 
 // A view of `base` with new geometry, sharing storage, with no autograd history.
 inline Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.impl()->storage;
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  return Tensor(std::move(impl));
+  return Tensor(std::make_shared<TensorImpl>(base.impl()->storage(), std::move(shape),
+                                             std::move(strides), offset, base.dtype()));
 }
 
 // `t` broadcast to `shape` as a stride-0 view (no copy, no history).

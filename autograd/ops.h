@@ -1,6 +1,58 @@
-// The differentiable operations of loom. Each is defined once in autograd/ops_*.cpp: the
-// forward calls the device's backend, the backward is written with these same ops, so it runs
-// on any device. All binary ops broadcast like NumPy/PyTorch.
+// The differentiable operations of loom. Each is defined once, in autograd/ops_*.cpp: the
+// forward computes through the device's backend (backends/backend.h) and the backward sits right
+// beside it, recorded with autograd::record (autograd/node.h). A backward is one of two kinds:
+//   * composed of the ops in this file, so it runs on any device: the views and shape ops
+//     (transpose <-> transpose, narrow <-> zero-padded copy, cat <-> narrow, ...), arithmetic,
+//     where, the reductions, matmul (two matmuls) and the index ops (index_select and index_add,
+//     gather and scatter_add are each other's adjoints);
+//   * a backward kernel of the backend, where one fused pass is faster or more stable than the
+//     composite: the unary functions (Backend::unary_backward, which evaluates the derivative
+//     written beside the function), softmax and log_softmax (softmax_backward), layer_norm
+//     (layer_norm_backward) and cross_entropy (cross_entropy_backward).
+// All binary ops broadcast like NumPy/PyTorch.
+//
+// How to add an op
+// ----------------
+// 1. Compose it from the ops below if you can (tinygrad's rule: few primitives, composites on
+//    top). Its backward is then automatic and it runs on every device: declare it here, in the
+//    section it belongs to, with a comment giving its PyTorch counterpart and conventions, and
+//    define it in the one autograd/ops_*.cpp of its kind (ops_shape.cpp for shape ops),
+//    checking its arguments first (LOOM_CHECK, with a message that names the op and the shapes
+//    or values at fault). If it takes one tensor, give it a method form too (core/tensor.h +
+//    autograd/tensor_methods.cpp; the rule is stated in core/tensor.h). No backend file
+//    changes. roll in ops_shape.cpp is the worked example: narrow + cat, no kernel.
+// 2. A new unary function (elementwise, one input): add an entry to backends/unary_math.h,
+//    the one host+device table of each function and its derivative from which the CPU and
+//    CUDA loops are instantiated (the UnaryOp enum comes from it; its recipe is at its top);
+//    then the free function here and its one-line definition in autograd/ops_elementwise.cpp,
+//    unary_op(UnaryOp::X, "x", x), whose backward calls Backend::unary_backward; and its
+//    method form. The kernel-level tests iterate over the table by themselves, but
+//    tests/core/test_cpu_backend.cpp wants a reference formula for the new entry.
+// 3. A new kernel family (only when a profile or numerical stability asks for it; keep the
+//    composite as the reference it is tested against), as backends/backend.h describes: the
+//    public method (which checks the tensors) and its protected *_impl kernel in backend.h,
+//    the checks in backends/backend.cpp, the CPU loop in a backends/cpu/*.cpp file declared in
+//    cpu/cpu_backend.h, the CUDA kernel and launcher in a backends/cuda/*.cu file declared in
+//    cuda/kernels.h, and the *_impl in cuda/cuda_backend.cpp that calls the launcher; a
+//    backward kernel is a second member of the family. Then the op here, as in 1, its forward
+//    and backward calling the two kernels.
+// In every case add the four tests:
+//   * gradient check: tests/autograd/test_gradcheck.cpp, gradcheck(weighted(f), inputs, eps,
+//     rtol, atol, name) against central finite differences, on contiguous and non-contiguous
+//     inputs (the transposed()/narrowed() helpers) and on every argument form;
+//   * golden against PyTorch: a family function of add_case(name, torch_fn, inputs...) appended
+//     at the END of FAMILIES in tests/golden/gen_ops.py (each case draws from one seeded stream,
+//     so a case inserted earlier would change every later stored tensor), regenerated with
+//     /usr/bin/python3 tests/golden/gen_ops.py (every old tensor of ops.safetensors must stay
+//     byte-identical); and in tests/autograd/test_golden_ops.cpp the same family, one
+//     {name, lambda} per case mirroring the Python line by line, a TEST_CASE running it, and
+//     an entry in all_families(): the last test fails on a fixture case without a lambda;
+//   * CUDA parity: tests/cuda/test_cuda.cpp, compare_op(name, f, inputs) in the "... through
+//     .to(Device::CUDA)" case of its kind (values and gradients on the GPU against the CPU), and
+//     for a new kernel a compare_devices case calling the kernel directly in several layouts;
+//     without a GPU, tests/cuda/emulator/run_emulated.sh runs the suite on a CPU emulator;
+//   * error paths: tests/core/test_error_paths.cpp, expect_error(f, {"op", "[2,3]", ...}) for
+//     each LOOM_CHECK, naming the op and the shapes or values the message must contain.
 #pragma once
 
 #include <cstdint>
@@ -118,6 +170,14 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 // Rows of weight [num, dim] gathered by int64 ids of any shape -> ids.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& ids);
+// torch.roll: out[..., i, ...] = x[..., (i - shift) mod n, ...] along dim (n = x.size(dim)):
+// elements pushed off one end come back at the other. Any shift (negative, or beyond n).
+Tensor roll(const Tensor& x, int64_t shift, int64_t dim);
+// Rolls along dims[i] by shifts[i] for each i (a dim may repeat: its shifts add up), as
+// torch.roll(x, shifts, dims). dims may not be empty: torch.roll's form without dims (x rolled
+// as if flattened) is x.flatten().roll(shift, 0).reshape(x.shape()). Beware that in
+// roll(x, {s}, {}) the braces convert to numbers and call the one-dim form, with dim 0.
+Tensor roll(const Tensor& x, std::vector<int64_t> shifts, std::vector<int64_t> dims);
 // Lower-triangular part (k = diagonal offset), as torch.tril.
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

@@ -1,6 +1,6 @@
 // Views (reshape, transpose, permute, narrow, expand, squeeze/unsqueeze) share storage with
 // their input; their backward maps the gradient back to the input's geometry.
-// Also: contiguous/clone copies, cat, stack, tril/triu.
+// Also: contiguous/clone copies, cat, stack, roll, tril/triu.
 #include <numeric>
 
 #include "autograd/internal.h"
@@ -162,7 +162,7 @@ Tensor Tensor::expand(const Shape& requested) const {
   if (shape == this->shape()) return *this;
   const Shape in_shape = this->shape();
   return record_view("expand", *this, make_view(*this, shape, strides, offset()),
-                     [in_shape](const Tensor& g) { return sum_to(g, in_shape); });
+                     [in_shape](const Tensor& g) { return loom::sum_to(g, in_shape); });
 }
 
 Tensor Tensor::squeeze(int64_t dim_) const {
@@ -269,6 +269,38 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(expanded, d);
 }
 
+// ---------------------------------------------------------------------------- roll
+// torch.roll: out[..., i, ...] = x[..., (i - shift) mod n, ...] along dim, so elements pushed
+// off one end come back at the other. Worked example of the recipe in autograd/ops.h: roll is
+// two narrow views of x joined by cat (the last s slices, then the first n - s), so it needs no
+// kernel of its own, runs on every device, and needs no backward of its own either: cat's
+// backward narrows the gradient apart and narrow's puts each piece back in place, which is a
+// roll of the gradient by -shift.
+Tensor roll(const Tensor& x, int64_t shift, int64_t dim) {
+  detail::check_defined(x, "roll");
+  const int64_t ndim = x.dim();
+  LOOM_CHECK(dim >= -ndim && dim < ndim && ndim > 0,
+             "roll: dim {} out of range for a tensor of shape {}", dim, shape_str(x.shape()));
+  const int64_t d = dim < 0 ? dim + ndim : dim;
+  const int64_t n = x.size(d);
+  const int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;  // in [0, n), for shifts of any sign
+  if (s == 0) return x.clone();  // a new tensor, like PyTorch's, never x itself
+  return cat({x.narrow(d, n - s, s), x.narrow(d, 0, n - s)}, d);
+}
+
+// One roll after another, along each dims[i] by shifts[i].
+Tensor roll(const Tensor& x, std::vector<int64_t> shifts, std::vector<int64_t> dims) {
+  detail::check_defined(x, "roll");
+  LOOM_CHECK(!dims.empty() && shifts.size() == dims.size(),
+             "roll: shifts {} and dims {} must have the same length, at least 1 (tensor of "
+             "shape {})",
+             shape_str(shifts), shape_str(dims), shape_str(x.shape()));
+  Tensor out = x;
+  for (size_t i = 0; i < dims.size(); ++i) out = roll(out, shifts[i], dims[i]);
+  return out;
+}
+
+// ---------------------------------------------------------------------------- tril, triu
 // Keeps x where (col - row) <= k (tril) or >= k (triu), zero elsewhere; x is [..., R, C].
 static Tensor triangle(const Tensor& x, int64_t k, bool lower) {
   const char* name = lower ? "tril" : "triu";

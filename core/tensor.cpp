@@ -19,15 +19,67 @@ Storage::~Storage() {
   if (data) backend(device).deallocate(data, bytes);
 }
 
+// ---------------------------------------------------------------------------- TensorImpl
+// The geometry invariant: one stride per dim, no negative size, stride or offset, and the
+// furthest element the geometry reaches inside the storage. A failure here is a bug in the
+// op that built the view, so the message says which geometry was asked for.
+static void check_geometry(const Storage* storage, const Shape& shape, const Strides& strides,
+                           int64_t offset, DType dtype) {
+  LOOM_CHECK(storage != nullptr, "TensorImpl: a tensor of shape {} needs a storage",
+             shape_str(shape));
+  LOOM_CHECK(shape.size() == strides.size() && offset >= 0,
+             "TensorImpl: shape {} with strides {} and offset {} do not describe a tensor",
+             shape_str(shape), shape_str(strides), offset);
+  int64_t last = offset;  // the furthest element addressed
+  for (size_t i = 0; i < shape.size(); ++i) {
+    LOOM_CHECK(shape[i] >= 0 && strides[i] >= 0,
+               "TensorImpl: shape {} with strides {} has a negative size or stride",
+               shape_str(shape), shape_str(strides));
+    if (shape[i] == 0) return;  // no elements: nothing is addressed
+    last += (shape[i] - 1) * strides[i];
+  }
+  const int64_t capacity = static_cast<int64_t>(storage->bytes / element_size(dtype));
+  LOOM_CHECK(last < capacity,
+             "TensorImpl: shape {} with strides {} at offset {} reaches element {} of a storage "
+             "of {} elements",
+             shape_str(shape), shape_str(strides), offset, last, capacity);
+}
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Strides strides,
+                       int64_t offset, DType dtype)
+    : storage_(std::move(storage)),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      offset_(offset),
+      dtype_(dtype) {
+  check_geometry(storage_.get(), shape_, strides_, offset_, dtype_);
+}
+
+void TensorImpl::set_data(const TensorImpl& other) {
+  LOOM_CHECK(other.shape_ == shape_ && other.dtype_ == dtype_,
+             "set_data: the new data ({} of shape {}) must have the tensor's dtype and shape ({} "
+             "of shape {})",
+             dtype_name(other.dtype_), shape_str(other.shape_), dtype_name(dtype_),
+             shape_str(shape_));
+  storage_ = other.storage_;
+  strides_ = other.strides_;
+  offset_ = other.offset_;
+}
+
+void TensorImpl::set_grad(std::shared_ptr<TensorImpl> grad) {
+  if (grad)
+    LOOM_CHECK(grad->shape_ == shape_, "set_grad: gradient shape {} does not match tensor shape {}",
+               shape_str(grad->shape_), shape_str(shape_));
+  grad_ = std::move(grad);
+}
+
+// ---------------------------------------------------------------------------- Tensor
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     LOOM_CHECK(s >= 0, "empty: negative dimension in shape {}", shape_str(shape));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(shape_numel(shape) * element_size(dtype), device);
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  auto storage = std::make_shared<Storage>(shape_numel(shape) * element_size(dtype), device);
+  return Tensor(
+      std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
 }
 
 // The tensor's state, or a loom::Error naming the accessor `op` when the tensor is undefined.
@@ -36,36 +88,37 @@ static TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl, const char* 
   return *impl;
 }
 
-const Shape& Tensor::shape() const { return checked(impl_, "shape").shape; }
-const Strides& Tensor::strides() const { return checked(impl_, "strides").strides; }
-int64_t Tensor::offset() const { return checked(impl_, "offset").offset; }
-DType Tensor::dtype() const { return checked(impl_, "dtype").dtype; }
-Device Tensor::device() const { return checked(impl_, "device").storage->device; }
+const Shape& Tensor::shape() const { return checked(impl_, "shape").shape(); }
+const Strides& Tensor::strides() const { return checked(impl_, "strides").strides(); }
+int64_t Tensor::offset() const { return checked(impl_, "offset").offset(); }
+DType Tensor::dtype() const { return checked(impl_, "dtype").dtype(); }
+Device Tensor::device() const { return checked(impl_, "device").device(); }
 
 int64_t Tensor::size(int64_t d) const {
-  const Shape& s = checked(impl_, "size").shape;
+  const Shape& s = checked(impl_, "size").shape();
   LOOM_CHECK(!s.empty(), "size: dim {} out of range for a 0-d tensor (shape [])", d);
   return s[wrap_dim(d, static_cast<int64_t>(s.size()), "size")];
 }
 int64_t Tensor::stride(int64_t d) const {
-  const Strides& s = checked(impl_, "stride").strides;
+  const Strides& s = checked(impl_, "stride").strides();
   LOOM_CHECK(!s.empty(), "stride: dim {} out of range for a 0-d tensor (shape [])", d);
   return s[wrap_dim(d, static_cast<int64_t>(s.size()), "stride")];
 }
 
 void* Tensor::raw_data() const {
   const TensorImpl& t = checked(impl_, "raw_data");
-  return static_cast<char*>(t.storage->data) + t.offset * element_size(t.dtype);
+  return static_cast<char*>(t.storage()->data) + t.offset() * element_size(t.dtype());
 }
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = checked(impl_, "is_contiguous");
-  if (shape_numel(t.shape) == 0) return true;  // no elements: any layout is contiguous
+  const Shape& shape = t.shape();
+  if (shape_numel(shape) == 0) return true;  // no elements: any layout is contiguous
   int64_t expected = 1;
-  for (size_t i = t.shape.size(); i-- > 0;) {
-    if (t.shape[i] == 1) continue;  // the stride of a size-1 dim never matters
-    if (t.strides[i] != expected) return false;
-    expected *= t.shape[i];
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;  // the stride of a size-1 dim never matters
+    if (t.strides()[i] != expected) return false;
+    expected *= shape[i];
   }
   return true;
 }
@@ -122,63 +175,52 @@ Tensor Tensor::to(DType target) const {
 // ---------------------------------------------------------------------------- autograd
 Tensor& Tensor::requires_grad_(bool on) {
   TensorImpl& t = checked(impl_, "requires_grad_");
-  LOOM_CHECK(!on || t.dtype == DType::Float32,
+  LOOM_CHECK(!on || t.dtype() == DType::Float32,
              "requires_grad_: only float32 tensors can require gradients (got {})",
-             dtype_name(t.dtype));
-  LOOM_CHECK(t.grad_fn == nullptr,
+             dtype_name(t.dtype()));
+  LOOM_CHECK(t.grad_fn() == nullptr,
              "requires_grad_: can only be set on leaf tensors (this one was produced by '{}'); "
              "use detach() first",
-             t.grad_fn ? t.grad_fn->name : "");
-  t.requires_grad = on;
+             t.grad_fn() ? t.grad_fn()->name : "");
+  t.set_requires_grad(on);
   return *this;
 }
 
-bool Tensor::requires_grad() const { return checked(impl_, "requires_grad").requires_grad; }
-bool Tensor::is_leaf() const { return checked(impl_, "is_leaf").grad_fn == nullptr; }
+bool Tensor::requires_grad() const { return checked(impl_, "requires_grad").requires_grad(); }
+bool Tensor::is_leaf() const { return checked(impl_, "is_leaf").grad_fn() == nullptr; }
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
-  return checked(impl_, "grad_fn").grad_fn;
+  return checked(impl_, "grad_fn").grad_fn();
 }
 
 Tensor Tensor::grad() const {
   const TensorImpl& t = checked(impl_, "grad");
-  return t.grad ? Tensor(t.grad) : Tensor();
+  return t.grad() ? Tensor(t.grad()) : Tensor();
 }
 
-void Tensor::set_grad(const Tensor& g) const {
-  TensorImpl& t = checked(impl_, "set_grad");
-  if (g.defined())
-    LOOM_CHECK(g.shape() == t.shape, "set_grad: gradient shape {} does not match tensor shape {}",
-               shape_str(g.shape()), shape_str(t.shape));
-  t.grad = g.impl_ptr();
-}
+void Tensor::set_grad(const Tensor& g) const { checked(impl_, "set_grad").set_grad(g.impl_ptr()); }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   const TensorImpl& t = checked(impl_, "backward");
-  LOOM_CHECK(t.requires_grad,
+  LOOM_CHECK(t.requires_grad(),
              "backward: tensor of shape {} does not require grad and has no grad_fn",
-             shape_str(t.shape));
+             shape_str(t.shape()));
   Tensor g = gradient;
   if (!g.defined()) {
     LOOM_CHECK(numel() == 1,
                "backward: grad can be implicitly created only for one-element outputs; this "
                "tensor has shape {} (pass a gradient tensor)",
-               shape_str(t.shape));
-    g = ones(t.shape, device());
+               shape_str(t.shape()));
+    g = ones(t.shape(), device());
   }
-  LOOM_CHECK(g.shape() == t.shape, "backward: gradient shape {} does not match tensor shape {}",
-             shape_str(g.shape()), shape_str(t.shape));
+  LOOM_CHECK(g.shape() == t.shape(), "backward: gradient shape {} does not match tensor shape {}",
+             shape_str(g.shape()), shape_str(t.shape()));
   autograd::run_backward(*this, g, retain_graph);
 }
 
 Tensor Tensor::detach() const {
   const TensorImpl& t = checked(impl_, "detach");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.storage;
-  impl->shape = t.shape;
-  impl->strides = t.strides;
-  impl->offset = t.offset;
-  impl->dtype = t.dtype;
-  return Tensor(std::move(impl));
+  return Tensor(
+      std::make_shared<TensorImpl>(t.storage(), t.shape(), t.strides(), t.offset(), t.dtype()));
 }
 
 // ---------------------------------------------------------------------------- in place

@@ -29,16 +29,53 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-struct TensorImpl {
-  std::shared_ptr<Storage> storage;
-  Shape shape;
-  Strides strides;      // in elements
-  int64_t offset = 0;   // in elements, from storage->data
-  DType dtype = DType::Float32;
-  // autograd
-  bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;              // accumulated gradient of a leaf
-  std::shared_ptr<autograd::Node> grad_fn;       // the op that produced this tensor, if recorded
+// The state behind a Tensor handle. Its invariants are kept here, in one place:
+//   * shape and strides have one entry per dim, offset >= 0, and every element the geometry
+//     can address lies inside the storage (checked when the geometry is set);
+//   * a tensor with a grad_fn (the output of a recorded op) requires grad;
+//   * a gradient, when present, has the tensor's shape.
+// The fields are read through inline accessors (no cost on the hot paths) and changed only
+// through the few setters below, which are what autograd and Module::to need.
+class TensorImpl {
+ public:
+  // A tensor whose elements are storage->data[offset + sum_i index_i * strides[i]].
+  TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
+             DType dtype);
+
+  // --- geometry ---
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  const Shape& shape() const { return shape_; }
+  const Strides& strides() const { return strides_; }  // in elements
+  int64_t offset() const { return offset_; }           // in elements, from storage()->data
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_->device; }
+  // Points this tensor at `other`'s storage and layout (the shape and dtype must be the same),
+  // so that every handle to it sees the new data: how Module::to moves a parameter in place.
+  void set_data(const TensorImpl& other);
+
+  // --- autograd ---
+  bool requires_grad() const { return requires_grad_; }
+  void set_requires_grad(bool on) { requires_grad_ = on; }
+  // The accumulated gradient of a leaf (null if none); a new one must have this shape.
+  const std::shared_ptr<TensorImpl>& grad() const { return grad_; }
+  void set_grad(std::shared_ptr<TensorImpl> grad);
+  // The recorded op that produced this tensor (null for a leaf). Setting it marks the tensor
+  // as requiring grad, since gradients flow through it.
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return grad_fn_; }
+  void set_grad_fn(std::shared_ptr<autograd::Node> node) {
+    grad_fn_ = std::move(node);
+    requires_grad_ = true;
+  }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  Strides strides_;
+  int64_t offset_ = 0;
+  DType dtype_ = DType::Float32;
+  bool requires_grad_ = false;
+  std::shared_ptr<TensorImpl> grad_;
+  std::shared_ptr<autograd::Node> grad_fn_;
 };
 
 class Tensor {
@@ -115,20 +152,51 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
 
-  // --- method forms of common ops (defined in autograd/) ---
+  // --- method forms (defined in autograd/tensor_methods.cpp) ---
+  // The rule: every op of autograd/ops.h that takes one tensor (plus non-tensor arguments) has
+  // a method form, x.f(args) == f(x, args), as PyTorch users expect: the unary elementwise
+  // functions, the reductions, softmax and the shape ops. Of the ops on two tensors, matmul and
+  // masked_fill have methods too (as in PyTorch). Arithmetic is spelled with operators; the
+  // comparisons, where, cat/stack, the index ops, creation and the fused nn functions
+  // (layer_norm, cross_entropy, dropout) are free functions only. The views above are methods
+  // only: they are the tensor's own geometry.
+  // unary elementwise
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu() const;
+  Tensor gelu_tanh() const;
+  Tensor abs() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor sign() const;
+  Tensor clamp(float min, float max) const;
+  Tensor pow(float exponent) const;
+  // reductions
   Tensor sum() const;
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor max() const;
   Tensor max(int64_t dim, bool keepdim = false) const;
+  Tensor min(int64_t dim, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor abs() const;
-  Tensor pow(float exponent) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor sum_to(const Shape& shape) const;
+  // softmax
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  // shape ops that copy
+  Tensor roll(int64_t shift, int64_t dim) const;
+  Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims) const;
+  Tensor tril(int64_t k = 0) const;
+  Tensor triu(int64_t k = 0) const;
+  // two tensors
   Tensor matmul(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, float value) const;
 

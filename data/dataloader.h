@@ -1,15 +1,18 @@
 // DataLoader: batches of a Dataset, in seeded random order, prepared on a background thread
 // while the caller trains on the previous one (torch.utils.data.DataLoader with one worker).
 //
+// clang-format off
 //   auto data = std::make_shared<data::LanguageModelDataset>(tokens, /*context=*/128,
-//   /*stride=*/1); data::DataLoader loader(data, /*batch_size=*/32, /*shuffle=*/true,
-//   /*seed=*/1234); for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//                                                            /*stride=*/1);
+//   data::DataLoader loader(data, /*batch_size=*/32, /*shuffle=*/true, /*seed=*/1234);
+//   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
 //     loader.set_epoch(epoch);
-//     for (auto& batch : loader) {      // batch[0]: x int64 [32, 128], batch[1]: y int64 [32, 128]
+//     for (auto& batch : loader) {  // batch[0]: x int64 [32, 128], batch[1]: y int64 [32, 128]
 //       ...
-//       if (done) break;                // stops the worker cleanly
+//       if (done) break;            // stops the worker cleanly
 //     }
 //   }
+// clang-format on
 //
 // Order: without shuffle, examples come in index order. With shuffle, the order of an epoch is
 // a SplitMix64 permutation determined by (seed, epoch) alone: the same on every run and every

@@ -169,11 +169,8 @@ void Module::train(bool on) {
 static void move_in_place(const Tensor& t, Device device) {
   if (t.device() == device) return;
   const Tensor moved = t.detach().to(device);
-  TensorImpl& impl = *t.impl();
-  impl.storage = moved.impl()->storage;
-  impl.strides = moved.impl()->strides;
-  impl.offset = moved.impl()->offset;
-  if (impl.grad) impl.grad = Tensor(impl.grad).detach().to(device).impl_ptr();
+  t.impl()->set_data(*moved.impl());
+  if (t.grad().defined()) t.set_grad(t.grad().detach().to(device));
 }
 
 void Module::to(Device device) {

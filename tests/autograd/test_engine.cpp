@@ -63,7 +63,7 @@ TEST_CASE("NoGradGuard and detach stop recording") {
   CHECK_FALSE(y.is_leaf());
   Tensor d = y.detach();
   CHECK_FALSE(d.requires_grad());
-  CHECK(d.impl()->storage == y.impl()->storage);
+  CHECK(d.impl()->storage() == y.impl()->storage());
   CHECK_THROWS_AS(sum(d).backward(), Error);
   CHECK(x.grad().defined() == false);
 }

@@ -376,6 +376,32 @@ std::vector<GoldenCase> scatter_adds() {
   };
 }
 
+// torch.roll, composed of narrow + cat (its gradient is a roll by -shift).
+std::vector<GoldenCase> rolls() {
+  return {
+      {"roll_1d", [](const Inputs& x) { return roll(x[0], 2, 0); }},
+      {"roll_neg_shift", [](const Inputs& x) { return roll(x[0], -1, 1); }},
+      {"roll_shift_beyond_size", [](const Inputs& x) { return roll(x[0], 9, 1); }},  // [3,4]
+      {"roll_neg_shift_beyond_size", [](const Inputs& x) { return roll(x[0], -10, 0); }},
+      {"roll_multiple_of_size", [](const Inputs& x) { return roll(x[0], 8, 1); }},  // a copy
+      {"roll_neg_dim_3d", [](const Inputs& x) { return roll(x[0], 1, -2); }},
+      {"roll_two_dims",
+       [](const Inputs& x) {
+         return roll(x[0], {1, -2}, {0, 2});
+       }},
+      {"roll_same_dim_twice",
+       [](const Inputs& x) {
+         return roll(x[0], {1, 2}, {1, 1});
+       }},
+      {"roll_swin_cyclic_shift",  // [B,H,W,C] = [2,4,4,3] shifted by -1 along H and W
+       [](const Inputs& x) {
+         return roll(x[0], {-1, -1}, {1, 2});
+       }},
+      {"roll_transposed", [](const Inputs& x) { return roll(x[0].t(), 1, 0); }},  // [4,3]^T
+      {"roll_method", [](const Inputs& x) { return x[0].roll(-1, 0); }},
+  };
+}
+
 std::vector<GoldenCase> nn_functions() {
   return {
       {"layer_norm", [](const Inputs& x) { return layer_norm(x[0], x[1], x[2], 1e-5f); }},
@@ -463,9 +489,9 @@ std::vector<GoldenCase> compositions() {
 
 std::vector<std::vector<GoldenCase>> all_families() {
   return {
-      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),  selection(),
-      reduction(),          softmax_family(),     matmul_family(),     views(),       indexing(),
-      nn_functions(),       tensor_methods(),     compositions(),      scatter_adds()};
+      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),   selection(),
+      reduction(),          softmax_family(),     matmul_family(),     views(),        indexing(),
+      nn_functions(),       tensor_methods(),     compositions(),      scatter_adds(), rolls()};
 }
 
 }  // namespace
@@ -496,6 +522,9 @@ TEST_CASE("golden: cat, stack, index_select, gather, embedding, tril, triu match
 }
 TEST_CASE("golden: index_add and scatter_add, with repeated indices, match PyTorch") {
   run_family(scatter_adds(), kElementwise);
+}
+TEST_CASE("golden: roll by any shift, along one dim or several, matches PyTorch") {
+  run_family(rolls(), kElementwise);
 }
 TEST_CASE("golden: layer_norm, cross_entropy and dropout match PyTorch") {
   run_family(nn_functions(), kAccumulating);

@@ -229,6 +229,31 @@ TEST_CASE("gradcheck: views and layout ops on contiguous, transposed and narrowe
   }
 }
 
+TEST_CASE("gradcheck: roll by any shift, along one dim or several, on strided inputs") {
+  manual_seed(14);
+  // roll is composed of narrow + cat: its backward (a roll by -shift) comes from theirs.
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> fns = {
+      {"roll 1", [](const Tensor& t) { return roll(t, 1, 0); }},
+      {"roll -1 last dim", [](const Tensor& t) { return roll(t, -1, -1); }},
+      {"roll beyond the size", [](const Tensor& t) { return roll(t, 7, 1); }},
+      {"roll by a multiple of the size", [](const Tensor& t) { return roll(t, -6, 1); }},
+      {"roll two dims",
+       [](const Tensor& t) {
+         return roll(t, {1, -2}, {0, 2});
+       }},
+      {"roll a dim twice",
+       [](const Tensor& t) {
+         return roll(t, {2, 2}, {1, 1});
+       }},
+      {"roll method", [](const Tensor& t) { return t.roll(-4, 2); }},
+  };
+  for (Tensor x : {randn({2, 3, 4}), randn({2, 4, 3}).transpose(1, 2),
+                   randn({3, 3, 7}).narrow(0, 1, 2).narrow(2, 2, 4)})
+    for (const auto& [name, f] : fns)
+      gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }), {x}, 1e-2f,
+                2e-2f, 2e-3f, name);
+}
+
 TEST_CASE("gradcheck: cat, stack and indexing") {
   manual_seed(9);
   gradcheck(weighted([](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}, 1); }),

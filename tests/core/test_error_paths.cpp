@@ -245,6 +245,30 @@ TEST_CASE("cat of 0-d tensors and stack of nothing") {
   CHECK(stack({zeros({}), zeros({})}).shape() == Shape{2});
 }
 
+TEST_CASE("roll rejects out-of-range dims and shifts that do not match the dims") {
+  expect_error([] { roll(zeros({2, 3}), 1, 2); }, {"roll", "dim 2", "[2,3]"});
+  expect_error([] { roll(zeros({2, 3}), 1, -3); }, {"roll", "dim -3", "[2,3]"});
+  expect_error([] { roll(scalar_tensor(1.0f), 1, 0); }, {"roll", "dim 0", "shape []"});
+  expect_error(
+      [] {
+        roll(zeros({2, 3}), {1, 2}, {0});
+      },
+      {"roll", "shifts [1,2]", "dims [0]", "[2,3]"});
+  expect_error([] { roll(zeros({2, 3}), {1}, {0, 5}); }, {"roll", "[1]", "[0,5]", "[2,3]"});
+  expect_error([] { roll(zeros({2, 3}), {1, 2}, {}); }, {"roll", "[1,2]", "dims []", "[2,3]"});
+  expect_error(
+      [] {
+        roll(zeros({2, 3}), std::vector<int64_t>{}, std::vector<int64_t>{});
+      },
+      {"roll", "shifts []", "dims []", "at least 1", "[2,3]"});
+  expect_error([] { roll(zeros({2, 3}), {1, 1}, {0, 2}); }, {"roll", "dim 2", "[2,3]"});
+  expect_error([] { zeros({4}).roll(1, 1); }, {"roll", "dim 1", "[4]"});
+  expect_error([] { roll(Tensor(), 1, 0); }, {"roll", "undefined"});
+  // Valid edge cases: a size-0 dim, a shift of 0.
+  CHECK(roll(zeros({0, 3}), 5, 0).shape() == Shape{0, 3});
+  CHECK(roll(arange(3), 0, 0).to_vector_i64() == std::vector<int64_t>{0, 1, 2});
+}
+
 TEST_CASE("out-of-range dims for size, stride, squeeze and unsqueeze") {
   const Tensor x = zeros({2, 3});
   expect_error([&] { x.size(2); }, {"size", "dim 2", "2 dims"});

@@ -1,6 +1,8 @@
 // Tensor core: creation, inspection, views sharing storage, broadcasting, RNG, printing.
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "test_util.h"
 
@@ -124,7 +126,7 @@ TEST_CASE("views share storage with their base") {
   row.fill_(9.0f);  // writes through the view
   CHECK(base.to_vector() == std::vector<float>{0, 1, 2, 9, 9, 9});
   Tensor r = base.reshape({3, 2});
-  CHECK(r.impl()->storage == base.impl()->storage);
+  CHECK(r.impl()->storage() == base.impl()->storage());
   Tensor p = base.unsqueeze(0).permute({2, 0, 1});
   CHECK(p.shape() == Shape{3, 1, 2});
   CHECK(p.to_vector() == std::vector<float>{0, 9, 1, 9, 2, 9});
@@ -135,10 +137,103 @@ TEST_CASE("views share storage with their base") {
   CHECK(base.unsqueeze(-1).squeeze(-1).shape() == Shape{2, 3});
   Tensor c = tr.contiguous();
   CHECK(c.is_contiguous());
-  CHECK(c.impl()->storage != base.impl()->storage);
+  CHECK(c.impl()->storage() != base.impl()->storage());
   CHECK(tr.reshape({6}).to_vector() == std::vector<float>{0, 9, 1, 9, 2, 9});
   CHECK(base.flatten().shape() == Shape{6});
   CHECK(zeros({2, 3, 4}).flatten(1).shape() == Shape{2, 12});
+}
+
+TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads of its shape") {
+  const Tensor base = zeros({2, 3});
+  const std::shared_ptr<Storage>& storage = base.impl()->storage();  // 6 floats
+  auto make = [&](Shape shape, Strides strides, int64_t offset) {
+    return TensorImpl(storage, std::move(shape), std::move(strides), offset, DType::Float32);
+  };
+  CHECK_NOTHROW(make({3, 2}, {1, 3}, 0));  // the transpose
+  CHECK_NOTHROW(make({2}, {3}, 2));        // the last column
+  CHECK_NOTHROW(make({4, 0}, {9, 9}, 6));  // no elements: nothing is addressed
+  testing::expect_error([&] { make({2, 3}, {3}, 0); }, {"TensorImpl", "[2,3]", "strides [3]"});
+  testing::expect_error([&] { make({2}, {3}, 3); },
+                        {"TensorImpl", "offset 3", "element 6", "6 elements"});
+  testing::expect_error([&] { make({2}, {-1}, 1); }, {"TensorImpl", "negative"});
+  testing::expect_error([&] { make({2}, {1}, -1); }, {"TensorImpl", "offset -1"});
+  // An int64 view of the same bytes has half as many elements.
+  testing::expect_error([&] { TensorImpl(storage, {4}, {1}, 0, DType::Int64); },
+                        {"TensorImpl", "element 3", "3 elements"});
+
+  // set_data re-points every handle at new data of the same shape and dtype.
+  Tensor a = zeros({2, 3}), alias = a;
+  a.impl()->set_data(*ones({2, 3}).impl());
+  CHECK(alias.to_vector() == std::vector<float>(6, 1.0f));
+  testing::expect_error(
+      [&] {
+        a.impl()->set_data(*ones({3, 2}).impl());
+      },
+      {"set_data", "[3,2]", "[2,3]"});
+  testing::expect_error(
+      [&] {
+        a.impl()->set_data(*arange(6).reshape({2, 3}).impl());
+      },
+      {"set_data", "int64", "float32"});
+
+  // A recorded op's output requires grad; a gradient must have the tensor's shape.
+  Tensor y = exp(ones({2}).requires_grad_());
+  CHECK(y.requires_grad());
+  CHECK(y.impl()->grad_fn()->name == "exp");
+  testing::expect_error([&] { a.impl()->set_grad(zeros({3}).impl_ptr()); },
+                        {"set_grad", "[3]", "[2,3]"});
+}
+
+TEST_CASE("every method form gives what its free function gives, recorded as the same op") {
+  manual_seed(21);
+  const Tensor x = randn({3, 4}).requires_grad_();
+  const Tensor pos = (abs(randn({3, 4})) + 0.5f).detach().requires_grad_();
+  const Tensor mask = gt(randn({4}), 0.0f), other = randn({4, 2});
+  // One row per method of core/tensor.h: {name, method form, free function}.
+  const std::vector<std::tuple<std::string, Tensor, Tensor>> forms = {
+      {"exp", x.exp(), exp(x)},
+      {"log", pos.log(), log(pos)},
+      {"sqrt", pos.sqrt(), sqrt(pos)},
+      {"rsqrt", pos.rsqrt(), rsqrt(pos)},
+      {"tanh", x.tanh(), tanh(x)},
+      {"sigmoid", x.sigmoid(), sigmoid(x)},
+      {"relu", x.relu(), relu(x)},
+      {"gelu", x.gelu(), gelu(x)},
+      {"gelu_tanh", x.gelu_tanh(), gelu_tanh(x)},
+      {"abs", x.abs(), abs(x)},
+      {"sin", x.sin(), sin(x)},
+      {"cos", x.cos(), cos(x)},
+      {"sign", x.sign(), sign(x)},
+      {"clamp", x.clamp(-0.5f, 0.5f), clamp(x, -0.5f, 0.5f)},
+      {"pow", pos.pow(1.5f), pow(pos, 1.5f)},
+      {"sum", x.sum(), sum(x)},
+      {"sum dim", x.sum(1, true), sum(x, 1, true)},
+      {"mean", x.mean(), mean(x)},
+      {"mean dim", x.mean(-1), mean(x, -1)},
+      {"max", x.max(), max(x)},
+      {"max dim", x.max(0, true), max(x, 0, true)},
+      {"min dim", x.min(1), min(x, 1)},
+      {"argmax", x.argmax(1), argmax(x, 1)},
+      {"argmin", x.argmin(0, true), argmin(x, 0, true)},
+      {"var", x.var(1, false, true), var(x, 1, false, true)},
+      {"sum_to", x.sum_to({1, 4}), sum_to(x, {1, 4})},
+      {"softmax", x.softmax(0), softmax(x, 0)},
+      {"log_softmax", x.log_softmax(-1), log_softmax(x, -1)},
+      {"roll", x.roll(5, 1), roll(x, 5, 1)},
+      {"roll dims", x.roll({1, -1}, {0, 1}), roll(x, {1, -1}, {0, 1})},
+      {"tril", x.tril(1), tril(x, 1)},
+      {"triu", x.triu(), triu(x)},
+      {"matmul", x.matmul(other), matmul(x, other)},
+      {"masked_fill", x.masked_fill(mask, 2.0f), masked_fill(x, mask, 2.0f)},
+  };
+  for (const auto& [name, method, free] : forms) {
+    INFO("method form of " << name);
+    CHECK(method.dtype() == free.dtype());
+    CHECK(method.shape() == free.shape());
+    CHECK(method.to_vector() == free.to_vector());
+    REQUIRE((method.grad_fn() == nullptr) == (free.grad_fn() == nullptr));
+    if (method.grad_fn()) CHECK(method.grad_fn()->name == free.grad_fn()->name);
+  }
 }
 
 TEST_CASE("binary ops broadcast like NumPy") {

@@ -968,6 +968,12 @@ TEST_CASE("shape, indexing and fused nn ops match the CPU through .to(Device::CU
              [](auto& t) { return t[0].select(0, 1).unsqueeze(0).squeeze(0); }, {x});
   compare_op("flatten", [](auto& t) { return t[0].flatten(1); }, {x});
   compare_op("cat", [](auto& t) { return cat({t[0], t[1]}, 1); }, {x, y});
+  compare_op("roll", [](auto& t) { return roll(t[0], -7, 1); }, {x});
+  compare_op("roll two dims of a transposed view",
+             [](auto& t) {
+               return roll(t[0].transpose(0, 2), {2, 1}, {0, -1});
+             },
+             {x});
   compare_op("stack", [](auto& t) { return stack({t[0], t[0] * 2.0f}, 2); }, {x});
   compare_op("index_select", [](auto& t) { return index_select(t[0], 1, t[1]); }, {x, ids});
   compare_op("gather", [](auto& t) { return gather(t[0], 1, t[1]); }, {x, gidx});

@@ -380,11 +380,28 @@ def scatter_adds():
              rn(4, 3), ids([[2, 0, 1, 1], [2, 2, 0, 1]]), rn(4, 2))
 
 
+def rolls():
+    """torch.roll, composed in loom of narrow + cat. Appended after scatter_adds for the same
+    reason: the earlier cases' stored tensors stay as they were."""
+    add_case("roll_1d", lambda x: torch.roll(x, 2, 0), rn(5))
+    add_case("roll_neg_shift", lambda x: torch.roll(x, -1, 1), rn(3, 4))
+    add_case("roll_shift_beyond_size", lambda x: torch.roll(x, 9, 1), rn(3, 4))
+    add_case("roll_neg_shift_beyond_size", lambda x: torch.roll(x, -10, 0), rn(3, 4))
+    add_case("roll_multiple_of_size", lambda x: torch.roll(x, 8, 1), rn(3, 4))
+    add_case("roll_neg_dim_3d", lambda x: torch.roll(x, 1, -2), rn(2, 3, 4))
+    add_case("roll_two_dims", lambda x: torch.roll(x, (1, -2), (0, 2)), rn(2, 3, 4))
+    add_case("roll_same_dim_twice", lambda x: torch.roll(x, (1, 2), (1, 1)), rn(3, 4))
+    # Swin's cyclic shift of a [B, H, W, C] feature map by -window_size/2 (Liu et al. 2021, 3.2).
+    add_case("roll_swin_cyclic_shift", lambda x: torch.roll(x, (-1, -1), (1, 2)), rn(2, 4, 4, 3))
+    add_case("roll_transposed", lambda x: torch.roll(x.t(), 1, 0), rn(4, 3))
+    add_case("roll_method", lambda x: x.roll(-1, 0), rn(3, 2))
+
+
 # Append new families at the end only: each case draws its inputs and weight from one seeded
 # stream, so inserting a case earlier would change every later case's stored tensors.
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,
             reduction, softmax, matmul, views, indexing, nn_functions, tensor_methods,
-            compositions, scatter_adds]
+            compositions, scatter_adds, rolls]
 
 
 def main():
