@@ -17,12 +17,7 @@
 // over vec_math.h), CUDA its own math library (CudaMath in backends/cuda/elementwise.cu).
 #pragma once
 
-// Code compiled for both the host and the GPU (the same definition as in core/rng.h).
-#if defined(__CUDACC__)
-#define LOOM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define LOOM_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace loom {
 

@@ -6,11 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LOOM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define LOOM_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace loom {
 
