@@ -73,6 +73,14 @@ struct Contract {
                rows);
     return rows > 0 ? x.numel() / rows : 0;
   }
+  // Float32 logits of one row per int64 target, at least one class; returns the classes.
+  int64_t logits_per_target(const Tensor& logits, const Tensor& target) const {
+    dtype(logits, DType::Float32, "logits");
+    dtype(target, DType::Int64, "target");
+    const int64_t rows = target.numel(), classes = row_length(logits, rows, "logits");
+    LOOM_CHECK(classes > 0 || rows == 0, "{}: logits have 0 classes", op);
+    return classes;
+  }
 };
 
 const char* reduce_name(ReduceOp op) {
@@ -338,10 +346,8 @@ void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tenso
 void Backend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                             float label_smoothing, Tensor& losses, Tensor& lse) {
   const Contract c{device_, "cross_entropy"};
-  c.dtype(logits, DType::Float32, "logits");
-  c.dtype(target, DType::Int64, "target");
-  const int64_t rows = target.numel(), classes = c.row_length(logits, rows, "logits");
-  LOOM_CHECK(classes > 0 || rows == 0, "cross_entropy: logits have 0 classes");
+  c.logits_per_target(logits, target);
+  const int64_t rows = target.numel();
   c.output(losses, DType::Float32, rows, "losses");
   c.output(lse, DType::Float32, rows, "lse");
   if (rows > 0)
@@ -353,10 +359,7 @@ void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target,
                                      int64_t ignore_index, float label_smoothing, float scale,
                                      Tensor& dlogits) {
   const Contract c{device_, "cross_entropy_backward"};
-  c.dtype(logits, DType::Float32, "logits");
-  c.dtype(target, DType::Int64, "target");
-  const int64_t rows = target.numel(), classes = c.row_length(logits, rows, "logits");
-  LOOM_CHECK(classes > 0 || rows == 0, "cross_entropy_backward: logits have 0 classes");
+  const int64_t rows = target.numel(), classes = c.logits_per_target(logits, target);
   c.input(lse, DType::Float32, rows, "lse");
   c.output(dlogits, DType::Float32, rows * classes, "dlogits");
   if (rows > 0)
