@@ -213,4 +213,24 @@ DataLoader::Iterator DataLoader::begin_at(int64_t first_batch) {
   return Iterator(std::move(worker));
 }
 
+// ---------------------------------------------------------------------------- BatchStream
+
+void BatchStream::seek(int64_t epoch, int64_t index) {
+  LOOM_CHECK(epoch >= 0, "BatchStream::seek: negative epoch {}", epoch);
+  it_.reset();  // stops the current pass's worker first
+  loader_.set_epoch(epoch);
+  it_.emplace(loader_.begin_at(index));  // checks index against the epoch's batches
+  epoch_ = epoch;
+  index_ = index;
+}
+
+Batch BatchStream::next() {
+  if (!it_) seek(epoch_, index_);
+  if (*it_ == loader_.end()) seek(epoch_ + 1, 0);  // a fresh epoch, in its own order
+  Batch batch = std::move(**it_);
+  ++*it_;
+  ++index_;
+  return batch;
+}
+
 }  // namespace loom::data

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -100,6 +101,30 @@ class DataLoader {
   uint64_t seed_;
   bool drop_last_;
   int64_t epoch_ = 0;
+};
+
+// The batches of a DataLoader as one endless stream, epoch after epoch, whose position (epoch,
+// batch within the epoch) can be saved and restored: what a trainer that counts steps rather
+// than epochs iterates, and what lets a resumed run see exactly the batches it would have seen.
+//
+//   data::BatchStream batches(loader);
+//   batches.seek(saved_epoch, saved_batch);   // after loading a checkpoint
+//   data::Batch b = batches.next();           // forever; a new epoch starts by itself
+class BatchStream {
+ public:
+  explicit BatchStream(DataLoader loader) : loader_(std::move(loader)) {}
+
+  // The next batch; after an epoch's last batch, the first batch of the next epoch.
+  Batch next();
+  // Continue at batch `index` of epoch `epoch` (the batches before it are not prepared).
+  void seek(int64_t epoch, int64_t index);
+  int64_t epoch() const { return epoch_; }  // the position of the next batch
+  int64_t index() const { return index_; }
+
+ private:
+  DataLoader loader_;
+  std::optional<DataLoader::Iterator> it_;
+  int64_t epoch_ = 0, index_ = 0;
 };
 
 // Stacks examples into a batch: field f of every example must have the same shape S and

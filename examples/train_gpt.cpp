@@ -15,11 +15,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -202,71 +200,21 @@ Tensor validation_windows(const std::vector<int64_t>& tokens, const Corpus& corp
   return tensor_i64(ids, {static_cast<int64_t>(starts.size()), len});  // (N, context + 1)
 }
 
-// The training batches in the DataLoader's seeded order, as one endless stream: epoch after
-// epoch, with the position (epoch, batch within epoch) saved in checkpoints.
-class BatchStream {
- public:
-  BatchStream(std::shared_ptr<const data::Dataset> dataset, int64_t batch, uint64_t seed)
-      : loader_(std::move(dataset), batch, /*shuffle=*/true, seed, /*drop_last=*/true) {}
-
-  // Continue at batch `index` of epoch `epoch`.
-  void seek(int64_t epoch, int64_t index) {
-    epoch_ = epoch;
-    index_ = 0;
-    open();
-    while (index_ < index) next();
-  }
-  data::Batch next() {
-    if (!it_ || *it_ == loader_.end()) {
-      if (it_) ++epoch_;
-      index_ = 0;
-      open();
-    }
-    data::Batch batch = std::move(**it_);
-    ++*it_;
-    ++index_;
-    return batch;
-  }
-  int64_t epoch() const { return epoch_; }
-  int64_t index() const { return index_; }
-
- private:
-  void open() {
-    loader_.set_epoch(epoch_);
-    it_.reset();
-    it_.emplace(loader_.begin());
-  }
-
-  data::DataLoader loader_;
-  std::optional<data::DataLoader::Iterator> it_;
-  int64_t epoch_ = 0, index_ = 0;
-};
-
 // ============================================================================ checkpoints
 
-// Where the run is: saved as checkpoint metadata beside the model and optimizer state.
-struct Progress {
-  int64_t step = 0, total = 0, epoch = 0, batch_index = 0;
-  uint64_t rng_seed = 0, rng_offset = 0;
-};
-
+// Model, optimizer and, as metadata, the model config, the tokenizer kind and where the run is.
 void save_checkpoint(const std::string& path, const models::GPT& model, const optim::Optimizer& opt,
-                     const Progress& p, const Options& o) {
+                     const nn::TrainerState& state, const Options& o) {
   nn::Metadata meta = model.config().to_metadata();
-  meta.insert({{"tokenizer", o.tokenizer},
-               {"seed", std::to_string(o.seed)},
-               {"step", std::to_string(p.step)},
-               {"steps", std::to_string(p.total)},
-               {"epoch", std::to_string(p.epoch)},
-               {"batch_index", std::to_string(p.batch_index)},
-               {"rng_seed", std::to_string(p.rng_seed)},
-               {"rng_offset", std::to_string(p.rng_offset)}});
+  meta.merge(state.to_metadata());
+  meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.seed)}});
   nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
 }
 
-// Checks that the checkpoint is this model's and that its progress entries are readable, then
+// Checks that the checkpoint is this model's and that its trainer state is readable, then
 // restores model and optimizer (nn::load_checkpoint changes nothing if the file is bad).
-Progress load_checkpoint(const std::string& path, models::GPT& model, optim::Optimizer& opt) {
+nn::TrainerState load_checkpoint(const std::string& path, models::GPT& model,
+                                 optim::Optimizer& opt) {
   const nn::Metadata meta = nn::read_metadata(path);
   models::GPTConfig saved = models::GPTConfig::from_metadata(meta, path);
   saved.dropout = model.config().dropout;  // the only field a resumed run may change
@@ -274,22 +222,9 @@ Progress load_checkpoint(const std::string& path, models::GPT& model, optim::Opt
              "train_gpt: checkpoint '{}' was written for another model ({}) than the one "
              "configured ({})",
              path, saved.to_string(), model.config().to_string());
-  auto number = [&](const std::string& key) {
-    const std::string text = meta.count(key) ? meta.at(key) : "";
-    uint64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    LOOM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(),
-               "train_gpt: checkpoint '{}': '{}' is '{}', not a number", path, key, text);
-    return value;
-  };
-  const Progress p{static_cast<int64_t>(number("step")),
-                   static_cast<int64_t>(number("steps")),
-                   static_cast<int64_t>(number("epoch")),
-                   static_cast<int64_t>(number("batch_index")),
-                   number("rng_seed"),
-                   number("rng_offset")};
+  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_gpt: " + path);
   nn::load_checkpoint(path, {{"model", &model}}, &opt);
-  return p;
+  return state;
 }
 
 // ============================================================================ evaluation
@@ -319,11 +254,6 @@ Eval evaluate(models::GPT& model, const Tensor& windows, const std::vector<doubl
   model.train();
   const double tokens = static_cast<double>(n * (len - 1));
   return {nats / tokens, nats / bytes / std::log(2.0)};
-}
-
-std::string duration(double seconds) {
-  const int64_t s = static_cast<int64_t>(seconds + 0.5);
-  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
 }
 
 }  // namespace
@@ -365,7 +295,8 @@ int main(int argc, char** argv) try {
   model.to(device);
 
   auto train_set = std::make_shared<data::LanguageModelDataset>(train_ids, config.context, 1);
-  BatchStream batches(train_set, o.batch, o.seed);
+  data::BatchStream batches(
+      data::DataLoader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
   const Tensor val_windows = validation_windows(val_ids, corpus, o.eval_windows, config.context);
 
   // ---- optimizer: AdamW, weight decay on matrices only (nanoGPT's configure_optimizers)
@@ -382,28 +313,22 @@ int main(int argc, char** argv) try {
   // ---- resume
   int64_t start = 0, total = o.steps;
   if (o.resume) {
-    const Progress p = load_checkpoint(ckpt_path, model, opt);
-    start = p.step;
-    if (steps_flag->count() == 0) total = p.total;  // the run's own plan, unless overridden
-    batches.seek(p.epoch, p.batch_index);
-    default_generator().set_state(p.rng_seed, p.rng_offset);
-    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, p.epoch,
-               p.batch_index);
+    const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt);
+    start = state.step;
+    if (steps_flag->count() == 0) total = state.total_steps;  // the run's plan, unless overridden
+    batches.seek(state.epoch, state.batch_index);
+    state.restore_rng();
+    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
+               state.batch_index);
   }
   auto checkpoint = [&](int64_t step) {
-    const Generator& g = default_generator();
-    save_checkpoint(ckpt_path, model, opt,
-                    {step, total, batches.epoch(), batches.index(), g.seed(), g.offset()}, o);
+    const auto state = nn::TrainerState::capture(step, total, batches.epoch(), batches.index());
+    save_checkpoint(ckpt_path, model, opt, state, o);
   };
 
   // ---- training loop
   model.train();
-  const auto t_start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  };
-  double window_loss = 0, last_log = 0;
-  int64_t window_steps = 0;
+  optim::ProgressMeter progress(o.batch * config.context);
   const bool plan = o.minutes > 0 && !o.resume;  // a resumed run keeps its plan
   double t_step1 = 0;
   for (int64_t step = start; step < total; ++step) {
@@ -421,33 +346,27 @@ int main(int argc, char** argv) try {
     const float loss_value = loss.item();
     LOOM_CHECK(std::isfinite(loss_value), "train_gpt: the loss became {} at step {}", loss_value,
                step);
-    window_loss += loss_value;
-    ++window_steps;
+    progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (plan && done == 1) t_step1 = elapsed();  // the 1st step has one-off costs
+    if (plan && done == 1) t_step1 = progress.elapsed();  // the 1st step has one-off costs
     if (plan && done == 21) {
-      const double per_step = (elapsed() - t_step1) / 20;
+      const double per_step = (progress.elapsed() - t_step1) / 20;
       total =
-          std::max(done + 1, done + static_cast<int64_t>((o.minutes * 60 - elapsed()) / per_step));
+          std::max(done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
       fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, per_step * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {
-      const double now = elapsed(),
-                   rate = window_steps * o.batch * config.context / (now - last_log);
-      const double eta = (now - last_log) / window_steps * static_cast<double>(total - done);
-      fmt::print("step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} tok/s | {} | ETA {}\n", done,
-                 total, window_loss / window_steps, lr, rate, duration(now), duration(eta));
+      fmt::print("{}\n", progress.line(done, total, lr));
       std::fflush(stdout);
-      window_loss = 0, window_steps = 0, last_log = now;
     }
     if (done % o.eval_every == 0 && done != total) {
-      const double t0 = elapsed();
+      const double t0 = progress.elapsed();
       const Eval e = evaluate(model, val_windows, token_bytes, device);
       fmt::print(
           "eval step {} | val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte ({:.1f} s)\n",
-          done, e.loss, std::exp(e.loss), e.bits_per_byte, elapsed() - t0);
-      last_log += elapsed() - t0;  // keep evaluation out of the tokens/s figure
+          done, e.loss, std::exp(e.loss), e.bits_per_byte, progress.elapsed() - t0);
+      progress.exclude(progress.elapsed() - t0);  // keep evaluation out of the tokens/s figure
     }
     if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
     if (done == o.stop_at && done != total) {
@@ -457,13 +376,13 @@ int main(int argc, char** argv) try {
       return 0;
     }
   }
-  const double train_s = elapsed();
+  const double train_s = progress.elapsed();
 
   // ---- final report: validation, checkpoint, samples
   const Eval e = evaluate(model, val_windows, token_bytes, device);
   fmt::print(
       "final (step {}, {} training): val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte\n",
-      total, duration(train_s), e.loss, std::exp(e.loss), e.bits_per_byte);
+      total, optim::format_duration(train_s), e.loss, std::exp(e.loss), e.bits_per_byte);
   checkpoint(total);
   fmt::print("saved {} and {}/tokenizer.txt\n", ckpt_path, o.out);
 

@@ -4,12 +4,12 @@
 #include "models/gpt.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -74,13 +74,9 @@ std::map<std::string, std::string> GPTConfig::to_metadata() const {
 
 GPTConfig GPTConfig::from_metadata(const std::map<std::string, std::string>& metadata,
                                    const std::string& source) {
+  const std::string where = "GPTConfig::from_metadata: " + source;
   auto field = [&](const char* key, auto& value) {
-    const auto it = metadata.find(key);
-    LOOM_CHECK(it != metadata.end(), "GPTConfig::from_metadata: {} has no \"{}\"", source, key);
-    const std::string& text = it->second;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    LOOM_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(),
-               "GPTConfig::from_metadata: {}: \"{}\" is '{}', not a number", source, key, text);
+    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
   };
   const auto type = metadata.find("model_type");
   LOOM_CHECK(type == metadata.end() || type->second == "gpt",

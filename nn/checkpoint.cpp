@@ -2,12 +2,14 @@
 // safetensors files, with all-or-nothing loading: everything is read and checked, then copied.
 #include "nn/checkpoint.h"
 
+#include <charconv>
 #include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/rng.h"
 #include "nn/safetensors.h"
 #include "optim/optimizer.h"
 
@@ -216,5 +218,52 @@ Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
   for (const Copies& c : copies) apply(c);
   return meta;
 }
+
+// ---------------------------------------------------------------------------- metadata values
+
+template <class T>
+T metadata_number(const Metadata& metadata, const std::string& key, const std::string& source) {
+  const auto it = metadata.find(key);
+  LOOM_CHECK(it != metadata.end(), "{}: the metadata has no \"{}\"", source, key);
+  const std::string& text = it->second;
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  LOOM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(),
+             "{}: \"{}\" is '{}', not a number", source, key, text);
+  return value;
+}
+template int64_t metadata_number<int64_t>(const Metadata&, const std::string&, const std::string&);
+template uint64_t metadata_number<uint64_t>(const Metadata&, const std::string&,
+                                            const std::string&);
+template float metadata_number<float>(const Metadata&, const std::string&, const std::string&);
+template double metadata_number<double>(const Metadata&, const std::string&, const std::string&);
+
+TrainerState TrainerState::capture(int64_t step, int64_t total_steps, int64_t epoch,
+                                   int64_t batch_index) {
+  const Generator& g = default_generator();
+  return {step, total_steps, epoch, batch_index, g.seed(), g.offset()};
+}
+
+Metadata TrainerState::to_metadata() const {
+  return {{"step", std::to_string(step)},
+          {"steps", std::to_string(total_steps)},
+          {"epoch", std::to_string(epoch)},
+          {"batch_index", std::to_string(batch_index)},
+          {"rng_seed", std::to_string(rng_seed)},
+          {"rng_offset", std::to_string(rng_offset)}};
+}
+
+TrainerState TrainerState::from_metadata(const Metadata& metadata, const std::string& source) {
+  auto count = [&](const char* key) { return metadata_number<int64_t>(metadata, key, source); };
+  auto word = [&](const char* key) { return metadata_number<uint64_t>(metadata, key, source); };
+  const TrainerState s{count("step"),      count("steps"),    count("epoch"),
+                       count("batch_index"), word("rng_seed"), word("rng_offset")};
+  LOOM_CHECK(s.step >= 0 && s.total_steps >= 0 && s.epoch >= 0 && s.batch_index >= 0,
+             "{}: negative step {}, steps {}, epoch {} or batch_index {}", source, s.step,
+             s.total_steps, s.epoch, s.batch_index);
+  return s;
+}
+
+void TrainerState::restore_rng() const { default_generator().set_state(rng_seed, rng_offset); }
 
 }  // namespace loom::nn

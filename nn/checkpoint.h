@@ -92,4 +92,35 @@ void save_checkpoint(const std::string& path, const SavedModules& modules,
 Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
                          optim::Optimizer* optimizer = nullptr);
 
+// ---------------------------------------------------------------------------- metadata values
+
+// The number stored as text under `key` (int64_t, uint64_t, float or double). A missing key
+// or text that is not exactly one such number is a loom::Error naming `source` and the key.
+template <class T>
+T metadata_number(const Metadata& metadata, const std::string& key, const std::string& source);
+
+// Where a training run is, beside the weights and the optimizer state: what a trainer needs
+// to continue exactly as the uninterrupted run would have (the step and planned total, the
+// position in the data, and loom's global random-number state, which dropout and sampling
+// draw from).
+//
+//   nn::Metadata meta = model.config().to_metadata();
+//   meta.merge(nn::TrainerState::capture(step, total, batches.epoch(), batches.index()).to_metadata());
+//   ...
+//   const nn::TrainerState state = nn::TrainerState::from_metadata(meta, path);
+//   state.restore_rng();  batches.seek(state.epoch, state.batch_index);
+struct TrainerState {
+  int64_t step = 0, total_steps = 0;   // steps done, steps planned
+  int64_t epoch = 0, batch_index = 0;  // the next batch (data::BatchStream's position)
+  uint64_t rng_seed = 0, rng_offset = 0;
+
+  // The state now, with the global generator's seed and offset.
+  static TrainerState capture(int64_t step, int64_t total_steps, int64_t epoch,
+                              int64_t batch_index);
+  // Keys "step", "steps", "epoch", "batch_index", "rng_seed", "rng_offset".
+  Metadata to_metadata() const;
+  static TrainerState from_metadata(const Metadata& metadata, const std::string& source);
+  void restore_rng() const;  // the global generator continues where it was captured
+};
+
 }  // namespace loom::nn

@@ -269,3 +269,30 @@ TEST_CASE("LanguageModelDataset: y is x shifted by one, strides tile the stream"
     for (size_t k = 0; k < x.size(); ++k) CHECK(y[k] == x[k] + 1);  // tokens are consecutive
   }
 }
+
+TEST_CASE("BatchStream: epoch after epoch in the loader's order; seek continues at any position") {
+  auto loader = [] { return DataLoader(numbered_dataset(10), 3, /*shuffle=*/true, /*seed=*/9); };
+  DataLoader reference = loader();  // 3 batches of 3 per epoch (the short one kept: 4 batches)
+  std::vector<std::vector<int64_t>> expected;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    reference.set_epoch(epoch);
+    for (auto& b : labels_of_pass(reference)) expected.push_back(b);
+  }
+  BatchStream stream(loader());
+  std::vector<std::vector<int64_t>> got;
+  for (size_t i = 0; i < expected.size(); ++i) got.push_back(stream.next()[1].to_vector_i64());
+  CHECK(got == expected);
+  CHECK(stream.epoch() == 2);
+  CHECK(stream.index() == reference.size());
+  // A stream that seeks to where the first one was after batch k gives the same batches.
+  for (size_t k : {size_t{0}, size_t{2}, size_t{4}, size_t{7}}) {
+    const int64_t per_epoch = reference.size();
+    BatchStream resumed(loader());
+    resumed.seek(static_cast<int64_t>(k) / per_epoch, static_cast<int64_t>(k) % per_epoch);
+    for (size_t i = k; i < expected.size(); ++i)
+      CHECK(resumed.next()[1].to_vector_i64() == expected[i]);
+  }
+  BatchStream bad(loader());
+  check_error([&] { bad.seek(0, reference.size() + 1); }, {"begin_at", "batch 5"});
+  check_error([&] { bad.seek(-1, 0); }, {"BatchStream::seek", "-1"});
+}

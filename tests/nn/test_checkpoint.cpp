@@ -442,3 +442,46 @@ TEST_CASE("save_checkpoint is atomic: a failed write keeps the previous checkpoi
   for (const auto& e : std::filesystem::directory_iterator(dir))
     CHECK(e.path().filename().string().rfind(stem + ".tmp.", 0) != 0);
 }
+
+TEST_CASE("TrainerState: round trip through metadata, and the global generator restored exactly") {
+  manual_seed(17);
+  (void)randn({5});  // move the generator off its seed
+  const nn::TrainerState saved = nn::TrainerState::capture(120, 1600, 3, 41);
+  const std::vector<float> next = randn({4}).to_vector();
+  const nn::TrainerState back = nn::TrainerState::from_metadata(saved.to_metadata(), "f");
+  CHECK(back.step == 120);
+  CHECK(back.total_steps == 1600);
+  CHECK(back.epoch == 3);
+  CHECK(back.batch_index == 41);
+  CHECK(back.rng_seed == saved.rng_seed);
+  CHECK(back.rng_offset == saved.rng_offset);
+  manual_seed(99);
+  back.restore_rng();
+  CHECK(randn({4}).to_vector() == next);
+  // A missing, garbled or negative entry names the key and the source.
+  for (const char* key : {"step", "steps", "epoch", "batch_index", "rng_seed", "rng_offset"}) {
+    nn::Metadata missing = saved.to_metadata();
+    missing.erase(key);
+    check_error([&] { nn::TrainerState::from_metadata(missing, "ckpt.safetensors"); },
+                {"ckpt.safetensors", std::string("no \"") + key + "\""});
+    nn::Metadata garbled = saved.to_metadata();
+    garbled[key] = "7x";
+    check_error([&] { nn::TrainerState::from_metadata(garbled, "ckpt.safetensors"); },
+                {"ckpt.safetensors", std::string("\"") + key + "\" is '7x'"});
+  }
+  nn::Metadata negative = saved.to_metadata();
+  negative["epoch"] = "-2";
+  check_error([&] { nn::TrainerState::from_metadata(negative, "f"); }, {"f", "epoch -2"});
+}
+
+TEST_CASE("metadata_number reads exactly one number of the asked type") {
+  const nn::Metadata m{{"n", "42"}, {"x", "0.25"}, {"big", "18446744073709551615"}, {"neg", "-3"}};
+  CHECK(nn::metadata_number<int64_t>(m, "n", "f") == 42);
+  CHECK(nn::metadata_number<float>(m, "x", "f") == 0.25f);
+  CHECK(nn::metadata_number<double>(m, "x", "f") == 0.25);
+  CHECK(nn::metadata_number<uint64_t>(m, "big", "f") == UINT64_MAX);
+  CHECK(nn::metadata_number<int64_t>(m, "neg", "f") == -3);
+  check_error([&] { nn::metadata_number<uint64_t>(m, "neg", "f"); }, {"f", "\"neg\" is '-3'"});
+  check_error([&] { nn::metadata_number<int64_t>(m, "x", "f"); }, {"f", "\"x\" is '0.25'"});
+  check_error([&] { nn::metadata_number<int64_t>(m, "big", "f"); }, {"f", "not a number"});
+}

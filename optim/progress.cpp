@@ -1,0 +1,46 @@
+#include "optim/progress.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace loom::optim {
+
+ProgressMeter::ProgressMeter(int64_t tokens_per_step)
+    : start_(std::chrono::steady_clock::now()), tokens_per_step_(tokens_per_step) {
+  LOOM_CHECK(tokens_per_step > 0, "ProgressMeter: tokens_per_step {} must be positive",
+             tokens_per_step);
+}
+
+double ProgressMeter::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void ProgressMeter::add(double loss) {
+  window_loss_ += loss;
+  ++window_steps_;
+}
+
+void ProgressMeter::exclude(double seconds) { window_start_ += seconds; }
+
+std::string ProgressMeter::line(int64_t step, int64_t total, double lr) {
+  const double now = elapsed(), seconds = now - window_start_;
+  const int64_t steps = std::max<int64_t>(window_steps_, 1);
+  const double rate = static_cast<double>(window_steps_ * tokens_per_step_) / seconds;
+  const double eta = seconds / static_cast<double>(steps) * static_cast<double>(total - step);
+  std::string text =
+      fmt::format("step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} tok/s | {} | ETA {}", step,
+                  total, window_loss_ / static_cast<double>(steps), lr, rate,
+                  format_duration(now), format_duration(eta));
+  window_loss_ = 0, window_steps_ = 0, window_start_ = now;
+  return text;
+}
+
+std::string format_duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+}  // namespace loom::optim
