@@ -3,13 +3,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
 namespace loom::optim {
 
-ProgressMeter::ProgressMeter(int64_t tokens_per_step)
-    : start_(std::chrono::steady_clock::now()), tokens_per_step_(tokens_per_step) {
+ProgressMeter::ProgressMeter(int64_t tokens_per_step, std::string unit)
+    : start_(std::chrono::steady_clock::now()),
+      tokens_per_step_(tokens_per_step),
+      unit_(std::move(unit)) {
   LOOM_CHECK(tokens_per_step > 0, "ProgressMeter: tokens_per_step {} must be positive",
              tokens_per_step);
 }
@@ -31,8 +34,8 @@ std::string ProgressMeter::line(int64_t step, int64_t total, double lr) {
   const double rate = static_cast<double>(window_steps_ * tokens_per_step_) / seconds;
   const double eta = seconds / static_cast<double>(steps) * static_cast<double>(total - step);
   std::string text =
-      fmt::format("step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} tok/s | {} | ETA {}", step,
-                  total, window_loss_ / static_cast<double>(steps), lr, rate,
+      fmt::format("step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} {} | {} | ETA {}", step,
+                  total, window_loss_ / static_cast<double>(steps), lr, rate, unit_,
                   format_duration(now), format_duration(eta));
   window_loss_ = 0, window_steps_ = 0, window_start_ = now;
   return text;

@@ -15,7 +15,8 @@ namespace loom::optim {
 
 class ProgressMeter {
  public:
-  explicit ProgressMeter(int64_t tokens_per_step);
+  // `unit` names what is counted per step in the throughput column ("tok/s", "img/s", ...).
+  explicit ProgressMeter(int64_t tokens_per_step, std::string unit = "tok/s");
 
   double elapsed() const;     // seconds since construction, everything included
   void add(double loss);      // one more training step and its loss
@@ -26,6 +27,7 @@ class ProgressMeter {
  private:
   std::chrono::steady_clock::time_point start_;
   int64_t tokens_per_step_;
+  std::string unit_;
   double window_loss_ = 0, window_start_ = 0;
   int64_t window_steps_ = 0;
 };

@@ -1,0 +1,92 @@
+// Vision benchmark, side by side with ../shared/bench/torch_ref.py: the same models, the same
+// data, timed the same way (median of N steps after 3 warm-ups), one JSON line with the same keys.
+//
+//   vision vit-fmnist    training step of torch_ref.py's ViT (patch 4, d 128, 6 layers, 4 heads,
+//                        MLP 512; 1,199,882 parameters) on batch 128 of random 1x28x28 images
+//   vision swin-fmnist   training step of torch_ref.py's Swin (patch 2, d 64, stages 2+4,
+//                        window 7, drop-path 0.1 in training mode; 931,710 parameters), batch 64
+//   one step = forward + cross-entropy + backward + AdamW(lr 1e-3, wd 0.05) step + zero_grad
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <string>
+
+#include "bench_util.h"
+#include "examples/cli.h"
+#include "loom.h"
+
+using namespace loom;
+using loom::bench::time_steps;
+
+namespace {
+
+struct Args {
+  std::string case_name;
+  int steps = 10, threads = 2;
+  Device device = Device::CPU;
+};
+
+// torch_ref.py's train(): random images U[0,1) and labels, generated once; the same batch every
+// step; AdamW over every parameter; gradients zeroed in place (PyTorch 1.13's default).
+template <typename Model, typename Config>
+void train_case(const Args& args, const Config& config, int64_t batch) {
+  manual_seed(0);
+  Model model(config);
+  model.to(args.device);
+  model.train();
+  const Tensor images = rand({batch, config.in_channels, config.image_size, config.image_size})
+                            .to(args.device);                              // (B, C, H, W)
+  const Tensor labels = randint(0, config.num_classes, {batch}).to(args.device);  // (B,)
+  optim::AdamW opt(model.parameters(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f);
+  std::vector<float> losses;
+  auto step = [&] {
+    const Tensor loss = cross_entropy(model.forward(images), labels);
+    loss.backward();
+    opt.step();
+    opt.zero_grad(false);
+    losses.push_back(loss.item());
+  };
+  const bench::Timing t = time_steps(step, args.steps);
+  fmt::print(
+      "{{\"case\": \"{}\", \"batch\": {}, \"images_per_s\": {:.2f}, \"ms_per_step\": {:.3f}, "
+      "\"ms_min\": {:.3f}, \"ms_max\": {:.3f}, \"steps\": {}, \"warmup\": 3, \"params\": {}, "
+      "\"loss_first\": {:.5f}, \"loss_last\": {:.5f}, \"threads\": {}, \"blas_threads\": {}, "
+      "\"device\": \"{}\", \"framework\": \"loom\"}}\n",
+      args.case_name, batch, static_cast<double>(batch) / t.median_s, t.median_s * 1e3,
+      t.min_s * 1e3, t.max_s * 1e3, args.steps, model.num_parameters(), losses.front(),
+      losses.back(), get_num_threads(), openblas_get_num_threads(), device_name(args.device));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  std::string device = "cpu";
+  CLI::App app{
+      "vision: one ViT/Swin benchmark case; prints one JSON line comparable with "
+      "../shared/bench/torch_ref.py CASE"};
+  cli::show_defaults(app);
+  app.add_option("case", args.case_name,
+                 "vit-fmnist: ViT training step, batch 128 (1,199,882 parameters)\n"
+                 "swin-fmnist: Swin training step, batch 64 (931,710 parameters)")
+      ->required()
+      ->check(CLI::IsMember({"vit-fmnist", "swin-fmnist"}));
+  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
+  cli::add_device(app, device);
+  CLI11_PARSE(app, argc, argv);
+  args.device = cli::device_of(device);
+  try {
+    set_num_threads(args.threads);
+    if (args.case_name == "vit-fmnist")
+      train_case<models::ViT>(args, models::ViTConfig::preset("vit-fmnist"), 128);
+    else
+      train_case<models::Swin>(args, models::SwinConfig::preset("swin-fmnist"), 64);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "vision: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,464 @@
+// Trains a vision transformer, ViT (Dosovitskiy et al. 2020) or Swin (Liu et al. 2021), to
+// classify Fashion-MNIST, top to bottom like nanoGPT's train.py: options, data, model, optimizer,
+// the training loop (progress, test accuracy every epoch, checkpoints), and a final report with
+// the confusion matrix, curves and (ViT) the attention maps of the class token.
+//
+//   train_vision                            ViT-tiny (patch 7, d 64, 4 layers), ~10 min on 2 cores
+//   train_vision --model swin-fmnist        Swin (patch 2, d 64, stages 2+4, window 7)
+//   train_vision --epochs 1 --out run1      a shorter run; `--resume` continues it exactly
+//   train_vision --help                     every option
+//
+// Files written to --out: ckpt.safetensors (model + AdamW state + config + where the run is, one
+// file written atomically), log.csv (loss, lr and test accuracy per step), curves.png,
+// confusion.png and, for ViT, attention_<i>.png: what the class token looks at, per head.
+//
+// Recipe: AdamW with linear warm-up and cosine decay (torch_train_ref.py's), label smoothing
+// (Szegedy et al. 2016), random crop with padding and horizontal flips; weight decay on
+// matrices and convolutions, not on biases, norms, positions, the class token or Swin's relative
+// position bias table (timm's and the official Swin's rule).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "loom.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ============================================================================ options
+
+struct Options {
+  // model
+  std::string model = "vit-tiny-fmnist";  // a ViTConfig or SwinConfig preset
+  float dropout = 0.0f, drop_path = -1.0f;  // drop_path < 0: the preset's (Swin)
+  // data
+  std::string data = data::kFashionMnistDir;
+  int64_t crop_padding = 2;
+  int64_t test_images = 0;  // 0 = all 10,000
+  bool flip = true;
+  // optimisation
+  int64_t epochs = 0, steps = 0, batch = 0, warmup = 200;  // 0 = the model's default
+  double minutes = 0;  // > 0: plan the steps to fill this much training time
+  float lr = 0, min_lr = 1e-5f, weight_decay = 0.05f, label_smoothing = 0.1f, grad_clip = -1;
+  // progress, evaluation, checkpoints
+  int64_t log_every = 50, eval_every = 0, checkpoint_every = 500;  // eval 0 = every epoch
+  std::string out;
+  bool resume = false;
+  int64_t stop_at = 0;
+  int64_t attention_images = 4;
+  // machine
+  std::string device = "cpu";
+  int64_t threads = 0;
+  uint64_t seed = 0;
+};
+
+bool is_vit(const std::string& model) { return model.rfind("vit", 0) == 0; }
+
+// The defaults that differ between the two families (torch_train_ref.py's recipes: ViT batch
+// 128 at lr 2e-3 without clipping; Swin batch 64 at lr 1e-3 with the gradient norm clipped to 5).
+void apply_family_defaults(Options& o) {
+  const bool vit = is_vit(o.model);
+  if (o.batch == 0) o.batch = vit ? 128 : 64;
+  if (o.lr == 0) o.lr = vit ? 2e-3f : 1e-3f;
+  if (o.grad_clip < 0) o.grad_clip = vit ? 0.0f : 5.0f;
+  if (o.out.empty()) o.out = vit ? "out-vit" : "out-swin";
+  if (o.epochs == 0 && o.steps == 0 && o.minutes == 0) o.epochs = vit ? 30 : 10;
+}
+
+CLI::Option* add_options(CLI::App& app, Options& o) {
+  cli::show_defaults(app);
+  const auto positive = CLI::PositiveNumber;
+  const auto non_negative = CLI::NonNegativeNumber;
+  std::vector<std::string> presets = models::ViTConfig::preset_names();
+  for (const std::string& name : models::SwinConfig::preset_names()) presets.push_back(name);
+  CLI::App* m = app.add_option_group("Model");
+  m->add_option("--model", o.model, "ViT or Swin preset")->check(CLI::IsMember(presets));
+  m->add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  m->add_option("--drop-path", o.drop_path, "Swin's stochastic depth rate (-1 = the preset's)")
+      ->check(CLI::Range(-1.0, 0.99));
+  CLI::App* d = app.add_option_group("Data");
+  d->add_option("--data", o.data, "directory of the Fashion-MNIST IDX files (.gz)");
+  d->add_option("--crop-padding", o.crop_padding, "random crop after padding by this many pixels")
+      ->check(non_negative);
+  d->add_option("--flip", o.flip, "random horizontal flips (1/0)");
+  d->add_option("--test-images", o.test_images,
+                "evaluate on the first N test images (0 = all 10,000; fewer for quick runs)")
+      ->check(non_negative);
+  CLI::App* t = app.add_option_group("Optimisation");
+  t->add_option("--epochs", o.epochs, "epochs of 60,000 images (default 30 ViT, 10 Swin)")
+      ->check(non_negative);
+  CLI::Option* steps =
+      t->add_option("--steps", o.steps, "optimizer steps in total (overrides --epochs)")
+          ->check(non_negative);
+  t->add_option("--batch", o.batch, "images per batch (default 128 ViT, 64 Swin)")
+      ->check(non_negative);
+  t->add_option("--lr", o.lr, "peak learning rate (default 2e-3 ViT, 1e-3 Swin)")
+      ->check(non_negative);
+  t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
+      ->check(non_negative);
+  t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
+  t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->check(non_negative);
+  t->add_option("--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy")
+      ->check(CLI::Range(0.0, 0.99));
+  t->add_option("--grad-clip", o.grad_clip,
+                "clip the gradient norm (0 = off; default off for ViT, 5 for Swin)");
+  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
+  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
+  p->add_option("--eval-every", o.eval_every,
+                "steps between test evaluations (0 = at the end of every epoch)")
+      ->check(non_negative);
+  p->add_option("--checkpoint-every", o.checkpoint_every,
+                "steps between checkpoints (0 = only at the end)")
+      ->check(non_negative);
+  p->add_option("--out", o.out, "directory for checkpoint, log and pictures");
+  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
+      ->expected(0, 1);
+  p->add_option("--stop-at", o.stop_at,
+                "end this run after that step with a checkpoint, as if interrupted (0 = off)")
+      ->check(non_negative);
+  p->add_option("--attention-images", o.attention_images,
+                "ViT: test images whose class-token attention maps are drawn at the end")
+      ->check(non_negative);
+  CLI::App* machine = app.add_option_group("Machine");
+  cli::add_device(*machine, o.device);
+  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
+      ->check(non_negative);
+  machine->add_option("--seed", o.seed, "seed of the weights, batch order, augmentation, dropout");
+  CLI::App* r = app.add_option_group(
+      "Reference plumbing", "for runs side by side with ../shared/bench/torch_train_ref.py");
+  r->add_option("--minutes", o.minutes,
+                "plan the steps so that training takes this long, from the speed of steps 2-21, "
+                "as torch_train_ref.py does (overrides --epochs/--steps)")
+      ->check(non_negative);
+  return steps;
+}
+
+// ============================================================================ model
+
+// The model behind --model: a ViT or a Swin, both image [B, C, H, W] -> logits [B, classes].
+struct Classifier {
+  std::unique_ptr<models::ViT> vit;
+  std::unique_ptr<models::Swin> swin;
+
+  static Classifier create(const Options& o) {
+    Classifier c;
+    if (is_vit(o.model)) {
+      models::ViTConfig config = models::ViTConfig::preset(o.model);
+      config.dropout = o.dropout;
+      c.vit = std::make_unique<models::ViT>(config);
+    } else {
+      models::SwinConfig config = models::SwinConfig::preset(o.model);
+      config.dropout = o.dropout;
+      if (o.drop_path >= 0) config.drop_path = o.drop_path;
+      c.swin = std::make_unique<models::Swin>(config);
+    }
+    return c;
+  }
+  nn::Module& module() { return vit ? static_cast<nn::Module&>(*vit) : *swin; }
+  Tensor forward(const Tensor& images) { return vit ? vit->forward(images) : swin->forward(images); }
+  nn::Metadata metadata() const {
+    nn::Metadata meta = vit ? vit->config().to_metadata() : swin->config().to_metadata();
+    meta["family"] = vit ? "vit" : "swin";
+    return meta;
+  }
+  std::string description() const {
+    return vit ? vit->config().to_string() : swin->config().to_string();
+  }
+};
+
+// Decayed: matrices and convolution kernels. Not decayed: biases, norms, position embeddings,
+// the class token and Swin's relative position bias table (timm's no_weight_decay lists).
+std::vector<optim::ParamGroup> param_groups(nn::Module& model, float lr, float weight_decay) {
+  optim::ParamGroup decay{{}, lr, weight_decay}, no_decay{{}, lr, 0.0f};
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  for (auto& [name, p] : model.named_parameters()) {
+    const bool skip = p.dim() < 2 || name == "pos_embed" || name == "cls_token" ||
+                      ends_with(name, "relative_position_bias_table");
+    (skip ? no_decay : decay).params.push_back(p);
+  }
+  return {decay, no_decay};
+}
+
+// ============================================================================ checkpoints
+
+void save_checkpoint(const std::string& path, Classifier& model, const optim::Optimizer& opt,
+                     const nn::TrainerState& state, const Options& o) {
+  nn::Metadata meta = model.metadata();
+  meta.merge(state.to_metadata());
+  meta.insert({{"model_preset", o.model}, {"seed", std::to_string(o.seed)}});
+  nn::save_checkpoint(path, {{"model", &model.module()}}, &opt, meta);
+}
+
+nn::TrainerState load_checkpoint(const std::string& path, Classifier& model,
+                                 optim::Optimizer& opt, const Options& o) {
+  const nn::Metadata meta = nn::read_metadata(path);
+  const auto preset = meta.find("model_preset");
+  LOOM_CHECK(preset != meta.end() && preset->second == o.model,
+             "train_vision: checkpoint '{}' was written for --model {}, not --model {}", path,
+             preset == meta.end() ? "(unknown)" : preset->second, o.model);
+  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_vision: " + path);
+  nn::load_checkpoint(path, {{"model", &model.module()}}, &opt);
+  return state;
+}
+
+// ============================================================================ evaluation
+
+// Predicted class of every test image, in evaluation mode, in chunks.
+// The first `count` test images (0 = all).
+std::vector<int64_t> predict(Classifier& model, const data::FashionMNIST& test, int64_t count,
+                             Device device) {
+  NoGradGuard no_grad;
+  model.module().eval();
+  std::vector<int64_t> predictions;
+  const int64_t chunk = 500, end = count > 0 ? std::min(count, test.size()) : test.size();
+  for (int64_t s = 0; s < end; s += chunk) {
+    const int64_t n = std::min(chunk, end - s);
+    const Tensor logits = model.forward(test.images(s, n).to(device));  // (n, 10)
+    for (int64_t p : argmax(logits, 1).to_vector_i64()) predictions.push_back(p);
+  }
+  model.module().train();
+  return predictions;
+}
+
+// Over the predictions given (the first labels).
+double accuracy(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels) {
+  int64_t correct = 0;
+  for (size_t i = 0; i < predictions.size(); ++i) correct += predictions[i] == labels[i];
+  return static_cast<double>(correct) / static_cast<double>(predictions.size());
+}
+
+// The confusion matrix (rows = true class, columns = predicted), printed with per-class
+// accuracy, and drawn as a heat map of row-normalised counts.
+void report_confusion(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels,
+                      const std::string& png) {
+  const std::vector<std::string>& names = data::fashion_mnist_classes();
+  const int64_t k = static_cast<int64_t>(names.size());
+  std::vector<int64_t> counts(static_cast<size_t>(k * k), 0), totals(static_cast<size_t>(k), 0);
+  for (size_t i = 0; i < predictions.size(); ++i) {
+    ++counts[static_cast<size_t>(labels[i] * k + predictions[i])];
+    ++totals[static_cast<size_t>(labels[i])];
+  }
+  fmt::print("\nconfusion matrix (rows: true class, columns: predicted)\n{:>12}", "");
+  for (int64_t j = 0; j < k; ++j) fmt::print(" {:>5}", j);
+  fmt::print("  accuracy\n");
+  std::vector<float> rates(static_cast<size_t>(k * k));
+  for (int64_t i = 0; i < k; ++i) {
+    fmt::print("{:>12}", names[static_cast<size_t>(i)]);
+    for (int64_t j = 0; j < k; ++j) {
+      const auto c = counts[static_cast<size_t>(i * k + j)];
+      fmt::print(" {:5d}", c);
+      rates[static_cast<size_t>(i * k + j)] =
+          static_cast<float>(c) / static_cast<float>(std::max<int64_t>(totals[static_cast<size_t>(i)], 1));
+    }
+    fmt::print("  {:6.2f}%\n", 100.0 * rates[static_cast<size_t>(i * k + i)]);
+  }
+  data::write_png(data::labelled_heatmap(tensor(rates, {k, k}), names, names,
+                                         "confusion (true x predicted)", 24),
+                  png);
+}
+
+// ViT: where the class token looks in the last block, per head: its attention to the N patches,
+// [heads, N] -> a grid of patches, upsampled and laid over the image (the figure of the seed
+// lectures). One PNG per image: the image, then one panel per head.
+void draw_attention_maps(models::ViT& vit, const data::FashionMNIST& test, int64_t count,
+                         Device device, const std::string& dir) {
+  NoGradGuard no_grad;
+  vit.eval();
+  const int64_t side = vit.config().image_size / vit.config().patch_size, scale = 8;
+  const float black = -data::kFashionMnistMean / data::kFashionMnistStd,
+              white = (1 - data::kFashionMnistMean) / data::kFashionMnistStd;
+  for (int64_t i = 0; i < count && i < test.size(); ++i) {
+    std::vector<Tensor> attentions;
+    vit.forward(test.images(i, 1).to(device), &attentions);
+    const Tensor last = attentions.back().to(Device::CPU);  // (1, heads, 1+N, 1+N)
+    const int64_t heads = last.size(1);
+    const Tensor cls_row = last.narrow(2, 0, 1).narrow(3, 1, side * side);  // (1, h, 1, N)
+    const Tensor image = test.images(i, 1).reshape({test.rows(), test.cols()});  // normalised
+    const data::Image base = data::resize_nearest(
+        data::to_rgb(data::to_image(image, black, white)),
+        test.cols() * scale, test.rows() * scale);
+    std::vector<data::Image> panels{base};
+    for (int64_t h = 0; h < heads; ++h) {
+      const Tensor grid = cls_row.narrow(1, h, 1).reshape({side, side});
+      const data::Image heat = data::resize_nearest(
+          data::heatmap(grid, 0.0f, max(grid).item()), base.width, base.height);
+      panels.push_back(data::blend(base, heat, 0.6f));
+      data::draw_text(panels.back(), 4, 4, fmt::format("head {}", h), {255, 255, 255});
+    }
+    data::draw_text(panels.front(), 4, 4,
+                    data::fashion_mnist_classes()[static_cast<size_t>(test.label_vector()[i])],
+                    {255, 255, 255});
+    data::write_png(data::tile(panels, heads + 1), fmt::format("{}/attention_{}.png", dir, i));
+  }
+  vit.train();
+}
+
+// Loss and test accuracy against the step, from the CSV log.
+void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
+  const data::CsvTable log = data::read_csv(csv);
+  const std::vector<double> step = log.column("step"), loss = log.column("loss"),
+                            acc = log.column("test_accuracy");
+  std::vector<double> eval_step, eval_acc;
+  for (size_t i = 0; i < acc.size(); ++i)
+    if (!std::isnan(acc[i])) eval_step.push_back(step[i]), eval_acc.push_back(100 * acc[i]);
+  data::save_plots(png, {{{{"train loss", step, loss}}, {title + ": training loss", "step", "loss"}},
+                         {{{"test accuracy", eval_step, eval_acc}},
+                          {title + ": test accuracy", "step", "%"}}});
+}
+
+}  // namespace
+
+// ============================================================================ main
+
+int main(int argc, char** argv) try {
+  // ---- options
+  Options o;
+  CLI::App app{"train_vision: trains ViT or Swin on Fashion-MNIST"};
+  const CLI::Option* steps_flag = add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  apply_family_defaults(o);
+  cli::print_config(app);
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const Device device = cli::device_of(o.device);
+  fs::create_directories(o.out);
+  const std::string ckpt_path = o.out + "/ckpt.safetensors", csv_path = o.out + "/log.csv";
+  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_vision: --resume but there is no '{}'",
+             ckpt_path);
+
+  // ---- data: 60,000 training and 10,000 test images, normalised
+  const auto train_set = std::make_shared<data::FashionMNIST>(o.data, "train");
+  const data::FashionMNIST test_set(o.data, "test");
+  LOOM_CHECK(o.batch <= train_set->size(),
+             "train_vision: --batch {} is larger than the {} training images", o.batch,
+             train_set->size());
+  data::BatchStream batches(
+      data::DataLoader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
+  const int64_t steps_per_epoch = train_set->size() / o.batch;
+  // A padded pixel is black: the normalised value of 0.
+  const data::AugmentOptions augment{o.crop_padding, o.flip,
+                                     -data::kFashionMnistMean / data::kFashionMnistStd};
+
+  // ---- model and optimizer
+  manual_seed(o.seed);
+  Classifier model = Classifier::create(o);
+  model.module().to(device);
+  optim::AdamW opt(param_groups(model.module(), o.lr, o.weight_decay), 0.9f, 0.999f, 1e-8f);
+  fmt::print("train_vision: {} | {} parameters | {} threads\n", model.description(),
+             model.module().num_parameters(), get_num_threads());
+  fmt::print("  data: {} training images ({} batches of {} an epoch), {} test images\n",
+             train_set->size(), steps_per_epoch, o.batch, test_set.size());
+
+  // ---- resume
+  int64_t start = 0, total = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
+  if (o.minutes > 0) total = std::numeric_limits<int32_t>::max();  // until planned at step 21
+  if (o.resume) {
+    const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt, o);
+    start = state.step;
+    if (steps_flag->count() == 0) total = state.total_steps;
+    batches.seek(state.epoch, state.batch_index);
+    state.restore_rng();
+    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
+               state.batch_index);
+  }
+  LOOM_CHECK(start < total || o.minutes > 0,
+             "train_vision: the checkpoint is at step {}, the run has {} steps: nothing to do",
+             start, total);
+  auto checkpoint = [&](int64_t step) {
+    save_checkpoint(ckpt_path, model, opt,
+                    nn::TrainerState::capture(step, total, batches.epoch(), batches.index()), o);
+  };
+  data::CsvLog csv(csv_path, {"step", "epoch", "loss", "lr", "test_accuracy"},
+                   o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+
+  // ---- training loop
+  model.module().train();
+  optim::ProgressMeter progress(o.batch, "img/s");
+  const bool plan = o.minutes > 0 && !o.resume;
+  double t_step1 = 0, best = 0;
+  for (int64_t step = start; step < total; ++step) {
+    const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, total), total, o.lr,
+                                             o.min_lr);
+    opt.set_lr(lr);
+    const data::Batch batch = batches.next();
+    const Tensor x = data::augment_images(batch[0], augment, o.seed, static_cast<uint64_t>(step))
+                         .to(device);                          // (B, 1, 28, 28)
+    const Tensor y = batch[1].to(device);                      // (B,)
+    const Tensor logits = model.forward(x);                    // (B, 10)
+    const Tensor loss = cross_entropy(logits, y, -100, o.label_smoothing);
+    opt.zero_grad();
+    loss.backward();
+    if (o.grad_clip > 0) optim::clip_grad_norm(model.module().parameters(), o.grad_clip);
+    opt.step();
+    const float loss_value = loss.item();
+    LOOM_CHECK(std::isfinite(loss_value), "train_vision: the loss became {} at step {}",
+               loss_value, step);
+    progress.add(loss_value);
+
+    const int64_t done = step + 1;
+    if (plan && done == 1) t_step1 = progress.elapsed();
+    if (plan && done == 21) {  // torch_train_ref.py's plan: the speed of steps 2-21
+      const double per_step = (progress.elapsed() - t_step1) / 20;
+      total = std::max(done + 1,
+                       done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
+      fmt::print("planned steps: {} ({:.1f} ms/step, {:.1f} epochs)\n", total, per_step * 1e3,
+                 static_cast<double>(total) / static_cast<double>(steps_per_epoch));
+    }
+    if (done % o.log_every == 0 || done == total) {
+      fmt::print("{} | epoch {:.2f}\n", progress.line(done, total, lr),
+                 static_cast<double>(done) / static_cast<double>(steps_per_epoch));
+      std::fflush(stdout);
+    }
+    double test_accuracy = std::nan("");
+    const bool eval_now = o.eval_every > 0 ? done % o.eval_every == 0 : done % steps_per_epoch == 0;
+    if (eval_now && done != total) {
+      const double t0 = progress.elapsed();
+      test_accuracy = accuracy(predict(model, test_set, o.test_images, device), test_set.label_vector());
+      best = std::max(best, test_accuracy);
+      fmt::print("eval step {} (epoch {:.2f}) | test accuracy {:.2f}% ({:.1f} s)\n", done,
+                 static_cast<double>(done) / static_cast<double>(steps_per_epoch),
+                 100 * test_accuracy, progress.elapsed() - t0);
+      progress.exclude(progress.elapsed() - t0);  // evaluation stays out of images/s and ETA
+    }
+    csv.row({static_cast<double>(done), static_cast<double>(batches.epoch()), loss_value, lr,
+             test_accuracy});
+    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
+    if (done == o.stop_at && done != total) {
+      checkpoint(done);
+      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
+                 ckpt_path);
+      return 0;
+    }
+  }
+  const double train_s = progress.elapsed();
+
+  // ---- final report: test accuracy, confusion matrix, checkpoint, pictures
+  const std::vector<int64_t> predictions = predict(model, test_set, o.test_images, device);
+  const double final_accuracy = accuracy(predictions, test_set.label_vector());
+  csv.row({static_cast<double>(total), static_cast<double>(batches.epoch()), std::nan(""),
+           std::nan(""), final_accuracy});
+  fmt::print("final (step {}, {:.2f} epochs, {} training): test accuracy {:.2f}%\n", total,
+             static_cast<double>(total) / static_cast<double>(steps_per_epoch),
+             optim::format_duration(train_s), 100 * final_accuracy);
+  checkpoint(total);
+  report_confusion(predictions, test_set.label_vector(), o.out + "/confusion.png");
+  plot_curves(csv_path, o.out + "/curves.png", o.model);
+  if (model.vit && o.attention_images > 0)
+    draw_attention_maps(*model.vit, test_set, o.attention_images, device, o.out);
+  fmt::print("saved {}, {}, {}/curves.png, {}/confusion.png{}\n", ckpt_path, csv_path, o.out,
+             o.out, model.vit && o.attention_images > 0 ? " and attention_*.png" : "");
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "error: {}\n", e.what());
+  return 1;
+}
