@@ -10,6 +10,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doctest-dev
           nlohmann-json3-dev libcli11-dev
+          zlib1g-dev libstb-dev clang
           fortunes dataset-fashion-mnist dict-freedict-eng-deu)
 missing=()
 for p in "${packages[@]}"; do
