@@ -263,6 +263,21 @@ TEST_CASE("FashionMNIST: the installed data set") {
   CHECK(sum == doctest::Approx(211.85223795950878).epsilon(1e-9));
   CHECK(train.black_value() == doctest::Approx(-0.8101983666419983).epsilon(1e-7));
   CHECK(values(test.get(0)[0])[400] == static_cast<float>(test.pixels()[400]) / 255.0f);
+
+  // The trainer's augmentation on real images: padding 4 filled with black, flips; shape kept,
+  // reproducible, and the pixel sum can only lose what the crop cuts off (black adds nothing).
+  const data::AugmentOptions options{4, true, train.black_value()};
+  const Tensor batch = train.images(0, 8);
+  const Tensor aug = data::augment_images(batch, options, 1234, 5);
+  CHECK(aug.shape() == Shape{8, 1, 28, 28});
+  CHECK(values(aug) == values(data::augment_images(batch, options, 1234, 5)));
+  CHECK(values(aug) != values(batch));
+  const auto raw_sum = [&](const std::vector<float>& v) {  // back to pixel units, black = 0
+    double total = 0;
+    for (float f : v) total += (f * data::kFashionMnistStd + data::kFashionMnistMean) * 255.0;
+    return total;
+  };
+  CHECK(raw_sum(values(aug)) <= raw_sum(values(batch)) + 1.0);
 }
 
 TEST_CASE("augment_images: identity, determinism, flip and padded crop") {

@@ -22,7 +22,7 @@ namespace {
 
 // Decompression cap while fuzzing: large enough for every corpus file, small enough that a
 // gzip bomb costs milliseconds.
-constexpr size_t kFuzzMaxBytes = size_t{1} << 22;
+constexpr size_t kFuzzMaxBytes = size_t{1} << 20;
 
 // An accepted array must be self-consistent.
 void check_array(const loom::data::IdxArray& a) {
