@@ -6,6 +6,8 @@
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/fortunes.h"
+#include "data/image.h"
+#include "data/plot.h"
 #include "data/pretokenize.h"
 #include "data/splitmix.h"
 #include "data/text_file.h"

@@ -4,12 +4,14 @@
 #   libraries:             OpenBLAS (the OpenMP build, so BLAS shares our OpenMP thread pool),
 #                          fmt, doctest, nlohmann-json (safetensors headers; header-only, private
 #                          to the library), CLI11 (command lines of the examples and benchmarks)
+#                          stb (PNG/JPEG reading and PNG writing of data/image.cpp, private)
 #   real data sets:        fortunes (GPT, BERT, BPE), fashion-mnist (ViT, Swin, DETR),
 #                          freedict eng-deu (encoder-decoder translation)
 # The CUDA toolkit is optional and not installed here; /usr/local/cuda is used when present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doctest-dev
           nlohmann-json3-dev libcli11-dev
+          libstb-dev
           fortunes dataset-fashion-mnist dict-freedict-eng-deu)
 missing=()
 for p in "${packages[@]}"; do
