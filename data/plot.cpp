@@ -83,6 +83,169 @@ std::optional<double> axis_y(double y, bool log_y) {
   return std::isfinite(y) ? std::optional(y) : std::nullopt;
 }
 
+// Sizes in pixels, scaled with the text: scale 2 on a canvas of at least 600 x 400.
+struct Style {
+  int64_t scale, pad, text_h, tick_len;
+  explicit Style(const PlotOptions& o)
+      : scale(o.width >= 600 && o.height >= 400 ? 2 : 1),
+        pad(4 * scale),
+        text_h(text_size("0")[1] * scale),
+        tick_len(3 * scale) {}
+};
+
+// The plot area [x0, x1] x [y0, y1] in pixels, the data ranges it shows and their ticks.
+struct Axes {
+  int64_t x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  Range xr, yr;  // yr in log10 units on a log axis
+  std::vector<double> x_ticks, y_ticks;
+  bool log_y = false;
+  int64_t px(double x) const {
+    return x0 + std::llround((x - xr.lo) / (xr.hi - xr.lo) * static_cast<double>(x1 - x0));
+  }
+  int64_t py(double y) const {
+    return y1 - std::llround((y - yr.lo) / (yr.hi - yr.lo) * static_cast<double>(y1 - y0));
+  }
+  std::string y_text(double t) const { return tick_label(log_y ? std::pow(10.0, t) : t); }
+};
+
+// Ranges and ticks from the drawable points; margins for the title, the tick labels and the
+// axis labels (the y label is written upwards in the left margin).
+Axes place_axes(const std::vector<Series>& series, const PlotOptions& options, const Style& st) {
+  Axes a;
+  a.log_y = options.log_y;
+  for (const Series& s : series)
+    for (size_t i = 0; i < s.x.size(); ++i)
+      if (const auto y = axis_y(s.y[i], options.log_y); y && std::isfinite(s.x[i]))
+        a.xr.add(s.x[i]), a.yr.add(*y);
+  a.xr = widened(a.xr, 0.0), a.yr = widened(a.yr, 0.05);
+  const int64_t max_x_ticks = std::max<int64_t>(options.width / (90 * st.scale), 2);
+  const int64_t max_y_ticks = std::max<int64_t>(options.height / (40 * st.scale), 2);
+  a.x_ticks = nice_ticks(a.xr.lo, a.xr.hi, max_x_ticks);
+  a.y_ticks = options.log_y ? log_ticks(a.yr.lo, a.yr.hi, max_y_ticks)
+                            : nice_ticks(a.yr.lo, a.yr.hi, max_y_ticks);
+  int64_t y_tick_w = 0;
+  for (double t : a.y_ticks) y_tick_w = std::max(y_tick_w, text_size(a.y_text(t), st.scale)[0]);
+  const int64_t last_x_tick_w =
+      text_size(tick_label(a.x_ticks.empty() ? 0 : a.x_ticks.back()), st.scale)[0];
+  a.x0 =
+      st.pad + (options.y_label.empty() ? 0 : st.text_h + st.pad) + y_tick_w + st.pad + st.tick_len;
+  a.x1 = options.width - 1 - std::max(3 * st.pad, last_x_tick_w / 2 + st.pad);
+  a.y0 = st.pad + (options.title.empty() ? 0 : st.text_h + st.pad) + st.pad;
+  a.y1 = options.height - 1 -
+         (st.tick_len + 2 * st.pad + st.text_h +
+          (options.x_label.empty() ? 0 : st.text_h + st.pad) + st.pad);
+  LOOM_CHECK(a.x1 - a.x0 >= 20 && a.y1 - a.y0 >= 20,
+             "plot_lines: '{}': no room for the axes in {} x {}", options.title, options.width,
+             options.height);
+  return a;
+}
+
+// Grid lines, ticks and their labels, the frame, the title and the axis labels.
+void draw_frame(Image& image, const Axes& a, const PlotOptions& options, const Style& st) {
+  const int64_t s = st.scale;
+  for (double t : a.x_ticks) {
+    const int64_t x = a.px(t);
+    draw_line(image, x, a.y0, x, a.y1, kGrid);
+    draw_line(image, x, a.y1, x, a.y1 + st.tick_len, kFrame);
+    const auto size = text_size(tick_label(t), s);
+    draw_text(image, x - size[0] / 2, a.y1 + st.tick_len + st.pad, tick_label(t), kBlack, s);
+  }
+  for (double t : a.y_ticks) {
+    const int64_t y = a.py(t);
+    draw_line(image, a.x0, y, a.x1, y, kGrid);
+    draw_line(image, a.x0 - st.tick_len, y, a.x0, y, kFrame);
+    const auto size = text_size(a.y_text(t), s);
+    draw_text(image, a.x0 - st.tick_len - st.pad - size[0], y - size[1] / 2, a.y_text(t), kBlack,
+              s);
+  }
+  draw_rect(image, a.x0, a.y0, a.x1, a.y1, kFrame);
+  const auto title = text_size(options.title, s);
+  draw_text(image, (options.width - title[0]) / 2, st.pad, options.title, kBlack, s);
+  const auto xl = text_size(options.x_label, s);
+  draw_text(image, a.x0 + (a.x1 - a.x0 - xl[0]) / 2, options.height - st.pad - xl[1],
+            options.x_label, kBlack, s);
+  if (!options.y_label.empty()) {
+    const auto yl = text_size(options.y_label, s);
+    Image label(yl[0], yl[1], 3, 255);
+    draw_text(label, 0, 0, options.y_label, kBlack, s);
+    const Image up = rotate_left(label);
+    for (int64_t y = 0; y < up.height; ++y)
+      for (int64_t x = 0; x < up.width; ++x)
+        if (up.at(x, y)[0] == 0)
+          set_pixel(image, st.pad + x, a.y0 + (a.y1 - a.y0 - up.height) / 2 + y, kBlack);
+  }
+}
+
+using Legend = std::vector<std::pair<std::string, RGB>>;
+
+// The curves, one colour each in order (series with nothing to draw take none); a point with
+// no drawable neighbour is a small square. Returns the legend entries of the named ones.
+Legend draw_curves(Image& image, const Axes& a, const std::vector<Series>& series,
+                   const Style& st) {
+  Legend legend;
+  size_t drawn = 0;
+  for (const Series& sr : series) {
+    const RGB colour = series_colour(drawn);
+    auto point = [&](size_t i) -> std::optional<std::pair<int64_t, int64_t>> {
+      const auto y = axis_y(sr.y[i], a.log_y);
+      if (!y || !std::isfinite(sr.x[i])) return std::nullopt;
+      return std::pair{a.px(sr.x[i]), a.py(*y)};
+    };
+    bool any = false;
+    for (size_t i = 0; i < sr.x.size(); ++i) {
+      const auto p = point(i);
+      if (!p) continue;
+      any = true;
+      const auto prev = i > 0 ? point(i - 1) : std::nullopt;
+      const auto next = i + 1 < sr.x.size() ? point(i + 1) : std::nullopt;
+      const int64_t r = 2 * st.scale;
+      if (prev)
+        draw_line(image, prev->first, prev->second, p->first, p->second, colour, st.scale);
+      else if (!next)
+        fill_rect(image, p->first - r, p->second - r, p->first + r, p->second + r, colour);
+    }
+    if (!any) continue;
+    ++drawn;
+    if (!sr.name.empty()) legend.emplace_back(sr.name, colour);
+  }
+  return legend;
+}
+
+// The legend box, in the corner of the axes where it hides the fewest curve pixels (top right
+// on a tie).
+void draw_legend(Image& image, const Axes& a, const Legend& legend, const Style& st) {
+  if (legend.empty()) return;
+  const int64_t s = st.scale, pad = st.pad, swatch = 16 * s, row_h = st.text_h + pad;
+  int64_t name_w = 0;
+  for (const auto& [name, colour] : legend) name_w = std::max(name_w, text_size(name, s)[0]);
+  const int64_t w = pad + swatch + pad + name_w + pad;
+  const int64_t h = pad + static_cast<int64_t>(legend.size()) * row_h;
+  auto curve_pixels = [&](int64_t cx, int64_t cy) {
+    int64_t n = 0;
+    for (int64_t y = std::max<int64_t>(cy, 0); y <= std::min(cy + h, image.height - 1); ++y)
+      for (int64_t x = std::max<int64_t>(cx, 0); x <= std::min(cx + w, image.width - 1); ++x) {
+        const uint8_t* p = image.at(x, y);
+        n += !(p[0] == p[1] && p[1] == p[2]);  // the curves are the only coloured pixels
+      }
+    return n;
+  };
+  int64_t lx = 0, ly = 0, fewest = -1;
+  for (const auto& [cx, cy] : {std::pair{a.x1 - pad - w, a.y0 + pad},
+                               {a.x1 - pad - w, a.y1 - pad - h},
+                               {a.x0 + pad, a.y0 + pad},
+                               {a.x0 + pad, a.y1 - pad - h}})
+    if (const int64_t n = curve_pixels(cx, cy); fewest < 0 || n < fewest)
+      lx = cx, ly = cy, fewest = n;
+  fill_rect(image, lx, ly, lx + w, ly + h, {255, 255, 255});
+  draw_rect(image, lx, ly, lx + w, ly + h, kFrame);
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const int64_t y = ly + pad + static_cast<int64_t>(i) * row_h;
+    draw_line(image, lx + pad, y + st.text_h / 2, lx + pad + swatch, y + st.text_h / 2,
+              legend[i].second, s);
+    draw_text(image, lx + 2 * pad + swatch, y, legend[i].first, kBlack, s);
+  }
+}
+
 }  // namespace
 
 Image plot_lines(const std::vector<Series>& series, const PlotOptions& options) {
@@ -92,135 +255,12 @@ Image plot_lines(const std::vector<Series>& series, const PlotOptions& options) 
   for (const Series& s : series)
     LOOM_CHECK(s.x.size() == s.y.size(), "plot_lines: series '{}' has {} x but {} y values", s.name,
                s.x.size(), s.y.size());
-  // The data's range, over the points that will be drawn.
-  Range xr, yr;
-  for (const Series& s : series)
-    for (size_t i = 0; i < s.x.size(); ++i)
-      if (const auto y = axis_y(s.y[i], options.log_y); y && std::isfinite(s.x[i]))
-        xr.add(s.x[i]), yr.add(*y);
-  xr = widened(xr, 0.0), yr = widened(yr, 0.05);
-
-  // Layout: text at scale 2 on a large canvas. Margins hold the title, the tick labels and
-  // the axis labels (the y label written upwards).
-  const int64_t s = options.width >= 600 && options.height >= 400 ? 2 : 1, pad = 4 * s;
-  const int64_t text_h = text_size("0")[1] * s, tick_len = 3 * s;
-  const int64_t max_x_ticks = std::max<int64_t>(options.width / (90 * s), 2);
-  const int64_t max_y_ticks = std::max<int64_t>(options.height / (40 * s), 2);
-  const std::vector<double> xt = nice_ticks(xr.lo, xr.hi, max_x_ticks);
-  const std::vector<double> yt =
-      options.log_y ? log_ticks(yr.lo, yr.hi, max_y_ticks) : nice_ticks(yr.lo, yr.hi, max_y_ticks);
-  auto y_text = [&](double t) { return tick_label(options.log_y ? std::pow(10.0, t) : t); };
-  int64_t y_tick_w = 0;
-  for (double t : yt) y_tick_w = std::max(y_tick_w, text_size(y_text(t), s)[0]);
-  const int64_t left =
-      pad + (options.y_label.empty() ? 0 : text_h + pad) + y_tick_w + pad + tick_len;
-  const int64_t top = pad + (options.title.empty() ? 0 : text_h + pad) + pad;
-  const int64_t bottom =
-      tick_len + pad + text_h + pad + (options.x_label.empty() ? 0 : text_h + pad) + pad;
-  // On the right, room for half the last x tick label.
-  const int64_t right =
-      std::max(3 * pad, text_size(tick_label(xt.empty() ? 0 : xt.back()), s)[0] / 2 + pad);
-  const int64_t x0 = left, x1 = options.width - 1 - right;
-  const int64_t y0 = top, y1 = options.height - 1 - bottom;
-  LOOM_CHECK(x1 - x0 >= 20 && y1 - y0 >= 20, "plot_lines: '{}': no room for the axes in {} x {}",
-             options.title, options.width, options.height);
-  auto px = [&](double x) {
-    return x0 + std::llround((x - xr.lo) / (xr.hi - xr.lo) * static_cast<double>(x1 - x0));
-  };
-  auto py = [&](double y) {
-    return y1 - std::llround((y - yr.lo) / (yr.hi - yr.lo) * static_cast<double>(y1 - y0));
-  };
-
+  const Style style(options);
+  const Axes axes = place_axes(series, options, style);
   Image image(options.width, options.height, 3, 255);
-  // Grid, ticks and their labels.
-  for (double t : xt) {
-    const int64_t x = px(t);
-    draw_line(image, x, y0, x, y1, kGrid);
-    draw_line(image, x, y1, x, y1 + tick_len, kFrame);
-    const auto size = text_size(tick_label(t), s);
-    draw_text(image, x - size[0] / 2, y1 + tick_len + pad, tick_label(t), kBlack, s);
-  }
-  for (double t : yt) {
-    const int64_t y = py(t);
-    draw_line(image, x0, y, x1, y, kGrid);
-    draw_line(image, x0 - tick_len, y, x0, y, kFrame);
-    const auto size = text_size(y_text(t), s);
-    draw_text(image, x0 - tick_len - pad - size[0], y - size[1] / 2, y_text(t), kBlack, s);
-  }
-  draw_rect(image, x0, y0, x1, y1, kFrame);
-  // Title, axis labels.
-  const auto title = text_size(options.title, s);
-  draw_text(image, (options.width - title[0]) / 2, pad, options.title, kBlack, s);
-  const auto xl = text_size(options.x_label, s);
-  draw_text(image, x0 + (x1 - x0 - xl[0]) / 2, options.height - pad - xl[1], options.x_label,
-            kBlack, s);
-  if (!options.y_label.empty()) {
-    const auto yl = text_size(options.y_label, s);
-    Image label(yl[0], yl[1], 3, 255);
-    draw_text(label, 0, 0, options.y_label, kBlack, s);
-    const Image up = rotate_left(label);
-    for (int64_t y = 0; y < up.height; ++y)
-      for (int64_t x = 0; x < up.width; ++x)
-        if (up.at(x, y)[0] == 0)
-          set_pixel(image, pad + x, y0 + (y1 - y0 - up.height) / 2 + y, kBlack);
-  }
-
-  // The curves; a point with no drawable neighbour is a small square.
-  std::vector<std::pair<std::string, RGB>> legend;
-  for (size_t k = 0, drawn = 0; k < series.size(); ++k) {
-    const Series& sr = series[k];
-    const RGB colour = series_colour(drawn);
-    bool any = false;
-    for (size_t i = 0; i < sr.x.size(); ++i) {
-      const auto y = axis_y(sr.y[i], options.log_y);
-      if (!y || !std::isfinite(sr.x[i])) continue;
-      any = true;
-      const auto prev = i > 0 ? axis_y(sr.y[i - 1], options.log_y) : std::nullopt;
-      const auto next = i + 1 < sr.x.size() ? axis_y(sr.y[i + 1], options.log_y) : std::nullopt;
-      const bool prev_ok = prev && std::isfinite(sr.x[i - 1]);
-      const bool next_ok = next && std::isfinite(sr.x[i + 1]);
-      if (prev_ok)
-        draw_line(image, px(sr.x[i - 1]), py(*prev), px(sr.x[i]), py(*y), colour, s);
-      else if (!next_ok)
-        fill_rect(image, px(sr.x[i]) - 2 * s, py(*y) - 2 * s, px(sr.x[i]) + 2 * s, py(*y) + 2 * s,
-                  colour);
-    }
-    if (!any) continue;
-    ++drawn;
-    if (!sr.name.empty()) legend.emplace_back(sr.name, colour);
-  }
-
-  // The legend, in the top-right corner of the axes.
-  if (!legend.empty()) {
-    const int64_t swatch = 16 * s, row_h = text_h + pad;
-    int64_t name_w = 0;
-    for (const auto& [name, colour] : legend) name_w = std::max(name_w, text_size(name, s)[0]);
-    const int64_t w = pad + swatch + pad + name_w + pad;
-    const int64_t h = pad + static_cast<int64_t>(legend.size()) * row_h;
-    // In the corner of the axes that covers the fewest data points (top right on a tie).
-    int64_t lx = x1 - pad - w, ly = y0 + pad, fewest = -1;
-    for (const auto& [cx, cy] : {std::pair{x1 - pad - w, y0 + pad},
-                                 {x1 - pad - w, y1 - pad - h},
-                                 {x0 + pad, y0 + pad},
-                                 {x0 + pad, y1 - pad - h}}) {
-      int64_t covered = 0;
-      for (const Series& sr : series)
-        for (size_t i = 0; i < sr.x.size(); ++i)
-          if (const auto y = axis_y(sr.y[i], options.log_y); y && std::isfinite(sr.x[i])) {
-            const int64_t x = px(sr.x[i]), yy = py(*y);
-            covered += x >= cx && x <= cx + w && yy >= cy && yy <= cy + h;
-          }
-      if (fewest < 0 || covered < fewest) lx = cx, ly = cy, fewest = covered;
-    }
-    fill_rect(image, lx, ly, lx + w, ly + h, {255, 255, 255});
-    draw_rect(image, lx, ly, lx + w, ly + h, kFrame);
-    for (size_t i = 0; i < legend.size(); ++i) {
-      const int64_t y = ly + pad + static_cast<int64_t>(i) * row_h;
-      draw_line(image, lx + pad, y + text_h / 2, lx + pad + swatch, y + text_h / 2,
-                legend[i].second, s);
-      draw_text(image, lx + 2 * pad + swatch, y, legend[i].first, kBlack, s);
-    }
-  }
+  draw_frame(image, axes, options, style);
+  const Legend legend = draw_curves(image, axes, series, style);
+  draw_legend(image, axes, legend, style);
   return image;
 }
 
