@@ -7,6 +7,8 @@
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "data/fortunes.h"
+#include "data/image.h"
+#include "data/plot.h"
 #include "data/pretokenize.h"
 #include "data/splitmix.h"
 #include "data/text_file.h"

@@ -1,6 +1,7 @@
-// The corpus replay shared by the fuzz targets when they are built without libFuzzer: a main
-// that feeds every file of the given directories (or the given files) to the target's
-// read_or_reject and checks the verdict against the file's name.
+// The corpus-replay main shared by the fuzz targets when they are built without libFuzzer:
+// every file under the given directories (or the files given) goes through `read_or_reject`;
+// files named valid_* must be accepted, bad_* rejected with loom::Error, and nothing may escape
+// with another exception. Exit status 1 on any failure or an empty corpus.
 #pragma once
 
 #include <algorithm>
@@ -15,13 +16,9 @@
 
 namespace loom::fuzz {
 
-// true: the input was read; false: rejected with loom::Error (its message in `why`). Any other
-// exception escapes and counts as a failure.
-using ReadOrReject = bool (*)(const uint8_t* data, size_t size, std::string& why);
-
-// Exit status 1 if any input escaped with another exception, a valid_* file was rejected or a
-// bad_* file read (or there were no inputs); 0 otherwise. Prints one verdict line per input.
-inline int replay_corpus(int argc, char** argv, ReadOrReject read_or_reject) {
+// read_or_reject(data, size, why): true if accepted; false if rejected, the message in `why`.
+template <class ReadOrReject>
+int replay_corpus(int argc, char** argv, ReadOrReject read_or_reject) {
   namespace fs = std::filesystem;
   std::vector<fs::path> inputs;
   for (int i = 1; i < argc; ++i) {
