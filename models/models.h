@@ -4,3 +4,4 @@
 
 #include "models/gpt.h"
 #include "models/sampling.h"
+#include "models/swin.h"
