@@ -97,6 +97,21 @@ void SwinConfig::validate() const {
   }
 }
 
+int64_t SwinConfig::num_parameters() const {
+  const int64_t D = embed_dim, stages = static_cast<int64_t>(depths.size());
+  int64_t n = in_channels * patch_size * patch_size * D + D + 2 * D;  // proj (+ bias), norm
+  for (int64_t i = 0; i < stages; ++i) {
+    const int64_t d = D << i, w = stage_window(i), h = num_heads[static_cast<size_t>(i)];
+    const auto m = static_cast<int64_t>(static_cast<float>(d) * mlp_ratio);
+    const int64_t block = 4 * d + (2 * w - 1) * (2 * w - 1) * h + 4 * d * d + 4 * d +
+                          2 * d * m + m + d;
+    n += depths[static_cast<size_t>(i)] * block;
+    if (i < stages - 1) n += 8 * d * d + 8 * d;  // reduction 4d -> 2d, norm over 4d
+  }
+  const int64_t features = D << (stages - 1);
+  return n + 2 * features + features * num_classes + num_classes;
+}
+
 std::string SwinConfig::to_string() const {
   return fmt::format(
       "image_size={}, patch_size={}, in_channels={}, num_classes={}, embed_dim={}, depths=[{}], "

@@ -72,6 +72,12 @@ struct SwinConfig {
   int64_t resolution(int64_t stage) const;
   // The window side of stage i: window_size, or r_i when r_i <= window_size.
   int64_t stage_window(int64_t stage) const;
+  // Parameters of a Swin built from this config (Swin-T's 28M take long to initialise in a
+  // test; this formula stands in for building one):
+  //   patch_embed C_in p^2 D + 3D; per block of width d, window w, h heads, hidden m:
+  //   4d (norms) + (2w-1)^2 h + 4d^2 + 4d (attn) + 2dm + m + d (mlp); per PatchMerging 8d^2 + 8d;
+  //   norm 2F + head F n + n, F = D 2^(S-1).
+  int64_t num_parameters() const;
   // "image_size=28, patch_size=2, ..., depths=[2, 4], ..."
   std::string to_string() const;
 
