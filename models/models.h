@@ -4,4 +4,5 @@
 
 #include "models/gpt.h"
 #include "models/sampling.h"
+#include "models/swin.h"
 #include "models/vit.h"

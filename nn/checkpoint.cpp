@@ -78,6 +78,8 @@ Copies plan_copies(const Module& module, const std::map<std::string, Tensor>& st
       missing.push_back(name);
     }
   }
+  // Names the module derives from its configuration (Module::ignore_on_load) are skipped.
+  for (const std::string& name : module.ignored_on_load()) known.insert(name);
   for (const auto& [name, t] : state)
     if (!known.count(name)) unexpected.push_back(name);
 

@@ -53,7 +53,8 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 
 // Loads a checkpoint written by save() or by PyTorch. Every state_dict() name of the module
 // must be in the file with the same shape (a tied tensor needs only one of its names) and every
-// name in the file must belong to the module. Otherwise one loom::Error lists every missing,
+// name in the file must belong to the module (or be one it derives and skips, declared with
+// Module::ignore_on_load). Otherwise one loom::Error lists every missing,
 // unexpected and wrongly shaped name, and the module is left untouched; an unreadable,
 // truncated or corrupted file also throws before anything is copied.
 void load(Module& module, const std::string& path);

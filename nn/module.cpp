@@ -189,6 +189,18 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+void Module::ignore_on_load(const std::string& name) {
+  LOOM_CHECK(!name.empty(), "ignore_on_load: empty name in {}", this->name());
+  ignored_on_load_.push_back(name);
+}
+
+std::vector<std::string> Module::ignored_on_load() const {
+  std::vector<std::string> out = ignored_on_load_;
+  for (const auto& [prefix, child] : children_)
+    for (const std::string& name : child->ignored_on_load()) out.push_back(prefix + "." + name);
+  return out;
+}
+
 // ---------------------------------------------------------------------------- printing
 // Indents every line but the first by two spaces (PyTorch's _addindent).
 static std::string add_indent(const std::string& text) {

@@ -92,6 +92,15 @@ class Module {
   // Number of scalar parameters; tied tensors are counted once.
   int64_t num_parameters() const;
 
+  // --- state a module derives instead of loading ------------------------------------------------
+  // Declares that a checkpoint may hold a tensor `name` (relative to this module) which load()
+  // skips instead of calling it unexpected: state the module rebuilds from its configuration,
+  // e.g. Swin's relative_position_index and attn_mask, which the official checkpoints carry as
+  // buffers. Such a name is never required, and every other name is still checked strictly.
+  void ignore_on_load(const std::string& name);
+  // Every name declared by ignore_on_load, under its full dotted name, depth first.
+  std::vector<std::string> ignored_on_load() const;
+
   // The module tree as PyTorch prints it:
   //   Sequential(
   //     (0): Linear(in_features=4, out_features=3, bias=True)
@@ -116,6 +125,7 @@ class Module {
   std::deque<NamedTensor> parameters_;
   std::deque<NamedTensor> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::string> ignored_on_load_;  // see ignore_on_load
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);

@@ -19,3 +19,5 @@
 #include "nn/positional_encoding.h"
 #include "nn/safetensors.h"
 #include "nn/transformer_layer.h"
+#include "nn/drop_path.h"
+#include "nn/window.h"
