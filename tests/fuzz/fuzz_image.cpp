@@ -8,7 +8,8 @@
 //     replays every file of the corpus; files named valid_* must be decoded, bad_* rejected.
 //   With libFuzzer (clang): cmake -DCMAKE_CXX_COMPILER=clang++ -DLOOM_FUZZ=ON -DLOOM_SANITIZE=ON
 //     then build/tests/fuzz_image -max_len=4096 tests/fuzz/corpus/image
-//   (libstb.so itself is not instrumented, so libFuzzer's coverage guidance sees loom's code only.)
+//   (that build also compiles stb_image into the target, tests/fuzz/stb_image_instrumented.cpp,
+//   so that the fuzzer sees and sanitizes the decoders, not only loom's side.)
 //
 // The corpus (< 4 KB) was written once with write_png and stb's JPEG writer, then damaged:
 //   valid_gray/rgb/rgba/gray_alpha/1x1.png, valid_rgb.jpg, valid_gray.pgm, valid_rgb.ppm (with a
