@@ -276,8 +276,7 @@ void draw_attention_maps(models::ViT& vit, const data::FashionMNIST& test, int64
   NoGradGuard no_grad;
   vit.eval();
   const int64_t side = vit.config().image_size / vit.config().patch_size, scale = 8;
-  const float black = -data::kFashionMnistMean / data::kFashionMnistStd,
-              white = (1 - data::kFashionMnistMean) / data::kFashionMnistStd;
+  const float black = test.black_value(), white = data::normalize_fashion_mnist_pixel(255);
   for (int64_t i = 0; i < count && i < test.size(); ++i) {
     std::vector<Tensor> attentions;
     vit.forward(test.images(i, 1).to(device), &attentions);
@@ -346,8 +345,7 @@ int main(int argc, char** argv) try {
       data::DataLoader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
   const int64_t steps_per_epoch = train_set->size() / o.batch;
   // A padded pixel is black: the normalised value of 0.
-  const data::AugmentOptions augment{o.crop_padding, o.flip,
-                                     -data::kFashionMnistMean / data::kFashionMnistStd};
+  const data::AugmentOptions augment{o.crop_padding, o.flip, train_set->black_value()};
 
   // ---- model and optimizer
   manual_seed(o.seed);
