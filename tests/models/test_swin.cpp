@@ -100,6 +100,15 @@ TEST_CASE("Swin's names, shapes and window rules are the official ones") {
   CHECK(stage0[1]->attn_mask.shape() == Shape{4, 16, 16});
   CHECK(stage1[1]->shift == 0);  // 4x4 <= window 4: one window, never shifted
   CHECK(!stage1[1]->attn_mask.defined());
+  // A stage smaller than the window: one window of the stage's size, its own table size.
+  SwinConfig big_window = tiny_config();
+  big_window.window_size = 8;  // stage 0 is 8x8 (= window), stage 1 is 4x4 (< window)
+  Swin wide(big_window);
+  CHECK(wide.stages()[0]->typed_blocks[1]->shift == 0);
+  CHECK(wide.stages()[1]->typed_blocks[0]->window == 4);
+  CHECK(wide.stages()[1]->typed_blocks[0]->attn->relative_position_bias_table.shape() ==
+        Shape{49, 4});
+  CHECK(wide.num_parameters() == big_window.num_parameters());
   // Drop-path rates linspace(0, 0.1, 4).
   CHECK(stage0[0]->drop_path->p == 0.0f);
   CHECK(stage1[1]->drop_path->p == doctest::Approx(0.1));
