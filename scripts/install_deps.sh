@@ -23,3 +23,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 echo "loom: dependencies present"
+# With --fuzz: also clang, its libFuzzer/sanitizer runtimes and LLVM's OpenMP (scripts/fuzz.sh).
+if [ "${1:-}" = "--fuzz" ]; then
+  fuzz_missing=()
+  for p in clang libclang-rt-dev libomp-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      fuzz_missing+=("$p")
+  done
+  if [ ${#fuzz_missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    echo "loom: installing ${fuzz_missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${fuzz_missing[@]}" >/dev/null
+  fi
+  echo "loom: fuzzing dependencies present"
+fi

@@ -10,18 +10,15 @@
 // The corpus is written by tests/fuzz/make_corpus.py.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
+#include "fuzz_replay.h"
 #include "nn/safetensors.h"
 
 namespace {
@@ -63,41 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifndef LOOM_FUZZING
-// Replays every file under the directories (or files) given. Exit status 1 if any input
-// escaped with another exception, or a valid_* file was rejected or a bad_* file read.
 int main(int argc, char** argv) {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> inputs;
-  for (int i = 1; i < argc; ++i) {
-    if (fs::is_directory(argv[i])) {
-      for (const auto& e : fs::directory_iterator(argv[i]))
-        if (e.is_regular_file()) inputs.push_back(e.path());
-    } else {
-      inputs.emplace_back(argv[i]);
-    }
-  }
-  std::sort(inputs.begin(), inputs.end());
-  int failures = 0;
-  for (const fs::path& input : inputs) {
-    std::ifstream in(input, std::ios::binary);
-    const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
-    const std::string name = input.filename().string();
-    std::string why, verdict;
-    bool ok = true;
-    try {
-      const bool read = read_or_reject(bytes.data(), bytes.size(), why);
-      verdict = read ? "read" : "rejected: " + why;
-      if (name.rfind("valid_", 0) == 0 && !read) ok = false;
-      if (name.rfind("bad_", 0) == 0 && read) ok = false;
-    } catch (const std::exception& e) {
-      verdict = std::string("ESCAPED (not a loom::Error): ") + e.what();
-      ok = false;
-    }
-    std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", name.c_str(), verdict.c_str());
-    failures += ok ? 0 : 1;
-  }
+  const int status = loom::fuzz::replay(argc, argv, read_or_reject);
   std::filesystem::remove(scratch_path());
-  std::printf("%zu inputs, %d failures\n", inputs.size(), failures);
-  return inputs.empty() || failures > 0 ? 1 : 0;
+  return status;
 }
 #endif
