@@ -24,8 +24,9 @@ void accumulate(Tensor& slot, const Tensor& g) {
     slot = slot + g;
   }
 }
-// The versions check of SavedVersion: refuses to run a backward whose saved tensors were
-// changed in place after the forward (the message follows PyTorch's).
+
+// SavedVersion's check: refuses to run a backward whose saved tensors were changed in place
+// after the forward (the message follows PyTorch's).
 void check_saved_versions(const Node& node) {
   for (const SavedVersion& s : node.saved)
     LOOM_CHECK(s.storage->version == s.version,

@@ -5,31 +5,16 @@
 //
 //   As a ctest: fuzz_fortunes tests/fuzz/corpus/fortunes   (valid_* read, bad_* rejected)
 //   With libFuzzer: scripts/fuzz.sh (clang, -DLOOM_FUZZ=ON)
-#include <unistd.h>
-
-#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "data/fortunes.h"
 #include "fuzz_replay.h"
 
 namespace {
-
-// read_fortunes takes a directory: each input is the one fortune file of a scratch directory.
-const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() /
-             ("loom_fuzz_fortunes_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
 
 void check_entries(const std::vector<std::string>& entries, const std::string& text) {
   for (const std::string& e : entries) {
@@ -46,34 +31,15 @@ void check_entries(const std::vector<std::string>& entries, const std::string& t
     throw std::logic_error("split_train_val lost entries");
 }
 
-// true: read; false: rejected with loom::Error. Anything else escapes.
-bool read_or_reject(const uint8_t* data, size_t size, std::string& why) {
+// read_fortunes takes a directory: the input is the one fortune file of a scratch directory.
+bool accept(const uint8_t* data, size_t size, std::string& why) {
+  const std::string dir = loom::fuzz::scratch_path("fortunes");
+  std::filesystem::create_directories(dir);
   const std::string text(reinterpret_cast<const char*>(data), size);
-  {
-    std::ofstream out(scratch_dir() / "fortunes", std::ios::binary | std::ios::trunc);
-    out << text;
-  }
-  try {
-    check_entries(loom::data::read_fortunes(scratch_dir().string()), text);
-    return true;
-  } catch (const loom::Error& e) {
-    why = e.what();
-    return false;
-  }
+  std::ofstream(dir + "/fortunes", std::ios::binary | std::ios::trunc) << text;
+  return loom::fuzz::accepted([&] { check_entries(loom::data::read_fortunes(dir), text); }, why);
 }
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string why;
-  read_or_reject(data, size, why);
-  return 0;
-}
-
-#ifndef LOOM_FUZZING
-int main(int argc, char** argv) {
-  const int status = loom::fuzz::replay(argc, argv, read_or_reject);
-  std::filesystem::remove_all(scratch_dir());
-  return status;
-}
-#endif
+LOOM_FUZZ_TARGET(accept, [] { loom::fuzz::remove_scratch("fortunes"); })

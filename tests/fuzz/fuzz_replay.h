@@ -1,10 +1,18 @@
-// The ctest side of a fuzz target: without libFuzzer, the target's main() replays its committed
-// corpus through the same entry point the fuzzer calls. Files named valid_* must be accepted,
-// bad_* rejected with loom::Error, anything else either; any other exception fails the replay.
+// What every fuzz target shares. A target is one function, `bool accept(data, size, why)`:
+// true when the reader accepted the input, false (the message in `why`) when it rejected it
+// with loom::Error; any other exception or crash escapes and is the bug the fuzzer looks for.
+// LOOM_FUZZ_TARGET(accept, cleanup) then defines
+//   * libFuzzer's entry point LLVMFuzzerTestOneInput (built with -DLOOM_FUZZ=ON, clang), and
+//   * without libFuzzer, a main() that replays the committed corpus (the ctest): files named
+//     valid_* must be accepted, bad_* rejected, anything else either; `cleanup` runs at the end.
 //
-//   bool read_or_reject(const uint8_t* data, size_t size, std::string& why);  // the target's
-//   int main(int argc, char** argv) { return loom::fuzz::replay(argc, argv, read_or_reject); }
+//   bool accept(const uint8_t* data, size_t size, std::string& why) {
+//     return loom::fuzz::accepted([&] { reader(loom::fuzz::write_input("x", data, size)); }, why);
+//   }
+//   LOOM_FUZZ_TARGET(accept, [] { loom::fuzz::remove_scratch("x"); })
 #pragma once
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -16,9 +24,42 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace loom::fuzz {
 
 using Target = bool (*)(const uint8_t* data, size_t size, std::string& why);
+
+// A path of this process under the temp dir, for readers that take a file or directory.
+inline std::string scratch_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("loom_fuzz_" + name + "_" + std::to_string(::getpid())))
+      .string();
+}
+inline void remove_scratch(const std::string& name) {
+  std::error_code ec;
+  std::filesystem::remove_all(scratch_path(name), ec);
+}
+
+// Writes the input to scratch_path(name) and returns that path.
+inline std::string write_input(const std::string& name, const uint8_t* data, size_t size) {
+  const std::string path = scratch_path(name);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return path;
+}
+
+// Runs `read`: true if it returned, false (its message in `why`) if it threw loom::Error.
+template <class Read>
+bool accepted(Read read, std::string& why) {
+  try {
+    read();
+    return true;
+  } catch (const loom::Error& e) {
+    why = e.what();
+    return false;
+  }
+}
 
 // Replays every file under the directories (or the files) named on the command line. Exit
 // status 1 if an input escaped with another exception, a valid_* file was rejected or a bad_*
@@ -59,3 +100,19 @@ inline int replay(int argc, char** argv, Target target) {
 }
 
 }  // namespace loom::fuzz
+
+#ifdef LOOM_FUZZING
+#define LOOM_FUZZ_TARGET(accept, cleanup)                                     \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    std::string why;                                                        \
+    accept(data, size, why);                                                \
+    return 0;                                                               \
+  }
+#else
+#define LOOM_FUZZ_TARGET(accept, cleanup)                           \
+  int main(int argc, char** argv) {                                 \
+    const int status = ::loom::fuzz::replay(argc, argv, accept);    \
+    (cleanup)();                                                    \
+    return status;                                                  \
+  }
+#endif
