@@ -125,6 +125,13 @@ json parse_header_json(const std::string& text, const std::string& path) {
     const size_t colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
     LOOM_FAIL("read_safetensors: '{}': malformed JSON header at byte {}: {}", path, e.byte, what);
+  } catch (const json::exception& e) {
+    // Any other nlohmann error, e.g. "[json.exception.out_of_range.406] number overflow parsing
+    // '461E164'" (a number beyond a double; found by fuzz_safetensors).
+    std::string what = e.what();
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    LOOM_FAIL("read_safetensors: '{}': malformed JSON header: {}", path, what);
   }
 }
 

@@ -47,7 +47,7 @@ run_one() {
   local name=$1
   local work=build-fuzz/corpus/$name artifacts=build-fuzz/artifacts/$name/
   mkdir -p "$work" "$artifacts" build-fuzz/logs
-  local status=0
+  local status=0 start=$SECONDS
   "build-fuzz/tests/fuzz_$name" "$work" "tests/fuzz/corpus/$name" -max_total_time="$seconds" \
     -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts" >"build-fuzz/logs/$name.log" 2>&1 || status=$?
@@ -60,7 +60,7 @@ run_one() {
   if [ "$status" -ne 0 ]; then
     verdict="FAILED (exit $status): see $log and $artifacts"
   fi
-  printf 'fuzz_%-12s %5ss  %10s execs  cov %6s  ft %6s  %s\n' "$name" "$seconds" "$execs" \
+  printf 'fuzz_%-12s %5ss  %10s execs  cov %6s  ft %6s  %s\n' "$name" "$((SECONDS - start))" "$execs" \
     "$cov" "$ft" "$verdict"
   [ "$status" -eq 0 ]
 }

@@ -121,6 +121,14 @@ TEST_CASE("safetensors: a header of more than 2^20 keys and values is rejected")
   check_rejected(dir.file("many.safetensors"), "more than 1048576 keys and values", 1.0);
 }
 
+TEST_CASE("safetensors: a number beyond a double is a loom::Error (nlohmann's out_of_range)") {
+  // Found by fuzz_safetensors: nlohmann throws out_of_range.406, which used to escape.
+  ScratchDir dir;
+  write_crafted(dir.file("big.safetensors"),
+                R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,0]}})");
+  check_rejected(dir.file("big.safetensors"), "number overflow parsing '1e999'");
+}
+
 TEST_CASE("checkpoint metadata that is not a number is an error naming the key and file") {
   nn::Metadata meta = nn::TrainerState{}.to_metadata();
   meta["step"] = "abc";
