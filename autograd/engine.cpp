@@ -1,5 +1,7 @@
 // The backward engine: a topological sort of the recorded graph and a reverse walk that
 // accumulates gradients (micrograd's `backward`, with nodes instead of values).
+#include <atomic>
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,6 +14,7 @@ namespace loom::autograd {
 
 namespace {
 thread_local bool g_grad_mode = true;
+std::atomic<bool> g_detect_anomaly{false};
 
 // Adds g into the accumulated gradient `slot` (the first contribution is taken as is).
 void accumulate(Tensor& slot, const Tensor& g) {
@@ -21,7 +24,33 @@ void accumulate(Tensor& slot, const Tensor& g) {
     slot = slot + g;
   }
 }
+
+// SavedVersion's check: refuses to run a backward whose saved tensors were changed in place
+// after the forward (the message follows PyTorch's).
+void check_saved_versions(const Node& node) {
+  for (const SavedVersion& s : node.saved)
+    LOOM_CHECK(s.storage->version == s.version,
+               "backward: one of the variables needed for gradient computation has been modified "
+               "by an inplace operation: the tensor of shape {} saved by '{}' is at version {}; "
+               "expected version {} instead",
+               shape_str(s.shape), node.name, s.storage->version, s.version);
+}
+
+// Anomaly mode: the gradients a node produced must be finite.
+void check_finite_gradients(const Node& node, const std::vector<Tensor>& input_grads) {
+  for (size_t i = 0; i < input_grads.size(); ++i) {
+    if (!input_grads[i].defined()) continue;
+    for (float v : input_grads[i].to_vector())
+      LOOM_CHECK(std::isfinite(v),
+                 "backward: anomaly detected: the backward of '{}' produced {} in the gradient "
+                 "of its input {} (shape {})",
+                 node.name, std::isnan(v) ? "NaN" : "Inf", i, shape_str(input_grads[i].shape()));
+  }
+}
 }  // namespace
+
+void set_detect_anomaly(bool enabled) { g_detect_anomaly = enabled; }
+bool is_anomaly_enabled() { return g_detect_anomaly; }
 
 bool grad_mode_enabled() { return g_grad_mode; }
 void set_grad_mode(bool enabled) { g_grad_mode = enabled; }
@@ -34,12 +63,15 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 }
 
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
-              BackwardFn backward) {
+              BackwardFn backward, const std::vector<Tensor>& saved) {
   if (!any_requires_grad(inputs)) return out;
   auto node = std::make_shared<Node>();
   node->name = name;
   node->output_shape = out.shape();
   node->backward = std::move(backward);
+  node->saved.reserve(saved.size());
+  for (const Tensor& t : saved)
+    if (t.defined()) node->saved.push_back({t.impl()->storage(), t.version(), t.shape()});
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     Edge e;
@@ -88,9 +120,12 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
                "backward: trying to backward through the graph a second time (the buffers of "
                "'{}' were freed); pass retain_graph=true to the first backward",
                node->name);
+    check_saved_versions(*node);
     std::vector<Tensor> input_grads = node->backward(g);
+    if (g_detect_anomaly) check_finite_gradients(*node, input_grads);
     if (!retain_graph) {
       node->backward = nullptr;  // frees the tensors saved for backward
+      node->saved.clear();
       node->released = true;
     }
     for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {

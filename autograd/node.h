@@ -22,6 +22,16 @@ struct Edge {
   bool active() const { return node != nullptr || leaf != nullptr; }
 };
 
+// A tensor a backward reads, with the version of its storage when it was saved. An in-place
+// change before backward would make the gradient silently wrong, so the engine compares the
+// versions first and refuses (PyTorch's SavedVariable). Holding the storage costs nothing: the
+// backward function keeps the saved tensor alive anyway.
+struct SavedVersion {
+  std::shared_ptr<Storage> storage;
+  uint64_t version = 0;
+  Shape shape;  // for the error message
+};
+
 // grads[i] is dL/d(input i), or an undefined Tensor when input i needs no gradient.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
@@ -31,6 +41,7 @@ struct Node {
   BackwardFn backward;        // released after use unless the graph is retained
   bool released = false;
   Shape output_shape;         // for checking incoming gradients
+  std::vector<SavedVersion> saved;  // the tensors `backward` reads, checked before it runs
 
   // Whether input i needs a gradient (lets a backward skip work).
   bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].active(); }
@@ -41,9 +52,17 @@ bool grad_mode_enabled();
 void set_grad_mode(bool enabled);
 
 // Attaches a node computing `backward` to `out` if grad mode is on and any input requires
-// grad. Tensors captured by `backward` are kept alive until the graph is freed. Returns out.
+// grad. Tensors captured by `backward` are kept alive until the graph is freed. Those whose
+// values it reads are listed in `saved`: their versions are recorded now and checked when the
+// backward runs (an in-place change in between is an error). Returns out.
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
-              BackwardFn backward);
+              BackwardFn backward, const std::vector<Tensor>& saved = {});
+
+// Anomaly mode (torch.autograd.set_detect_anomaly): while on, every backward step checks the
+// gradients it produced and throws a loom::Error naming the first op whose backward gave a NaN
+// or Inf, and the input. Off by default: the check copies each gradient to the host.
+void set_detect_anomaly(bool enabled);
+bool is_anomaly_enabled();
 
 // True if grad mode is on and any of the tensors requires grad.
 bool any_requires_grad(const std::vector<Tensor>& inputs);

@@ -15,11 +15,14 @@ Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, f
   backend(x.device()).unary(op, x, out, a, b);
   if (!autograd::any_requires_grad({x})) return out;
   Tensor xs = saved(x), ys = saved(out);
-  return autograd::record(name, {x}, out, [op, xs, ys, a, b](const Tensor& g) {
-    Tensor dx = Tensor::empty(xs.shape(), DType::Float32, xs.device());
-    backend(xs.device()).unary_backward(op, g, xs, ys, dx, a, b);
-    return std::vector<Tensor>{dx};
-  });
+  return autograd::record(
+      name, {x}, out,
+      [op, xs, ys, a, b](const Tensor& g) {
+        Tensor dx = Tensor::empty(xs.shape(), DType::Float32, xs.device());
+        backend(xs.device()).unary_backward(op, g, xs, ys, dx, a, b);
+        return std::vector<Tensor>{dx};
+      },
+      {xs, ys});
 }
 
 }  // namespace
@@ -80,9 +83,11 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
 }
 
 // Records a binary op whose backward gives the gradients at the broadcast shape; they are
-// summed back to each input's own shape (the reverse of broadcasting).
+// summed back to each input's own shape (the reverse of broadcasting). `saved`: the tensors the
+// rule reads (see autograd::record).
 template <typename Rule>
-Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor out, Rule rule) {
+Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor out, Rule rule,
+                     const std::vector<Tensor>& saved = {}) {
   if (!autograd::any_requires_grad({a, b})) return out;
   const Shape sa = a.shape(), sb = b.shape();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -92,7 +97,7 @@ Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor 
     // broadcast dims are not summed for nothing.
     return std::vector<Tensor>{need_a && ga.defined() ? sum_to(ga, sa) : Tensor(),
                                need_b && gb.defined() ? sum_to(gb, sb) : Tensor()};
-  });
+  }, saved);
 }
 
 }  // namespace
@@ -113,7 +118,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor as = saved(a), bs = saved(b);
   return record_binary("mul", a, b, out, [as, bs, need_a, need_b](const Tensor& g) {
     return std::pair{need_a ? g * bs : Tensor(), need_b ? g * as : Tensor()};
-  });
+  }, {as, bs});
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -124,7 +129,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return record_binary("div", a, b, out, [bs, ys, need_b](const Tensor& g) {
     Tensor ga = g / bs;
     return std::pair{ga, need_b ? -(ga * ys) : Tensor()};
-  });
+  }, {bs, ys});
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
@@ -135,7 +140,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return record_binary("pow", a, b, out, [as, bs, ys, need_b](const Tensor& g) {
     Tensor ga = g * bs * pow(as, bs - 1.0f);
     return std::pair{ga, need_b ? g * ys * log(as) : Tensor()};
-  });
+  }, {as, bs, ys});
 }
 
 // Where a == b the gradient is split evenly between the two inputs, as in PyTorch.
@@ -147,7 +152,7 @@ static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Ten
     Tensor wins_a = (is_max ? gt(as, bs) : lt(as, bs)) + eq(as, bs) * 0.5f;
     Tensor ga = g * wins_a;
     return std::pair{ga, g - ga};
-  });
+  }, {as, bs});
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, "maximum", a, b); }
@@ -199,7 +204,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return record_binary("where", a, b, out, [cs, need_a, need_b](const Tensor& g) {
     Tensor zero = zeros({}, g.device());
     return std::pair{need_a ? where(cs, g, zero) : Tensor(), need_b ? where(cs, zero, g) : Tensor()};
-  });
+  }, {cs});
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {

@@ -33,7 +33,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const Shape in_shape = x.shape();
   return autograd::record("index_select", {x}, out, [in_shape, d, index](const Tensor& g) {
     return std::vector<Tensor>{index_add(zeros(in_shape, g.device()), d, index, g)};
-  });
+  }, {index});
 }
 
 // x with src's slices added at the positions `index` along dim (out of place).
@@ -54,7 +54,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
                                 index.contiguous(), out);
   return autograd::record("index_add", {x, src}, out, [d, index](const Tensor& g) {
     return std::vector<Tensor>{g, index_select(g, d, index)};
-  });
+  }, {index});
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
@@ -75,7 +75,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const Shape in_shape = x.shape();
   return autograd::record("gather", {x}, out, [in_shape, d, index](const Tensor& g) {
     return std::vector<Tensor>{scatter_add(zeros(in_shape, g.device()), d, index, g)};
-  });
+  }, {index});
 }
 
 // x with src[..., j, ...] added at x[..., index[..., j, ...], ...] along dim (out of place).
@@ -94,7 +94,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                                   index.contiguous(), out);
   return autograd::record("scatter_add", {x, src}, out, [d, index](const Tensor& g) {
     return std::vector<Tensor>{g, gather(g, d, index)};
-  });
+  }, {index});
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {

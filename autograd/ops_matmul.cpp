@@ -131,7 +131,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     Tensor ga = need_a ? sum_to(matmul_nd(g, bs.transpose(-1, -2)), as.shape()) : Tensor();
     Tensor gb = need_b ? sum_to(matmul_nd(as.transpose(-1, -2), g), bs.shape()) : Tensor();
     return std::vector<Tensor>{ga, gb};
-  });
+  }, {as, bs});
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
     Tensor db = need_b ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
     backend(xc.device()).layer_norm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
     return std::vector<Tensor>{dx, dw, db};
-  });
+  }, {xc, w});
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
@@ -69,7 +69,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     backend(x.device()).cross_entropy_backward(x, t, lse, ignore_index, label_smoothing,
                                                g.item() * inv, dx);
     return std::vector<Tensor>{dx.reshape(shape)};
-  });
+  }, {x, t});
 }
 
 // Inverted dropout (Srivastava et al. 2014): zero each element with probability p and scale

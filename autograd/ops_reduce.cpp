@@ -96,7 +96,7 @@ Tensor max(const Tensor& x) {
   return autograd::record("max", {x}, out, [xs, ys](const Tensor& g) {
     Tensor winners = eq(xs, ys);
     return std::vector<Tensor>{winners * (g / sum(winners))};
-  });
+  }, {xs, ys});
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
@@ -148,7 +148,7 @@ static Tensor softmax_op(bool log, const Tensor& x, int64_t dim) {
     Tensor dx = Tensor::empty(ys.shape(), DType::Float32, ys.device());
     backend(ys.device()).softmax_backward(g.contiguous(), ys, s.outer, s.n, s.inner, log, dx);
     return std::vector<Tensor>{dx};
-  });
+  }, {ys});
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(false, x, dim); }

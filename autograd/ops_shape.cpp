@@ -27,8 +27,8 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
       LOOM_CHECK(infer < 0, "{}: only one dimension can be -1 in {}", op, shape_str(requested));
       infer = static_cast<int64_t>(i);
     } else {
-      LOOM_CHECK(shape[i] >= 0, "{}: invalid dimension in shape {}", op, shape_str(requested));
-      known *= shape[i];
+      LOOM_CHECK(shape[i] >= 0 && !__builtin_mul_overflow(known, shape[i], &known),
+                 "{}: invalid dimension in shape {}", op, shape_str(requested));
     }
   }
   if (infer >= 0) {

@@ -4,9 +4,23 @@
 
 namespace loom {
 
+bool shape_fits(const Shape& shape) {
+  int64_t product = 1;  // of the non-zero dims
+  for (int64_t s : shape) {
+    if (s < 0) return false;
+    if (s > 0 && (__builtin_mul_overflow(product, s, &product) || product > kMaxNumel))
+      return false;
+  }
+  return true;
+}
+
 int64_t shape_numel(const Shape& shape) {
+  LOOM_CHECK(shape_fits(shape),
+             "shape {}: a size is negative, or the tensor would have more than 2^60 elements "
+             "(the numel cap)",
+             shape_str(shape));
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) n *= s;  // cannot overflow: checked above
   return n;
 }
 

@@ -30,13 +30,17 @@ static void check_geometry(const Storage* storage, const Shape& shape, const Str
   LOOM_CHECK(shape.size() == strides.size() && offset >= 0,
              "TensorImpl: shape {} with strides {} and offset {} do not describe a tensor",
              shape_str(shape), shape_str(strides), offset);
+  shape_numel(shape);  // throws if the shape is negative or over the numel cap
   int64_t last = offset;  // the furthest element addressed
   for (size_t i = 0; i < shape.size(); ++i) {
-    LOOM_CHECK(shape[i] >= 0 && strides[i] >= 0,
-               "TensorImpl: shape {} with strides {} has a negative size or stride",
+    LOOM_CHECK(strides[i] >= 0, "TensorImpl: shape {} with strides {} has a negative stride",
                shape_str(shape), shape_str(strides));
     if (shape[i] == 0) return;  // no elements: nothing is addressed
-    last += (shape[i] - 1) * strides[i];
+    int64_t reach = 0;
+    LOOM_CHECK(!__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) &&
+                   !__builtin_add_overflow(last, reach, &last),
+               "TensorImpl: shape {} with strides {} at offset {} addresses beyond 2^63 elements",
+               shape_str(shape), shape_str(strides), offset);
   }
   const int64_t capacity = static_cast<int64_t>(storage->bytes / element_size(dtype));
   LOOM_CHECK(last < capacity,
@@ -77,6 +81,7 @@ void TensorImpl::set_grad(std::shared_ptr<TensorImpl> grad) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     LOOM_CHECK(s >= 0, "empty: negative dimension in shape {}", shape_str(shape));
+  // shape_numel throws past the numel cap, so the byte count cannot wrap around.
   auto storage = std::make_shared<Storage>(shape_numel(shape) * element_size(dtype), device);
   return Tensor(
       std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
@@ -192,6 +197,8 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   return checked(impl_, "grad_fn").grad_fn();
 }
 
+uint64_t Tensor::version() const { return checked(impl_, "version").version(); }
+
 Tensor Tensor::grad() const {
   const TensorImpl& t = checked(impl_, "grad");
   return t.grad() ? Tensor(t.grad()) : Tensor();
@@ -224,12 +231,14 @@ Tensor Tensor::detach() const {
 }
 
 // ---------------------------------------------------------------------------- in place
+// Every in-place op starts here: it checks the target and bumps its version counter.
 static void check_inplace(const Tensor& t, const char* op) {
   LOOM_CHECK(t.defined(), "{}: called on an undefined tensor", op);
   LOOM_CHECK(!(autograd::grad_mode_enabled() && t.requires_grad() && t.is_leaf()),
              "{}: a leaf tensor that requires grad is being modified in place; wrap the update "
              "in a NoGradGuard",
              op);
+  t.impl()->bump_version();
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {

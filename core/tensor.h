@@ -23,6 +23,9 @@ struct Storage {
   void* data = nullptr;
   size_t bytes = 0;
   Device device = Device::CPU;
+  // Bumped by every in-place change of the data (PyTorch's version counter, shared by all
+  // views of the storage): autograd compares it with the version a saved tensor had.
+  uint64_t version = 0;
   Storage(size_t bytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -52,6 +55,9 @@ class TensorImpl {
   // Points this tensor at `other`'s storage and layout (the shape and dtype must be the same),
   // so that every handle to it sees the new data: how Module::to moves a parameter in place.
   void set_data(const TensorImpl& other);
+  // The version counter of the storage (see Storage::version); in-place writers bump it.
+  uint64_t version() const { return storage_->version; }
+  void bump_version() { ++storage_->version; }
 
   // --- autograd ---
   bool requires_grad() const { return requires_grad_; }
@@ -128,8 +134,11 @@ class Tensor {
   void set_grad(const Tensor& g) const;    // replaces (or with undefined, clears) the gradient
   Tensor detach() const;                   // same storage, no autograd history
   const std::shared_ptr<autograd::Node>& grad_fn() const;
+  // How many in-place changes the data has seen (PyTorch's t._version); shared by views.
+  uint64_t version() const;
 
   // --- in place (for weights, buffers and optimizers; not recorded by autograd) ---
+  // Each bumps the version counter, so a backward that needs the old values refuses to run.
   Tensor& copy_(const Tensor& src);        // src broadcast to this shape; dtype/device converted
   Tensor& zero_();
   Tensor& fill_(float value);

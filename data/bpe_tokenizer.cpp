@@ -41,16 +41,29 @@ std::string BPETokenizer::try_add_merge(const Merge& merge) {
         "merge {} ({}, {}) refers to a token that does not exist before it "
         "(ids must be in [0, {}))",
         k, left, right, new_id);
+  const size_t bytes = vocab_[left].size() + vocab_[right].size();
+  if (bytes > kMaxTokenBytes)
+    return fmt::format("merge {} ({}, {}) makes a token of {} bytes, over the cap of {}", k, left,
+                       right, bytes, kMaxTokenBytes);
+  if (vocab_bytes_ + bytes > kMaxVocabBytes)
+    return fmt::format("merge {} ({}, {}) takes the vocabulary over the cap of {} bytes", k, left,
+                       right, kMaxVocabBytes);
   const auto [it, inserted] = ranks_.emplace(pair_key(left, right), k);
   if (!inserted)
     return fmt::format("merge {} ({}, {}) repeats merge {}", k, left, right, it->second);
   merges_.push_back(merge);
   vocab_.push_back(vocab_[left] + vocab_[right]);
+  vocab_bytes_ += bytes;
   return "";
 }
 
 std::string BPETokenizer::try_add_special_token(const std::string& token) {
   if (token.empty()) return "a special token cannot be empty";
+  if (token.size() > kMaxTokenBytes)
+    return fmt::format("a special token of {} bytes is over the cap of {}", token.size(),
+                       kMaxTokenBytes);
+  if (special_tokens_.size() >= kMaxSpecialTokens)
+    return fmt::format("more than {} special tokens", kMaxSpecialTokens);
   if (std::any_of(token.begin(), token.end(),
                   [](char c) { return is_space_or_control(static_cast<unsigned char>(c)); }))
     return fmt::format("special token '{}' contains whitespace or a control byte", token);
@@ -58,6 +71,7 @@ std::string BPETokenizer::try_add_special_token(const std::string& token) {
     return fmt::format("special token '{}' is listed twice", token);
   special_tokens_.push_back(token);
   vocab_.push_back(token);
+  vocab_bytes_ += token.size();
   return "";
 }
 

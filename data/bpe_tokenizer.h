@@ -28,6 +28,13 @@ class BPETokenizer : public Tokenizer {
   // Header line of the saved file: "<kMagic> <kVersion>".
   static constexpr const char* kMagic = "loom-bpe-tokenizer";
   static constexpr int kVersion = 1;
+  // Caps against hostile files: each merge may double a token's length, so 40 lines could ask
+  // for a terabyte. A token holds at most kMaxTokenBytes bytes (GPT-2's longest holds 128;
+  // train() never makes a longer one) and the whole vocabulary at most kMaxVocabBytes.
+  static constexpr size_t kMaxTokenBytes = 1024;
+  static constexpr size_t kMaxVocabBytes = size_t{64} << 20;
+  // Special tokens are few (GPT-2 has one, Llama 3 256) and each is looked for in the text.
+  static constexpr size_t kMaxSpecialTokens = 4096;
 
   // The pair of token ids merged into a new token.
   using Merge = std::pair<int64_t, int64_t>;
@@ -82,6 +89,7 @@ class BPETokenizer : public Tokenizer {
   std::vector<Merge> merges_;
   std::vector<std::string> special_tokens_;
   std::vector<std::string> vocab_;               // id -> bytes
+  size_t vocab_bytes_ = 256;                     // the sum of the lengths of vocab_
   std::unordered_map<uint64_t, int64_t> ranks_;  // pair key -> merge index
 };
 

@@ -166,10 +166,15 @@ BPETokenizer BPETokenizer::train(std::string_view text, int64_t vocab_size,
   Trainer trainer(text);
   std::vector<Merge> merges;
   merges.reserve(static_cast<size_t>(num_merges));
+  std::vector<size_t> token_bytes(256, 1);  // the length of every token so far
   uint64_t best = 0;
   while (static_cast<int64_t>(merges.size()) < num_merges && trainer.pop_best(best)) {
+    const auto left = static_cast<int64_t>(best >> 32), right = static_cast<int64_t>(best & 0xffffffffu);
+    const size_t bytes = token_bytes[left] + token_bytes[right];
+    if (bytes > kMaxTokenBytes) continue;  // never a token longer than load() accepts
     trainer.apply(best, static_cast<int32_t>(256 + merges.size()));
-    merges.emplace_back(static_cast<int64_t>(best >> 32), static_cast<int64_t>(best & 0xffffffffu));
+    merges.emplace_back(left, right);
+    token_bytes.push_back(bytes);
   }
   return BPETokenizer(std::move(merges), std::move(special_tokens));
 }

@@ -215,6 +215,14 @@ DataLoader::Iterator DataLoader::begin_at(int64_t first_batch) {
 
 // ---------------------------------------------------------------------------- BatchStream
 
+BatchStream::BatchStream(DataLoader loader) : loader_(std::move(loader)) {
+  LOOM_CHECK(loader_.size() > 0,
+             "BatchStream: an epoch holds no batch: {} examples, batch size {}{}; use a smaller "
+             "batch or more data",
+             loader_.dataset().size(), loader_.batch_size(),
+             loader_.drop_last() ? " with drop_last" : "");
+}
+
 void BatchStream::seek(int64_t epoch, int64_t index) {
   LOOM_CHECK(epoch >= 0, "BatchStream::seek: negative epoch {}", epoch);
   it_.reset();  // stops the current pass's worker first

@@ -53,6 +53,7 @@ class DataLoader {
   // Number of batches per epoch (len(loader) in PyTorch).
   int64_t size() const;
   int64_t batch_size() const { return batch_size_; }
+  bool drop_last() const { return drop_last_; }
   const Dataset& dataset() const { return *dataset_; }
 
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
@@ -112,7 +113,9 @@ class DataLoader {
 //   data::Batch b = batches.next();           // forever; a new epoch starts by itself
 class BatchStream {
  public:
-  explicit BatchStream(DataLoader loader) : loader_(std::move(loader)) {}
+  // Throws loom::Error naming the sizes if an epoch holds no batch (an empty data set, or
+  // drop_last with fewer examples than the batch size): the stream would never yield.
+  explicit BatchStream(DataLoader loader);
 
   // The next batch; after an epoch's last batch, the first batch of the next epoch.
   Batch next();

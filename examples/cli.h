@@ -13,6 +13,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -30,6 +33,33 @@ inline CLI::Option* add_device(CLI::App& app, std::string& device) {
 inline Device device_of(const std::string& name) {
   return name == "cuda" ? Device::CUDA : Device::CPU;
 }
+
+// Checks for numeric flags, applied to the text before it is converted, so that every bad value
+// is refused at startup (before any data is read or any step is taken) with the flag's name:
+//   ->check(cli::finite_non_negative)   a float: NaN, inf and negatives refused
+//   ->check(cli::non_negative_integer)  an integer >= 0 (--threads, --seed, --top-k): "-1" is
+//                                       refused rather than wrapped around to 2^64 - 1
+//   ->check(CLI::Range(lo, hi))         a count with a sane upper bound (--eval-windows)
+inline const CLI::Validator finite_non_negative(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+        return "must be a finite number >= 0, got '" + text + "'";
+      return "";
+    },
+    "FINITE >= 0", "finite_non_negative");
+
+inline const CLI::Validator non_negative_integer(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno == ERANGE || v < 0)
+        return "must be an integer >= 0, got '" + text + "'";
+      return "";
+    },
+    "INT >= 0", "non_negative_integer");
 
 // Prints every option's value after parsing, given or default, one "  key=value" a line.
 inline void print_config(const CLI::App& app) {

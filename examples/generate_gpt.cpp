@@ -42,12 +42,16 @@ int main(int argc, char** argv) try {
   cli::show_defaults(app);
   app.add_option("--out", out, "directory of train_gpt's ckpt.safetensors and tokenizer.txt");
   app.add_option("--prompt", prompt_text, "text to complete");
-  app.add_option("--tokens", options.max_new_tokens, "new tokens per sample");
-  app.add_option("--temperature", options.temperature, "0 = greedy");
-  app.add_option("--top-k", options.top_k, "sample among the K most likely tokens, 0 = all");
-  app.add_option("--top-p", options.top_p, "nucleus sampling, 1 = off");
-  app.add_option("--samples", samples, "completions to print");
-  app.add_option("--seed", seed, "sampling seed");
+  app.add_option("--tokens", options.max_new_tokens, "new tokens per sample")
+      ->check(cli::non_negative_integer);
+  app.add_option("--temperature", options.temperature, "0 = greedy")
+      ->check(cli::finite_non_negative);
+  app.add_option("--top-k", options.top_k, "sample among the K most likely tokens, 0 = all")
+      ->check(cli::non_negative_integer);
+  app.add_option("--top-p", options.top_p, "nucleus sampling, 1 = off")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--samples", samples, "completions to print")->check(cli::non_negative_integer);
+  app.add_option("--seed", seed, "sampling seed")->check(cli::non_negative_integer);
   app.add_flag("--no-cache", no_cache,
                "re-run the whole context for every token (slower, same result)");
   cli::add_device(app, device);

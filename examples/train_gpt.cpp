@@ -33,6 +33,10 @@ namespace {
 
 // ============================================================================ options
 
+// Validation windows are held in memory for the whole run: 100,000 windows of a 1024-token
+// context are 800 MB of int64, so more is refused rather than allocated.
+constexpr int64_t kMaxEvalWindows = 100000;
+
 struct Options {
   // model
   std::string model = "gpt-mini";                             // a GPTConfig preset
@@ -76,38 +80,45 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "GPT preset")
       ->check(CLI::IsMember(models::GPTConfig::preset_names()));
-  m->add_option("--n-layer", o.n_layer, "override the preset's number of blocks (0 = keep)");
-  m->add_option("--n-head", o.n_head, "override the preset's attention heads (0 = keep)");
-  m->add_option("--d-model", o.d_model, "override the preset's width (0 = keep)");
-  m->add_option("--context", o.context, "override the preset's context length (0 = keep)");
-  m->add_option("--dropout", o.dropout, "dropout probability");
+  m->add_option("--n-layer", o.n_layer, "override the preset's number of blocks (0 = keep)")
+      ->check(cli::non_negative_integer);
+  m->add_option("--n-head", o.n_head, "override the preset's attention heads (0 = keep)")
+      ->check(cli::non_negative_integer);
+  m->add_option("--d-model", o.d_model, "override the preset's width (0 = keep)")
+      ->check(cli::non_negative_integer);
+  m->add_option("--context", o.context, "override the preset's context length (0 = keep)")
+      ->check(cli::non_negative_integer);
+  m->add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 1.0));
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--tokenizer", o.tokenizer,
                 "byte | bpe (byte-level BPE trained on the training split)")
       ->check(CLI::IsMember({"byte", "bpe"}));
-  d->add_option("--bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer");
+  d->add_option("--bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer")
+      ->check(CLI::Range(int64_t{256}, int64_t{1} << 20));
   d->add_option("--fortunes", o.fortunes, "directory of fortune files");
   CLI::App* t = app.add_option_group("Optimisation");
   CLI::Option* steps =
       t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
   t->add_option("--batch", o.batch, "sequences per batch")->check(positive);
-  t->add_option("--lr", o.lr, "peak learning rate");
-  t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay");
-  t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+  t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
+  t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
+      ->check(cli::finite_non_negative);
+  t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(cli::non_negative_integer);
   t->add_option("--weight-decay", o.weight_decay,
                 "AdamW weight decay of matrices (not biases/gains)");
-  t->add_option("--beta1", o.beta1, "AdamW beta1");
-  t->add_option("--beta2", o.beta2, "AdamW beta2");
-  t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)");
+  t->add_option("--beta1", o.beta1, "AdamW beta1")->check(CLI::Range(0.0, 1.0));
+  t->add_option("--beta2", o.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0));
+  t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)")
+      ->check(cli::finite_non_negative);
   CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
   p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
   p->add_option("--eval-every", o.eval_every, "steps between validation evaluations")
       ->check(positive);
   p->add_option("--eval-windows", o.eval_windows, "validation windows per evaluation")
-      ->check(positive);
+      ->check(CLI::Range(int64_t{1}, kMaxEvalWindows));
   p->add_option("--checkpoint-every", o.checkpoint_every,
                 "steps between checkpoints (0 = only at the end)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::non_negative_integer);
   p->add_option("--out", o.out, "directory for the checkpoint and the tokenizer");
   p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
       ->expected(0, 1);
@@ -116,14 +127,19 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
                 "--steps); --resume then continues exactly");
   CLI::App* s = app.add_option_group("Samples at the end");
   s->add_option("--prompt", o.prompt, "prompt of the samples printed at the end");
-  s->add_option("--sample-tokens", o.sample_tokens, "tokens per sample");
-  s->add_option("--temperature", o.temperature, "temperature of the sampled continuation");
-  s->add_option("--top-k", o.top_k, "top-k of the sampled continuation (0 = off)");
+  s->add_option("--sample-tokens", o.sample_tokens, "tokens per sample")
+      ->check(cli::non_negative_integer);
+  s->add_option("--temperature", o.temperature, "temperature of the sampled continuation")
+      ->check(cli::finite_non_negative);
+  s->add_option("--top-k", o.top_k, "top-k of the sampled continuation (0 = off)")
+      ->check(cli::non_negative_integer);
   CLI::App* machine = app.add_option_group("Machine");
   cli::add_device(*machine, o.device);
-  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)");
+  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
+      ->check(cli::non_negative_integer);
   machine->add_option("--seed", o.seed,
-                      "seed of the weights, the batch order, dropout and sampling");
+                      "seed of the weights, the batch order, dropout and sampling")
+      ->check(cli::non_negative_integer);
   CLI::App* r = app.add_option_group(
       "Reference plumbing", "for runs side by side with ../shared/bench/torch_train_ref.py");
   r->add_option("--data-dir", o.data_dir,
@@ -131,7 +147,8 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
                 "instead of --fortunes (identical data to the PyTorch reference)");
   r->add_option("--minutes", o.minutes,
                 "plan the steps so that training takes this long, from the speed of steps 2-21, "
-                "as torch_train_ref.py does (0 = use --steps)");
+                "as torch_train_ref.py does (0 = use --steps)")
+      ->check(cli::finite_non_negative);
   return steps;
 }
 
@@ -211,6 +228,25 @@ void save_checkpoint(const std::string& path, const models::GPT& model, const op
   nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
 }
 
+// What --resume can check before any work: the checkpoint's metadata is readable, its
+// tokenizer is the one asked for, and its step is not beyond --steps (running on would save
+// an earlier step over the later checkpoint).
+void check_resumable(const std::string& path, const Options& o, bool steps_given) {
+  const nn::Metadata meta = nn::read_metadata(path);
+  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_gpt: " + path);
+  const auto tokenizer = meta.find("tokenizer");
+  LOOM_CHECK(tokenizer != meta.end() && tokenizer->second == o.tokenizer,
+             "train_gpt: checkpoint '{}' was trained with --tokenizer {}, not {}", path,
+             tokenizer == meta.end() ? "(none recorded)" : tokenizer->second, o.tokenizer);
+  LOOM_CHECK(!steps_given || state.step <= o.steps,
+             "train_gpt: checkpoint '{}' is at step {}, beyond --steps {}; resuming would save "
+             "an earlier step over it",
+             path, state.step, o.steps);
+  LOOM_CHECK(state.step <= state.total_steps || steps_given,
+             "train_gpt: checkpoint '{}' is at step {}, beyond its planned {} steps", path,
+             state.step, state.total_steps);
+}
+
 // Checks that the checkpoint is this model's and that its trainer state is readable, then
 // restores model and optimizer (nn::load_checkpoint changes nothing if the file is bad).
 nn::TrainerState load_checkpoint(const std::string& path, models::GPT& model,
@@ -273,6 +309,7 @@ int main(int argc, char** argv) try {
   const std::string ckpt_path = o.out + "/ckpt.safetensors";
   LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_gpt: --resume but there is no '{}'",
              ckpt_path);
+  if (o.resume) check_resumable(ckpt_path, o, steps_flag->count() > 0);
   // ---- data: text -> tokens -> windows of context + 1
   Corpus corpus = read_corpus(o);
   std::unique_ptr<data::Tokenizer> tok = make_tokenizer(o, corpus);
@@ -295,8 +332,13 @@ int main(int argc, char** argv) try {
   model.to(device);
 
   auto train_set = std::make_shared<data::LanguageModelDataset>(train_ids, config.context, 1);
-  data::BatchStream batches(
-      data::DataLoader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
+  LOOM_CHECK(train_set->size() >= o.batch,
+             "train_gpt: --batch {} is larger than the {} training windows of {} tokens; use a "
+             "smaller --batch or --context, or more data",
+             o.batch, train_set->size(), config.context + 1);
+  const data::DataLoader loader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true);
+  const int64_t batches_per_epoch = loader.size();
+  data::BatchStream batches(loader);
   const Tensor val_windows = validation_windows(val_ids, corpus, o.eval_windows, config.context);
 
   // ---- optimizer: AdamW, weight decay on matrices only (nanoGPT's configure_optimizers)
@@ -316,6 +358,9 @@ int main(int argc, char** argv) try {
     const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt);
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;  // the run's plan, unless overridden
+    LOOM_CHECK(state.batch_index <= batches_per_epoch,
+               "train_gpt: checkpoint '{}' has batch_index {}, but an epoch has {} batches", ckpt_path,
+               state.batch_index, batches_per_epoch);
     batches.seek(state.epoch, state.batch_index);
     state.restore_rng();
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,

@@ -78,7 +78,9 @@ using LoadedModules = std::vector<std::pair<std::string, Module*>>;
 
 // Writes the modules (as save() does, each under "<prefix>."), the optimizer's state dict under
 // "optim." (when `optimizer` is not null) and `metadata`, in one file written atomically:
-// a crash or an error leaves the previous checkpoint as it was.
+// a crash or an error leaves the previous checkpoint as it was, and the temporaries that killed
+// writers left ("<path>.tmp.<pid>" of a process that is gone) are removed once the new file is
+// in place (docs/failure_contract.md).
 void save_checkpoint(const std::string& path, const SavedModules& modules,
                      const optim::Optimizer* optimizer, const Metadata& metadata = {});
 

@@ -5,11 +5,13 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
+#include <unordered_set>
 
 #include "autograd/node.h"
 #include "core/error.h"
@@ -37,34 +39,80 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 // Nesting depth of the JSON header; real headers nest 3 deep.
 constexpr int kMaxJsonDepth = 16;
+// The rank of a tensor. Every array of a header is a shape or a pair of data_offsets, so no
+// array may hold more items (checked while parsing: a 5-million-item shape fails at item 65).
+constexpr size_t kMaxRank = 64;
+// Keys and values in the whole header: tensors and metadata entries together. GPT-2 XL's header
+// holds about 6,000; the cap bounds the parse time of a hostile header to about a second.
+constexpr size_t kMaxJsonItems = size_t{1} << 20;
 
 std::string errno_text() { return std::strerror(errno); }
 
 // ------------------------------------------------------------------------------ JSON
 
+// An upper bound on the keys and values of `text`: one more than its ',' and ':' outside
+// strings. A linear pre-scan, so that an oversized header is refused before nlohmann-json
+// spends seconds building it.
+size_t count_json_items(const std::string& text) {
+  size_t items = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // an escaped character, perhaps a quote
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == ':') {
+      ++items;
+    }
+  }
+  return items;
+}
+
 // nlohmann-json parses the header (RFC 8259, UTF-8 checked). Two rules of ours are added while
 // it parses, through its callback: a key may appear only once in an object (nlohmann would keep
 // the last), and nesting is bounded (real headers nest 3 deep).
 json parse_header_json(const std::string& text, const std::string& path) {
-  std::vector<std::set<std::string>> open_objects;  // keys seen so far, per open object
+  struct Open {  // an object or array being parsed
+    bool is_array = false;
+    size_t items = 0;
+    std::unordered_set<std::string> keys;  // objects: the keys seen so far (O(1) per check)
+  };
+  std::vector<Open> open;
+  size_t items = 0;  // keys and values so far
   auto fail = [&](const std::string& what) {
     LOOM_FAIL("read_safetensors: '{}': malformed JSON header: {}", path, what);
+  };
+  if (count_json_items(text) > kMaxJsonItems)
+    fail(fmt::format("more than {} keys and values (the header cap)", kMaxJsonItems));
+  // One more key or value: counted against kMaxJsonItems, and against kMaxRank in an array.
+  auto count_item = [&] {
+    if (++items > kMaxJsonItems)
+      fail(fmt::format("more than {} keys and values (the header cap)", kMaxJsonItems));
+    if (!open.empty() && open.back().is_array && ++open.back().items > kMaxRank)
+      fail(fmt::format("an array of more than {} items (shapes have rank {} at most)", kMaxRank,
+                       kMaxRank));
   };
   const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         if (depth >= kMaxJsonDepth) fail(fmt::format("nested too deeply (over {})", kMaxJsonDepth));
-        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+        count_item();
+        open.push_back({event == json::parse_event_t::array_start, 0, {}});
         break;
       case json::parse_event_t::key:
-        if (!open_objects.back().insert(parsed.get<std::string>()).second)
+        count_item();
+        if (!open.back().keys.insert(parsed.get<std::string>()).second)
           fail(fmt::format("duplicate key \"{}\"", parsed.get<std::string>()));
         break;
-      case json::parse_event_t::object_end:
-        open_objects.pop_back();
+      case json::parse_event_t::value:
+        count_item();
         break;
-      default:
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        open.pop_back();
         break;
     }
     return true;
@@ -77,6 +125,13 @@ json parse_header_json(const std::string& text, const std::string& path) {
     const size_t colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
     LOOM_FAIL("read_safetensors: '{}': malformed JSON header at byte {}: {}", path, e.byte, what);
+  } catch (const json::exception& e) {
+    // Any other nlohmann error, e.g. "[json.exception.out_of_range.406] number overflow parsing
+    // '461E164'" (a number beyond a double; found by fuzz_safetensors).
+    std::string what = e.what();
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    LOOM_FAIL("read_safetensors: '{}': malformed JSON header: {}", path, what);
   }
 }
 
@@ -242,6 +297,11 @@ Entry parse_entry(const std::string& name, const json& info, const std::string& 
                "read_safetensors: '{}': shape of tensor '{}' has too many elements", path, name);
     e.shape.push_back(static_cast<int64_t>(*size));
   }
+  // Zero dims included: [0, 2^62, 2^62] holds no element, but no tensor can have that shape.
+  LOOM_CHECK(shape_fits(e.shape),
+             "read_safetensors: '{}': shape {} of tensor '{}' is over loom's cap of 2^60 "
+             "elements (counting the non-zero dims)",
+             path, shape_str(e.shape), name);
 
   const json& offsets = member(info, "data_offsets", &json::is_array, "an array", path, name);
   std::optional<uint64_t> begin, end;
@@ -468,6 +528,28 @@ std::string build_header(const std::vector<Prepared>& tensors,
   return text;
 }
 
+// The temporaries "<target>.tmp.<pid>" that writers killed mid-write (kill -9, power loss)
+// left behind: removed when their process is gone. A live writer's file is left alone (kill
+// with signal 0 only asks whether the process exists). Best effort: never throws.
+void remove_stale_temporaries(const std::string& target) {
+  namespace fs = std::filesystem;
+  const fs::path path(target);
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string prefix = path.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    pid_t pid = 0;
+    const char* digits = name.data() + prefix.size();
+    const auto [rest, err] = std::from_chars(digits, name.data() + name.size(), pid);
+    if (err != std::errc() || rest != name.data() + name.size() || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
+}
+
 // A temporary file that is removed unless commit() renamed it over the target.
 class AtomicFile {
  public:
@@ -500,6 +582,7 @@ class AtomicFile {
                "write_safetensors: cannot rename '{}' to '{}': {}", temp_, target_, errno_text());
     committed_ = true;
     sync_directory();
+    remove_stale_temporaries(target_);  // the new file is complete: clean what crashes left
   }
 
  private:

@@ -59,6 +59,7 @@ void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, Pa
   args.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1_), t));
   args.bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2_), t));
   backend(param.device()).adam_step(args, param, grad.contiguous(), m, v);
+  param.impl()->bump_version();  // an in-place update, like Tensor::add_
 }
 
 std::vector<std::string> Adam::buffer_names() const { return {"exp_avg", "exp_avg_sq"}; }

@@ -43,12 +43,4 @@ bool read_or_reject(const uint8_t* data, size_t size, std::string& why) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string why;
-  read_or_reject(data, size, why);
-  return 0;
-}
-
-#ifndef LOOM_FUZZING
-int main(int argc, char** argv) { return loom::fuzz::replay_corpus(argc, argv, read_or_reject); }
-#endif
+LOOM_FUZZ_TARGET(read_or_reject, [] {})

@@ -1,8 +1,18 @@
-// The corpus-replay main shared by the fuzz targets when they are built without libFuzzer:
-// every file under the given directories (or the files given) goes through `read_or_reject`;
-// files named valid_* must be accepted, bad_* rejected with loom::Error, and nothing may escape
-// with another exception. Exit status 1 on any failure or an empty corpus.
+// What every fuzz target shares. A target is one function, `bool accept(data, size, why)`:
+// true when the reader accepted the input, false (the message in `why`) when it rejected it
+// with loom::Error; any other exception or crash escapes and is the bug the fuzzer looks for.
+// LOOM_FUZZ_TARGET(accept, cleanup) then defines
+//   * libFuzzer's entry point LLVMFuzzerTestOneInput (built with -DLOOM_FUZZ=ON, clang), and
+//   * without libFuzzer, a main() that replays the committed corpus (the ctest): files named
+//     valid_* must be accepted, bad_* rejected, anything else either; `cleanup` runs at the end.
+//
+//   bool accept(const uint8_t* data, size_t size, std::string& why) {
+//     return loom::fuzz::accepted([&] { reader(loom::fuzz::write_input("x", data, size)); }, why);
+//   }
+//   LOOM_FUZZ_TARGET(accept, [] { loom::fuzz::remove_scratch("x"); })
 #pragma once
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -14,11 +24,47 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace loom::fuzz {
 
-// read_or_reject(data, size, why): true if accepted; false if rejected, the message in `why`.
-template <class ReadOrReject>
-int replay_corpus(int argc, char** argv, ReadOrReject read_or_reject) {
+using Target = bool (*)(const uint8_t* data, size_t size, std::string& why);
+
+// A path of this process under the temp dir, for readers that take a file or directory.
+inline std::string scratch_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("loom_fuzz_" + name + "_" + std::to_string(::getpid())))
+      .string();
+}
+inline void remove_scratch(const std::string& name) {
+  std::error_code ec;
+  std::filesystem::remove_all(scratch_path(name), ec);
+}
+
+// Writes the input to scratch_path(name) and returns that path.
+inline std::string write_input(const std::string& name, const uint8_t* data, size_t size) {
+  const std::string path = scratch_path(name);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return path;
+}
+
+// Runs `read`: true if it returned, false (its message in `why`) if it threw loom::Error.
+template <class Read>
+bool accepted(Read read, std::string& why) {
+  try {
+    read();
+    return true;
+  } catch (const loom::Error& e) {
+    why = e.what();
+    return false;
+  }
+}
+
+// Replays every file under the directories (or the files) named on the command line. Exit
+// status 1 if an input escaped with another exception, a valid_* file was rejected or a bad_*
+// file accepted, or there was no input at all.
+inline int replay(int argc, char** argv, Target target) {
   namespace fs = std::filesystem;
   std::vector<fs::path> inputs;
   for (int i = 1; i < argc; ++i) {
@@ -38,10 +84,10 @@ int replay_corpus(int argc, char** argv, ReadOrReject read_or_reject) {
     std::string why, verdict;
     bool ok = true;
     try {
-      const bool read = read_or_reject(bytes.data(), bytes.size(), why);
-      verdict = read ? "read" : "rejected: " + why;
-      if (name.rfind("valid_", 0) == 0 && !read) ok = false;
-      if (name.rfind("bad_", 0) == 0 && read) ok = false;
+      const bool accepted = target(bytes.data(), bytes.size(), why);
+      verdict = accepted ? "accepted" : "rejected: " + why;
+      if (name.rfind("valid_", 0) == 0 && !accepted) ok = false;
+      if (name.rfind("bad_", 0) == 0 && accepted) ok = false;
     } catch (const std::exception& e) {
       verdict = std::string("ESCAPED (not a loom::Error): ") + e.what();
       ok = false;
@@ -54,3 +100,19 @@ int replay_corpus(int argc, char** argv, ReadOrReject read_or_reject) {
 }
 
 }  // namespace loom::fuzz
+
+#ifdef LOOM_FUZZING
+#define LOOM_FUZZ_TARGET(accept, cleanup)                                     \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    std::string why;                                                        \
+    accept(data, size, why);                                                \
+    return 0;                                                               \
+  }
+#else
+#define LOOM_FUZZ_TARGET(accept, cleanup)                           \
+  int main(int argc, char** argv) {                                 \
+    const int status = ::loom::fuzz::replay(argc, argv, accept);    \
+    (cleanup)();                                                    \
+    return status;                                                  \
+  }
+#endif

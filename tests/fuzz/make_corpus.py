@@ -62,6 +62,12 @@ cases = {
     "bad_negative_offset": file_bytes(dumps({"w": entry("F32", [1], -4, 0)}), f32[:4]),
     "bad_not_json": file_bytes("{'w': nan}"),
 }
+# Issue 16: a zero dim does not excuse an overflowing shape; rank and header items are capped.
+cases.update({
+    "bad_zero_dim_overflow": file_bytes(dumps({"w": entry("F32", [0, 1 << 62, 1 << 62], 0, 0)})),
+    "bad_rank_65": file_bytes(dumps({"w": entry("F32", [1] * 65, 0, 4)}), f32[:4]),
+    "valid_rank_64": file_bytes(dumps({"w": entry("F32", [1] * 64, 0, 4)}), f32[:4]),
+})
 
 os.makedirs(OUT, exist_ok=True)
 for name, data in sorted(cases.items()):
