@@ -115,7 +115,7 @@ TEST_CASE("DropPath in training zeroes whole samples and keeps the mean") {
   check_close(leaf.grad(), out.detach(), 0.0f, 0.0f, "grad");
 }
 
-TEST_CASE("DropPath rejects probabilities outside [0, 1)") {
+TEST_CASE("DropPath rejects probabilities outside 0 <= p < 1") {
   expect_error([] { nn::DropPath(1.0f); }, {"DropPath", "1"});
   expect_error([] { F::drop_path(ones({2, 2}), -0.1f, true); }, {"drop_path", "-0.1"});
 }
