@@ -444,6 +444,32 @@ TEST_CASE("vectorised exp, tanh and the normal CDF match <cmath> to float precis
   CHECK(cpu::sigmoid_f(kInf) == 1.0f);
 }
 
+// GELU runs through the vectorised loop of backends/cpu/unary.cpp (erf by Abramowitz-Stegun
+// 7.1.26 inside); check it on a dense grid against the double-precision erf, forward and
+// derivative, so a change of approximation or a loop that stops vectorising stays exact enough.
+TEST_CASE("cpu exact GELU and its derivative match std::erf on a dense grid") {
+  std::vector<float> xs;
+  for (int i = -200000; i <= 200000; ++i) xs.push_back(static_cast<float>(i) * 5e-5f);  // [-10, 10]
+  const int64_t n = static_cast<int64_t>(xs.size());
+  const Tensor x = tensor(xs, {n});
+  Tensor y = Tensor::empty({n}), dx = Tensor::empty({n});
+  kernels().unary(UnaryOp::Gelu, x, y, 0.0f, 0.0f);
+  const Tensor grad = tensor(std::vector<float>(xs.size(), 1.0f), {n});
+  kernels().unary_backward(UnaryOp::Gelu, grad, x, Tensor(), dx, 0.0f, 0.0f);
+  const std::vector<float> yv = y.to_vector(), dv = dx.to_vector();
+  double max_y = 0, max_d = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xd = xs[i];
+    const double cdf = 0.5 * std::erfc(-xd / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * xd * xd) / std::sqrt(2.0 * M_PI);
+    // Absolute error of Phi <= 2.5e-7, so |x| times that for x Phi(x); float rounding on top.
+    max_y = std::max(max_y, std::fabs(yv[i] - xd * cdf) / (1.0 + std::fabs(xd)));
+    max_d = std::max(max_d, std::fabs(dv[i] - (cdf + xd * pdf)) / (1.0 + std::fabs(xd)));
+  }
+  CHECK(max_y <= 4e-7);
+  CHECK(max_d <= 4e-7);
+}
+
 TEST_CASE("cpu unary ops match the reference on contiguous, transposed and broadcast inputs") {
   for (const UnaryCase& c : unary_cases()) {
     for (int64_t n : {int64_t{7}, int64_t{100003}}) {  // serial and parallel
