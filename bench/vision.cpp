@@ -7,7 +7,7 @@
 //                        window 7, drop-path 0.1 in training mode; 931,710 parameters), batch 64
 //   one step = forward + cross-entropy + backward + AdamW(lr 1e-3, wd 0.05) step + zero_grad
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
-//   OMP_WAIT_POLICY defaults to PASSIVE, as in torch_ref.py (bench::use_passive_omp_wait)
+//   OMP_WAIT_POLICY defaults to PASSIVE, as in torch_ref.py (cli::use_passive_omp_wait)
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -62,7 +62,7 @@ void train_case(const Args& args, const Config& config, int64_t batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::use_passive_omp_wait(argv);
+  cli::use_passive_omp_wait(argv);
   Args args;
   std::string device = "cpu";
   CLI::App app{

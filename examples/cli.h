@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
@@ -22,6 +24,17 @@
 #include "loom.h"
 
 namespace loom::cli {
+
+// OMP_WAIT_POLICY=PASSIVE, as ../shared/bench/torch_ref.py runs PyTorch: idle libgomp threads
+// then sleep instead of spinning, which on 2 shared cores is worth 2-5x (a spinning worker
+// steals the core that BLAS or the next loop needs). libgomp reads the variable once, when it
+// loads, so the program runs itself again with it set. Call first thing in main. An
+// OMP_WAIT_POLICY already set (e.g. ACTIVE, to see libgomp's default) is kept.
+inline void use_passive_omp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only if it failed: go on with libgomp's default
+}
 
 // Every option added afterwards shows its default value in --help and in print_config().
 inline void show_defaults(CLI::App& app) { app.option_defaults()->always_capture_default(); }
