@@ -43,7 +43,7 @@ inline constexpr int64_t kMaxImageSide = 16384;
 // --- files ------------------------------------------------------------------
 // Encodes `image` as PNG into `path` + ".tmp", then renames it over `path`.
 void write_png(const Image& image, const std::string& path);
-// PNG, JPEG or binary PGM/PPM (P5/P6), 8 or 16 bit (16 is scaled to 8); the file's own channel
+// PNG or binary PGM/PPM (P5/P6) (no JPEG: see image.cpp), 8 or 16 bit (16 is scaled to 8); the file's own channel
 // count is kept, except gray + alpha which becomes RGBA. Throws naming `path` for a missing
 // file, another format, bad or truncated data or a side above kMaxImageSide.
 Image read_image(const std::string& path);
