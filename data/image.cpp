@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "data/text_file.h"
@@ -47,24 +48,46 @@ bool known_format(std::string_view b) {
   return png || is_pnm(b);
 }
 
-// stb_image pads a binary PGM/PPM whose raster is cut short; this tells. The header is
-// "P5|P6 <width> <height> <maxval>" with whitespace and '#' comments between, then one
-// whitespace byte and height * width * channels samples of 1 byte (maxval < 256) or 2.
-bool pnm_raster_complete(std::string_view b) {
+// A binary PGM/PPM header: "P5|P6 <width> <height> <maxval>" with whitespace and '#' comments
+// between, then one whitespace byte and height * width * channels samples of 1 byte (maxval <
+// 256) or 2. Parsed here, before stb_image sees it: stb reads each number into an int without an
+// overflow check (UBSan flags "P5 99999999999 ..."), and it pads a raster that is cut short.
+struct PnmHeader {
+  int64_t width = 0, height = 0, maxval = 0;
+  size_t end = 0;  // the offset of the whitespace byte before the raster
+};
+
+std::optional<PnmHeader> parse_pnm_header(std::string_view b) {
   size_t pos = 2;
   int64_t fields[3] = {0, 0, 0};
   for (int64_t& field : fields) {
     while (pos < b.size() && (std::isspace(static_cast<unsigned char>(b[pos])) || b[pos] == '#'))
       pos = b[pos] == '#' ? b.find('\n', pos) : pos + 1;  // npos ends the loop below
-    if (pos >= b.size() || !std::isdigit(static_cast<unsigned char>(b[pos]))) return false;
-    for (; pos < b.size() && std::isdigit(static_cast<unsigned char>(b[pos])) &&
-           field < kMaxImageSide * kMaxImageSide;
-         ++pos)
+    if (pos >= b.size() || !std::isdigit(static_cast<unsigned char>(b[pos]))) return std::nullopt;
+    for (int digits = 0; pos < b.size() && std::isdigit(static_cast<unsigned char>(b[pos]));
+         ++pos, ++digits) {
+      if (digits == 9) return std::nullopt;  // >= 10^9: far past any size accepted below
       field = field * 10 + (b[pos] - '0');
+    }
   }
-  const int64_t samples = fields[0] * fields[1] * (b[1] == '6' ? 3 : 1);
-  const int64_t raster = samples * (fields[2] > 255 ? 2 : 1);
-  return pos < b.size() && static_cast<int64_t>(b.size() - pos - 1) >= raster;
+  if (pos >= b.size()) return std::nullopt;
+  return PnmHeader{fields[0], fields[1], fields[2], pos};
+}
+
+// What is wrong with a PGM/PPM's header or raster; empty if nothing.
+std::string pnm_problem(std::string_view b) {
+  const std::optional<PnmHeader> h = parse_pnm_header(b);
+  if (!h) return "bad PGM/PPM header (three numbers below 10^9 expected)";
+  if (h->width < 1 || h->height < 1 || h->width > kMaxImageSide || h->height > kMaxImageSide)
+    return fmt::format("{} x {} pixels, outside 1..{} per side", h->width, h->height,
+                       kMaxImageSide);
+  if (h->maxval < 1 || h->maxval > 65535)
+    return fmt::format("maxval {} outside 1..65535", h->maxval);
+  const int64_t samples = h->width * h->height * (b[1] == '6' ? 3 : 1);
+  const int64_t raster = samples * (h->maxval > 255 ? 2 : 1);
+  if (static_cast<int64_t>(b.size() - h->end - 1) < raster)
+    return "the PGM/PPM pixel data is cut short";
+  return "";
 }
 
 }  // namespace
@@ -104,14 +127,16 @@ Image decode_image(std::string_view bytes, const std::string& source) {
   LOOM_CHECK(bytes.size() <= static_cast<size_t>(INT_MAX), "read_image: '{}' is too large", source);
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = static_cast<int>(bytes.size());
+  if (is_pnm(bytes)) {
+    const std::string problem = pnm_problem(bytes);
+    LOOM_CHECK(problem.empty(), "read_image: '{}': {}", source, problem);
+  }
   // The header first: its sizes are checked before stb_image allocates for them.
   int w = 0, h = 0, c = 0;
   LOOM_CHECK(stbi_info_from_memory(data, len, &w, &h, &c) != 0,
              "read_image: '{}': bad or truncated header (stb_image: {})", source,
              stbi_failure_reason());
   check_size(("read_image: '" + source + "'").c_str(), w, h);
-  LOOM_CHECK(!is_pnm(bytes) || pnm_raster_complete(bytes),
-             "read_image: '{}': the PGM/PPM pixel data is cut short", source);
   const int wanted = c == 2 ? 4 : 0;  // gray + alpha -> RGBA; otherwise the file's channels
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(data, len, &w, &h, &c, wanted), stbi_image_free);
