@@ -48,6 +48,23 @@ bool known_format(std::string_view b) {
   return png || is_pnm(b);
 }
 
+// Every PNG chunk's declared length must fit in the bytes that follow it. stb_image grows its
+// buffer for the image data (IDAT) to the declared length before reading it, so a 40-byte file
+// claiming a 1 GB chunk would make it allocate 2 GB (found by fuzzing).
+bool png_chunks_fit(std::string_view b) {
+  size_t pos = 8;  // after the signature
+  while (pos + 12 <= b.size()) {  // length (4), type (4), data, CRC (4)
+    const auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(b[i])); };
+    const uint64_t length =
+        byte(pos) << 24 | byte(pos + 1) << 16 | byte(pos + 2) << 8 | byte(pos + 3);
+    if (length > b.size() - pos - 12) return false;
+    const bool end = b.substr(pos + 4, 4) == "IEND";
+    pos += 12 + static_cast<size_t>(length);
+    if (end) return true;
+  }
+  return false;  // no IEND chunk: truncated
+}
+
 // A binary PGM/PPM header: "P5|P6 <width> <height> <maxval>" with whitespace and '#' comments
 // between, then one whitespace byte and height * width * channels samples of 1 byte (maxval <
 // 256) or 2. Parsed here, before stb_image sees it: stb reads each number into an int without an
@@ -127,6 +144,9 @@ Image decode_image(std::string_view bytes, const std::string& source) {
   LOOM_CHECK(bytes.size() <= static_cast<size_t>(INT_MAX), "read_image: '{}' is too large", source);
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = static_cast<int>(bytes.size());
+  LOOM_CHECK(is_pnm(bytes) || png_chunks_fit(bytes),
+             "read_image: '{}': a PNG chunk is longer than the file, or the file is cut short",
+             source);
   if (is_pnm(bytes)) {
     const std::string problem = pnm_problem(bytes);
     LOOM_CHECK(problem.empty(), "read_image: '{}': {}", source, problem);
