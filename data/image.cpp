@@ -78,8 +78,9 @@ std::optional<PnmHeader> parse_pnm_header(std::string_view b) {
   size_t pos = 2;
   int64_t fields[3] = {0, 0, 0};
   for (int64_t& field : fields) {
+    // Whitespace and comments; as in stb, \r or \n ends a comment (npos ends the loop below).
     while (pos < b.size() && (std::isspace(static_cast<unsigned char>(b[pos])) || b[pos] == '#'))
-      pos = b[pos] == '#' ? b.find('\n', pos) : pos + 1;  // npos ends the loop below
+      pos = b[pos] == '#' ? b.find_first_of("\r\n", pos) : pos + 1;
     if (pos >= b.size() || !std::isdigit(static_cast<unsigned char>(b[pos]))) return std::nullopt;
     for (int digits = 0; pos < b.size() && std::isdigit(static_cast<unsigned char>(b[pos]));
          ++pos, ++digits) {
