@@ -374,8 +374,7 @@ int main(int argc, char** argv) try {
   // ---- training loop
   model.train();
   optim::ProgressMeter progress(o.batch * config.context);
-  const bool plan = o.minutes > 0 && !o.resume;  // a resumed run keeps its plan
-  double t_step1 = 0;
+  optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
   for (int64_t step = start; step < total; ++step) {
     const int64_t warmup = std::min(o.warmup, total);  // a short run still gets its decay
     const float lr = optim::warmup_cosine_lr(step + 1, warmup, total, o.lr, o.min_lr);
@@ -394,12 +393,9 @@ int main(int argc, char** argv) try {
     progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (plan && done == 1) t_step1 = progress.elapsed();  // the 1st step has one-off costs
-    if (plan && done == 21) {
-      const double per_step = (progress.elapsed() - t_step1) / 20;
-      total =
-          std::max(done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
-      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, per_step * 1e3);
+    if (const auto planned = budget.observe(done, progress.elapsed())) {
+      total = *planned;
+      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {
       fmt::print("{}\n", progress.line(done, total, lr));

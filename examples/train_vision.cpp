@@ -384,8 +384,8 @@ int main(int argc, char** argv) try {
   // ---- training loop
   model.module().train();
   optim::ProgressMeter progress(o.batch, "img/s");
-  const bool plan = o.minutes > 0 && !o.resume;
-  double t_step1 = 0, best = 0;
+  optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
+  double best = 0;
   for (int64_t step = start; step < total; ++step) {
     const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, total), total, o.lr,
                                              o.min_lr);
@@ -406,12 +406,10 @@ int main(int argc, char** argv) try {
     progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (plan && done == 1) t_step1 = progress.elapsed();
-    if (plan && done == 21) {  // torch_train_ref.py's plan: the speed of steps 2-21
-      const double per_step = (progress.elapsed() - t_step1) / 20;
-      total = std::max(done + 1,
-                       done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
-      fmt::print("planned steps: {} ({:.1f} ms/step, {:.1f} epochs)\n", total, per_step * 1e3,
+    if (const auto planned = budget.observe(done, progress.elapsed())) {
+      total = *planned;
+      fmt::print("planned steps: {} ({:.1f} ms/step, {:.1f} epochs)\n", total,
+                 budget.seconds_per_step() * 1e3,
                  static_cast<double>(total) / static_cast<double>(steps_per_epoch));
     }
     if (done % o.log_every == 0 || done == total) {

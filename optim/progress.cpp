@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "core/error.h"
@@ -39,6 +40,21 @@ std::string ProgressMeter::line(int64_t step, int64_t total, double lr) {
                   format_duration(now), format_duration(eta));
   window_loss_ = 0, window_steps_ = 0, window_start_ = now;
   return text;
+}
+
+TimeBudget::TimeBudget(double minutes) : minutes_(minutes) {
+  LOOM_CHECK(std::isfinite(minutes) && minutes >= 0,
+             "TimeBudget: minutes must be a finite number >= 0, got {}", minutes);
+}
+
+std::optional<int64_t> TimeBudget::observe(int64_t done, double elapsed) {
+  constexpr int64_t kFirst = 1, kLast = 21;  // time steps 2..21
+  if (!active()) return std::nullopt;
+  if (done == kFirst) t_step1_ = elapsed;
+  if (done != kLast) return std::nullopt;
+  seconds_per_step_ = (elapsed - t_step1_) / static_cast<double>(kLast - kFirst);
+  const double left = minutes_ * 60 - elapsed;
+  return std::max(done + 1, done + static_cast<int64_t>(left / seconds_per_step_));
 }
 
 std::string format_duration(double seconds) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace loom::optim {
@@ -30,6 +31,28 @@ class ProgressMeter {
   std::string unit_;
   double window_loss_ = 0, window_start_ = 0;
   int64_t window_steps_ = 0;
+};
+
+// TimeBudget: how many steps fill a training time given in minutes (the trainers' --minutes),
+// planned as ../shared/bench/torch_train_ref.py plans it, so that both sides of a side-by-side
+// run get the same wall clock: the speed of steps 2-21 (the first step carries one-off costs:
+// allocations, page faults, thread start-up) extrapolated to the time that is left.
+//
+//   optim::TimeBudget budget(o.minutes);            // 0 minutes: no plan, observe() is a no-op
+//   ... after each step:
+//   if (auto planned = budget.observe(done, progress.elapsed())) total = *planned;
+class TimeBudget {
+ public:
+  explicit TimeBudget(double minutes);
+
+  bool active() const { return minutes_ > 0; }
+  // After `done` steps, `elapsed` seconds into the run: the planned total, once, at step 21
+  // (at least done + 1); nothing before or after.
+  std::optional<int64_t> observe(int64_t done, double elapsed);
+  double seconds_per_step() const { return seconds_per_step_; }  // 0 until planned
+
+ private:
+  double minutes_, t_step1_ = 0, seconds_per_step_ = 0;
 };
 
 // "45s", "9m04s".

@@ -1,6 +1,8 @@
-// ProgressMeter: the mean loss of the steps since the last line, and the line's format.
+// ProgressMeter: the mean loss of the steps since the last line, and the line's format; TimeBudget:
+// the --minutes plan of the trainers.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 
 #include "optim/progress.h"
@@ -28,4 +30,29 @@ TEST_CASE("format_duration: seconds below a minute, m:ss above") {
   CHECK(optim::format_duration(59.4) == "59s");
   CHECK(optim::format_duration(60.0) == "1m00s");
   CHECK(optim::format_duration(544.0) == "9m04s");
+}
+
+TEST_CASE("TimeBudget: plans once, at step 21, from the speed of steps 2-21") {
+  optim::TimeBudget budget(/*minutes=*/1.0);
+  CHECK(budget.active());
+  // Step 1 takes 5 s (one-off costs), then 0.5 s a step: steps 2..21 end at 15 s.
+  CHECK_FALSE(budget.observe(1, 5.0).has_value());
+  for (int64_t done = 2; done <= 20; ++done)
+    CHECK_FALSE(budget.observe(done, 5.0 + 0.5 * static_cast<double>(done - 1)).has_value());
+  const auto planned = budget.observe(21, 15.0);
+  REQUIRE(planned.has_value());
+  CHECK(budget.seconds_per_step() == doctest::Approx(0.5));
+  CHECK(*planned == 21 + 90);  // 45 s left at 0.5 s a step
+  CHECK_FALSE(budget.observe(22, 15.5).has_value());  // planned once
+}
+
+TEST_CASE("TimeBudget: a spent budget still runs one more step; zero minutes plans nothing") {
+  optim::TimeBudget late(/*minutes=*/0.1);  // 6 s, already past at step 21
+  late.observe(1, 1.0);
+  CHECK(late.observe(21, 30.0) == std::optional<int64_t>(22));
+  optim::TimeBudget off(0.0);
+  CHECK_FALSE(off.active());
+  off.observe(1, 1.0);
+  CHECK_FALSE(off.observe(21, 2.0).has_value());
+  expect_error([] { optim::TimeBudget bad(-1.0); }, {"TimeBudget", "-1"});
 }
