@@ -14,6 +14,14 @@ grouping by (image, category), computeIoU with maskApi.c's bbIou, evaluateImg's 
 accumulate's mergesort, searchsorted and -1 for absent categories, summarize's mean over entries
 > -1), run on random scenes in float32 coordinates.
 
+Fashion-MNIST scenes (tests/data/test_fashion_mnist_scenes.cpp): fashion_mnist_scenes.txt holds
+numpy default_rng draws for a few seeds (NumpyPCG64 must repeat them) and, when the data set and
+torch_train_ref.py (TORCH_TRAIN_REF, default /work/shared/bench/torch_train_ref.py) are present,
+scenes made by torch_train_ref.py's own make_scene: all 1000 evaluation scenes (default_rng([0, 0])
+on t10k), training streams default_rng([1, seed]) and loom's per-scene streams
+default_rng([3, seed_lo, seed_hi, i_lo, i_hi]); per scene its items (label x0 y0 x1 y1) and the
+64-bit FNV-1a hash of the canvas's float32 bytes.
+
 The file is line oriented, one record per line, fields separated by tabs:
   bleu <segments> <nltk score x 100>, then per segment "hyp <text>" and "ref <text>"
   coco <detections> <ground truth> <ap> <ap50> <ap75>, then "det image label x0 y0 x1 y1 score"
@@ -21,13 +29,17 @@ The file is line oriented, one record per line, fields separated by tabs:
 """
 import os
 import random
+import sys
 from collections import defaultdict
 
 import numpy as np
 
 from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics_golden.txt")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "metrics_golden.txt")
+SCENES_OUT = os.path.join(HERE, "fashion_mnist_scenes.txt")
+TORCH_TRAIN_REF = os.environ.get("TORCH_TRAIN_REF", "/work/shared/bench/torch_train_ref.py")
 
 WORDS = ("the a dog cat man woman bit saw ran home fast slow red blue house tree of in on "
          "and it was not very quite big small").split()
@@ -289,6 +301,72 @@ def check_coco_eval():
     assert coco_eval([], []) == (-1.0, -1.0, -1.0)
 
 
+# --------------------------------------------------------------------------- scenes
+RNG_ENTROPIES = [[0, 0], [1, 0], [1, 12345], [1, 7, 256], [3, 5, 0, 17, 0], [42],
+                 [3, 4294967295, 4294967295, 4294967295, 4294967295]]
+
+
+def rng_lines():
+    """Per entropy: 4 raw 64-bit draws, then 12 rounds of the calls make_scene makes."""
+    lines = []
+    for words in RNG_ENTROPIES:
+        raw = np.random.default_rng(words).bit_generator.random_raw(4)
+        g = np.random.default_rng(words)
+        draws = []
+        for _ in range(12):
+            draws += [g.integers(1, 5), g.integers(0, 60000), g.uniform(0.6, 1.4),
+                      g.integers(0, 26), g.integers(0, 4294967295)]
+        lines.append("rng\t" + " ".join(map(str, words)))
+        lines.append("raw\t" + " ".join(str(int(v)) for v in raw))
+        lines.append("draws\t" + " ".join(repr(float(v)) if isinstance(v, float) else str(int(v))
+                                           for v in draws))
+    return lines
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def scene_lines():
+    """Scenes from torch_train_ref.py's make_scene, or [] when it or the data set is absent."""
+    if not (os.path.exists(TORCH_TRAIN_REF) and
+            os.path.exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")):
+        print(f"skipping scenes: {TORCH_TRAIN_REF} or the Fashion-MNIST data set is absent")
+        return []
+    sys.path.insert(0, os.path.dirname(TORCH_TRAIN_REF))
+    argv, sys.argv = sys.argv, [TORCH_TRAIN_REF, "detr-fmnist", "--minutes", "0"]
+    import torch_train_ref as ttr                           # parses sys.argv on import
+    sys.argv = argv
+    test, train = ttr.fmnist_raw("t10k"), ttr.fmnist_raw("train")
+    lines = []
+
+    def emit(split, mode, seed, scenes):
+        lines.append(f"scenes\t{split}\t{mode}\t{seed}\t{len(scenes)}")
+        for canvas, cls, boxes in scenes:
+            h = fnv1a64(np.ascontiguousarray(canvas, dtype="<f4").tobytes())
+            items = " ".join(f"{c} {b[0]} {b[1]} {b[2]} {b[3]}" for c, b in zip(cls, boxes))
+            lines.append(f"scene\t{len(cls)}\t{h:016x}\t{items}")
+
+    def sequential(data, stream, seed, count):
+        g = np.random.default_rng([stream, seed])
+        return [ttr.make_scene(*data, g) for _ in range(count)]
+
+    def per_scene(data, seed, count):
+        lo, hi = seed & 0xFFFFFFFF, seed >> 32
+        return [ttr.make_scene(*data, np.random.default_rng([3, lo, hi, i & 0xFFFFFFFF, i >> 32]))
+                for i in range(count)]
+
+    emit("t10k", "sequential", 0, sequential(test, 0, 0, ttr.N_EVAL))
+    emit("train", "sequential", 0, sequential(train, 1, 0, 100))
+    emit("train", "sequential", 7, sequential(train, 1, 7, 50))
+    emit("t10k", "per_scene", 5, per_scene(test, 5, 50))
+    emit("train", "per_scene", 2 ** 33 + 1, per_scene(train, 2 ** 33 + 1, 20))
+    return lines
+
+
 def main():
     rng = random.Random(2024)
     lines = bleu_cases(rng)
@@ -297,6 +375,11 @@ def main():
     with open(OUT, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {OUT} ({len(lines)} lines)")
+    scenes = scene_lines()
+    if scenes:
+        with open(SCENES_OUT, "w") as f:
+            f.write("\n".join(rng_lines() + scenes) + "\n")
+        print(f"wrote {SCENES_OUT} ({len(scenes)} scene lines)")
 
 
 if __name__ == "__main__":
