@@ -24,6 +24,12 @@ constexpr std::array<double, kThresholds> kIouThrs = {
 // np.linspace(0, 1, 101): i * 0.01 (one rounding, so no fusing question), the last exactly 1.
 double recall_threshold(int i) { return i == kRecallPoints - 1 ? 1.0 : i * 0.01; }
 
+// `a * b` rounded on its own, never fused into a following addition: maskApi.c rounds twice.
+double product(double a, double b) {
+  volatile double p = a * b;
+  return p;
+}
+
 // COCOeval's (x, y, w, h) in double.
 struct XYWH {
   double x, y, w, h;
@@ -34,7 +40,7 @@ XYWH xywh(const Box& b) {
 }
 double area(const Box& b) {
   const XYWH v = xywh(b);
-  return v.w * v.h;
+  return product(v.w, v.h);
 }
 
 void check_boxes(const std::vector<Box>& boxes, const char* list, bool scored) {
@@ -160,8 +166,8 @@ double coco_box_iou(const Box& detection, const Box& ground_truth) {
   if (w <= 0) return 0.0;
   const double h = std::fmin(d.h + d.y, g.h + g.y) - std::fmax(d.y, g.y);
   if (h <= 0) return 0.0;
-  const double i = w * h;
-  return i / (d.w * d.h + g.w * g.h - i);
+  const double i = product(w, h);
+  return i / (product(d.w, d.h) + product(g.w, g.h) - i);
 }
 
 APResult coco_average_precision(const std::vector<Box>& detections,
