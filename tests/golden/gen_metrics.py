@@ -8,6 +8,11 @@ sentences (lower-case words only, so sacreBLEU's 13a tokeniser leaves them as th
 SmoothingFunction().method3, NLTK's name for mteval's 'exp' smoothing that sacreBLEU uses by
 default: loom's corpus_bleu must give 100 x NLTK's number.
 
+13a and chrF on messy text: sacreBLEU is not installed, so its Tokenizer13a (tokenizer_13a.py +
+tokenizer_re.py: the same regexes) and CHRF's statistics and F-score (chrf.py, helpers.py) are
+written out below and run on random strings mixing punctuation, digits, entities, non-ASCII
+letters and Python's Unicode whitespace; strings are stored as hex UTF-8.
+
 COCO AP: pycocotools is not installed, so COCOeval's evaluate / accumulate / summarize for
 iouType "bbox" are written out below with cocoeval.py's structure and names (_prepare's
 grouping by (image, category), computeIoU with maskApi.c's bbIou, evaluateImg's matching loop,
@@ -24,6 +29,8 @@ default_rng([3, seed_lo, seed_hi, i_lo, i_hi]); per scene its items (label x0 y0
 
 The file is line oriented, one record per line, fields separated by tabs:
   bleu <segments> <nltk score x 100>, then per segment "hyp <text>" and "ref <text>"
+  tok13a <hex input> <hex output>
+  chrf <segments> <score>, then per segment "pair <hex hypothesis> <hex reference>"
   coco <detections> <ground truth> <ap> <ap50> <ap75>, then "det image label x0 y0 x1 y1 score"
        and "gt image label x0 y0 x1 y1" lines
 """
@@ -74,6 +81,84 @@ def bleu_cases(rng):
         for h, r in zip(hyps, refs):
             lines.append("hyp\t" + " ".join(h))
             lines.append("ref\t" + " ".join(r))
+    return lines
+
+
+# --------------------------------------------------------------------------- 13a and chrF
+import re  # noqa: E402
+
+TOK_RE = [(re.compile(r'([\{-\~\[-\` -\&\(-\+\:-\@\/])'), r' \1 '),
+          (re.compile(r'([^0-9])([\.,])'), r'\1 \2 '),
+          (re.compile(r'([\.,])([^0-9])'), r' \1 \2'),
+          (re.compile(r'([0-9])(-)'), r'\1 \2 ')]
+
+
+def tokenize_13a(line):
+    """BLEU._preprocess_segment: rstrip, then Tokenizer13a."""
+    line = line.rstrip()
+    for a, b in [("<skipped>", ""), ("-\n", ""), ("\n", " "), ("&quot;", '"'), ("&amp;", "&"),
+                 ("&lt;", "<"), ("&gt;", ">")]:
+        line = line.replace(a, b)
+    line = " {} ".format(line)
+    for r, repl in TOK_RE:
+        line = r.sub(repl, line)
+    return " ".join(line.strip().split())
+
+
+def chrf(hyps, refs, order=6, beta=2):
+    """CHRF(char_order=6, word_order=0, beta=2, whitespace=False, eps_smoothing=False)."""
+    stats = [0] * (3 * order)
+    for h, r in zip(hyps, refs):
+        h, r = "".join(h.split()), "".join(r.split())
+        for n in range(1, order + 1):
+            hc = defaultdict(int)
+            rc = defaultdict(int)
+            for i in range(len(h) - n + 1):
+                hc[h[i:i + n]] += 1
+            for i in range(len(r) - n + 1):
+                rc[r[i:i + n]] += 1
+            match = sum(min(c, rc[g]) for g, c in hc.items() if g in rc)
+            stats[3 * (n - 1):3 * n] = [a + b for a, b in zip(
+                stats[3 * (n - 1):3 * n], [sum(hc.values()) if rc else 0, sum(rc.values()), match])]
+    factor, prec, rec, eff = beta ** 2, 0.0, 0.0, 0
+    for i in range(order):
+        n_hyp, n_ref, n_match = stats[3 * i:3 * i + 3]
+        if n_hyp > 0 and n_ref > 0:
+            prec += n_match / n_hyp
+            rec += n_match / n_ref
+            eff += 1
+    if eff == 0:
+        return 0.0
+    prec, rec = prec / eff, rec / eff
+    if prec + rec == 0:
+        return 0.0
+    return 100 * (1 + factor) * prec * rec / (factor * prec + rec)
+
+
+PIECES = (list("abcdeXYZ0123456789.,-'\"!?;:()[]{}<>/\\&%$#@*+=_~`|^") +
+          ["é", "ü", "ß", "日本", "мир", "🙂", " ", " ", " ", "\t", "\n", "\u00a0", "\u3000",
+           "\u2009", "\u0085", "&quot;", "&amp;", "&lt;", "&gt;", "<skipped>", "-\n", "3.14",
+           "1,000", "U.S.", "e.g.,", "5-6", "x-y", "word", "text"])
+
+
+def messy(rng, lo, hi):
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(lo, hi)))
+
+
+def text_cases(rng):
+    lines = []
+    for _ in range(150):
+        t = messy(rng, 0, 25)
+        lines.append(f"tok13a\t{t.encode().hex()}\t{tokenize_13a(t).encode().hex()}")
+    for case in range(20):
+        n = rng.randint(1, 4)
+        hyps = [messy(rng, 0, 20) for _ in range(n)]
+        refs = [messy(rng, 1, 20) for _ in range(n)]
+        if case % 2:   # related: the hypothesis with a few pieces added around it
+            refs = [messy(rng, 0, 3) + h + messy(rng, 0, 3) for h in hyps]
+        refs = [r if r else "x" for r in refs]
+        lines.append(f"chrf\t{n}\t{chrf(hyps, refs)!r}")
+        lines += [f"pair\t{h.encode().hex()}\t{r.encode().hex()}" for h, r in zip(hyps, refs)]
     return lines
 
 
@@ -372,6 +457,7 @@ def main():
     lines = bleu_cases(rng)
     check_coco_eval()
     lines += coco_cases(rng)
+    lines += text_cases(random.Random(7))
     with open(OUT, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {OUT} ({len(lines)} lines)")

@@ -117,6 +117,62 @@ TEST_CASE("corpus_bleu equals 100 x NLTK's corpus_bleu (method3) on random corpo
   CHECK(cases == 8);
 }
 
+namespace {
+
+std::string unhex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// The golden file's records whose first field is `tag`, split at tabs.
+std::vector<Strings> golden_records(const std::string& tag) {
+  std::ifstream in(std::string(LOOM_TEST_DATA) + "/metrics_golden.txt");
+  REQUIRE(in.good());
+  std::vector<Strings> records;
+  for (std::string line; std::getline(in, line);) {
+    Strings f;
+    std::istringstream s(line);
+    for (std::string x; std::getline(s, x, '\t');) f.push_back(x);
+    if (!f.empty() && (f[0] == tag || (tag == "chrf" && f[0] == "pair"))) records.push_back(f);
+  }
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE("tokenize_13a equals sacreBLEU's regexes on random messy strings") {
+  // punctuation, digits, entities, <skipped>, "-\n", non-ASCII letters, Unicode whitespace
+  const auto records = golden_records("tok13a");
+  CHECK(records.size() == 150);
+  for (const auto& r : records) {
+    REQUIRE(r.size() >= 2);
+    const std::string input = unhex(r[1]), want = r.size() > 2 ? unhex(r[2]) : "";
+    CHECK_MESSAGE(metrics::tokenize_13a(input) == want, "input hex " << r[1]);
+  }
+}
+
+TEST_CASE("corpus_chrf equals sacreBLEU's CHRF statistics on random messy strings") {
+  const auto records = golden_records("chrf");
+  int cases = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i][0] != "chrf") continue;
+    const size_t n = std::stoul(records[i][1]);
+    const double want = std::stod(records[i][2]);
+    Strings hyps, refs;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto& p = records[i + k];
+      REQUIRE(p[0] == "pair");
+      hyps.push_back(unhex(p[1]));
+      refs.push_back(p.size() > 2 ? unhex(p[2]) : "");
+    }
+    CHECK(metrics::corpus_chrf(hyps, refs) == doctest::Approx(want).epsilon(1e-12));
+    ++cases;
+  }
+  CHECK(cases == 20);
+}
+
 TEST_CASE("corpus_bleu: identical corpora score 100; Unicode whitespace separates tokens") {
   const Strings refs = {"The quick brown fox jumps over the lazy dog."};
   CHECK(metrics::corpus_bleu(refs, refs) == doctest::Approx(100.0).epsilon(1e-12));
