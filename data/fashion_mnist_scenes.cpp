@@ -171,8 +171,7 @@ std::vector<float> resize_bilinear(const float* src, int64_t n, int64_t side) {
 // ------------------------------------------------------------------ scenes
 namespace {
 
-void check_config(const SceneConfig& c, int64_t source_side) {
-  const char* fn = "FashionMnistScenes";
+void check_config(const SceneConfig& c, int64_t source_side, const char* fn) {
   LOOM_CHECK(c.min_items >= 0 && c.max_items >= c.min_items && c.max_items <= 1000,
              "{}: items [{}, {}] must satisfy 0 <= min_items <= max_items <= 1000", fn,
              c.min_items, c.max_items);
@@ -209,6 +208,7 @@ Scene draw_scene(const FashionMNIST& split, NumpyPCG64& rng, const SceneConfig& 
   LOOM_CHECK(split.rows() == split.cols() && count > 0,
              "draw_scene: needs a non-empty split of square images, got {} images of {}x{}", count,
              split.rows(), split.cols());
+  check_config(config, n_src, "draw_scene");
   std::vector<float> canvas(C * C, 0.0f);
   std::vector<int64_t> labels;
   Scene scene;
@@ -267,7 +267,7 @@ FashionMnistScenes::FashionMnistScenes(const FashionMNIST& split, int64_t count,
   LOOM_CHECK(split.size() > 0 && split.rows() == split.cols(),
              "FashionMnistScenes: needs a non-empty split of square images, got {} images of "
              "{}x{}", split.size(), split.rows(), split.cols());
-  check_config(config, split.rows());
+  check_config(config, split.rows(), "FashionMnistScenes");
 }
 
 FashionMnistScenes::FashionMnistScenes(const FashionMNIST& split, int64_t count, uint64_t seed,
