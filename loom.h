@@ -23,3 +23,6 @@
 #if __has_include("models/models.h")
 #include "models/models.h"
 #endif
+#if __has_include("metrics/metrics.h")
+#include "metrics/metrics.h"
+#endif

@@ -6,6 +6,7 @@
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
+#include "data/fashion_mnist_scenes.h"
 #include "data/fortunes.h"
 #include "data/image.h"
 #include "data/plot.h"
