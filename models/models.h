@@ -6,3 +6,5 @@
 #include "models/sampling.h"
 #include "models/swin.h"
 #include "models/vit.h"
+#include "models/detr.h"
+#include "models/linear_sum_assignment.h"
