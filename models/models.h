@@ -8,3 +8,4 @@
 #include "models/vit.h"
 #include "models/detr.h"
 #include "models/linear_sum_assignment.h"
+#include "models/detr_loss.h"
