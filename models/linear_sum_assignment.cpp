@@ -54,9 +54,10 @@ struct Solver {
       int64_t index = -1;
       double lowest = kInf;
       const double* cost_row = cost.data() + i * nc;
+      const double u_i = u[i];  // hoisted: the stores below cannot change it
       for (int64_t it = 0; it < num_remaining; ++it) {
         const int64_t j = remaining[it];
-        const double r = lowest_so_far + cost_row[j] - u[i] - v[j];
+        const double r = lowest_so_far + cost_row[j] - u_i - v[j];
         if (r < shortest[j]) {
           path[j] = i;
           shortest[j] = r;
