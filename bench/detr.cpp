@@ -44,7 +44,7 @@ double median(std::vector<double> v) {
 // torch_ref.py's detr_scenes: per image 1-4 boxes, w and h uniform in [0.15, 0.45) of the side,
 // inside the image; box areas painted with uniform noise over a faint (0.1 x uniform) background.
 std::pair<Tensor, std::vector<models::DETRTarget>> detr_scenes(int64_t B, int64_t size,
-                                                                int64_t classes) {
+                                                               int64_t classes) {
   std::vector<float> pixels = (rand({B, 1, size, size}) * 0.1f).to_vector();
   std::vector<models::DETRTarget> targets;
   for (int64_t i = 0; i < B; ++i) {
@@ -109,7 +109,8 @@ void detr_fmnist(const Args& args) {
     match_seconds.push_back(matching);
   };
   const bench::Timing t = time_steps(step, args.steps);
-  const double matcher_s = median(std::vector<double>(match_seconds.begin() + 3, match_seconds.end()));
+  const double matcher_s =
+      median(std::vector<double>(match_seconds.begin() + 3, match_seconds.end()));
   fmt::print(
       "{{\"case\": \"detr-fmnist\", \"batch\": {}, \"boxes\": {}, \"queries\": {}, "
       "\"matcher_ms\": {:.3f}, \"matcher_share\": {:.4f}, \"ms_per_step\": {:.3f}, "
@@ -159,8 +160,10 @@ int main(int argc, char** argv) {
   args.device = cli::device_of(device);
   try {
     set_num_threads(args.threads);
-    if (args.case_name == "detr-fmnist") detr_fmnist(args);
-    else lsa(args);
+    if (args.case_name == "detr-fmnist")
+      detr_fmnist(args);
+    else
+      lsa(args);
   } catch (const std::exception& e) {
     fmt::print(stderr, "detr: {}\n", e.what());
     return 1;

@@ -43,8 +43,7 @@ std::vector<std::string> DETRConfig::preset_names() { return {"detr-r50", "detr-
 void DETRConfig::validate() const {
   LOOM_CHECK(num_classes > 0 && in_channels > 0 && hidden > 0 && n_head > 0 &&
                  n_encoder_layers >= 0 && n_decoder_layers > 0 && d_ff > 0 && num_queries > 0,
-             "DETRConfig: sizes must be positive (n_encoder_layers may be 0), got {}",
-             to_string());
+             "DETRConfig: sizes must be positive (n_encoder_layers may be 0), got {}", to_string());
   LOOM_CHECK(backbone == "resnet50" || backbone == "small",
              "DETRConfig: backbone '{}' is neither 'resnet50' nor 'small'", backbone);
   LOOM_CHECK(hidden % n_head == 0 && hidden % 2 == 0,
@@ -59,7 +58,8 @@ void DETRConfig::validate() const {
                "DETRConfig: resnet_layers needs 4 stages and resnet_width > 0, got {} stages and "
                "width {}",
                resnet_layers.size(), resnet_width);
-    for (int64_t n : resnet_layers) LOOM_CHECK(n > 0, "DETRConfig: a ResNet stage has {} blocks", n);
+    for (int64_t n : resnet_layers)
+      LOOM_CHECK(n > 0, "DETRConfig: a ResNet stage has {} blocks", n);
   }
 }
 
@@ -94,8 +94,8 @@ std::string DETRConfig::to_string() const {
   return fmt::format(
       "num_classes={}, backbone={}, in_channels={}, hidden={}, n_head={}, n_encoder_layers={}, "
       "n_decoder_layers={}, d_ff={}, num_queries={}, dropout={}",
-      num_classes, backbone, in_channels, hidden, n_head, n_encoder_layers, n_decoder_layers,
-      d_ff, num_queries, dropout);
+      num_classes, backbone, in_channels, hidden, n_head, n_encoder_layers, n_decoder_layers, d_ff,
+      num_queries, dropout);
 }
 
 // ============================================================================ position encoding
@@ -121,14 +121,15 @@ Tensor sine_position_embedding(const Tensor& mask, int64_t num_pos_feats, float 
   // take the sine, the odd ones the cosine (the official stack + flatten interleaves them).
   std::vector<float> dim_t(num_pos_feats), odd(num_pos_feats);
   for (int64_t k = 0; k < num_pos_feats; ++k) {
-    dim_t[k] = std::pow(temperature, static_cast<float>(2 * (k / 2)) /
-                                         static_cast<float>(num_pos_feats));
+    dim_t[k] =
+        std::pow(temperature, static_cast<float>(2 * (k / 2)) / static_cast<float>(num_pos_feats));
     odd[k] = static_cast<float>(k % 2);
   }
-  const Tensor freq = tensor(dim_t, {num_pos_feats}).to(dev), is_odd = tensor(odd, {num_pos_feats}).to(dev);
+  const Tensor freq = tensor(dim_t, {num_pos_feats}).to(dev),
+               is_odd = tensor(odd, {num_pos_feats}).to(dev);
   auto encode = [&](const Tensor& v) {
-    const Tensor arg = v.unsqueeze(-1) / freq;      // (B, h, w, 1) / (npf): (B, h, w, npf)
-    return where(is_odd, cos(arg), sin(arg));       // (B, h, w, npf)
+    const Tensor arg = v.unsqueeze(-1) / freq;  // (B, h, w, 1) / (npf): (B, h, w, npf)
+    return where(is_odd, cos(arg), sin(arg));   // (B, h, w, npf)
   };
   return cat({encode(y), encode(x)}, -1);  // (B, h, w, 2 npf), y first
 }
@@ -160,7 +161,7 @@ DETREncoderLayer::DETREncoderLayer(int64_t d, int64_t n_head, int64_t d_ff, floa
 Tensor DETREncoderLayer::forward(const Tensor& src, const Tensor& pos,
                                  const Tensor& key_padding_mask) const {
   // src, pos (B, S, d) -> (B, S, d). Positions go into queries and keys, not values (sec. 3.2).
-  const Tensor q = src + pos;                                                      // (B, S, d)
+  const Tensor q = src + pos;  // (B, S, d)
   Tensor x = add_norm(*norm1, *dropout1, src,
                       self_attn->forward(q, q, src, Tensor(), key_padding_mask));  // (B, S, d)
   const Tensor y = nn::feed_forward(x, *linear1, *linear2, nn::Activation::ReLU, *dropout);
@@ -187,8 +188,8 @@ Tensor DETRDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const 
                                  const Tensor& memory_key_padding_mask) const {
   // tgt (B, Q, d), memory (B, S, d) -> (B, Q, d)
   // Self-attention among the object queries: the query embeddings are their positions.
-  const Tensor q = tgt + query_pos;                                                  // (B, Q, d)
-  Tensor x = add_norm(*norm1, *dropout1, tgt, self_attn->forward(q, q, tgt));        // (B, Q, d)
+  const Tensor q = tgt + query_pos;                                            // (B, Q, d)
+  Tensor x = add_norm(*norm1, *dropout1, tgt, self_attn->forward(q, q, tgt));  // (B, Q, d)
   // Cross-attention: queries (+ query_pos) look at the image features (+ pos).
   const Tensor cross = multihead_attn->forward(x + query_pos, memory + pos, memory, Tensor(),
                                                memory_key_padding_mask);  // (B, Q, d)
@@ -235,8 +236,8 @@ Tensor DETRTransformer::forward(const Tensor& src, const Tensor& key_padding_mas
 DETRMLP::DETRMLP(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
   layers = register_module("layers", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < num_layers; ++i)
-    layers->push_back(std::make_shared<nn::Linear>(i == 0 ? in : hidden,
-                                                   i == num_layers - 1 ? out : hidden));
+    layers->push_back(
+        std::make_shared<nn::Linear>(i == 0 ? in : hidden, i == num_layers - 1 ? out : hidden));
 }
 
 Tensor DETRMLP::forward(const Tensor& x) const {
@@ -283,9 +284,11 @@ DETR::DETR(const DETRConfig& config) : config_(config) {
   const int64_t d = config.hidden;
   // Registered in the official DETR.__init__ order.
   transformer = register_module("transformer", std::make_shared<DETRTransformer>(config));
-  class_embed = register_module("class_embed", std::make_shared<nn::Linear>(d, config.num_classes + 1));
+  class_embed =
+      register_module("class_embed", std::make_shared<nn::Linear>(d, config.num_classes + 1));
   bbox_embed = register_module("bbox_embed", std::make_shared<DETRMLP>(d, d, 4, 3));
-  query_embed = register_module("query_embed", std::make_shared<nn::Embedding>(config.num_queries, d));
+  query_embed =
+      register_module("query_embed", std::make_shared<nn::Embedding>(config.num_queries, d));
   int64_t channels = config.in_channels;
   if (config.backbone == "small") {
     // torch_ref.py: 4 x [Conv3x3 stride 2 pad 1 (no bias), BatchNorm2d, ReLU].
@@ -311,8 +314,8 @@ DETR::DETR(const DETRConfig& config) : config_(config) {
 void DETR::check_inputs(const Tensor& images, const Tensor& pixel_mask) const {
   LOOM_CHECK(images.defined() && images.dtype() == DType::Float32 && images.dim() == 4 &&
                  images.size(1) == config_.in_channels,
-             "DETR: expected float32 images [B, {}, H, W], got {} of shape {}",
-             config_.in_channels, images.defined() ? dtype_name(images.dtype()) : "undefined",
+             "DETR: expected float32 images [B, {}, H, W], got {} of shape {}", config_.in_channels,
+             images.defined() ? dtype_name(images.dtype()) : "undefined",
              images.defined() ? shape_str(images.shape()) : "[]");
   LOOM_CHECK(images.size(0) > 0 && images.size(2) > 0 && images.size(3) > 0,
              "DETR: images of shape {} are empty", shape_str(images.shape()));
@@ -326,8 +329,8 @@ void DETR::check_inputs(const Tensor& images, const Tensor& pixel_mask) const {
 DETROutput DETR::forward(const Tensor& images, const Tensor& pixel_mask) {
   // images (B, C, H, W), pixel_mask (B, H, W) nonzero = padding -> DETROutput
   check_inputs(images, pixel_mask);
-  const Tensor features = small_backbone ? small_backbone->forward(images)
-                                         : resnet->forward(images);  // (B, Cb, h, w)
+  const Tensor features =
+      small_backbone ? small_backbone->forward(images) : resnet->forward(images);  // (B, Cb, h, w)
   const int64_t B = images.size(0), h = features.size(2), w = features.size(3);
   const int64_t d = config_.hidden;
   const Device dev = images.device();
@@ -337,16 +340,15 @@ DETROutput DETR::forward(const Tensor& images, const Tensor& pixel_mask) {
     const Tensor m = ne(pixel_mask.to(DType::Float32), zeros({}, dev));  // (B, H, W) 0/1
     mask = index_select(index_select(m, 1, nearest_indices(images.size(2), h, dev)), 2,
                         nearest_indices(images.size(3), w, dev));  // (B, h, w)
-    key_padding = mask.reshape({B, h * w}).to(DType::Int64);        // (B, S), S = h w
+    key_padding = mask.reshape({B, h * w}).to(DType::Int64);       // (B, S), S = h w
   }
   const Tensor pos = sine_position_embedding(mask, d / 2).reshape({B, h * w, d});  // (B, S, d)
-  const Tensor src = input_proj->forward(features)           // (B, d, h, w)
-                         .flatten(2)                         // (B, d, S)
-                         .transpose(1, 2);                   // (B, S, d)
+  const Tensor projected = input_proj->forward(features);                          // (B, d, h, w)
+  const Tensor src = projected.flatten(2).transpose(1, 2);  // (B, d, S) -> (B, S, d)
   const Tensor hs = transformer->forward(src, key_padding, query_embed->weight, pos);  // (L,B,Q,d)
   // Both heads on every decoder layer at once: the auxiliary outputs (sec. 3.2).
-  const Tensor logits = class_embed->forward(hs);            // (L, B, Q, classes + 1)
-  const Tensor boxes = sigmoid(bbox_embed->forward(hs));     // (L, B, Q, 4)
+  const Tensor logits = class_embed->forward(hs);         // (L, B, Q, classes + 1)
+  const Tensor boxes = sigmoid(bbox_embed->forward(hs));  // (L, B, Q, 4)
   const int64_t L = hs.size(0);
   DETROutput out{logits.select(0, L - 1), boxes.select(0, L - 1), {}, {}};
   for (int64_t i = 0; i + 1 < L; ++i) {

@@ -45,8 +45,8 @@ namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
 struct DETRConfig {
-  int64_t num_classes = 91;             // the "no object" class is index num_classes
-  std::string backbone = "resnet50";    // "resnet50" (torchvision layout) or "small" (a CNN)
+  int64_t num_classes = 91;           // the "no object" class is index num_classes
+  std::string backbone = "resnet50";  // "resnet50" (torchvision layout) or "small" (a CNN)
   int64_t in_channels = 3;
   int64_t hidden = 256, n_head = 8, n_encoder_layers = 6, n_decoder_layers = 6, d_ff = 2048,
           num_queries = 100;

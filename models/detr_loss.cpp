@@ -16,8 +16,8 @@ namespace fn = nn::functional;
 
 namespace {
 
-void check_inputs(const Tensor& logits, const Tensor& boxes,
-                  const std::vector<DETRTarget>& targets, const DETRLossConfig& config) {
+void check_inputs(const Tensor& logits, const Tensor& boxes, const std::vector<DETRTarget>& targets,
+                  const DETRLossConfig& config) {
   LOOM_CHECK(config.num_classes > 0 && config.eos_coef >= 0.0f,
              "detr_loss: num_classes {} must be positive and eos_coef {} non-negative",
              config.num_classes, config.eos_coef);
@@ -43,8 +43,7 @@ void check_inputs(const Tensor& logits, const Tensor& boxes,
                t.boxes.defined() ? shape_str(t.boxes.shape()) : "undefined");
     for (int64_t label : t.labels.to_vector_i64())
       LOOM_CHECK(label >= 0 && label < config.num_classes,
-                 "detr_loss: target {} has label {} outside [0, {})", i, label,
-                 config.num_classes);
+                 "detr_loss: target {} has label {} outside [0, {})", i, label, config.num_classes);
     // util/box_ops.py asserts on degenerate boxes; here a clear error names the box.
     const std::vector<float> b = t.boxes.to_vector();
     for (size_t k = 0; k < b.size(); k += 4)
@@ -59,8 +58,8 @@ void check_inputs(const Tensor& logits, const Tensor& boxes,
 // The matcher's cost [B * Q, T] for all predictions against all T targets of the batch.
 Tensor cost_matrix(const Tensor& logits, const Tensor& boxes, const Tensor& labels,
                    const Tensor& target_boxes, const DETRLossConfig& c) {
-  const Tensor prob = softmax(logits.flatten(0, 1), -1);  // (B Q, classes + 1)
-  const Tensor out_boxes = boxes.flatten(0, 1);           // (B Q, 4)
+  const Tensor prob = softmax(logits.flatten(0, 1), -1);     // (B Q, classes + 1)
+  const Tensor out_boxes = boxes.flatten(0, 1);              // (B Q, 4)
   const Tensor cost_class = -index_select(prob, 1, labels);  // (B Q, T)
   // torch.cdist(p=1): (B Q, 1, 4) - (1, T, 4) -> (B Q, T, 4) -> (B Q, T)
   const Tensor cost_bbox = sum(abs(out_boxes.unsqueeze(1) - target_boxes.unsqueeze(0)), -1);
@@ -145,16 +144,16 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
     }
     const int64_t n = static_cast<int64_t>(m.targets.size());
     if (n > 0)
-      matched_targets.push_back(index_select(targets[b].boxes.to(dev), 0,
-                                             tensor_i64(m.targets, {n}).to(dev)));  // (n, 4)
+      matched_targets.push_back(
+          index_select(targets[b].boxes.to(dev), 0, tensor_i64(m.targets, {n}).to(dev)));  // (n, 4)
     num_boxes += targets[b].labels.size(0);
   }
   const float normaliser = static_cast<float>(std::max<int64_t>(num_boxes, 1));
 
   // Weighted-mean cross-entropy, F.cross_entropy(weight=empty_weight): sum w_i nll_i / sum w_i.
-  const Tensor log_probs = log_softmax(logits, -1);                       // (B, Q, C + 1)
-  const Tensor classes = tensor_i64(target_class, {B, Q, 1}).to(dev);     // (B, Q, 1)
-  const Tensor nll = -gather(log_probs, 2, classes).squeeze(2);           // (B, Q)
+  const Tensor log_probs = log_softmax(logits, -1);                    // (B, Q, C + 1)
+  const Tensor classes = tensor_i64(target_class, {B, Q, 1}).to(dev);  // (B, Q, 1)
+  const Tensor nll = -gather(log_probs, 2, classes).squeeze(2);        // (B, Q)
   double weight_sum = 0.0;
   for (float w : weight) weight_sum += w;
   out.loss_ce = sum(nll * tensor(weight, {B, Q}).to(dev)) / static_cast<float>(weight_sum);
@@ -163,13 +162,12 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
   if (N == 0) {  // no target in the batch: zero box terms, still connected to boxes
     out.loss_bbox = out.loss_giou = sum(boxes) * 0.0f;
   } else {
-    const Tensor src = index_select(boxes.reshape({B * Q, 4}), 0,
-                                    tensor_i64(flat_query, {N}).to(dev));  // (N, 4)
-    const Tensor tgt = cat(matched_targets, 0);                            // (N, 4)
+    const Tensor src =
+        index_select(boxes.reshape({B * Q, 4}), 0, tensor_i64(flat_query, {N}).to(dev));  // (N, 4)
+    const Tensor tgt = cat(matched_targets, 0);                                           // (N, 4)
     out.loss_bbox = sum(abs(src - tgt)) / normaliser;
     out.loss_giou = fn::generalized_box_iou_loss(fn::box_cxcywh_to_xyxy(src),
-                                                 fn::box_cxcywh_to_xyxy(tgt),
-                                                 fn::Reduction::Sum) /
+                                                 fn::box_cxcywh_to_xyxy(tgt), fn::Reduction::Sum) /
                     normaliser;
   }
   out.loss = config.loss_ce * out.loss_ce + config.loss_bbox * out.loss_bbox +

@@ -57,8 +57,7 @@ std::vector<DETRMatch> hungarian_match(const Tensor& logits, const Tensor& boxes
                                        const std::vector<DETRTarget>& targets,
                                        const DETRLossConfig& config);
 DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
-                              const std::vector<DETRTarget>& targets,
-                              const DETRLossConfig& config);
+                              const std::vector<DETRTarget>& targets, const DETRLossConfig& config);
 // The weighted sum alone, differentiable in logits and boxes.
 Tensor detr_loss(const Tensor& logits, const Tensor& boxes, const std::vector<DETRTarget>& targets,
                  const DETRLossConfig& config);

@@ -29,9 +29,18 @@ struct Solver {
   std::vector<char> row_seen, col_seen;  // Crouse's sets SR and SC
 
   Solver(const std::vector<double>& c, int64_t rows, int64_t cols)
-      : cost(c), nr(rows), nc(cols), u(rows, 0.0), v(cols, 0.0), shortest(cols),
-        path(cols, -1), col4row(rows, -1), row4col(cols, -1), remaining(cols),
-        row_seen(rows), col_seen(cols) {}
+      : cost(c),
+        nr(rows),
+        nc(cols),
+        u(rows, 0.0),
+        v(cols, 0.0),
+        shortest(cols),
+        path(cols, -1),
+        col4row(rows, -1),
+        row4col(cols, -1),
+        remaining(cols),
+        row_seen(rows),
+        col_seen(cols) {}
 
   // Dijkstra from the free row `row` over the reduced costs until a free column is reached
   // (Crouse, Algorithm "Shortest augmenting path"). Returns that column, or -1 when every
@@ -71,8 +80,10 @@ struct Solver {
       lowest_so_far = lowest;
       if (lowest_so_far == kInf) return -1;  // only forbidden pairs left
       const int64_t j = remaining[index];
-      if (row4col[j] == -1) sink = j;
-      else i = row4col[j];
+      if (row4col[j] == -1)
+        sink = j;
+      else
+        i = row4col[j];
       col_seen[j] = 1;
       remaining[index] = remaining[--num_remaining];
     }
@@ -117,8 +128,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> linear_sum_assignment(
     LOOM_CHECK(!std::isnan(cost[k]) && cost[k] != -kInf,
                "linear_sum_assignment: cost matrix [{}, {}] contains invalid numeric entries "
                "({} at row {}, column {}; only finite values and +inf are allowed)",
-               rows, cols, cost[k], static_cast<int64_t>(k) / cols,
-               static_cast<int64_t>(k) % cols);
+               rows, cols, cost[k], static_cast<int64_t>(k) / cols, static_cast<int64_t>(k) % cols);
 
   // Every row must get a column: solve the transpose of a tall matrix.
   const bool transpose = cols < rows;

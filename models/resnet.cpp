@@ -41,15 +41,15 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
              "ResNet: expected in_channels > 0, width > 0 and 4 stages, got in_channels {}, "
              "width {}, {} stages",
              config.in_channels, config.width, config.layers.size());
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(config.in_channels, config.width,
-                                                                7, 2, 3, /*bias=*/false));
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(config.in_channels, config.width, 7,
+                                                                2, 3, /*bias=*/false));
   bn1 = register_module("bn1", std::make_shared<nn::FrozenBatchNorm2d>(config.width));
   int64_t channels = config.width;
   for (size_t s = 0; s < config.layers.size(); ++s) {
     LOOM_CHECK(config.layers[s] > 0, "ResNet: stage {} has {} blocks", s + 1, config.layers[s]);
     const int64_t planes = config.width << s, stride = s == 0 ? 1 : 2;
-    auto stage = register_module("layer" + std::to_string(s + 1),
-                                 std::make_shared<nn::ModuleList>());
+    auto stage =
+        register_module("layer" + std::to_string(s + 1), std::make_shared<nn::ModuleList>());
     for (int64_t b = 0; b < config.layers[s]; ++b) {
       stage->push_back(std::make_shared<Bottleneck>(channels, planes, b == 0 ? stride : 1));
       channels = 4 * planes;
@@ -63,8 +63,8 @@ Tensor ResNet::forward(const Tensor& images) const {
   LOOM_CHECK(images.defined() && images.dim() == 4 && images.size(1) == config_.in_channels,
              "ResNet: expected images [B, {}, H, W], got {}", config_.in_channels,
              images.defined() ? shape_str(images.shape()) : "undefined");
-  Tensor x = relu(bn1->forward(conv1->forward(images)));            // (B, width, H/2, W/2)
-  x = nn::functional::max_pool2d(x, 3, 2, 1);                       // (B, width, H/4, W/4)
+  Tensor x = relu(bn1->forward(conv1->forward(images)));  // (B, width, H/2, W/2)
+  x = nn::functional::max_pool2d(x, 3, 2, 1);             // (B, width, H/4, W/4)
   for (const auto& stage : stages)
     for (int64_t b = 0; b < stage->size(); ++b) x = stage->at<Bottleneck>(b)->forward(x);
   return x;

@@ -29,7 +29,7 @@ namespace loom::models {
 struct ResNetConfig {
   int64_t in_channels = 3;
   std::vector<int64_t> layers = {3, 4, 6, 3};  // Bottleneck blocks per stage (ResNet-50)
-  int64_t width = 64;                           // planes of layer1; stage s has width * 2^s
+  int64_t width = 64;                          // planes of layer1; stage s has width * 2^s
   // Channels of the output: 4 * width * 8 (2048 for ResNet-50).
   int64_t out_channels() const { return width * 32; }
 };

@@ -41,7 +41,8 @@ Tensor set_loss(const models::DETROutput& out, const std::vector<models::DETRTar
 
 }  // namespace
 
-TEST_CASE("DETR on CUDA: outputs, matching, set loss, every gradient and AdamW steps match the CPU") {
+TEST_CASE(
+    "DETR on CUDA: outputs, matching, set loss, every gradient and AdamW steps match the CPU") {
   LOOM_REQUIRE_GPU();
   for (const std::string backbone : {"small", "resnet50"}) {
     CAPTURE(backbone);

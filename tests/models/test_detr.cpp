@@ -72,10 +72,9 @@ std::string write_state_dict(const std::string& prefix, bool with_model_prefix =
       continue;
     state.emplace_back((with_model_prefix ? "model." : "") + rest, t);
   }
-  const std::string path =
-      (std::filesystem::temp_directory_path() /
-       ("loom_test_detr_" + std::to_string(getpid()) + prefix + "safetensors"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("loom_test_detr_" + std::to_string(getpid()) + prefix + "safetensors"))
+                               .string();
   nn::write_safetensors(path, state);
   return path;
 }
@@ -188,8 +187,11 @@ TEST_CASE("DETR sine position encoding of a padded mask matches PositionEmbeddin
     const Tensor pos = models::sine_position_embedding(small, expected.size(1) / 2);
     check_close(pos.permute({0, 3, 1, 2}), expected, 1e-5f, 1e-5f, prefix + "pos");
   }
-  expect_error([] { models::sine_position_embedding(zeros({2, 3}), 4); },
-               {"sine_position_embedding", "[2,3]"});
+  expect_error(
+      [] {
+        models::sine_position_embedding(zeros({2, 3}), 4);
+      },
+      {"sine_position_embedding", "[2,3]"});
 }
 
 TEST_CASE("DETR: padding changes nothing when the mask is all zeros; a mask moves outputs") {
@@ -215,8 +217,11 @@ TEST_CASE("DETR rejects bad images and masks, naming DETR and the shapes") {
   DETR model(tiny_small_config());
   expect_error([&] { model.forward(randn({2, 3, 32, 24})); }, {"DETR", "[2,3,32,24]", "[B, 1"});
   expect_error([&] { model.forward(randn({2, 32, 24})); }, {"DETR", "[2,32,24]"});
-  expect_error([&] { model.forward(randn({2, 1, 32, 24}), zeros({2, 32, 23})); },
-               {"DETR", "pixel_mask", "[2,32,23]", "[2,32,24]"});
+  expect_error(
+      [&] {
+        model.forward(randn({2, 1, 32, 24}), zeros({2, 32, 23}));
+      },
+      {"DETR", "pixel_mask", "[2,32,23]", "[2,32,24]"});
   DETRConfig bad = tiny_small_config();
   bad.backbone = "vgg";
   expect_error([&] { DETR{bad}; }, {"DETRConfig", "vgg"});

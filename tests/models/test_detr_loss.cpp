@@ -124,8 +124,8 @@ TEST_CASE("detr_loss: images without targets give 'no object' CE only and zero b
   const auto terms = models::detr_loss_terms(logits, boxes, empty, {C});
   // Every query's target is "no object" with weight eos_coef: the weighted mean is the mean.
   const Tensor no_object = tensor_i64(std::vector<int64_t>(B * Q, C), {B * Q});
-  check_close(terms.loss_ce, cross_entropy(logits.reshape({B * Q, C + 1}), no_object), 1e-6f,
-              1e-6f, "CE");
+  check_close(terms.loss_ce, cross_entropy(logits.reshape({B * Q, C + 1}), no_object), 1e-6f, 1e-6f,
+              "CE");
   CHECK(terms.loss_bbox.item() == 0.0f);
   CHECK(terms.loss_giou.item() == 0.0f);
   terms.loss.backward();
@@ -141,7 +141,8 @@ TEST_CASE("box conversions round-trip and GIoU of a box with itself is 1") {
   check_close(nn::functional::box_cxcywh_to_xyxy(nn::functional::box_xyxy_to_cxcywh(xyxy)), xyxy,
               1e-6f, 1e-6f, "round trip xyxy");
   const Tensor giou = nn::functional::generalized_box_iou(xyxy, xyxy);  // (6, 6)
-  for (int64_t i = 0; i < 6; ++i) CHECK(giou.select(0, i).select(0, i).item() == doctest::Approx(1.0));
+  for (int64_t i = 0; i < 6; ++i)
+    CHECK(giou.select(0, i).select(0, i).item() == doctest::Approx(1.0));
   CHECK(max(giou).item() <= 1.0f + 1e-6f);
   CHECK(max(-giou).item() <= 1.0f);  // GIoU is in [-1, 1]
 }
@@ -172,22 +173,40 @@ TEST_CASE("detr_loss rejects bad shapes, labels, degenerate or NaN boxes with lo
   const DETRLossConfig config{4};
   expect_error([&] { models::detr_loss(logits, boxes, {ok}, config); },
                {"detr_loss", "1 targets", "batch of 2"});
-  expect_error([&] { models::detr_loss(logits, boxes, {ok, ok}, {5}); },
-               {"detr_loss", "[B, Q, 6]", "[2,3,5]"});
-  expect_error([&] { models::detr_loss(logits, boxes.narrow(1, 0, 2), {ok, ok}, config); },
-               {"detr_loss", "[2, 3, 4]", "[2,2,4]"});
+  expect_error(
+      [&] {
+        models::detr_loss(logits, boxes, {ok, ok}, {5});
+      },
+      {"detr_loss", "[B, Q, 6]", "[2,3,5]"});
+  expect_error(
+      [&] {
+        models::detr_loss(logits, boxes.narrow(1, 0, 2), {ok, ok}, config);
+      },
+      {"detr_loss", "[2, 3, 4]", "[2,2,4]"});
   const DETRTarget bad_label = {tensor_i64({4}, {1}), ok.boxes};
-  expect_error([&] { models::detr_loss(logits, boxes, {ok, bad_label}, config); },
-               {"detr_loss", "target 1", "label 4", "[0, 4)"});
+  expect_error(
+      [&] {
+        models::detr_loss(logits, boxes, {ok, bad_label}, config);
+      },
+      {"detr_loss", "target 1", "label 4", "[0, 4)"});
   const DETRTarget flat = {tensor_i64({0}, {1}), tensor({0.5f, 0.5f, 0.0f, 0.2f}, {1, 4})};
-  expect_error([&] { models::detr_loss(logits, boxes, {flat, ok}, config); },
-               {"detr_loss", "target 0 box 0", "degenerate"});
+  expect_error(
+      [&] {
+        models::detr_loss(logits, boxes, {flat, ok}, config);
+      },
+      {"detr_loss", "target 0 box 0", "degenerate"});
   const DETRTarget nan_box = {tensor_i64({0}, {1}), tensor({NAN, 0.5f, 0.1f, 0.2f}, {1, 4})};
-  expect_error([&] { models::detr_loss(logits, boxes, {ok, nan_box}, config); },
-               {"detr_loss", "target 1", "not finite"});
+  expect_error(
+      [&] {
+        models::detr_loss(logits, boxes, {ok, nan_box}, config);
+      },
+      {"detr_loss", "target 1", "not finite"});
   const DETRTarget wrong = {tensor_i64({0, 1}, {2}), ok.boxes};
-  expect_error([&] { models::detr_loss(logits, boxes, {ok, wrong}, config); },
-               {"detr_loss", "target 1", "[2]", "[1,4]"});
+  expect_error(
+      [&] {
+        models::detr_loss(logits, boxes, {ok, wrong}, config);
+      },
+      {"detr_loss", "target 1", "[2]", "[1,4]"});
   // A NaN prediction is an error too (from the matcher's GIoU), not a silent NaN loss.
   const Tensor nan_boxes = boxes.masked_fill(gt(rand(boxes.shape()), 0.5f), NAN);
   expect_error([&] { models::detr_loss(logits, nan_boxes, {ok, ok}, config); }, {"NaN"});

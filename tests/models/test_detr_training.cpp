@@ -21,7 +21,7 @@ std::pair<Tensor, models::DETRTarget> one_scene() {
   for (int y = 16; y < 30; ++y)
     for (int x = 12; x < 30; ++x)
       if (y == 16 || y == 29 || x == 12 || x == 29) pixels[y * 32 + x] = 0.8f;  // (12,16)-(30,30)
-  const Tensor boxes = tensor({11 / 32.f, 9 / 32.f, 10 / 32.f, 10 / 32.f,  // (cx, cy, w, h)
+  const Tensor boxes = tensor({11 / 32.f, 9 / 32.f, 10 / 32.f, 10 / 32.f,       // (cx, cy, w, h)
                                21 / 32.f, 23 / 32.f, 18 / 32.f, 14 / 32.f},
                               {2, 4});
   return {tensor(pixels, {1, 1, 32, 32}), {tensor_i64({2, 0}, {2}), boxes}};
@@ -77,7 +77,8 @@ TEST_CASE("DETR overfits one scene: the set loss goes near zero and the boxes ar
   const auto& m = terms.matches[0];
   const Tensor predicted = argmax(out.logits.select(0, 0), -1);  // (Q,)
   const std::vector<int64_t> classes = predicted.to_vector_i64();
-  const std::vector<float> boxes = out.boxes.select(0, 0).to_vector(), truth = target.boxes.to_vector();
+  const std::vector<float> boxes = out.boxes.select(0, 0).to_vector(),
+                           truth = target.boxes.to_vector();
   const std::vector<int64_t> labels = target.labels.to_vector_i64();
   for (size_t i = 0; i < m.queries.size(); ++i) {
     CHECK(classes[m.queries[i]] == labels[m.targets[i]]);

@@ -90,12 +90,23 @@ TEST_CASE("linear_sum_assignment: least total cost on every small shape, as brut
         std::vector<double> cost(n * m);
         for (double& c : cost) {
           switch (trial) {
-            case 0: c = uniform(gen); break;                      // random
-            case 1: c = small_int(gen); break;                    // many ties
-            case 2: c = -10.0 * uniform(gen); break;              // negative
-            case 3: c = normal(gen) * 1e12; break;                // huge magnitudes
-            case 4: c = std::round(normal(gen) * 3) * 1e-3; break;  // ties, both signs
-            default: c = uniform(gen) < 0.3 ? kInf : uniform(gen);  // forbidden pairs
+            case 0:
+              c = uniform(gen);
+              break;  // random
+            case 1:
+              c = small_int(gen);
+              break;  // many ties
+            case 2:
+              c = -10.0 * uniform(gen);
+              break;  // negative
+            case 3:
+              c = normal(gen) * 1e12;
+              break;  // huge magnitudes
+            case 4:
+              c = std::round(normal(gen) * 3) * 1e-3;
+              break;  // ties, both signs
+            default:
+              c = uniform(gen) < 0.3 ? kInf : uniform(gen);  // forbidden pairs
           }
         }
         if (trial == 5 && brute_force(cost, n, m) == kInf) continue;  // infeasible: see below
@@ -178,21 +189,32 @@ TEST_CASE("linear_sum_assignment: empty matrices give empty results") {
 
 TEST_CASE("linear_sum_assignment: NaN, -inf, infeasible, wrong rank or dtype are loom::Errors") {
   const float inf = std::numeric_limits<float>::infinity();
-  expect_error([] { linear_sum_assignment(tensor({NAN, 1, 1, 1}, {2, 2})); },
-               {"linear_sum_assignment", "invalid numeric entries", "row 0, column 0"});
-  expect_error([&] { linear_sum_assignment(tensor({1, 1, 1, -inf}, {2, 2})); },
-               {"linear_sum_assignment", "invalid numeric entries", "-inf"});
+  expect_error(
+      [] {
+        linear_sum_assignment(tensor({NAN, 1, 1, 1}, {2, 2}));
+      },
+      {"linear_sum_assignment", "invalid numeric entries", "row 0, column 0"});
+  expect_error(
+      [&] {
+        linear_sum_assignment(tensor({1, 1, 1, -inf}, {2, 2}));
+      },
+      {"linear_sum_assignment", "invalid numeric entries", "-inf"});
   // scipy's test_linear_sum_assignment_input_inf: a column all +inf.
-  expect_error([&] { linear_sum_assignment(tensor({inf, 0, 0, inf, 1, 0, inf, 0, 1}, {3, 3})); },
-               {"linear_sum_assignment", "infeasible", "[3, 3]"});
+  expect_error(
+      [&] {
+        linear_sum_assignment(tensor({inf, 0, 0, inf, 1, 0, inf, 0, 1}, {3, 3}));
+      },
+      {"linear_sum_assignment", "infeasible", "[3, 3]"});
   // Two rows that can only use the same column.
-  expect_error([&] { linear_sum_assignment(tensor({1, inf, 2, inf}, {2, 2})); },
-               {"infeasible"});
+  expect_error([&] { linear_sum_assignment(tensor({1, inf, 2, inf}, {2, 2})); }, {"infeasible"});
   expect_error([] { linear_sum_assignment(zeros({3})); },
                {"linear_sum_assignment", "[n, m]", "[3]"});
   expect_error([] { linear_sum_assignment(zeros({2, 2, 2})); }, {"[2,2,2]"});
-  expect_error([] { linear_sum_assignment(tensor_i64({1, 2, 3, 4}, {2, 2})); },
-               {"linear_sum_assignment", "int64"});
+  expect_error(
+      [] {
+        linear_sum_assignment(tensor_i64({1, 2, 3, 4}, {2, 2}));
+      },
+      {"linear_sum_assignment", "int64"});
   expect_error([] { linear_sum_assignment(Tensor()); }, {"undefined"});
   expect_error([] { linear_sum_assignment(std::vector<double>(5), 2, 3); },
                {"linear_sum_assignment", "5 costs", "[2, 3]"});
