@@ -6,3 +6,6 @@
 #include "models/sampling.h"
 #include "models/swin.h"
 #include "models/vit.h"
+#include "models/detr.h"
+#include "models/linear_sum_assignment.h"
+#include "models/detr_loss.h"

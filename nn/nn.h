@@ -3,6 +3,7 @@
 
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
+#include "nn/frozen_batch_norm.h"
 #include "nn/checkpoint.h"
 #include "nn/container.h"
 #include "nn/conv2d.h"

@@ -1,0 +1,376 @@
+// DETR (Carion et al. 2020) in one file, in the order of facebookresearch/detr: configuration
+// and presets, position encoding, transformer layers, the model, the checkpoint loader.
+#include "models/detr.h"
+
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/checkpoint.h"
+#include "nn/feed_forward.h"
+#include "nn/init.h"
+#include "nn/safetensors.h"
+
+namespace loom::models {
+
+// ============================================================================ configuration
+
+DETRConfig DETRConfig::preset(const std::string& name) {
+  DETRConfig c;
+  if (name == "detr-r50") return c;  // the defaults are the paper's (sec. 4, "Technical details")
+  if (name == "detr-fmnist") {       // torch_ref.py's DETR
+    c.num_classes = 10;
+    c.backbone = "small";
+    c.in_channels = 1;
+    c.hidden = 128;
+    c.n_head = 4;
+    c.n_encoder_layers = c.n_decoder_layers = 3;
+    c.d_ff = 512;
+    c.num_queries = 10;
+    return c;
+  }
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  LOOM_FAIL("DETRConfig::preset: unknown preset '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> DETRConfig::preset_names() { return {"detr-r50", "detr-fmnist"}; }
+
+void DETRConfig::validate() const {
+  LOOM_CHECK(num_classes > 0 && in_channels > 0 && hidden > 0 && n_head > 0 &&
+                 n_encoder_layers >= 0 && n_decoder_layers > 0 && d_ff > 0 && num_queries > 0,
+             "DETRConfig: sizes must be positive (n_encoder_layers may be 0), got {}", to_string());
+  LOOM_CHECK(backbone == "resnet50" || backbone == "small",
+             "DETRConfig: backbone '{}' is neither 'resnet50' nor 'small'", backbone);
+  LOOM_CHECK(hidden % n_head == 0 && hidden % 2 == 0,
+             "DETRConfig: hidden {} must be even and a multiple of n_head {}", hidden, n_head);
+  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "DETRConfig: dropout {} outside [0, 1)", dropout);
+  if (backbone == "small") {
+    LOOM_CHECK(!small_channels.empty(), "DETRConfig: small_channels is empty");
+    for (int64_t c : small_channels)
+      LOOM_CHECK(c > 0, "DETRConfig: small_channels has a width {}", c);
+  } else {
+    LOOM_CHECK(resnet_layers.size() == 4 && resnet_width > 0,
+               "DETRConfig: resnet_layers needs 4 stages and resnet_width > 0, got {} stages and "
+               "width {}",
+               resnet_layers.size(), resnet_width);
+    for (int64_t n : resnet_layers)
+      LOOM_CHECK(n > 0, "DETRConfig: a ResNet stage has {} blocks", n);
+  }
+}
+
+int64_t DETRConfig::num_parameters() const {
+  const int64_t d = hidden, f = d_ff;
+  int64_t backbone_params = 0, channels = in_channels;
+  if (backbone == "small") {
+    for (int64_t c : small_channels) {  // conv 3x3 without bias + BatchNorm2d weight and bias
+      backbone_params += channels * c * 9 + 2 * c;
+      channels = c;
+    }
+  } else {  // conv1 7x7, then per Bottleneck 1x1 + 3x3 + 1x1 (+ the 1x1 projection); BN frozen
+    backbone_params = in_channels * resnet_width * 49;
+    channels = resnet_width;
+    for (size_t s = 0; s < resnet_layers.size(); ++s) {
+      const int64_t planes = resnet_width << s;
+      for (int64_t b = 0; b < resnet_layers[s]; ++b) {
+        backbone_params += channels * planes + planes * planes * 9 + planes * 4 * planes;
+        if (b == 0) backbone_params += channels * 4 * planes;  // stage 1 too: 64 -> 256
+        channels = 4 * planes;
+      }
+    }
+  }
+  const int64_t attention = 4 * d * d + 4 * d, ffn = 2 * d * f + f + d;
+  const int64_t encoder = n_encoder_layers * (attention + ffn + 4 * d);
+  const int64_t decoder = n_decoder_layers * (2 * attention + ffn + 6 * d) + 2 * d;
+  const int64_t heads = (d + 1) * (num_classes + 1) + 2 * (d * d + d) + 4 * d + 4;
+  return backbone_params + (channels * d + d) + encoder + decoder + num_queries * d + heads;
+}
+
+std::string DETRConfig::to_string() const {
+  return fmt::format(
+      "num_classes={}, backbone={}, in_channels={}, hidden={}, n_head={}, n_encoder_layers={}, "
+      "n_decoder_layers={}, d_ff={}, num_queries={}, dropout={}",
+      num_classes, backbone, in_channels, hidden, n_head, n_encoder_layers, n_decoder_layers, d_ff,
+      num_queries, dropout);
+}
+
+// ============================================================================ position encoding
+
+Tensor sine_position_embedding(const Tensor& mask, int64_t num_pos_feats, float temperature) {
+  // mask (B, h, w), 1 = padding -> (B, h, w, 2 npf)
+  LOOM_CHECK(mask.defined() && mask.dtype() == DType::Float32 && mask.dim() == 3 &&
+                 num_pos_feats > 0 && num_pos_feats % 2 == 0,
+             "sine_position_embedding: expected a float32 mask [B, h, w] and an even "
+             "num_pos_feats, got {} and {}",
+             mask.defined() ? shape_str(mask.shape()) : "undefined", num_pos_feats);
+  const int64_t h = mask.size(1), w = mask.size(2);
+  const Device dev = mask.device();
+  const Tensor not_mask = 1.0f - mask;  // (B, h, w)
+  // The official cumsum along rows and columns, as products with triangular matrices of ones.
+  const Tensor y_embed = matmul(tril(ones({h, h}, dev)), not_mask);  // (h,h) @ (B,h,w): (B,h,w)
+  const Tensor x_embed = matmul(not_mask, triu(ones({w, w}, dev)));  // (B,h,w) @ (w,w): (B,h,w)
+  // normalize=True: the last row / column becomes 2 pi (eps 1e-6 as the official code).
+  constexpr float eps = 1e-6f, scale = 2.0f * std::numbers::pi_v<float>;
+  const Tensor y = y_embed / (y_embed.narrow(1, h - 1, 1) + eps) * scale;  // (B, h, w)
+  const Tensor x = x_embed / (x_embed.narrow(2, w - 1, 1) + eps) * scale;  // (B, h, w)
+  // dim_t[k] = T^(2 floor(k/2) / npf): features 2i and 2i+1 share a frequency; the even ones
+  // take the sine, the odd ones the cosine (the official stack + flatten interleaves them).
+  std::vector<float> dim_t(num_pos_feats), odd(num_pos_feats);
+  for (int64_t k = 0; k < num_pos_feats; ++k) {
+    dim_t[k] =
+        std::pow(temperature, static_cast<float>(2 * (k / 2)) / static_cast<float>(num_pos_feats));
+    odd[k] = static_cast<float>(k % 2);
+  }
+  const Tensor freq = tensor(dim_t, {num_pos_feats}).to(dev),
+               is_odd = tensor(odd, {num_pos_feats}).to(dev);
+  auto encode = [&](const Tensor& v) {
+    const Tensor arg = v.unsqueeze(-1) / freq;  // (B, h, w, 1) / (npf): (B, h, w, npf)
+    return where(is_odd, cos(arg), sin(arg));   // (B, h, w, npf)
+  };
+  return cat({encode(y), encode(x)}, -1);  // (B, h, w, 2 npf), y first
+}
+
+// ============================================================================ transformer
+
+namespace {
+
+// Layers of the post-norm residual form x = norm(x + dropout(sublayer(x))) (Vaswani et al.
+// 2017, sec. 5.4), as DETR's forward_post.
+Tensor add_norm(const nn::LayerNorm& norm, const nn::Dropout& dropout, const Tensor& x,
+                const Tensor& y) {
+  return norm.forward(x + dropout.forward(y));
+}
+
+}  // namespace
+
+DETREncoderLayer::DETREncoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float p) {
+  self_attn = register_module("self_attn", std::make_shared<nn::MultiheadAttention>(d, n_head, p));
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, d_ff));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d));
+  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(d));
+  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(d));
+  dropout1 = register_module("dropout1", std::make_shared<nn::Dropout>(p));
+  dropout2 = register_module("dropout2", std::make_shared<nn::Dropout>(p));
+}
+
+Tensor DETREncoderLayer::forward(const Tensor& src, const Tensor& pos,
+                                 const Tensor& key_padding_mask) const {
+  // src, pos (B, S, d) -> (B, S, d). Positions go into queries and keys, not values (sec. 3.2).
+  const Tensor q = src + pos;  // (B, S, d)
+  Tensor x = add_norm(*norm1, *dropout1, src,
+                      self_attn->forward(q, q, src, Tensor(), key_padding_mask));  // (B, S, d)
+  const Tensor y = nn::feed_forward(x, *linear1, *linear2, nn::Activation::ReLU, *dropout);
+  return add_norm(*norm2, *dropout2, x, y);  // (B, S, d)
+}
+
+DETRDecoderLayer::DETRDecoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float p) {
+  self_attn = register_module("self_attn", std::make_shared<nn::MultiheadAttention>(d, n_head, p));
+  multihead_attn =
+      register_module("multihead_attn", std::make_shared<nn::MultiheadAttention>(d, n_head, p));
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, d_ff));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d));
+  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(d));
+  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(d));
+  norm3 = register_module("norm3", std::make_shared<nn::LayerNorm>(d));
+  dropout1 = register_module("dropout1", std::make_shared<nn::Dropout>(p));
+  dropout2 = register_module("dropout2", std::make_shared<nn::Dropout>(p));
+  dropout3 = register_module("dropout3", std::make_shared<nn::Dropout>(p));
+}
+
+Tensor DETRDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& pos,
+                                 const Tensor& query_pos,
+                                 const Tensor& memory_key_padding_mask) const {
+  // tgt (B, Q, d), memory (B, S, d) -> (B, Q, d)
+  // Self-attention among the object queries: the query embeddings are their positions.
+  const Tensor q = tgt + query_pos;                                            // (B, Q, d)
+  Tensor x = add_norm(*norm1, *dropout1, tgt, self_attn->forward(q, q, tgt));  // (B, Q, d)
+  // Cross-attention: queries (+ query_pos) look at the image features (+ pos).
+  const Tensor cross = multihead_attn->forward(x + query_pos, memory + pos, memory, Tensor(),
+                                               memory_key_padding_mask);  // (B, Q, d)
+  x = add_norm(*norm2, *dropout2, x, cross);
+  const Tensor y = nn::feed_forward(x, *linear1, *linear2, nn::Activation::ReLU, *dropout);
+  return add_norm(*norm3, *dropout3, x, y);  // (B, Q, d)
+}
+
+DETRTransformer::DETRTransformer(const DETRConfig& c) {
+  encoder = register_module("encoder", std::make_shared<nn::Module>());
+  encoder_layers = encoder->register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.n_encoder_layers; ++i)
+    encoder_layers->push_back(
+        std::make_shared<DETREncoderLayer>(c.hidden, c.n_head, c.d_ff, c.dropout));
+  decoder = register_module("decoder", std::make_shared<nn::Module>());
+  decoder_layers = decoder->register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.n_decoder_layers; ++i)
+    decoder_layers->push_back(
+        std::make_shared<DETRDecoderLayer>(c.hidden, c.n_head, c.d_ff, c.dropout));
+  decoder_norm = decoder->register_module("norm", std::make_shared<nn::LayerNorm>(c.hidden));
+  // DETR's Transformer._reset_parameters.
+  for (Tensor& p : parameters())
+    if (p.dim() > 1) nn::init::xavier_uniform_(p);
+}
+
+Tensor DETRTransformer::forward(const Tensor& src, const Tensor& key_padding_mask,
+                                const Tensor& query_embed, const Tensor& pos) const {
+  // src, pos (B, S, d); query_embed (Q, d) -> hs (L, B, Q, d)
+  const int64_t B = src.size(0), Q = query_embed.size(0), d = query_embed.size(1);
+  Tensor memory = src;
+  for (int64_t i = 0; i < encoder_layers->size(); ++i)
+    memory = encoder_layers->at<DETREncoderLayer>(i)->forward(memory, pos, key_padding_mask);
+  const Tensor query_pos = query_embed.unsqueeze(0).expand({B, Q, d});  // (B, Q, d), a view
+  Tensor tgt = zeros({B, Q, d}, src.device());                          // sec. 3.2: starts at 0
+  std::vector<Tensor> hs;
+  for (int64_t i = 0; i < decoder_layers->size(); ++i) {
+    tgt = decoder_layers->at<DETRDecoderLayer>(i)->forward(tgt, memory, pos, query_pos,
+                                                           key_padding_mask);
+    hs.push_back(decoder_norm->forward(tgt));  // the next layer gets the un-normed tgt
+  }
+  return stack(hs, 0);  // (L, B, Q, d)
+}
+
+DETRMLP::DETRMLP(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers->push_back(
+        std::make_shared<nn::Linear>(i == 0 ? in : hidden, i == num_layers - 1 ? out : hidden));
+}
+
+Tensor DETRMLP::forward(const Tensor& x) const {
+  Tensor y = x;
+  for (int64_t i = 0; i < layers->size(); ++i) {
+    y = layers->at<nn::Linear>(i)->forward(y);
+    if (i + 1 < layers->size()) y = relu(y);
+  }
+  return y;
+}
+
+// ============================================================================ model
+
+namespace {
+
+// facebookresearch/detr's Backbone: its ResNet trunk is registered as `body`, and the Joiner
+// (a Sequential of backbone and position encoding) puts it at backbone.0.body.
+class DETRBackbone : public nn::Module {
+ public:
+  explicit DETRBackbone(std::shared_ptr<ResNet> trunk) {
+    body = register_module("body", std::move(trunk));
+  }
+  std::shared_ptr<ResNet> body;
+};
+
+// Rows of a nearest-neighbour resize from `in` to `out` samples, as F.interpolate(mode=
+// 'nearest'): source floor(dst * in / out), the scale in float32.
+Tensor nearest_indices(int64_t in, int64_t out, Device device) {
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  std::vector<int64_t> index(out);
+  for (int64_t i = 0; i < out; ++i)
+    index[i] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(i) * scale)), in - 1);
+  return tensor_i64(index, {out}).to(device);
+}
+
+}  // namespace
+
+ResNetConfig DETR::resnet_config() const {
+  return {config_.in_channels, config_.resnet_layers, config_.resnet_width};
+}
+
+DETR::DETR(const DETRConfig& config) : config_(config) {
+  config.validate();
+  const int64_t d = config.hidden;
+  // Registered in the official DETR.__init__ order.
+  transformer = register_module("transformer", std::make_shared<DETRTransformer>(config));
+  class_embed =
+      register_module("class_embed", std::make_shared<nn::Linear>(d, config.num_classes + 1));
+  bbox_embed = register_module("bbox_embed", std::make_shared<DETRMLP>(d, d, 4, 3));
+  query_embed =
+      register_module("query_embed", std::make_shared<nn::Embedding>(config.num_queries, d));
+  int64_t channels = config.in_channels;
+  if (config.backbone == "small") {
+    // torch_ref.py: 4 x [Conv3x3 stride 2 pad 1 (no bias), BatchNorm2d, ReLU].
+    small_backbone = std::make_shared<nn::Sequential>();
+    for (int64_t c : config.small_channels) {
+      small_backbone->push_back(std::make_shared<nn::Conv2d>(channels, c, 3, 2, 1, false));
+      small_backbone->push_back(std::make_shared<nn::BatchNorm2d>(c));
+      small_backbone->push_back(std::make_shared<nn::ReLU>());
+      channels = c;
+    }
+    backbone = small_backbone;
+  } else {
+    resnet = std::make_shared<ResNet>(resnet_config());
+    auto joiner = std::make_shared<nn::ModuleList>();
+    joiner->push_back(std::make_shared<DETRBackbone>(resnet));
+    backbone = joiner;
+    channels = resnet_config().out_channels();
+  }
+  input_proj = register_module("input_proj", std::make_shared<nn::Conv2d>(channels, d, 1));
+  register_module("backbone", backbone);
+}
+
+void DETR::check_inputs(const Tensor& images, const Tensor& pixel_mask) const {
+  LOOM_CHECK(images.defined() && images.dtype() == DType::Float32 && images.dim() == 4 &&
+                 images.size(1) == config_.in_channels,
+             "DETR: expected float32 images [B, {}, H, W], got {} of shape {}", config_.in_channels,
+             images.defined() ? dtype_name(images.dtype()) : "undefined",
+             images.defined() ? shape_str(images.shape()) : "[]");
+  LOOM_CHECK(images.size(0) > 0 && images.size(2) > 0 && images.size(3) > 0,
+             "DETR: images of shape {} are empty", shape_str(images.shape()));
+  if (!pixel_mask.defined()) return;
+  const Shape expected = {images.size(0), images.size(2), images.size(3)};
+  LOOM_CHECK(pixel_mask.shape() == expected,
+             "DETR: pixel_mask of shape {} does not fit images {} (expected {})",
+             shape_str(pixel_mask.shape()), shape_str(images.shape()), shape_str(expected));
+}
+
+DETROutput DETR::forward(const Tensor& images, const Tensor& pixel_mask) {
+  // images (B, C, H, W), pixel_mask (B, H, W) nonzero = padding -> DETROutput
+  check_inputs(images, pixel_mask);
+  const Tensor features =
+      small_backbone ? small_backbone->forward(images) : resnet->forward(images);  // (B, Cb, h, w)
+  const int64_t B = images.size(0), h = features.size(2), w = features.size(3);
+  const int64_t d = config_.hidden;
+  const Device dev = images.device();
+  // The padding mask at feature resolution (backbone.py: F.interpolate, nearest), 1 = padding.
+  Tensor mask = zeros({B, h, w}, dev), key_padding;
+  if (pixel_mask.defined()) {
+    const Tensor m = ne(pixel_mask.to(DType::Float32), zeros({}, dev));  // (B, H, W) 0/1
+    mask = index_select(index_select(m, 1, nearest_indices(images.size(2), h, dev)), 2,
+                        nearest_indices(images.size(3), w, dev));  // (B, h, w)
+    key_padding = mask.reshape({B, h * w}).to(DType::Int64);       // (B, S), S = h w
+  }
+  const Tensor pos = sine_position_embedding(mask, d / 2).reshape({B, h * w, d});  // (B, S, d)
+  const Tensor projected = input_proj->forward(features);                          // (B, d, h, w)
+  const Tensor src = projected.flatten(2).transpose(1, 2);  // (B, d, S) -> (B, S, d)
+  const Tensor hs = transformer->forward(src, key_padding, query_embed->weight, pos);  // (L,B,Q,d)
+  // Both heads on every decoder layer at once: the auxiliary outputs (sec. 3.2).
+  const Tensor logits = class_embed->forward(hs);         // (L, B, Q, classes + 1)
+  const Tensor boxes = sigmoid(bbox_embed->forward(hs));  // (L, B, Q, 4)
+  const int64_t L = hs.size(0);
+  DETROutput out{logits.select(0, L - 1), boxes.select(0, L - 1), {}, {}};
+  for (int64_t i = 0; i + 1 < L; ++i) {
+    out.aux_logits.push_back(logits.select(0, i));
+    out.aux_boxes.push_back(boxes.select(0, i));
+  }
+  return out;
+}
+
+// ============================================================================ checkpoint
+
+void load_detr(DETR& model, const std::string& path) {
+  std::map<std::string, Tensor> state = nn::read_safetensors(path);
+  // The official checkpoint is {"model": state_dict, ...}; flattened, names carry "model.".
+  bool prefixed = !state.empty();
+  for (const auto& [name, t] : state) prefixed = prefixed && name.rfind("model.", 0) == 0;
+  if (prefixed) {
+    std::map<std::string, Tensor> stripped;
+    for (auto& [name, t] : state) stripped.emplace(name.substr(6), t);
+    state = std::move(stripped);
+  }
+  nn::load_state_dict(model, state, "load_detr: " + path);
+}
+
+}  // namespace loom::models
