@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
@@ -18,7 +19,10 @@ void show(const char* what, const Tensor& t, const Tensor& base) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  learn::parse_args(
+      argc, argv,
+      "Chapter 01 (docs/learn/01-tensors.md): the geometry of a tensor and of its views.");
   // 0, 1, ..., 11 in one storage of 12 floats, seen as 3 rows of 4.
   const Tensor x = arange_f(0, 12).reshape({3, 4});
   std::cout << "x =\n" << x << "\n\n";

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
@@ -20,9 +21,12 @@ void print_graph(const autograd::Node& node, int depth) {
   std::printf("%*s%s  (output %s)\n", 2 * depth, "", node.name.c_str(),
               shape_str(node.output_shape).c_str());
   for (const autograd::Edge& edge : node.inputs) {
-    if (edge.node) print_graph(*edge.node, depth + 1);
-    else if (edge.leaf) std::printf("%*sleaf %s\n", 2 * depth + 2, "", leaf_names[edge.leaf.get()].c_str());
-    else std::printf("%*s(no gradient needed)\n", 2 * depth + 2, "");
+    if (edge.node)
+      print_graph(*edge.node, depth + 1);
+    else if (edge.leaf)
+      std::printf("%*sleaf %s\n", 2 * depth + 2, "", leaf_names[edge.leaf.get()].c_str());
+    else
+      std::printf("%*s(no gradient needed)\n", 2 * depth + 2, "");
   }
 }
 
@@ -51,7 +55,10 @@ std::vector<float> finite_differences(Tensor& x, const std::function<float()>& e
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  learn::parse_args(argc, argv,
+                    "Chapter 02 (docs/learn/02-autograd.md): a recorded graph, its backward and "
+                    "finite differences.");
   manual_seed(0);
   Tensor a = randn({2, 3}).requires_grad_();
   Tensor b = randn({3}).requires_grad_();

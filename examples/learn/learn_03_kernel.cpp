@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
@@ -35,7 +36,10 @@ float max_difference(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  learn::parse_args(
+      argc, argv,
+      "Chapter 03 (docs/learn/03-kernels.md): one unary kernel on the CPU (and CUDA, if present).");
   const Tensor x = arange_f(-3.0f, 3.01f, 0.75f);  // 9 points
   const Tensor y = forward(x), dy = derivative(x, ones_like(x));
   const float eps = 1e-3f;

@@ -5,10 +5,13 @@
 #include <cstdio>
 #include <iostream>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
-int main() {
+int main(int argc, char** argv) {
+  learn::parse_args(argc, argv,
+                    "Chapter 04 (docs/learn/04-modules.md): Module, Linear, LayerNorm, Dropout.");
   manual_seed(0);
   auto linear = std::make_shared<nn::Linear>(4, 6);
   auto norm = std::make_shared<nn::LayerNorm>(6);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 namespace F = nn::functional;
@@ -37,7 +38,10 @@ struct CopyModel : nn::Module {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = argc > 1 ? argv[1] : "learn_05_attention.png";
+  const std::string out = learn::parse_args(
+      argc, argv,
+      "Chapter 05 (docs/learn/05-attention.md): the attention map of a tiny trained model.",
+      "learn_05_attention.png");
   manual_seed(0);
   CopyModel model;
   optim::AdamW opt(model.parameters(), 1e-2f, 0.9f, 0.999f, 1e-8f, 0.0f);
@@ -45,7 +49,8 @@ int main(int argc, char** argv) {
   for (int step = 0; step < 120; ++step) {
     const Tensor ids = randint(0, kVocab, {16, kLen});
     // Targets: the previous token; position 0 has none (ignore_index -100).
-    const Tensor target = cat({full({16, 1}, -100.0f).to(DType::Int64), ids.narrow(1, 0, kLen - 1)}, 1);
+    const Tensor target =
+        cat({full({16, 1}, -100.0f).to(DType::Int64), ids.narrow(1, 0, kLen - 1)}, 1);
     const Tensor loss = F::cross_entropy(model.forward(ids, nullptr), target);
     opt.zero_grad();
     loss.backward();
@@ -64,8 +69,8 @@ int main(int argc, char** argv) {
   for (int64_t id : ids.to_vector_i64()) labels.push_back(std::to_string(id));
   const data::Image left = data::labelled_heatmap(weights.select(0, 0), labels, labels,
                                                   "causal: query (row) -> key", 24);
-  const data::Image right = data::labelled_heatmap(padded.select(0, 0), labels, labels,
-                                                   "causal + 2 padded keys", 24);
+  const data::Image right =
+      data::labelled_heatmap(padded.select(0, 0), labels, labels, "causal + 2 padded keys", 24);
   data::write_png(data::tile({left, right}, 2, 8), out);
 
   std::printf("\nattention weights (row = query position, column = key position):\n");

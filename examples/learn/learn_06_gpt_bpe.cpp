@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
@@ -22,7 +23,9 @@ std::string pieces(const data::BPETokenizer& bpe, const std::vector<int64_t>& id
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  learn::parse_args(argc, argv,
+                    "Chapter 06 (docs/learn/06-gpt-bpe.md): BPE merges and a tiny GPT.");
   std::string corpus;
   for (int i = 0; i < 8; ++i) corpus += kText;
   const auto bpe = data::BPETokenizer::train(corpus, 256 + 20);  // 20 merges
@@ -39,8 +42,12 @@ int main() {
 
   // A GPT small enough to train in a second on the token stream.
   manual_seed(0);
-  models::GPTConfig config{.vocab_size = bpe.vocab_size(), .context = 16, .n_layer = 2,
-                           .n_head = 2, .d_model = 32, .dropout = 0.0f};
+  models::GPTConfig config{.vocab_size = bpe.vocab_size(),
+                           .context = 16,
+                           .n_layer = 2,
+                           .n_head = 2,
+                           .d_model = 32,
+                           .dropout = 0.0f};
   models::GPT gpt(config);
   std::printf("\nGPT %s: %lld parameters (the formula of GPTConfig::num_parameters: %lld)\n",
               config.to_string().c_str(), static_cast<long long>(gpt.num_parameters()),

@@ -7,11 +7,15 @@
 #include <cstdio>
 #include <string>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
 int main(int argc, char** argv) {
-  const std::string out = argc > 1 ? argv[1] : "learn_09_vit.png";
+  const std::string out = learn::parse_args(
+      argc, argv,
+      "Chapter 09 (docs/learn/09-vit.md): patches as tokens, and the shapes through ViT.",
+      "learn_09_vit.png");
   manual_seed(0);
   const models::ViTConfig config = models::ViTConfig::preset("vit-tiny-fmnist");
   models::ViT vit(config);
@@ -26,9 +30,10 @@ int main(int argc, char** argv) {
   const Tensor image = tensor(pixels, {1, 1, 28, 28});  // (B, C, H, W)
 
   // Eq. 1 by hand: x_p (B, N, P^2 C), patches row-major, each flattened (c, dy, dx).
-  const Tensor x_p = image.reshape({1, 1, side, p, side, p})  // (B, C, H/p, p, W/p, p)
-                         .permute({0, 2, 4, 1, 3, 5})         // (B, H/p, W/p, C, p, p)
-                         .reshape({1, side * side, p * p});   // (B, N, P^2 C)
+  const Tensor x_p = image
+                         .reshape({1, 1, side, p, side, p})            // (B, C, H/p, p, W/p, p)
+                         .permute({0, 2, 4, 1, 3, 5})                  // (B, H/p, W/p, C, p, p)
+                         .reshape({1, side * side, p * p});            // (B, N, P^2 C)
   const Tensor E = vit.patch_embed->proj->weight.reshape({D, p * p});  // (D, P^2 C)
   const Tensor by_hand = matmul(x_p, E.t()) + vit.patch_embed->proj->bias;  // (B, N, D)
   const Tensor by_conv = vit.patch_embed->forward(image);                   // (B, N, D)
@@ -54,7 +59,8 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < side * side; ++i)
     patches.push_back(data::resize_nearest(
         data::to_image(x_p.select(1, i).reshape({p, p}), 0.0f, 1.0f), 4 * p, 4 * p));
-  const data::Image whole = data::resize_nearest(data::to_image(image.reshape({28, 28}), 0, 1), 112, 112);
+  const data::Image whole =
+      data::resize_nearest(data::to_image(image.reshape({28, 28}), 0, 1), 112, 112);
   data::write_png(data::tile({whole, data::tile(patches, side, 4)}, 2, 16), out);
   std::printf("wrote %s\n", out.c_str());
   return diff < 1e-5f && logits.shape() == Shape{1, config.num_classes} ? 0 : 1;

@@ -6,12 +6,16 @@
 #include <cstdio>
 #include <string>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 namespace F = nn::functional;
 
 int main(int argc, char** argv) {
-  const std::string out = argc > 1 ? argv[1] : "learn_10_swin_mask.png";
+  const std::string out = learn::parse_args(
+      argc, argv,
+      "Chapter 10 (docs/learn/10-swin.md): Swin's shifted-window mask and relative position index.",
+      "learn_10_swin_mask.png");
   const int64_t r = 14, w = 7, s = 3, N = w * w;
 
   // The region of each position of the rolled map, as shifted_window_mask labels it: after
@@ -46,14 +50,14 @@ int main(int argc, char** argv) {
   // Left: the region map, 16 pixels a token, window borders in white. Right: the four masks,
   // 3 pixels a pair, yellow = attend (0), dark = blocked (-100).
   const int64_t cell = 16;
-  data::Image map = data::resize_nearest(data::heatmap(tensor(labels, {r, r}), 0.0f, 8.0f),
-                                         r * cell, r * cell);
+  data::Image map =
+      data::resize_nearest(data::heatmap(tensor(labels, {r, r}), 0.0f, 8.0f), r * cell, r * cell);
   data::fill_rect(map, w * cell - 1, 0, w * cell, r * cell - 1, {255, 255, 255});
   data::fill_rect(map, 0, w * cell - 1, r * cell - 1, w * cell, {255, 255, 255});
   std::vector<data::Image> masks;
   for (int64_t win = 0; win < mask.size(0); ++win)
-    masks.push_back(data::resize_nearest(data::heatmap(mask.select(0, win), -100.0f, 0.0f),
-                                         3 * N, 3 * N));
+    masks.push_back(
+        data::resize_nearest(data::heatmap(mask.select(0, win), -100.0f, 0.0f), 3 * N, 3 * N));
   data::write_png(data::tile({map, data::tile(masks, 2, 6)}, 2, 16), out);
   std::printf("wrote %s\n", out.c_str());
 

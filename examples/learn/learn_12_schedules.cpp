@@ -6,11 +6,15 @@
 #include <cstdio>
 #include <string>
 
+#include "examples/learn/learn.h"
 #include "loom.h"
 using namespace loom;
 
 int main(int argc, char** argv) {
-  const std::string out = argc > 1 ? argv[1] : "learn_12_schedules.png";
+  const std::string out = learn::parse_args(
+      argc, argv,
+      "Chapter 12 (docs/learn/12-optimizers.md): learning-rate schedules and one AdamW step.",
+      "learn_12_schedules.png");
   // nanoGPT-like: 100 warmup steps to 1e-3, cosine down to 1e-4 at step 1000; BERT-like linear.
   const int64_t warmup = 100, total = 1000;
   data::Series cosine{"warmup_cosine_lr", {}, {}}, linear{"warmup_linear_lr", {}, {}};
@@ -26,10 +30,18 @@ int main(int argc, char** argv) {
     noam.x.push_back(static_cast<double>(step));
     noam.y.push_back(optim::noam_lr(step, 512, 4000));
   }
-  data::save_plots(out, {{{cosine, linear}, {.title = "warmup, then decay", .x_label = "step",
-                                             .y_label = "learning rate", .width = 600, .height = 400}},
-                         {{noam}, {.title = "Noam (Transformer, sec. 5.3)", .x_label = "step",
-                                   .y_label = "learning rate", .width = 600, .height = 400}}});
+  data::save_plots(out, {{{cosine, linear},
+                          {.title = "warmup, then decay",
+                           .x_label = "step",
+                           .y_label = "learning rate",
+                           .width = 600,
+                           .height = 400}},
+                         {{noam},
+                          {.title = "Noam (Transformer, sec. 5.3)",
+                           .x_label = "step",
+                           .y_label = "learning rate",
+                           .width = 600,
+                           .height = 400}}});
   std::printf("warmup_cosine_lr: step 0 %.2e, 50 %.2e, 100 %.2e, 550 %.2e, 1000 %.2e\n",
               optim::warmup_cosine_lr(0, warmup, total, 1e-3f, 1e-4f),
               optim::warmup_cosine_lr(50, warmup, total, 1e-3f, 1e-4f),
@@ -46,8 +58,8 @@ int main(int argc, char** argv) {
   optim::AdamW opt({w}, lr, b1, b2, eps, wd);
   w.set_grad(full({1}, g));
   opt.step();
-  const float m = (1 - b1) * g, v = (1 - b2) * g * g;             // from m = v = 0, t = 1
-  const float m_hat = m / (1 - b1), v_hat = v / (1 - b2);         // bias corrections
+  const float m = (1 - b1) * g, v = (1 - b2) * g * g;      // from m = v = 0, t = 1
+  const float m_hat = m / (1 - b1), v_hat = v / (1 - b2);  // bias corrections
   const float by_hand = theta * (1 - lr * wd) - lr * m_hat / (std::sqrt(v_hat) + eps);
   std::printf("\nAdamW step 1 on w = %.1f with gradient %.1f: optimizer %.6f, by hand %.6f\n",
               theta, g, w.item(), by_hand);
