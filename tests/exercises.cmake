@@ -1,0 +1,42 @@
+# The exercises of docs/learn/: `ctest -L exercise-<name>` runs exactly the tests that check one
+# (the reference solution is the code in the tree). The doctest cases are discovered when their
+# binary is built, so ctest includes this file after them (tests/CMakeLists.txt adds it) and the
+# labels are set here; "docs: every exercise label selects its tests" fails if a test named here
+# is renamed, so a label cannot silently select nothing.
+
+# 02-autograd.md: write roll (autograd/ops_shape.cpp) again, with or without its own backward.
+set_tests_properties(
+  [==[autograd:gradcheck: roll by any shift, along one dim or several, on strided inputs]==]
+  [==[autograd:golden: roll by any shift, along one dim or several, matches PyTorch]==]
+  [==[core:roll rejects out-of-range dims and shifts that do not match the dims]==]
+  PROPERTIES LABELS exercise-roll)
+
+# 03-kernels.md: add GELU's tanh form (backends/unary_math.h) back to the unary table.
+set_tests_properties(
+  [==[autograd:gradcheck: unary functions on contiguous and strided inputs]==]
+  [==[autograd:golden: unary elementwise functions match PyTorch]==]
+  [==[core:cpu unary ops match the reference on contiguous, transposed and broadcast inputs]==]
+  [==[core:cpu unary_backward matches numerical derivatives of the reference ops]==]
+  [==[core:every op of the unary table (backends/unary_math.h) has a reference case here]==]
+  PROPERTIES LABELS exercise-gelu-tanh)
+
+# 04-modules.md: write the pre-norm branch of TransformerEncoderLayer::forward.
+set_tests_properties(
+  [==[nn:TransformerEncoderLayer matches PyTorch, norm_first both ways]==]
+  [==[nn:gradcheck: encoder and decoder layers]==]
+  PROPERTIES LABELS exercise-prenorm)
+
+# 10-swin.md: write shifted_window_mask (nn/window.cpp) from the paper's figure 4.
+set_tests_properties(
+  [==[nn:relative_position_index and shifted_window_mask equal the official buffers]==]
+  [==[models:Window attention with relative bias and shift mask: gradcheck]==]
+  [==[models:Swin loads the official state_dict (with its buffers) and matches PyTorch's logits]==]
+  PROPERTIES LABELS exercise-swin-mask)
+
+# 12-optimizers.md: write warmup_cosine_lr (optim/schedule.cpp).
+set_tests_properties(
+  [==[optim:warmup_cosine_lr matches linear warmup + half-cosine decay]==]
+  [==[optim:warmup == total decays straight to the end value]==]
+  [==[optim:schedules reject invalid arguments with loom::Error]==]
+  [==[optim:AdamW under warmup_cosine_lr follows PyTorch for 10 steps]==]
+  PROPERTIES LABELS exercise-schedule)
