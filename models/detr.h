@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,15 @@ struct DETRConfig {
   // Parameters of a DETR built from this config (FrozenBatchNorm2d statistics not counted).
   int64_t num_parameters() const;
   std::string to_string() const;
+
+  // As checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model from the file:
+  // {"model_type": "detr", "num_classes": "10", "backbone": "small", ..., "small_channels":
+  // "32,64,128,128", ...}. from_metadata reads them back (other keys are ignored; "model_type"
+  // may be absent); a missing or garbled key, another model_type or an invalid config is a
+  // loom::Error naming the key and `source` (the file).
+  std::map<std::string, std::string> to_metadata() const;
+  static DETRConfig from_metadata(const std::map<std::string, std::string>& metadata,
+                                  const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- blocks

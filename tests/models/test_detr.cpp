@@ -232,3 +232,29 @@ TEST_CASE("DETR rejects bad images and masks, naming DETR and the shapes") {
   expect_error([&] { models::load_detr(model, path); }, {"load_detr", path});
   std::filesystem::remove(path);
 }
+
+TEST_CASE("DETRConfig round-trips through checkpoint metadata; bad metadata names the key") {
+  for (const DETRConfig& c : {DETRConfig::preset("detr-r50"), DETRConfig::preset("detr-fmnist"),
+                              tiny_resnet_config(), tiny_small_config()}) {
+    const DETRConfig back = DETRConfig::from_metadata(c.to_metadata(), "test");
+    CHECK(back.to_string() == c.to_string());
+    CHECK(back.small_channels == c.small_channels);
+    CHECK(back.resnet_layers == c.resnet_layers);
+    CHECK(back.resnet_width == c.resnet_width);
+    CHECK(back.dropout == c.dropout);
+  }
+  auto meta = tiny_small_config().to_metadata();
+  CHECK(meta.at("small_channels") == "4,8,8");
+  meta.at("small_channels") = "4,x,8";
+  expect_error([&] { DETRConfig::from_metadata(meta, "ckpt.safetensors"); },
+               {"DETRConfig::from_metadata", "ckpt.safetensors", "small_channels"});
+  meta = tiny_small_config().to_metadata();
+  meta.erase("hidden");
+  expect_error([&] { DETRConfig::from_metadata(meta, "ckpt.safetensors"); }, {"hidden"});
+  meta = tiny_small_config().to_metadata();
+  meta.at("model_type") = "vit";
+  expect_error([&] { DETRConfig::from_metadata(meta, "f"); }, {"model_type", "vit", "detr"});
+  meta = tiny_small_config().to_metadata();
+  meta.at("n_head") = "3";
+  expect_error([&] { DETRConfig::from_metadata(meta, "f"); }, {"DETRConfig", "n_head 3"});
+}
