@@ -4,6 +4,7 @@
 // encoding and gradients (detr.safetensors, gen_detr.py), the pixel mask, and input errors.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -257,4 +258,16 @@ TEST_CASE("DETRConfig round-trips through checkpoint metadata; bad metadata name
   meta = tiny_small_config().to_metadata();
   meta.at("n_head") = "3";
   expect_error([&] { DETRConfig::from_metadata(meta, "f"); }, {"DETRConfig", "n_head 3"});
+}
+
+TEST_CASE("DETR-R50 at full size runs on a small image: 100 queries, 92 classes, 5 aux outputs") {
+  DETR model(DETRConfig::preset("detr-r50"));
+  CHECK(model.num_parameters() == 41524768);
+  model.eval();
+  NoGradGuard no_grad;
+  const auto out = model.forward(randn({1, 3, 64, 96}));  // C5 is 2 x 3
+  CHECK(out.logits.shape() == Shape{1, 100, 92});
+  CHECK(out.boxes.shape() == Shape{1, 100, 4});
+  CHECK(out.aux_logits.size() == 5);
+  CHECK(std::isfinite(sum(out.logits).item()));
 }
