@@ -411,6 +411,10 @@ DETROutput DETR::forward(const Tensor& images, const Tensor& pixel_mask) {
     mask = index_select(index_select(m, 1, nearest_indices(images.size(2), h, dev)), 2,
                         nearest_indices(images.size(3), w, dev));  // (B, h, w)
     key_padding = mask.reshape({B, h * w}).to(DType::Int64);       // (B, S), S = h w
+    // An image without one unpadded feature position would attend to nothing (NaN outputs).
+    LOOM_CHECK(max(mean(mask.reshape({B, h * w}), 1)).item() < 1.0f,
+               "DETR: an image of pixel_mask {} is all padding at the feature resolution {}x{}",
+               shape_str(pixel_mask.shape()), h, w);
   }
   const Tensor pos = sine_position_embedding(mask, d / 2).reshape({B, h * w, d});  // (B, S, d)
   const Tensor projected = input_proj->forward(features);                          // (B, d, h, w)

@@ -155,7 +155,8 @@ class DETR : public nn::Module {
   explicit DETR(const DETRConfig& config);
 
   // images float [B, C, H, W]; pixel_mask [B, H, W] float or int64, nonzero = padding
-  // (undefined = none), resized to the feature map by nearest neighbour as the official code.
+  // (undefined = none), resized to the feature map by nearest neighbour as the official code;
+  // an image left with no unpadded feature position is a loom::Error (it would give NaN).
   DETROutput forward(const Tensor& images, const Tensor& pixel_mask = Tensor());
 
   const DETRConfig& config() const { return config_; }

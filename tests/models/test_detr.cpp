@@ -223,6 +223,13 @@ TEST_CASE("DETR rejects bad images and masks, naming DETR and the shapes") {
         model.forward(randn({2, 1, 32, 24}), zeros({2, 32, 23}));
       },
       {"DETR", "pixel_mask", "[2,32,23]", "[2,32,24]"});
+  Tensor all_padding = zeros({2, 32, 24});
+  all_padding.narrow(0, 1, 1).fill_(1.0f);  // the second image is padding only
+  expect_error(
+      [&] {
+        model.forward(randn({2, 1, 32, 24}), all_padding);
+      },
+      {"DETR", "all padding", "4x3"});
   DETRConfig bad = tiny_small_config();
   bad.backbone = "vgg";
   expect_error([&] { DETR{bad}; }, {"DETRConfig", "vgg"});
