@@ -2,9 +2,12 @@
 // and presets, position encoding, transformer layers, the model, the checkpoint loader.
 #include "models/detr.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <type_traits>
 
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -96,6 +99,73 @@ std::string DETRConfig::to_string() const {
       "n_decoder_layers={}, d_ff={}, num_queries={}, dropout={}",
       num_classes, backbone, in_channels, hidden, n_head, n_encoder_layers, n_decoder_layers, d_ff,
       num_queries, dropout);
+}
+
+// ---------------------------------------------------------------------------- as metadata
+
+std::map<std::string, std::string> DETRConfig::to_metadata() const {
+  const auto text = [](auto value) { return fmt::format("{}", value); };  // reads back exactly
+  return {{"model_type", "detr"},
+          {"num_classes", text(num_classes)},
+          {"backbone", backbone},
+          {"in_channels", text(in_channels)},
+          {"hidden", text(hidden)},
+          {"n_head", text(n_head)},
+          {"n_encoder_layers", text(n_encoder_layers)},
+          {"n_decoder_layers", text(n_decoder_layers)},
+          {"d_ff", text(d_ff)},
+          {"num_queries", text(num_queries)},
+          {"dropout", text(dropout)},
+          {"small_channels", fmt::format("{}", fmt::join(small_channels, ","))},
+          {"resnet_layers", fmt::format("{}", fmt::join(resnet_layers, ","))},
+          {"resnet_width", text(resnet_width)}};
+}
+
+DETRConfig DETRConfig::from_metadata(const std::map<std::string, std::string>& metadata,
+                                     const std::string& source) {
+  const std::string where = "DETRConfig::from_metadata: " + source;
+  const auto text = [&](const char* key) -> const std::string& {
+    const auto it = metadata.find(key);
+    LOOM_CHECK(it != metadata.end(), "{}: missing key \"{}\"", where, key);
+    return it->second;
+  };
+  auto field = [&](const char* key, auto& value) {
+    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
+  };
+  // "32,64" -> {32, 64}, each item checked as one number.
+  auto list = [&](const char* key, std::vector<int64_t>& values) {
+    values.clear();
+    const std::string& all = text(key);
+    for (size_t begin = 0; begin <= all.size();) {
+      const size_t end = std::min(all.find(',', begin), all.size());
+      values.push_back(
+          nn::metadata_number<int64_t>({{key, all.substr(begin, end - begin)}}, key, where));
+      begin = end + 1;
+    }
+  };
+  const auto type = metadata.find("model_type");
+  LOOM_CHECK(type == metadata.end() || type->second == "detr",
+             "{}: \"model_type\" is '{}', not 'detr'", where, type->second);
+  DETRConfig c;
+  field("num_classes", c.num_classes);
+  c.backbone = text("backbone");
+  field("in_channels", c.in_channels);
+  field("hidden", c.hidden);
+  field("n_head", c.n_head);
+  field("n_encoder_layers", c.n_encoder_layers);
+  field("n_decoder_layers", c.n_decoder_layers);
+  field("d_ff", c.d_ff);
+  field("num_queries", c.num_queries);
+  field("dropout", c.dropout);
+  list("small_channels", c.small_channels);
+  list("resnet_layers", c.resnet_layers);
+  field("resnet_width", c.resnet_width);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    LOOM_FAIL("{}: {}", where, e.what());
+  }
+  return c;
 }
 
 // ============================================================================ position encoding
@@ -341,6 +411,10 @@ DETROutput DETR::forward(const Tensor& images, const Tensor& pixel_mask) {
     mask = index_select(index_select(m, 1, nearest_indices(images.size(2), h, dev)), 2,
                         nearest_indices(images.size(3), w, dev));  // (B, h, w)
     key_padding = mask.reshape({B, h * w}).to(DType::Int64);       // (B, S), S = h w
+    // An image without one unpadded feature position would attend to nothing (NaN outputs).
+    LOOM_CHECK(max(mean(mask.reshape({B, h * w}), 1)).item() < 1.0f,
+               "DETR: an image of pixel_mask {} is all padding at the feature resolution {}x{}",
+               shape_str(pixel_mask.shape()), h, w);
   }
   const Tensor pos = sine_position_embedding(mask, d / 2).reshape({B, h * w, d});  // (B, S, d)
   const Tensor projected = input_proj->forward(features);                          // (B, d, h, w)

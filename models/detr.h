@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,15 @@ struct DETRConfig {
   // Parameters of a DETR built from this config (FrozenBatchNorm2d statistics not counted).
   int64_t num_parameters() const;
   std::string to_string() const;
+
+  // As checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model from the file:
+  // {"model_type": "detr", "num_classes": "10", "backbone": "small", ..., "small_channels":
+  // "32,64,128,128", ...}. from_metadata reads them back (other keys are ignored; "model_type"
+  // may be absent); a missing or garbled key, another model_type or an invalid config is a
+  // loom::Error naming the key and `source` (the file).
+  std::map<std::string, std::string> to_metadata() const;
+  static DETRConfig from_metadata(const std::map<std::string, std::string>& metadata,
+                                  const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- blocks
@@ -145,7 +155,8 @@ class DETR : public nn::Module {
   explicit DETR(const DETRConfig& config);
 
   // images float [B, C, H, W]; pixel_mask [B, H, W] float or int64, nonzero = padding
-  // (undefined = none), resized to the feature map by nearest neighbour as the official code.
+  // (undefined = none), resized to the feature map by nearest neighbour as the official code;
+  // an image left with no unpadded feature position is a loom::Error (it would give NaN).
   DETROutput forward(const Tensor& images, const Tensor& pixel_mask = Tensor());
 
   const DETRConfig& config() const { return config_; }

@@ -61,8 +61,14 @@ Tensor cost_matrix(const Tensor& logits, const Tensor& boxes, const Tensor& labe
   const Tensor prob = softmax(logits.flatten(0, 1), -1);     // (B Q, classes + 1)
   const Tensor out_boxes = boxes.flatten(0, 1);              // (B Q, 4)
   const Tensor cost_class = -index_select(prob, 1, labels);  // (B Q, T)
-  // torch.cdist(p=1): (B Q, 1, 4) - (1, T, 4) -> (B Q, T, 4) -> (B Q, T)
-  const Tensor cost_bbox = sum(abs(out_boxes.unsqueeze(1) - target_boxes.unsqueeze(0)), -1);
+  // torch.cdist(p=1), one coordinate at a time: (B Q, 1) - (1, T) -> (B Q, T), summed over the 4
+  // (broadcasting rows against a contiguous row is faster than a (B Q, T, 4) difference).
+  const Tensor target_coords = target_boxes.t().contiguous();  // (4, T)
+  Tensor cost_bbox;
+  for (int64_t k = 0; k < 4; ++k) {
+    const Tensor d = abs(out_boxes.narrow(1, k, 1) - target_coords.narrow(0, k, 1));  // (B Q, T)
+    cost_bbox = k == 0 ? d : cost_bbox + d;
+  }
   const Tensor cost_giou = -fn::generalized_box_iou(fn::box_cxcywh_to_xyxy(out_boxes),
                                                     fn::box_cxcywh_to_xyxy(target_boxes));
   return c.cost_bbox * cost_bbox + c.cost_class * cost_class + c.cost_giou * cost_giou;

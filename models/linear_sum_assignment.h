@@ -10,8 +10,9 @@
 // pp. 1685-1686) gives it, which scipy's rectangular_lsap.cpp implements: one row at a time is
 // added to the matching along a Dijkstra shortest path in the reduced costs, and the dual
 // variables u (rows) and v (columns) are updated so the reduced costs stay non-negative.
-// Ties are broken as scipy does (a constant matrix gives the identity), so on a matrix without
-// ties both give the same pairs; with ties both give a least-cost assignment.
+// The search visits columns and breaks ties in scipy's order (a constant matrix gives the
+// identity), so both return the same pairs, ties included (tests/golden/gen_lsa.py checks it on
+// matrices of small integers), as long as the double arithmetic rounds the same way.
 //
 // Conventions (scipy's): costs are summed in double; +inf marks a forbidden pair; NaN and -inf
 // are invalid; an n x 0 or 0 x m matrix gives two empty vectors.

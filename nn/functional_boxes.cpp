@@ -28,14 +28,27 @@ void check_xyxy(const Tensor& boxes, const char* op) {
              shape_str(boxes.shape()));
 }
 
-Tensor area(const Tensor& xyxy) {
-  return (xyxy.select(-1, 2) - xyxy.select(-1, 0)) * (xyxy.select(-1, 3) - xyxy.select(-1, 1));
+// The coordinates x0, y0, x1, y1 of xyxy boxes [..., 4] as four contiguous planes [...]: the
+// pairwise broadcasts below ([N, 1] against [1, M]) then run along whole rows, several times
+// faster than over [..., 2] corner pairs. The arithmetic per element is unchanged.
+struct Corners {
+  Tensor x0, y0, x1, y1;
+};
+
+Corners corners(const Tensor& xyxy) {
+  Shape order = {xyxy.dim() - 1};  // the coordinate axis first: [4, ...]
+  for (int64_t d = 0; d + 1 < xyxy.dim(); ++d) order.push_back(d);
+  const Tensor planes = xyxy.permute(order).contiguous();
+  return {planes.select(0, 0), planes.select(0, 1), planes.select(0, 2), planes.select(0, 3)};
 }
 
-// Product of the clamped extents: the area of [lo, hi] boxes given as [..., 2] corners.
-Tensor clamped_area(const Tensor& lo, const Tensor& hi) {
-  const Tensor wh = clamp(hi - lo, 0.0f, std::numeric_limits<float>::infinity());  // [..., 2]
-  return wh.select(-1, 0) * wh.select(-1, 1);
+Tensor area(const Corners& c) { return (c.x1 - c.x0) * (c.y1 - c.y0); }
+
+// The area of the box [lo_x, hi_x] x [lo_y, hi_y], 0 when it is empty.
+Tensor clamped_area(const Tensor& lo_x, const Tensor& hi_x, const Tensor& lo_y,
+                    const Tensor& hi_y) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  return clamp(hi_x - lo_x, 0.0f, inf) * clamp(hi_y - lo_y, 0.0f, inf);
 }
 
 struct Overlap {
@@ -43,12 +56,13 @@ struct Overlap {
 };
 
 // IoU, union and smallest-enclosing-box area of a and b, broadcast against each other.
-Overlap overlap(const Tensor& a, const Tensor& b) {
-  const Tensor a_lo = a.narrow(-1, 0, 2), a_hi = a.narrow(-1, 2, 2);
-  const Tensor b_lo = b.narrow(-1, 0, 2), b_hi = b.narrow(-1, 2, 2);
-  const Tensor inter = clamped_area(maximum(a_lo, b_lo), minimum(a_hi, b_hi));
+Overlap overlap(const Tensor& a_boxes, const Tensor& b_boxes) {
+  const Corners a = corners(a_boxes), b = corners(b_boxes);
+  const Tensor inter = clamped_area(maximum(a.x0, b.x0), minimum(a.x1, b.x1), maximum(a.y0, b.y0),
+                                    minimum(a.y1, b.y1));
   const Tensor union_area = area(a) + area(b) - inter;
-  const Tensor enclosing = clamped_area(minimum(a_lo, b_lo), maximum(a_hi, b_hi));
+  const Tensor enclosing = clamped_area(minimum(a.x0, b.x0), maximum(a.x1, b.x1),
+                                        minimum(a.y0, b.y0), maximum(a.y1, b.y1));
   return {inter / union_area, union_area, enclosing};
 }
 

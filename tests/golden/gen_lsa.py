@@ -7,8 +7,8 @@ in float64 on the float32 values). Writes lsa.safetensors next to this script:
     <case>.rows    int64 [min(n, m)]   scipy's row indices (ascending)
     <case>.cols    int64 [min(n, m)]   scipy's column indices
     <case>.total   float32 []          sum of cost[rows, cols], computed in float64
-The test compares totals (a tie may legitimately pick other pairs) and, for the cases without
-ties (continuous random costs), the pairs themselves.
+The test compares the totals and the pairs themselves: loom's solver searches and breaks ties
+as scipy's rectangular_lsap.cpp does, so even the integer cases with many ties give scipy's pairs.
 
 Run: /usr/bin/python3 tests/golden/gen_lsa.py   (from anywhere)
 """

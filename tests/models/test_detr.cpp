@@ -4,6 +4,7 @@
 // encoding and gradients (detr.safetensors, gen_detr.py), the pixel mask, and input errors.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -222,6 +223,13 @@ TEST_CASE("DETR rejects bad images and masks, naming DETR and the shapes") {
         model.forward(randn({2, 1, 32, 24}), zeros({2, 32, 23}));
       },
       {"DETR", "pixel_mask", "[2,32,23]", "[2,32,24]"});
+  Tensor all_padding = zeros({2, 32, 24});
+  all_padding.narrow(0, 1, 1).fill_(1.0f);  // the second image is padding only
+  expect_error(
+      [&] {
+        model.forward(randn({2, 1, 32, 24}), all_padding);
+      },
+      {"DETR", "all padding", "4x3"});
   DETRConfig bad = tiny_small_config();
   bad.backbone = "vgg";
   expect_error([&] { DETR{bad}; }, {"DETRConfig", "vgg"});
@@ -231,4 +239,42 @@ TEST_CASE("DETR rejects bad images and masks, naming DETR and the shapes") {
   const std::string path = write_state_dict("r.");
   expect_error([&] { models::load_detr(model, path); }, {"load_detr", path});
   std::filesystem::remove(path);
+}
+
+TEST_CASE("DETRConfig round-trips through checkpoint metadata; bad metadata names the key") {
+  for (const DETRConfig& c : {DETRConfig::preset("detr-r50"), DETRConfig::preset("detr-fmnist"),
+                              tiny_resnet_config(), tiny_small_config()}) {
+    const DETRConfig back = DETRConfig::from_metadata(c.to_metadata(), "test");
+    CHECK(back.to_string() == c.to_string());
+    CHECK(back.small_channels == c.small_channels);
+    CHECK(back.resnet_layers == c.resnet_layers);
+    CHECK(back.resnet_width == c.resnet_width);
+    CHECK(back.dropout == c.dropout);
+  }
+  auto meta = tiny_small_config().to_metadata();
+  CHECK(meta.at("small_channels") == "4,8,8");
+  meta.at("small_channels") = "4,x,8";
+  expect_error([&] { DETRConfig::from_metadata(meta, "ckpt.safetensors"); },
+               {"DETRConfig::from_metadata", "ckpt.safetensors", "small_channels"});
+  meta = tiny_small_config().to_metadata();
+  meta.erase("hidden");
+  expect_error([&] { DETRConfig::from_metadata(meta, "ckpt.safetensors"); }, {"hidden"});
+  meta = tiny_small_config().to_metadata();
+  meta.at("model_type") = "vit";
+  expect_error([&] { DETRConfig::from_metadata(meta, "f"); }, {"model_type", "vit", "detr"});
+  meta = tiny_small_config().to_metadata();
+  meta.at("n_head") = "3";
+  expect_error([&] { DETRConfig::from_metadata(meta, "f"); }, {"DETRConfig", "n_head 3"});
+}
+
+TEST_CASE("DETR-R50 at full size runs on a small image: 100 queries, 92 classes, 5 aux outputs") {
+  DETR model(DETRConfig::preset("detr-r50"));
+  CHECK(model.num_parameters() == 41524768);
+  model.eval();
+  NoGradGuard no_grad;
+  const auto out = model.forward(randn({1, 3, 64, 96}));  // C5 is 2 x 3
+  CHECK(out.logits.shape() == Shape{1, 100, 92});
+  CHECK(out.boxes.shape() == Shape{1, 100, 4});
+  CHECK(out.aux_logits.size() == 5);
+  CHECK(std::isfinite(sum(out.logits).item()));
 }
