@@ -6,3 +6,5 @@
 #include "models/sampling.h"
 #include "models/swin.h"
 #include "models/vit.h"
+#include "models/beam_search.h"
+#include "models/transformer.h"
