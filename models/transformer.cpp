@@ -304,13 +304,12 @@ void Transformer::init_weights() {
   }
 }
 
-void Transformer::check_ids(const Tensor& ids, const char* what, int64_t vocab) const {
+void Transformer::check_ids(const Tensor& ids, const char* what) const {
   LOOM_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
              "Transformer: {} must be int64 [B, L] with B, L > 0, got {} {}", what,
              dtype_name(ids.dtype()), shape_str(ids.shape()));
   LOOM_CHECK(ids.size(1) <= config_.max_len, "Transformer: {} {} is longer than max_len {}", what,
              shape_str(ids.shape()), config_.max_len);
-  (void)vocab;  // each id is range-checked by the embedding lookup
 }
 
 Tensor Transformer::key_padding_mask(const Tensor& ids) const {
@@ -328,7 +327,7 @@ Tensor Transformer::embed(const Tensor& ids, const nn::Embedding& table, int64_t
 }
 
 Tensor Transformer::encode(const Tensor& src) {
-  check_ids(src, "src", config_.src_vocab_size);
+  check_ids(src, "src");
   const Tensor src_mask = key_padding_mask(src);
   Tensor x = embed(src, *emb);  // (B, S, D)
   for (const auto& layer : enc_list_) x = layer->forward(x, src_mask);
@@ -337,7 +336,7 @@ Tensor Transformer::encode(const Tensor& src) {
 
 Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask,
                            std::vector<Tensor>* cross_attentions) {
-  check_ids(tgt, "tgt", config_.tgt_vocab_size);
+  check_ids(tgt, "tgt");
   LOOM_CHECK(
       memory.dim() == 3 && memory.size(0) == tgt.size(0) && memory.size(2) == config_.d_model,
       "Transformer::decode: memory {} does not fit tgt {} and d_model {}",
@@ -365,8 +364,8 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt,
                             std::vector<Tensor>* cross_attentions) {
-  check_ids(src, "src", config_.src_vocab_size);
-  check_ids(tgt, "tgt", config_.tgt_vocab_size);
+  check_ids(src, "src");
+  check_ids(tgt, "tgt");
   LOOM_CHECK(src.size(0) == tgt.size(0),
              "Transformer::forward: src {} and tgt {} batch sizes differ", shape_str(src.shape()),
              shape_str(tgt.shape()));
@@ -400,8 +399,7 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
              capacity, config_.max_len, repeat);
   NoGradGuard no_grad;
   const Tensor memory = encode(src);  // (B, S, D)
-  const int64_t B = src.size(0), S = src.size(1), R = B * repeat, h = config_.n_head,
-                hd = config_.d_model / h;
+  const int64_t B = src.size(0), R = B * repeat, h = config_.n_head, hd = config_.d_model / h;
   // Each sentence's rows side by side (sentence-major beams): row r belongs to sentence r / repeat.
   std::vector<int64_t> sentence(static_cast<size_t>(R));
   for (int64_t r = 0; r < R; ++r) sentence[static_cast<size_t>(r)] = r / repeat;
@@ -415,7 +413,6 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
     cache.self_keys.push_back(zeros({R, h, capacity, hd}, src.device()));
     cache.self_values.push_back(zeros({R, h, capacity, hd}, src.device()));
   }
-  (void)S;
   return cache;
 }
 

@@ -229,7 +229,8 @@ class Transformer : public nn::Module {
  private:
   // ids (B, L) starting at position `start` -> emb * sqrt(D) + PE, dropped out.
   Tensor embed(const Tensor& ids, const nn::Embedding& table, int64_t start = 0) const;
-  void check_ids(const Tensor& ids, const char* what, int64_t vocab) const;
+  // ids int64 [B, L], 0 < L <= max_len (each id is range-checked by the embedding lookup).
+  void check_ids(const Tensor& ids, const char* what) const;
   void init_weights();
 
   TransformerConfig config_;

@@ -228,6 +228,7 @@ TEST_CASE("Transformer rejects bad ids and configs, naming the op and the values
         model.forward(tensor_i64({1, 2, 3, 4}, {2, 2}), tgt);
       },
       {"batch", "[2,2]", "[1,2]"});
+  expect_error([&] { model.forward(tensor_i64({1, 11}, {1, 2}), tgt); }, {"11"});  // vocab 11
   TransformerConfig c = tiny_config();
   c.n_head = 3;
   expect_error([&] { Transformer bad(c); }, {"d_model 16", "n_head 3"});
