@@ -54,6 +54,20 @@ std::string first_alternative(const std::string& s) {
   return std::string(trim(std::string_view(s).substr(0, cut)));
 }
 
+// Without its closed "(...)" groups (explanations such as "(bis in die Nacht hinein arbeiten)").
+std::string drop_parentheticals(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const size_t end = s[i] == '(' ? s.find(')', i + 1) : std::string::npos;
+    if (end != std::string::npos) {
+      i = end;
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
 bool ends_sentence(const std::string& s) {
   return !s.empty() && (s.back() == '.' || s.back() == '?' || s.back() == '!');
 }
@@ -194,7 +208,8 @@ std::vector<TranslationPair> tagged_pairs(std::string_view definition, std::vect
   const size_t ipa = head.find(" /");
   if (ipa != std::string_view::npos) head = head.substr(0, ipa);
   const std::string english = strip_annotations(head);
-  const std::string german = first_alternative(strip_annotations(lines[1]));
+  const std::string german =
+      first_alternative(strip_annotations(drop_parentheticals(std::string(lines[1]))));
   if (!english.empty() && !german.empty() && lines[1].find('"') == std::string_view::npos) {
     pairs.push_back({english, german});
     example.push_back(false);

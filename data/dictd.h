@@ -73,7 +73,8 @@ struct TranslationPair {
 // cuts at " /".)
 std::string strip_annotations(std::string_view text);
 
-// The pairs of one definition, in order: headword -> first translation, then every example.
+// The pairs of one definition, in order: headword -> first translation (its "(...)"
+// explanations dropped), then every example.
 // An example whose English ends in . ? ! keeps its whole German side; a phrase keeps the first
 // of its ", " / "; " separated alternatives.
 std::vector<TranslationPair> definition_pairs(std::string_view definition);

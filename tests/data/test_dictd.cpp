@@ -117,6 +117,9 @@ TEST_CASE("FreeDict annotations are stripped and a definition gives headword and
                                     "Ich bin sicher, dass wir uns irgendwie einigen können."});
   CHECK(pairs[2] == TranslationPair{"by arrangement", "nach Vereinbarung"});  // first alternative
   CHECK(definition_pairs("just one line").empty());
+  CHECK(definition_pairs("burn the midnight oil /x/\neine Nachtschicht einlegen (bis in die "
+                         "Nacht hinein arbeiten, lernen) [übtr.], lange aufbleiben\n") ==
+        std::vector<TranslationPair>{{"burn the midnight oil", "eine Nachtschicht einlegen"}});
 }
 
 TEST_CASE("extract_pairs deduplicates by English, skips metadata, limits length and kinds") {
