@@ -5,7 +5,7 @@
 // label smoothing 0.1, gradient clipping; validation loss and sample translations every
 // --eval-every steps; checkpoint + exact resume; log.csv and loss.png.
 //
-//   train_translate                          the README run (seq2seq-mini, ~10 min on 2 cores)
+//   train_translate --minutes 10             seq2seq-mini, steps planned to fill 10 minutes
 //   train_translate --steps 200 --out run1   a shorter run; `--resume` continues it exactly
 //   train_translate --dump-data DIR          also writes the splits (English TAB German per
 //                                            line) for a PyTorch reference on the same data
@@ -49,6 +49,7 @@ struct Options {
   std::string dump_data;
   // optimisation
   int64_t steps = 1200, batch_tokens = 2500, warmup = 400;
+  double minutes = 0;  // > 0: plan the steps to fill this much training time
   float lr_factor = 1.0f, label_smoothing = 0.1f, grad_clip = 1.0f;
   // progress, evaluation, checkpoints
   int64_t log_every = 20, eval_every = 200, eval_pairs = 400, samples = 4, beam = 4;
@@ -94,6 +95,10 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
                 "write train.tsv / valid.tsv / test.tsv (English TAB German) here");
   CLI::App* t = app.add_option_group("Optimisation");
   CLI::Option* steps = t->add_option("--steps", o.steps, "optimizer steps")->check(positive);
+  t->add_option("--minutes", o.minutes,
+                "plan the steps so that training takes this long, from the speed of steps 2-11 "
+                "(0 = use --steps; a resumed run keeps its plan)")
+      ->check(cli::finite_non_negative);
   t->add_option("--batch-tokens", o.batch_tokens, "target tokens (padding included) per batch")
       ->check(positive);
   t->add_option("--warmup", o.warmup, "Noam warmup steps (the paper: 4000 of 100k)")
@@ -349,6 +354,8 @@ int main(int argc, char** argv) try {
   model.train();
   optim::ProgressMeter progress(o.batch_tokens);
   std::vector<size_t> order = epoch_order(batches.size(), o.seed, epoch);
+  const bool plan = o.minutes > 0 && !o.resume;
+  double t_step1 = 0;
   for (int64_t step = start; step < total; ++step) {
     if (index == static_cast<int64_t>(batches.size())) {
       ++epoch;
@@ -368,6 +375,13 @@ int main(int argc, char** argv) try {
     LOOM_CHECK(std::isfinite(loss_value), "train_translate: loss {} at step {}", loss_value, step);
     progress.add(loss_value);
     const int64_t done = step + 1;
+    if (plan && done == 1) t_step1 = progress.elapsed();  // the first step has one-off costs
+    if (plan && done == 11) {
+      const double per_step = (progress.elapsed() - t_step1) / 10;
+      total = std::max(
+          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
+      fmt::print("planned steps: {} ({:.0f} ms/step)\n", total, per_step * 1e3);
+    }
     if (done % o.log_every == 0 || done == total)
       fmt::print("{}\n", progress.line(done, total, lr));
     double val_loss = std::numeric_limits<double>::quiet_NaN(), bleu = val_loss;
