@@ -382,15 +382,15 @@ void DecoderCache::reorder(const std::vector<int64_t>& rows, bool within_sentenc
   const Tensor index = tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device());
   for (size_t l = 0; l < self_keys.size(); ++l) {
     for (Tensor* t : {&self_keys[l], &self_values[l]}) {
-      Tensor filled = t->narrow(2, 0, length);  // (R, h, length, hd)
-      filled.copy_(index_select(filled, 0, index));
+      Tensor filled = t->narrow(2, 0, length);       // (R, h, length, hd)
+      filled.copy_(index_select(filled, 0, index));  // (R, h, length, hd)
     }
     if (!within_sentence) {
-      cross_keys[l] = index_select(cross_keys[l], 0, index);
-      cross_values[l] = index_select(cross_values[l], 0, index);
+      cross_keys[l] = index_select(cross_keys[l], 0, index);      // (R, h, S, hd)
+      cross_values[l] = index_select(cross_values[l], 0, index);  // (R, h, S, hd)
     }
   }
-  if (!within_sentence) src_mask = index_select(src_mask, 0, index);
+  if (!within_sentence) src_mask = index_select(src_mask, 0, index);  // (R, 1, 1, S)
 }
 
 DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, int64_t repeat) {
