@@ -375,7 +375,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt,
 
 // ============================================================================ incremental decoding
 
-void DecoderCache::reorder(const std::vector<int64_t>& rows, bool within_sentence) {
+void DecoderCache::reorder(const std::vector<int64_t>& rows) {
   LOOM_CHECK(static_cast<int64_t>(rows.size()) == this->rows(),
              "DecoderCache::reorder: {} rows given for a cache of {}", rows.size(), this->rows());
   NoGradGuard no_grad;
@@ -385,12 +385,7 @@ void DecoderCache::reorder(const std::vector<int64_t>& rows, bool within_sentenc
       Tensor filled = t->narrow(2, 0, length);       // (R, h, length, hd)
       filled.copy_(index_select(filled, 0, index));  // (R, h, length, hd)
     }
-    if (!within_sentence) {
-      cross_keys[l] = index_select(cross_keys[l], 0, index);      // (R, h, S, hd)
-      cross_values[l] = index_select(cross_values[l], 0, index);  // (R, h, S, hd)
-    }
   }
-  if (!within_sentence) src_mask = index_select(src_mask, 0, index);  // (R, 1, 1, S)
 }
 
 DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, int64_t repeat) {

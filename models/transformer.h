@@ -169,10 +169,10 @@ struct DecoderCache {
   Tensor src_mask;                               // additive (R, 1, 1, S)
   int64_t length = 0;                            // target positions decoded so far
   int64_t rows() const { return src_mask.size(0); }
-  // Row i continues from row rows[i] (beam search): the self-attention caches are gathered;
-  // the cross-attention ones need not be when rows stay within their sentence (they do in
-  // beam search, whose beams are sentence-major), so `within_sentence` skips them.
-  void reorder(const std::vector<int64_t>& rows, bool within_sentence = true);
+  // Row i continues from row rows[i] (beam search): the self-attention caches are gathered.
+  // rows[i] must belong to the same sentence as row i (beams are sentence-major), so the
+  // cross-attention keys/values and the source mask stay as they are.
+  void reorder(const std::vector<int64_t>& rows);
 };
 
 // ---------------------------------------------------------------------------- model
