@@ -9,3 +9,5 @@
 #include "models/detr.h"
 #include "models/linear_sum_assignment.h"
 #include "models/detr_loss.h"
+#include "models/beam_search.h"
+#include "models/transformer.h"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/data_test_util.h"
+#include "data/gzip_util.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 
@@ -19,6 +20,7 @@ using loom::Shape;
 using loom::Tensor;
 using loom::testing::check_error;
 using loom::testing::TempDir;
+using loom::testing::gzip;
 using loom::testing::write_file;
 namespace data = loom::data;
 
@@ -31,21 +33,6 @@ std::string idx_bytes(const std::vector<uint32_t>& dims, const std::string& payl
   for (uint32_t d : dims)
     for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((d >> shift) & 0xff);
   return out + payload;
-}
-
-// `text` as a gzip stream (deflate with the gzip wrapper: windowBits 16 + 15).
-std::string gzip(const std::string& text) {
-  z_stream zs{};
-  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string out(deflateBound(&zs, text.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
 }
 
 std::string bytes_of(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }

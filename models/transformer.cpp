@@ -1,0 +1,434 @@
+// The encoder-decoder Transformer (Vaswani et al. 2017) in one file, in the order of the
+// Annotated Transformer: configuration, attention, encoder and decoder layers, the model, and
+// the pieces of incremental decoding (the decoding loops are in beam_search.cpp).
+#include "models/transformer.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "nn/checkpoint.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace loom::models {
+
+// ============================================================================ configuration
+
+TransformerConfig TransformerConfig::preset(const std::string& name) {
+  TransformerConfig c;  // the defaults are seq2seq-mini's sizes
+  if (name == "seq2seq-mini") {
+    c.dropout = 0.0f;  // torch_ref.py's Seq2Seq has no dropout
+    return c;
+  }
+  if (name == "transformer-base") {  // table 3, "base"; a shared 37k BPE vocabulary (sec. 5.1)
+    c.src_vocab_size = c.tgt_vocab_size = 37000;
+    c.d_model = 512;
+    c.n_head = 8;
+    c.n_encoder_layers = c.n_decoder_layers = 6;
+    c.d_ff = 2048;
+    c.dropout = 0.1f;
+    return c;
+  }
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  LOOM_FAIL("TransformerConfig::preset: unknown preset '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> TransformerConfig::preset_names() {
+  return {"seq2seq-mini", "transformer-base"};
+}
+
+void TransformerConfig::validate() const {
+  LOOM_CHECK(src_vocab_size > 0 && tgt_vocab_size > 0 && d_model > 0 && n_head > 0 &&
+                 n_encoder_layers > 0 && n_decoder_layers > 0 && d_ff > 0 && max_len > 0,
+             "TransformerConfig: every size must be positive, got {}", to_string());
+  LOOM_CHECK(d_model % n_head == 0, "TransformerConfig: d_model {} is not a multiple of n_head {}",
+             d_model, n_head);
+  LOOM_CHECK(d_model % 2 == 0, "TransformerConfig: d_model {} must be even (sinusoid pairs)",
+             d_model);
+  LOOM_CHECK(pad_id >= 0 && pad_id < src_vocab_size && pad_id < tgt_vocab_size,
+             "TransformerConfig: pad_id {} outside the vocabularies ({}, {})", pad_id,
+             src_vocab_size, tgt_vocab_size);
+  LOOM_CHECK(!share_embeddings || src_vocab_size == tgt_vocab_size,
+             "TransformerConfig: share_embeddings needs src_vocab_size {} == tgt_vocab_size {}",
+             src_vocab_size, tgt_vocab_size);
+  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "TransformerConfig: dropout {} outside [0, 1)",
+             dropout);
+}
+
+int64_t TransformerConfig::num_parameters() const {
+  const int64_t d = d_model, f = d_ff;
+  const int64_t embeddings =
+      share_embeddings ? src_vocab_size * d : (src_vocab_size + 2 * tgt_vocab_size) * d;
+  // Encoder layer: q, k, v, o (4 d^2 + 4 d), two LayerNorms (4 d), the FFN (2 d f + f + d).
+  const int64_t encoder = 4 * d * d + 2 * d * f + 9 * d + f;
+  // Decoder layer: two attentions (8 d^2 + 8 d), three LayerNorms (6 d), the FFN.
+  const int64_t decoder = 8 * d * d + 2 * d * f + 15 * d + f;
+  return embeddings + n_encoder_layers * encoder + n_decoder_layers * decoder +
+         (norm_first ? 4 * d : 0);
+}
+
+std::string TransformerConfig::to_string() const {
+  return fmt::format(
+      "src_vocab_size={}, tgt_vocab_size={}, d_model={}, n_head={}, n_encoder_layers={}, "
+      "n_decoder_layers={}, d_ff={}, max_len={}, pad_id={}, dropout={}, norm_first={}, "
+      "share_embeddings={}",
+      src_vocab_size, tgt_vocab_size, d_model, n_head, n_encoder_layers, n_decoder_layers, d_ff,
+      max_len, pad_id, dropout, norm_first, share_embeddings);
+}
+
+std::map<std::string, std::string> TransformerConfig::to_metadata() const {
+  return {{"model_type", "transformer"},
+          {"src_vocab_size", std::to_string(src_vocab_size)},
+          {"tgt_vocab_size", std::to_string(tgt_vocab_size)},
+          {"d_model", std::to_string(d_model)},
+          {"n_head", std::to_string(n_head)},
+          {"n_encoder_layers", std::to_string(n_encoder_layers)},
+          {"n_decoder_layers", std::to_string(n_decoder_layers)},
+          {"d_ff", std::to_string(d_ff)},
+          {"max_len", std::to_string(max_len)},
+          {"pad_id", std::to_string(pad_id)},
+          {"dropout", fmt::format("{}", dropout)},
+          {"norm_first", norm_first ? "1" : "0"},
+          {"share_embeddings", share_embeddings ? "1" : "0"}};
+}
+
+TransformerConfig TransformerConfig::from_metadata(
+    const std::map<std::string, std::string>& metadata, const std::string& source) {
+  const std::string where = "TransformerConfig::from_metadata: " + source;
+  auto field = [&](const char* key, auto& value) {
+    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
+  };
+  auto flag = [&](const char* key, bool& value) {
+    const int64_t v = nn::metadata_number<int64_t>(metadata, key, where);
+    LOOM_CHECK(v == 0 || v == 1, "{}: \"{}\" is {}, not 0 or 1", where, key, v);
+    value = v == 1;
+  };
+  const auto type = metadata.find("model_type");
+  LOOM_CHECK(type == metadata.end() || type->second == "transformer",
+             "{}: \"model_type\" is '{}', not 'transformer'", where, type->second);
+  TransformerConfig c;
+  field("src_vocab_size", c.src_vocab_size);
+  field("tgt_vocab_size", c.tgt_vocab_size);
+  field("d_model", c.d_model);
+  field("n_head", c.n_head);
+  field("n_encoder_layers", c.n_encoder_layers);
+  field("n_decoder_layers", c.n_decoder_layers);
+  field("d_ff", c.d_ff);
+  field("max_len", c.max_len);
+  field("pad_id", c.pad_id);
+  field("dropout", c.dropout);
+  flag("norm_first", c.norm_first);
+  flag("share_embeddings", c.share_embeddings);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    LOOM_FAIL("{}: {}", where, e.what());
+  }
+  return c;
+}
+
+// ============================================================================ attention
+
+// Sec. 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q,
+// K W_i^K, V W_i^V); the h projections of each kind are one d x d Linear split into heads.
+Seq2SeqAttention::Seq2SeqAttention(int64_t d_model_, int64_t n_head_, float dropout)
+    : d_model(d_model_), n_head(n_head_) {
+  q = register_module("q", std::make_shared<nn::Linear>(d_model, d_model));
+  k = register_module("k", std::make_shared<nn::Linear>(d_model, d_model));
+  v = register_module("v", std::make_shared<nn::Linear>(d_model, d_model));
+  o = register_module("o", std::make_shared<nn::Linear>(d_model, d_model));
+  attn_drop = register_module("attn_drop", std::make_shared<nn::Dropout>(dropout));
+}
+
+Tensor Seq2SeqAttention::heads(const Tensor& x, const nn::Linear& projection) const {
+  const int64_t B = x.size(0), T = x.size(1);
+  return projection
+      .forward(x)                              // (B, T, D)
+      .view({B, T, n_head, d_model / n_head})  // (B, T, h, hd)
+      .transpose(1, 2);                        // (B, h, T, hd)
+}
+
+Tensor Seq2SeqAttention::attend(const Tensor& qh, const Tensor& kh, const Tensor& vh,
+                                const Tensor& mask, bool causal, Tensor* probs) const {
+  const int64_t B = qh.size(0), T = qh.size(2);
+  // Eq. 1: softmax(Q K^T / sqrt(d_k) + mask) V, (B, h, T, S) scores -> (B, h, T, hd)
+  const Tensor y =
+      nn::functional::scaled_dot_product_attention(qh, kh, vh,
+                                                   {.mask = mask,
+                                                    .dropout_p = attn_drop->p,
+                                                    .training = attn_drop->is_training(),
+                                                    .causal = causal,
+                                                    .attn_weights = probs});
+  return o->forward(y.transpose(1, 2).reshape({B, T, d_model}));  // (B, T, h, hd) -> (B, T, D)
+}
+
+Tensor Seq2SeqAttention::forward(const Tensor& x, const Tensor& mem, const Tensor& mask,
+                                 bool causal, Tensor* probs) const {
+  return attend(heads(x, *q), heads(mem, *k), heads(mem, *v), mask, causal, probs);
+}
+
+// ============================================================================ layers
+
+namespace {
+
+nn::FeedForwardOptions ffn_options(float dropout) {
+  // Eq. 2, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, under torch_ref.py's names ff.0 and ff.2
+  // (an nn.Sequential(Linear, ReLU, Linear)); dropout on the hidden activations as the
+  // Annotated Transformer's PositionwiseFeedForward.
+  return {.activation = nn::Activation::ReLU,
+          .dropout = dropout,
+          .linear1_name = "0",
+          .linear2_name = "2"};
+}
+
+}  // namespace
+
+EncoderLayer::EncoderLayer(const TransformerConfig& c) : norm_first(c.norm_first) {
+  attn =
+      register_module("attn", std::make_shared<Seq2SeqAttention>(c.d_model, c.n_head, c.dropout));
+  ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(c.d_model));
+  ff = register_module(
+      "ff", std::make_shared<nn::FeedForward>(c.d_model, c.d_ff, ffn_options(c.dropout)));
+  ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(c.d_model));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_mask) const {
+  // Sec. 3.1 / 5.4: "the output of each sub-layer is LayerNorm(x + Sublayer(x))", with
+  // dropout "to the output of each sub-layer, before it is added to the sub-layer input".
+  if (norm_first) {
+    const Tensor h = ln1->forward(x);
+    const Tensor y = x + drop->forward(attn->forward(h, h, src_mask));  // (B, S, D)
+    return y + drop->forward(ff->forward(ln2->forward(y)));
+  }
+  const Tensor y = ln1->forward(x + drop->forward(attn->forward(x, x, src_mask)));
+  return ln2->forward(y + drop->forward(ff->forward(y)));
+}
+
+DecoderLayer::DecoderLayer(const TransformerConfig& c) : norm_first(c.norm_first) {
+  self_attn = register_module("self_attn",
+                              std::make_shared<Seq2SeqAttention>(c.d_model, c.n_head, c.dropout));
+  ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(c.d_model));
+  cross_attn = register_module("cross_attn",
+                               std::make_shared<Seq2SeqAttention>(c.d_model, c.n_head, c.dropout));
+  ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(c.d_model));
+  ff = register_module(
+      "ff", std::make_shared<nn::FeedForward>(c.d_model, c.d_ff, ffn_options(c.dropout)));
+  ln3 = register_module("ln3", std::make_shared<nn::LayerNorm>(c.d_model));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
+}
+
+Tensor DecoderLayer::residual(const Tensor& x, const Tensor& y, const nn::LayerNorm& ln) const {
+  return norm_first ? x + drop->forward(y) : ln.forward(x + drop->forward(y));
+}
+
+Tensor DecoderLayer::feed_forward(const Tensor& x) const {
+  return residual(x, ff->forward(norm_first ? ln3->forward(x) : x), *ln3);
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
+                             const Tensor& src_mask, Tensor* cross_probs) const {
+  // Sec. 3.2.3: masked self-attention ("prevent leftward information flow"), then queries from
+  // the decoder over the encoder's keys and values, then the FFN.
+  const Tensor h1 = norm_first ? ln1->forward(x) : x;
+  const Tensor x1 = residual(x, self_attn->forward(h1, h1, tgt_mask, /*causal=*/true), *ln1);
+  const Tensor h2 = norm_first ? ln2->forward(x1) : x1;
+  const Tensor x2 =
+      residual(x1, cross_attn->forward(h2, memory, src_mask, false, cross_probs), *ln2);
+  return feed_forward(x2);  // (B, T, D)
+}
+
+Tensor DecoderLayer::step(const Tensor& x, const LayerCache& cache, const Tensor& cross_k,
+                          const Tensor& cross_v, const Tensor& src_mask) const {
+  // The newest position attends to every cached one and itself: no causal mask needed.
+  const Tensor h1 = norm_first ? ln1->forward(x) : x;  // (R, 1, D)
+  const auto [keys, values] = cache.append(self_attn->heads(h1, *self_attn->k),
+                                           self_attn->heads(h1, *self_attn->v));  // (R,h,t+1,hd)
+  const Tensor x1 = residual(
+      x, self_attn->attend(self_attn->heads(h1, *self_attn->q), keys, values, Tensor(), false),
+      *ln1);
+  const Tensor h2 = norm_first ? ln2->forward(x1) : x1;
+  const Tensor x2 = residual(
+      x1,
+      cross_attn->attend(cross_attn->heads(h2, *cross_attn->q), cross_k, cross_v, src_mask, false),
+      *ln2);
+  return feed_forward(x2);  // (R, 1, D)
+}
+
+// ============================================================================ model
+
+Transformer::Transformer(const TransformerConfig& config) : config_(config) {
+  config.validate();
+  const int64_t d = config.d_model;
+  emb = register_module("emb", std::make_shared<nn::Embedding>(config.src_vocab_size, d));
+  if (!config.share_embeddings) {
+    tgt_emb = register_module("tgt_emb", std::make_shared<nn::Embedding>(config.tgt_vocab_size, d));
+    out = register_module("out", std::make_shared<nn::Linear>(d, config.tgt_vocab_size, false));
+  }
+  pos =
+      register_module("pos", std::make_shared<nn::SinusoidalPositionalEncoding>(d, config.max_len));
+  ignore_on_load("pe");  // torch_ref.py's sinusoid buffer: derived here from the config
+  emb_drop = register_module("emb_drop", std::make_shared<nn::Dropout>(config.dropout));
+  enc = register_module("enc", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_encoder_layers; ++i) {
+    enc_list_.push_back(std::make_shared<EncoderLayer>(config));
+    enc->push_back(enc_list_.back());
+  }
+  dec = register_module("dec", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_decoder_layers; ++i) {
+    dec_list_.push_back(std::make_shared<DecoderLayer>(config));
+    dec->push_back(dec_list_.back());
+  }
+  if (config.norm_first) {  // pre-norm leaves the stacks' outputs unnormalised
+    enc_norm = register_module("enc_norm", std::make_shared<nn::LayerNorm>(d));
+    dec_norm = register_module("dec_norm", std::make_shared<nn::LayerNorm>(d));
+  }
+  init_weights();
+}
+
+void Transformer::init_weights() {
+  // torch_ref.py / the Annotated Transformer: xavier_uniform_ on every parameter with more
+  // than one dimension, zeros elsewhere, but LayerNorm gains 1.
+  for (auto& [name, p] : named_parameters()) {
+    if (p.dim() > 1) {
+      nn::init::xavier_uniform_(p);
+    } else {
+      const bool gain = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+      gain ? nn::init::ones_(p) : nn::init::zeros_(p);  // 1-d weights are LayerNorm gains
+    }
+  }
+}
+
+void Transformer::check_ids(const Tensor& ids, const char* what) const {
+  LOOM_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
+             "Transformer: {} must be int64 [B, L] with B, L > 0, got {} {}", what,
+             dtype_name(ids.dtype()), shape_str(ids.shape()));
+  LOOM_CHECK(ids.size(1) <= config_.max_len, "Transformer: {} {} is longer than max_len {}", what,
+             shape_str(ids.shape()), config_.max_len);
+}
+
+Tensor Transformer::key_padding_mask(const Tensor& ids) const {
+  // (B, L) -> additive (B, 1, 1, L): -inf on padding keys, for every head and query.
+  const Tensor blocked = eq(ids, static_cast<float>(config_.pad_id));  // 1 at padding
+  return nn::functional::padding_mask(masked_fill(zeros(ids.shape(), ids.device()), blocked,
+                                                  -std::numeric_limits<float>::infinity()));
+}
+
+Tensor Transformer::embed(const Tensor& ids, const nn::Embedding& table, int64_t start) const {
+  // Sec. 3.4: "In the embedding layers, we multiply those weights by sqrt(d_model)"; sec. 3.5
+  // adds the sinusoids of positions start .. start + L - 1.
+  const Tensor x = table.forward(ids) * std::sqrt(static_cast<float>(config_.d_model));  // (B,L,D)
+  return emb_drop->forward(pos->forward(x, start));
+}
+
+Tensor Transformer::encode(const Tensor& src) {
+  check_ids(src, "src");
+  const Tensor src_mask = key_padding_mask(src);
+  Tensor x = embed(src, *emb);  // (B, S, D)
+  for (const auto& layer : enc_list_) x = layer->forward(x, src_mask);
+  return enc_norm ? enc_norm->forward(x) : x;  // memory (B, S, D)
+}
+
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask,
+                           std::vector<Tensor>* cross_attentions) {
+  check_ids(tgt, "tgt");
+  LOOM_CHECK(
+      memory.dim() == 3 && memory.size(0) == tgt.size(0) && memory.size(2) == config_.d_model,
+      "Transformer::decode: memory {} does not fit tgt {} and d_model {}",
+      shape_str(memory.shape()), shape_str(tgt.shape()), config_.d_model);
+  const Tensor tgt_mask = key_padding_mask(tgt);     // with the causal mask in each layer
+  Tensor x = embed(tgt, tgt_emb ? *tgt_emb : *emb);  // (B, T, D)
+  if (cross_attentions) cross_attentions->clear();
+  for (const auto& layer : dec_list_) {
+    Tensor probs;
+    x = layer->forward(x, memory, tgt_mask, src_mask, cross_attentions ? &probs : nullptr);
+    if (cross_attentions) cross_attentions->push_back(probs);
+  }
+  return dec_norm ? dec_norm->forward(x) : x;  // (B, T, D)
+}
+
+Tensor Transformer::generator(const Tensor& hidden) const {
+  // Sec. 3.4: "we share the same weight matrix between the two embedding layers and the
+  // pre-softmax linear transformation": logits = x E^T, (..., D) @ (D, V) -> (..., V).
+  return out ? out->forward(hidden) : nn::functional::linear(hidden, emb->weight, Tensor());
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
+  return forward(src, tgt, nullptr);
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt,
+                            std::vector<Tensor>* cross_attentions) {
+  check_ids(src, "src");
+  check_ids(tgt, "tgt");
+  LOOM_CHECK(src.size(0) == tgt.size(0),
+             "Transformer::forward: src {} and tgt {} batch sizes differ", shape_str(src.shape()),
+             shape_str(tgt.shape()));
+  const Tensor memory = encode(src);                                               // (B, S, D)
+  return generator(decode(tgt, memory, key_padding_mask(src), cross_attentions));  // (B, T, V)
+}
+
+// ============================================================================ incremental decoding
+
+void DecoderCache::reorder(const std::vector<int64_t>& rows) {
+  LOOM_CHECK(static_cast<int64_t>(rows.size()) == this->rows(),
+             "DecoderCache::reorder: {} rows given for a cache of {}", rows.size(), this->rows());
+  NoGradGuard no_grad;
+  const Tensor index = tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device());
+  for (size_t l = 0; l < self_keys.size(); ++l) {
+    for (Tensor* t : {&self_keys[l], &self_values[l]}) {
+      Tensor filled = t->narrow(2, 0, length);       // (R, h, length, hd)
+      filled.copy_(index_select(filled, 0, index));  // (R, h, length, hd)
+    }
+  }
+}
+
+DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, int64_t repeat) {
+  LOOM_CHECK(capacity > 0 && capacity <= config_.max_len && repeat > 0,
+             "Transformer::start_decoding: capacity {} must be in [1, max_len {}], repeat {} > 0",
+             capacity, config_.max_len, repeat);
+  NoGradGuard no_grad;
+  const Tensor memory = encode(src);  // (B, S, D)
+  const int64_t B = src.size(0), R = B * repeat, h = config_.n_head, hd = config_.d_model / h;
+  // Each sentence's rows side by side (sentence-major beams): row r belongs to sentence r / repeat.
+  std::vector<int64_t> sentence(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) sentence[static_cast<size_t>(r)] = r / repeat;
+  const Tensor index = tensor_i64(sentence, {R}).to(src.device());
+  DecoderCache cache;
+  cache.src_mask = index_select(key_padding_mask(src), 0, index);  // (R, 1, 1, S)
+  for (const auto& layer : dec_list_) {
+    const auto& ca = *layer->cross_attn;
+    cache.cross_keys.push_back(index_select(ca.heads(memory, *ca.k), 0, index));    // (R,h,S,hd)
+    cache.cross_values.push_back(index_select(ca.heads(memory, *ca.v), 0, index));  // (R,h,S,hd)
+    cache.self_keys.push_back(zeros({R, h, capacity, hd}, src.device()));
+    cache.self_values.push_back(zeros({R, h, capacity, hd}, src.device()));
+  }
+  return cache;
+}
+
+Tensor Transformer::decode_step(const Tensor& tokens, DecoderCache& cache) {
+  LOOM_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 1 && tokens.size(0) == cache.rows(),
+             "Transformer::decode_step: tokens must be int64 [{}] (one per cache row), got {} {}",
+             cache.rows(), dtype_name(tokens.dtype()), shape_str(tokens.shape()));
+  LOOM_CHECK(!cache.self_keys.empty() && cache.length < cache.self_keys[0].size(2),
+             "Transformer::decode_step: the cache holds {} of {} positions, no room for another",
+             cache.length, cache.self_keys.empty() ? 0 : cache.self_keys[0].size(2));
+  NoGradGuard no_grad;
+  const int64_t R = tokens.size(0);
+  Tensor x = embed(tokens.view({R, 1}), tgt_emb ? *tgt_emb : *emb, cache.length);  // (R, 1, D)
+  for (size_t l = 0; l < dec_list_.size(); ++l) {
+    const LayerCache layer_cache{cache.self_keys[l], cache.self_values[l], cache.length};
+    x = dec_list_[l]->step(x, layer_cache, cache.cross_keys[l], cache.cross_values[l],
+                           cache.src_mask);
+  }
+  cache.length += 1;
+  if (dec_norm) x = dec_norm->forward(x);
+  return generator(x).view({R, -1});  // (R, V)
+}
+
+}  // namespace loom::models

@@ -1,0 +1,241 @@
+// Transformer: the encoder-decoder of Vaswani et al. 2017, "Attention Is All You Need", laid out
+// to read beside the Annotated Transformer (Rush 2018, updated 2022).
+//
+//   src (B, S) -> emb(src) * sqrt(d_model) + PE(0..S)          (sec. 3.4, 3.5)   (B, S, D)
+//              -> n_encoder_layers EncoderLayers:                (sec. 3.1)
+//                   x = LN(x + SelfAttn(x, pad mask of src))
+//                   x = LN(x + FF(x))                             = memory (B, S, D)
+//   tgt (B, T) -> emb(tgt) * sqrt(d_model) + PE(0..T)                              (B, T, D)
+//              -> n_decoder_layers DecoderLayers:
+//                   x = LN(x + SelfAttn(x, causal mask + pad mask of tgt))
+//                   x = LN(x + CrossAttn(x, memory, pad mask of src))
+//                   x = LN(x + FF(x))
+//              -> x @ emb^T (the tied output projection, sec. 3.4)  = logits (B, T, V)
+//
+//   Post-norm as the paper by default; norm_first moves each LayerNorm to the sub-layer's input,
+//   x = x + Sublayer(LN(x)), and adds a final LayerNorm after each stack (the Annotated
+//   Transformer's layout). Dropout (config.dropout) sits where the paper puts it (sec. 5.4): on
+//   the sum of embeddings and positions, on each sub-layer's output before the residual add,
+//   and on the attention probabilities (as the Annotated Transformer).
+//
+// Parameter names are those of the Seq2Seq of ../shared/bench/torch_ref.py, so its state_dict
+// (saved as safetensors) loads with nn::load:
+//   emb.weight                          shared source / target / output matrix [V, D]
+//   enc.N.attn.{q,k,v,o}.{weight,bias}  enc.N.ln1, enc.N.ff.0, enc.N.ff.2, enc.N.ln2
+//   dec.N.self_attn.{q,k,v,o}, dec.N.ln1, dec.N.cross_attn.{q,k,v,o}, dec.N.ln2,
+//   dec.N.ff.0, dec.N.ff.2, dec.N.ln3
+// The reference's "pe" buffer (the sinusoid table) is derived from the config and ignored on
+// load. Unshared embeddings add tgt_emb.weight [V_tgt, D] and out.weight [V_tgt, D] (no bias);
+// norm_first adds enc_norm and dec_norm.
+//
+// The attention sub-layers are written here rather than taken from nn::TransformerEncoderLayer /
+// nn::MultiheadAttention because those keep PyTorch's fused in_proj_weight, and the reference's
+// four separate q, k, v, o projections must load name for name; the arithmetic is the same one
+// attention function, nn::functional::scaled_dot_product_attention.
+//
+// Decoding (greedy, beam search, the incremental decoder's loop) lives in models/beam_search.h;
+// this file provides the per-step pieces it needs: the encoder once, then one token per step
+// with cached self-attention keys/values and the cross-attention keys/values of the memory
+// projected once (DecoderCache, the pattern of GPT's KVCache).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "models/gpt.h"  // LayerCache: one layer's view of a key/value cache
+#include "nn/container.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/feed_forward.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/positional_encoding.h"
+
+namespace loom::models {
+
+// ---------------------------------------------------------------------------- configuration
+struct TransformerConfig {
+  int64_t src_vocab_size = 1000, tgt_vocab_size = 1000;
+  int64_t d_model = 256;  // model width D, a multiple of n_head (and even)
+  int64_t n_head = 4;     // attention heads
+  int64_t n_encoder_layers = 3, n_decoder_layers = 3;
+  int64_t d_ff = 1024;      // hidden width of the feed-forward sub-layers
+  int64_t max_len = 512;    // longest source or target (rows of the sinusoid table)
+  int64_t pad_id = 0;       // padding id: masked wherever it is a key
+  float dropout = 0.1f;     // P_drop of sec. 5.4
+  bool norm_first = false;  // pre-norm instead of the paper's post-norm
+  // One matrix for source and target embeddings and the output projection (Vaswani et al.
+  // 2017, 3.4; torch_ref.py's seq2seq-mini); needs src_vocab_size == tgt_vocab_size.
+  bool share_embeddings = true;
+
+  // "seq2seq-mini": torch_ref.py's Seq2Seq (vocab 1000 shared, D 256, 4 heads, 3 + 3 layers,
+  // FF 1024, max_len 512, no dropout: 5,785,600 parameters); "transformer-base": the paper's
+  // base model (table 3: D 512, 8 heads, 6 + 6 layers, FF 2048, dropout 0.1) on a 37,000-token
+  // shared vocabulary, 63,082,496 parameters. Throws for other names.
+  static TransformerConfig preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  // Throws loom::Error naming the first invalid field.
+  void validate() const;
+  // Parameters of a Transformer of this config (shared matrices counted once):
+  //   embeddings V D (shared) or (V_src + 2 V_tgt) D
+  //   + n_enc (4 D^2 + 2 D F + 9 D + F) + n_dec (8 D^2 + 2 D F + 15 D + F) (+ 4 D pre-norm)
+  int64_t num_parameters() const;
+  std::string to_string() const;
+  // As checkpoint metadata {"model_type": "transformer", "d_model": "256", ...}; from_metadata
+  // reads it back, a missing/garbled key or invalid config a loom::Error naming key and source.
+  std::map<std::string, std::string> to_metadata() const;
+  static TransformerConfig from_metadata(const std::map<std::string, std::string>& metadata,
+                                         const std::string& source = "metadata");
+};
+
+// ---------------------------------------------------------------------------- blocks
+// Multi-head attention (Vaswani et al. 2017, sec. 3.2.2) with four separate projections q, k,
+// v, o, as torch_ref.py's MultiHeadAttention (and the Annotated Transformer's 4 linears).
+class Seq2SeqAttention : public nn::Module {
+ public:
+  Seq2SeqAttention(int64_t d_model, int64_t n_head, float dropout);
+  // x (B, T, D) attends to mem (B, S, D) (x itself for self-attention) -> (B, T, D).
+  // mask: additive, broadcastable to (B, heads, T, S); causal: query i sees keys 0..i.
+  // probs, when given, receives the attention probabilities (B, heads, T, S).
+  Tensor forward(const Tensor& x, const Tensor& mem, const Tensor& mask, bool causal = false,
+                 Tensor* probs = nullptr) const;
+  // x (B, T, D) through one of q, k, v -> heads (B, heads, T, D / heads).
+  Tensor heads(const Tensor& x, const nn::Linear& projection) const;
+  // Scaled dot-product attention of heads q (B, h, T, hd) over k, v (B, h, S, hd), then o:
+  // -> (B, T, D).
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                Tensor* probs = nullptr) const;
+
+  int64_t d_model, n_head;
+  std::shared_ptr<nn::Linear> q, k, v, o;
+  std::shared_ptr<nn::Dropout> attn_drop;  // on the probabilities (no parameters)
+};
+
+// Encoder layer (sec. 3.1): self-attention, then the position-wise FFN (eq. 2), each wrapped
+// in a residual connection and LayerNorm: LN(x + Dropout(Sublayer(x))).
+class EncoderLayer : public nn::Module {
+ public:
+  EncoderLayer(const TransformerConfig& config);
+  // x (B, S, D), src_mask additive (B, 1, 1, S) -> (B, S, D)
+  Tensor forward(const Tensor& x, const Tensor& src_mask) const;
+
+  bool norm_first;
+  std::shared_ptr<Seq2SeqAttention> attn;
+  std::shared_ptr<nn::LayerNorm> ln1, ln2;
+  std::shared_ptr<nn::FeedForward> ff;  // ff.0 -> ReLU -> ff.2
+  std::shared_ptr<nn::Dropout> drop;    // residual dropout
+};
+
+// Decoder layer (sec. 3.1): masked self-attention, attention over the encoder output, FFN.
+class DecoderLayer : public nn::Module {
+ public:
+  DecoderLayer(const TransformerConfig& config);
+  // x (B, T, D), memory (B, S, D); tgt_mask additive (B, 1, 1, T) key padding or undefined
+  // (the causal mask is always applied); src_mask (B, 1, 1, S) -> (B, T, D).
+  // cross_probs, when given, receives the cross-attention probabilities (B, heads, T, S).
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
+                 const Tensor& src_mask, Tensor* cross_probs = nullptr) const;
+  // One step of incremental decoding: x (R, 1, D) is the newest position (cache.length); its
+  // self-attention keys/values are appended to `cache`; cross_k, cross_v (R, h, S, hd) are
+  // the memory's projections (computed once). -> (R, 1, D)
+  Tensor step(const Tensor& x, const LayerCache& cache, const Tensor& cross_k,
+              const Tensor& cross_v, const Tensor& src_mask) const;
+
+  bool norm_first;
+  std::shared_ptr<Seq2SeqAttention> self_attn, cross_attn;
+  std::shared_ptr<nn::LayerNorm> ln1, ln2, ln3;
+  std::shared_ptr<nn::FeedForward> ff;
+  std::shared_ptr<nn::Dropout> drop;
+
+ private:
+  // x = LN(x + Dropout(y)) (post-norm) or x + Dropout(y) (pre-norm; y saw LN(x)).
+  Tensor residual(const Tensor& x, const Tensor& y, const nn::LayerNorm& ln) const;
+  Tensor feed_forward(const Tensor& x) const;
+};
+
+// ---------------------------------------------------------------------------- decoder cache
+// What incremental decoding keeps between steps for R rows (sentences, or sentence-major beams):
+// per decoder layer the self-attention keys and values of the tokens so far (R, h, capacity,
+// hd), and the cross-attention keys and values of the memory (R, h, S, hd), projected once.
+struct DecoderCache {
+  std::vector<Tensor> self_keys, self_values;    // per layer, (R, h, capacity, hd)
+  std::vector<Tensor> cross_keys, cross_values;  // per layer, (R, h, S, hd)
+  Tensor src_mask;                               // additive (R, 1, 1, S)
+  int64_t length = 0;                            // target positions decoded so far
+  int64_t rows() const { return src_mask.size(0); }
+  // Row i continues from row rows[i] (beam search): the self-attention caches are gathered.
+  // rows[i] must belong to the same sentence as row i (beams are sentence-major), so the
+  // cross-attention keys/values and the source mask stay as they are.
+  void reorder(const std::vector<int64_t>& rows);
+};
+
+// ---------------------------------------------------------------------------- model
+class Transformer : public nn::Module {
+ public:
+  // torch_ref.py's initialisation (the Annotated Transformer's): Xavier-uniform for every
+  // matrix, embeddings included, biases 0, LayerNorm (1, 0).
+  explicit Transformer(const TransformerConfig& config);
+
+  // src [B, S], tgt [B, T] int64 (pad_id = padding, masked as keys) -> logits [B, T, tgt_vocab]
+  Tensor forward(const Tensor& src, const Tensor& tgt);
+  // The same, also handing back every decoder layer's cross-attention probabilities
+  // (B, heads, T, S), for attention maps.
+  Tensor forward(const Tensor& src, const Tensor& tgt, std::vector<Tensor>* cross_attentions);
+
+  // The pieces of forward: the encoder, src (B, S) -> memory (B, S, D);
+  Tensor encode(const Tensor& src);
+  // the decoder, tgt (B, T) with memory and src's padding mask -> hidden (B, T, D);
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask,
+                std::vector<Tensor>* cross_attentions = nullptr);
+  // the output projection, hidden (..., D) -> logits (..., tgt_vocab).
+  Tensor generator(const Tensor& hidden) const;
+  // The additive key padding mask of ids (B, L): (B, 1, 1, L), -inf where ids == pad_id.
+  Tensor key_padding_mask(const Tensor& ids) const;
+
+  // Incremental decoding (no gradients): encodes src (B, S) and prepares a cache for
+  // `repeat` rows per sentence (beams, sentence-major) and up to `capacity` target tokens.
+  DecoderCache start_decoding(const Tensor& src, int64_t capacity, int64_t repeat = 1);
+  // The next position for every row: tokens (R) int64 at position cache.length -> logits
+  // (R, tgt_vocab); appends to the cache. Equals forward()'s last position on the same prefix.
+  Tensor decode_step(const Tensor& tokens, DecoderCache& cache);
+
+  // beam 1 = greedy; stops at eos_id or max_len; length_penalty alpha as in GNMT (0 = off).
+  // Returns the generated tokens without bos_id and eos_id. (models/beam_search.h)
+  std::vector<int64_t> translate(const std::vector<int64_t>& src, int64_t bos_id, int64_t eos_id,
+                                 int64_t max_len, int64_t beam = 1, float length_penalty = 0.0f);
+  // Many sentences decoded together in one batch (same rules per sentence).
+  std::vector<std::vector<int64_t>> translate_batch(const std::vector<std::vector<int64_t>>& srcs,
+                                                    int64_t bos_id, int64_t eos_id, int64_t max_len,
+                                                    int64_t beam = 1, float length_penalty = 0.0f);
+
+  const TransformerConfig& config() const { return config_; }
+  const std::vector<std::shared_ptr<EncoderLayer>>& encoder_layers() const { return enc_list_; }
+  const std::vector<std::shared_ptr<DecoderLayer>>& decoder_layers() const { return dec_list_; }
+
+  std::shared_ptr<nn::Embedding> emb;      // source (and, shared, target and output)
+  std::shared_ptr<nn::Embedding> tgt_emb;  // only when !share_embeddings
+  std::shared_ptr<nn::Linear> out;         // only when !share_embeddings (no bias)
+  std::shared_ptr<nn::SinusoidalPositionalEncoding> pos;
+  std::shared_ptr<nn::Dropout> emb_drop;
+  std::shared_ptr<nn::ModuleList> enc, dec;
+  std::shared_ptr<nn::LayerNorm> enc_norm, dec_norm;  // only when norm_first
+
+ private:
+  // ids (B, L) starting at position `start` -> emb * sqrt(D) + PE, dropped out.
+  Tensor embed(const Tensor& ids, const nn::Embedding& table, int64_t start = 0) const;
+  // ids int64 [B, L], 0 < L <= max_len (each id is range-checked by the embedding lookup).
+  void check_ids(const Tensor& ids, const char* what) const;
+  void init_weights();
+
+  TransformerConfig config_;
+  std::vector<std::shared_ptr<EncoderLayer>> enc_list_;
+  std::vector<std::shared_ptr<DecoderLayer>> dec_list_;
+};
+
+}  // namespace loom::models

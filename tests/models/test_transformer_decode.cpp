@@ -1,0 +1,250 @@
+// Decoding with the encoder-decoder Transformer: the incremental decoder equals re-running the
+// full decoder (tokens and logits), beam 1 is greedy, beam 4 never scores worse than greedy
+// under the model, a batch decodes as its sentences one by one, eos and max_len stop, errors;
+// and the Annotated Transformer's toy task: a tiny model learns to copy random sequences.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "models/beam_search.h"
+#include "models/transformer.h"
+#include "optim/optim.h"
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::testing;
+using models::Transformer;
+using models::TransformerConfig;
+
+namespace {
+
+constexpr int64_t kPad = 0, kBos = 1, kEos = 2;
+
+TransformerConfig decode_config() {
+  TransformerConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = 13;
+  c.d_model = 16;
+  c.n_head = 2;
+  c.d_ff = 32;
+  c.n_encoder_layers = c.n_decoder_layers = 2;
+  c.max_len = 24;
+  c.dropout = 0.0f;
+  return c;
+}
+
+// A random model whose distributions are peaked enough that eos and search matter.
+std::unique_ptr<Transformer> random_model(uint64_t seed,
+                                          const TransformerConfig& c = decode_config(),
+                                          float scale = 0.5f) {
+  manual_seed(seed);
+  auto model = std::make_unique<Transformer>(c);
+  NoGradGuard no_grad;
+  for (auto& p : model->parameters()) p.copy_(randn(p.shape()) * scale);
+  model->eval();
+  return model;
+}
+
+Tensor row(const std::vector<int64_t>& ids) {
+  return tensor_i64(ids, {1, static_cast<int64_t>(ids.size())});
+}
+
+// log P(tokens, then eos if `eos`) under the model, by the full (non-incremental) forward.
+double sequence_log_prob(Transformer& model, const std::vector<int64_t>& src,
+                         const std::vector<int64_t>& tokens, bool eos) {
+  NoGradGuard no_grad;
+  std::vector<int64_t> in = {kBos}, out = tokens;
+  in.insert(in.end(), tokens.begin(), tokens.end());
+  if (eos) out.push_back(kEos);
+  in.resize(out.size());
+  const std::vector<float> logp = log_softmax(model.forward(row(src), row(in)), 2).to_vector();
+  const int64_t V = model.config().tgt_vocab_size;
+  double total = 0.0;
+  for (size_t t = 0; t < out.size(); ++t) total += logp[t * V + static_cast<size_t>(out[t])];
+  return total;
+}
+
+// Greedy decoding by re-running the full decoder on the whole prefix at every step.
+std::vector<int64_t> full_greedy(Transformer& model, const std::vector<int64_t>& src,
+                                 int64_t max_len) {
+  NoGradGuard no_grad;
+  std::vector<int64_t> prefix = {kBos};
+  for (int64_t t = 0; t < max_len; ++t) {
+    const Tensor logits = model.forward(row(src), row(prefix));  // (1, t + 1, V)
+    const int64_t next = argmax(logits.narrow(1, t, 1).reshape({-1}), 0).to_vector_i64()[0];
+    if (next == kEos) break;
+    prefix.push_back(next);
+  }
+  return {prefix.begin() + 1, prefix.end()};
+}
+
+std::vector<int64_t> random_ids(int64_t n, int64_t lo, int64_t hi) {
+  const std::vector<float> u = rand({n}).to_vector();
+  std::vector<int64_t> ids;
+  for (float x : u)
+    ids.push_back(lo + std::min<int64_t>(hi - lo - 1, static_cast<int64_t>(x * (hi - lo))));
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("Transformer incremental decoding gives the full decoder's logits and tokens") {
+  for (bool norm_first : {false, true}) {
+    TransformerConfig c = decode_config();
+    c.norm_first = norm_first;
+    auto owner = random_model(11, c);
+    Transformer& model = *owner;
+    NoGradGuard no_grad;
+    // Two sentences of different lengths (padding in the second), 2 rows each (beam-like).
+    const Tensor src = tensor_i64({3, 4, 5, 6, 7, 8, 9, 10, 0, 0}, {2, 5});
+    models::DecoderCache cache = model.start_decoding(src, 6, 2);
+    CHECK(cache.rows() == 4);
+    std::vector<std::vector<int64_t>> prefix(4, {kBos});
+    const std::vector<int64_t> steps = {5, 11, 3, 8, 12};
+    for (size_t t = 0; t < steps.size(); ++t) {
+      std::vector<int64_t> last;
+      for (const auto& p : prefix) last.push_back(p.back());
+      const Tensor step = model.decode_step(tensor_i64(last, {4}), cache);  // (4, V)
+      for (int64_t r = 0; r < 4; ++r) {
+        const Tensor s = src.narrow(0, r / 2, 1);
+        const Tensor full = model.forward(s, row(prefix[static_cast<size_t>(r)]));
+        check_close(step.narrow(0, r, 1).reshape({-1}),
+                    full.narrow(1, static_cast<int64_t>(t), 1).reshape({-1}), 1e-5f, 1e-5f,
+                    "step " + std::to_string(t) + " row " + std::to_string(r));
+        prefix[static_cast<size_t>(r)].push_back(3 + (steps[t] + r) % 10);  // never pad
+      }
+    }
+    CHECK(cache.length == 5);
+    for (uint64_t seed : {1, 2, 3}) {
+      manual_seed(seed);
+      const std::vector<int64_t> s = random_ids(6, 3, 13);
+      CHECK(model.translate(s, kBos, kEos, 12) == full_greedy(model, s, 12));
+    }
+  }
+}
+
+TEST_CASE("Beam search: beam 1 is greedy and beam 4 never scores worse than greedy") {
+  auto owner = random_model(21, decode_config(), 1.0f);
+  Transformer& model = *owner;
+  int compared = 0, better = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    manual_seed(100 + seed);
+    const std::vector<int64_t> src = random_ids(3 + static_cast<int64_t>(seed % 5), 3, 13);
+    const auto greedy = full_greedy(model, src, 10);
+    CHECK(model.translate(src, kBos, kEos, 10, 1) == greedy);
+    const auto beam = models::beam_search(model, {src}, kBos, kEos, 10, 4)[0];
+    const bool greedy_eos = static_cast<int64_t>(greedy.size()) < 10;
+    const double greedy_lp = sequence_log_prob(model, src, greedy, greedy_eos);
+    // The beam's own score is the model's log-probability of what it returned.
+    CHECK(std::fabs(beam.log_prob - sequence_log_prob(model, src, beam.tokens, beam.finished)) <
+          1e-3);
+    if (beam.finished == greedy_eos) {  // comparable: both complete, or both cut at max_len
+      ++compared;
+      CHECK_MESSAGE(beam.log_prob >= greedy_lp - 1e-4, "seed " << seed);
+      better += beam.log_prob > greedy_lp + 1e-4;
+    }
+  }
+  CHECK(compared >= 8);
+  MESSAGE("beam 4 beat greedy on " << better << " of " << compared << " sentences");
+}
+
+TEST_CASE("Beam search as wide as the vocabulary finds the most probable sequence") {
+  auto owner = random_model(23, decode_config(), 1.0f);
+  Transformer& model = *owner;
+  const std::vector<int64_t> src = {4, 9, 7};
+  // eos never produced: every hypothesis has 3 tokens; 13^3 sequences searched exhaustively.
+  double best = -1e30;
+  std::vector<int64_t> argbest;
+  for (int64_t a = 0; a < 13; ++a)
+    for (int64_t b = 0; b < 13; ++b)
+      for (int64_t c = 0; c < 13; ++c) {
+        const double lp = sequence_log_prob(model, src, {a, b, c}, false);
+        if (lp > best) best = lp, argbest = {a, b, c};
+      }
+  const auto found = models::beam_search(model, {src}, kBos, -1, 3, 13)[0];
+  CHECK(found.tokens == argbest);
+  CHECK(found.log_prob == doctest::Approx(best).epsilon(1e-5));
+  const auto greedy = models::beam_search(model, {src}, kBos, -1, 3, 1)[0];
+  MESSAGE("exhaustive " << best << ", greedy " << greedy.log_prob);
+}
+
+TEST_CASE("translate_batch equals translating each sentence alone, greedy and beam") {
+  auto owner = random_model(31);
+  Transformer& model = *owner;
+  std::vector<std::vector<int64_t>> srcs;
+  for (int64_t n : {4, 7, 2, 5}) srcs.push_back(random_ids(n, 3, 13));
+  for (int64_t beam : {1, 3}) {
+    const auto batch = model.translate_batch(srcs, kBos, kEos, 9, beam, 0.6f);
+    REQUIRE(batch.size() == srcs.size());
+    for (size_t i = 0; i < srcs.size(); ++i)
+      CHECK_MESSAGE(batch[i] == model.translate(srcs[i], kBos, kEos, 9, beam, 0.6f),
+                    "beam " << beam << " sentence " << i);
+  }
+}
+
+TEST_CASE("Decoding stops at max_len when eos is never produced, and at eos otherwise") {
+  auto owner = random_model(41);
+  Transformer& model = *owner;
+  const std::vector<int64_t> src = {3, 4, 5};
+  // An eos id outside the vocabulary is never produced: exactly max_len tokens (the benchmark).
+  for (int64_t beam : {1, 4}) CHECK(model.translate(src, kBos, /*eos=*/-1, 7, beam).size() == 7);
+  for (int64_t beam : {1, 4})
+    for (int64_t t : model.translate(src, kBos, kEos, 20, beam)) CHECK(t != kEos);
+  CHECK(models::gnmt_length_penalty(7, 0.0) == 1.0);
+  CHECK(models::gnmt_length_penalty(7, 1.0) == doctest::Approx(2.0));
+  model.train();
+  model.translate(src, kBos, kEos, 3);
+  CHECK(model.is_training());  // restored after decoding in evaluation mode
+}
+
+TEST_CASE("translate rejects bad arguments, naming the values") {
+  auto owner = random_model(51);
+  Transformer& model = *owner;
+  expect_error([&] { model.translate({}, kBos, kEos, 5); }, {"translate", "0 ids"});
+  expect_error([&] { model.translate({3, 13}, kBos, kEos, 5); }, {"id 13", "[0, 13)"});
+  expect_error([&] { model.translate({3}, kBos, kEos, 25); }, {"max_len 25", "24"});
+  expect_error([&] { model.translate({3}, kBos, kEos, 5, 0); }, {"beam 0"});
+  expect_error([&] { model.translate({3}, 13, kEos, 5); }, {"bos_id 13"});
+  expect_error([&] { model.translate({3}, kBos, kEos, 5, 1, -1.0f); }, {"length_penalty -1"});
+  expect_error([&] { model.translate_batch({}, kBos, kEos, 5); }, {"no source"});
+}
+
+TEST_CASE("A tiny Transformer learns to copy random sequences (the Annotated Transformer's task)") {
+  TransformerConfig c = decode_config();
+  c.d_model = 32;
+  c.n_head = 4;
+  c.d_ff = 64;
+  manual_seed(1);
+  Transformer model(c);
+  // The paper's optimiser and schedule (sec. 5.3), warmup shortened to the run.
+  optim::Adam opt(model.parameters(), 1e-3f, 0.9f, 0.98f, 1e-9f);
+  const int64_t B = 32, L = 8;
+  float last = 0.0f;
+  for (int step = 0; step < 500; ++step) {  // about 3 s on one core
+    opt.set_lr(optim::noam_lr(step + 1, c.d_model, 60, 0.5f));
+    const std::vector<int64_t> seq = random_ids(B * L, 3, 13);
+    std::vector<int64_t> in, out;
+    for (int64_t b = 0; b < B; ++b) {
+      in.push_back(kBos);
+      for (int64_t t = 0; t < L; ++t) {
+        const int64_t id = seq[static_cast<size_t>(b * L + t)];
+        in.push_back(id);  // in = bos + sequence, out = sequence + eos
+        out.push_back(id);
+      }
+      out.push_back(kEos);
+    }
+    const Tensor src = tensor_i64(seq, {B, L});
+    const Tensor loss = cross_entropy(model.forward(src, tensor_i64(in, {B, L + 1})),
+                                      tensor_i64(out, {B, L + 1}), kPad);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    last = loss.item();
+  }
+  CHECK(last < 0.05f);
+  std::vector<std::vector<int64_t>> tests;
+  for (int i = 0; i < 16; ++i) tests.push_back(random_ids(L, 3, 13));
+  const auto got = model.translate_batch(tests, kBos, kEos, L + 2);
+  int correct = 0;
+  for (size_t i = 0; i < tests.size(); ++i) correct += got[i] == tests[i];
+  CHECK(correct == 16);
+}
