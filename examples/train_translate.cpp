@@ -2,8 +2,9 @@
 // on the sentence pairs of Debian's FreeDict eng-deu dictionary, with the recipe of Vaswani et
 // al. 2017, sec. 5: a shared byte-level BPE over both languages, batches of about
 // --batch-tokens target tokens from length buckets, Adam (0.9, 0.98, 1e-9) on the Noam schedule,
-// label smoothing 0.1, gradient clipping; validation loss and sample translations every
-// --eval-every steps; checkpoint + exact resume; log.csv and loss.png.
+// label smoothing 0.1, gradient clipping; validation loss, BLEU (sacreBLEU's, metrics/text.h) and
+// sample translations every --eval-every steps; test BLEU at the end; checkpoint + exact resume;
+// log.csv, loss.png and bleu.png.
 //
 //   train_translate --minutes 10             seq2seq-mini, steps planned to fill 10 minutes
 //   train_translate --steps 200 --out run1   a shorter run; `--resume` continues it exactly
@@ -53,6 +54,7 @@ struct Options {
   float lr_factor = 1.0f, label_smoothing = 0.1f, grad_clip = 1.0f;
   // progress, evaluation, checkpoints
   int64_t log_every = 20, eval_every = 200, eval_pairs = 400, samples = 4, beam = 4;
+  int64_t bleu_pairs = 200, test_pairs = 1000;  // sentences translated for BLEU
   int64_t checkpoint_every = 200, stop_at = 0;
   std::string out = "out-translate";
   bool resume = false;
@@ -115,7 +117,12 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   p->add_option("--eval-pairs", o.eval_pairs, "validation pairs per evaluation")->check(positive);
   p->add_option("--samples", o.samples, "sample translations printed per evaluation")
       ->check(cli::non_negative_integer);
-  p->add_option("--beam", o.beam, "beam width of the sample translations")->check(positive);
+  p->add_option("--beam", o.beam, "beam width of the translations (samples and BLEU)")
+      ->check(positive);
+  p->add_option("--bleu-pairs", o.bleu_pairs, "validation pairs translated for BLEU per evaluation")
+      ->check(positive);
+  p->add_option("--test-pairs", o.test_pairs, "test pairs translated for the final BLEU (0 = all)")
+      ->check(cli::non_negative_integer);
   p->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0 = end)")
       ->check(cli::non_negative_integer);
   p->add_option("--out", o.out, "directory for checkpoint, tokenizer, log.csv, loss.png");
@@ -252,6 +259,27 @@ double validation_loss(models::Transformer& model, const std::vector<Example>& v
   return tokens > 0 ? nats / tokens : std::numeric_limits<double>::quiet_NaN();
 }
 
+// Corpus BLEU (sacreBLEU's defaults) of the first `count` examples of a split, translated with
+// beam search in batches of 32 against the split's German sentences. `shown` of them go to
+// `hypotheses` for printing.
+double split_bleu(models::Transformer& model, const data::BPETokenizer& tok, const Specials& sp,
+                  const std::vector<Example>& examples,
+                  const std::vector<data::TranslationPair>& pairs, int64_t count, int64_t beam,
+                  int64_t max_tokens, std::vector<std::string>* hypotheses = nullptr) {
+  const size_t n = count > 0 ? std::min(examples.size(), static_cast<size_t>(count))
+                             : examples.size();
+  std::vector<std::string> hyps, refs;
+  for (size_t s = 0; s < n; s += 32) {
+    std::vector<std::vector<int64_t>> srcs;
+    for (size_t i = s; i < std::min(n, s + 32); ++i) srcs.push_back(examples[i].src);
+    for (const auto& ids : model.translate_batch(srcs, sp.bos, sp.eos, max_tokens, beam, 0.6f))
+      hyps.push_back(tok.decode(ids));
+  }
+  for (size_t i = 0; i < n; ++i) refs.push_back(pairs[examples[i].pair].german);
+  if (hypotheses) *hypotheses = hyps;
+  return metrics::corpus_bleu(hyps, refs);
+}
+
 }  // namespace
 
 // ============================================================================ main
@@ -297,7 +325,8 @@ int main(int argc, char** argv) try {
   const Specials sp{tok.special_token_id("<pad>"), tok.special_token_id("<bos>"),
                     tok.special_token_id("<eos>")};
   const std::vector<Example> train = encode_split(tok, sp, splits.train, o.max_tokens),
-                             valid = encode_split(tok, sp, splits.valid, o.max_tokens);
+                             valid = encode_split(tok, sp, splits.valid, o.max_tokens),
+                             test = encode_split(tok, sp, splits.test, o.max_tokens);
   LOOM_CHECK(!train.empty() && !valid.empty(), "train_translate: no training or validation pairs");
   const auto batches = make_batches(train, o.batch_tokens);
   fmt::print("tokenizer: {} tokens | train {} pairs in {} batches | valid {} pairs\n",
@@ -354,8 +383,8 @@ int main(int argc, char** argv) try {
   model.train();
   optim::ProgressMeter progress(o.batch_tokens);
   std::vector<size_t> order = epoch_order(batches.size(), o.seed, epoch);
-  const bool plan = o.minutes > 0 && !o.resume;
-  double t_step1 = 0;
+  optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
+  bool stopped = false;
   for (int64_t step = start; step < total; ++step) {
     if (index == static_cast<int64_t>(batches.size())) {
       ++epoch;
@@ -375,12 +404,9 @@ int main(int argc, char** argv) try {
     LOOM_CHECK(std::isfinite(loss_value), "train_translate: loss {} at step {}", loss_value, step);
     progress.add(loss_value);
     const int64_t done = step + 1;
-    if (plan && done == 1) t_step1 = progress.elapsed();  // the first step has one-off costs
-    if (plan && done == 11) {
-      const double per_step = (progress.elapsed() - t_step1) / 10;
-      total = std::max(
-          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
-      fmt::print("planned steps: {} ({:.0f} ms/step)\n", total, per_step * 1e3);
+    if (const auto planned = budget.observe(done, progress.elapsed())) {
+      total = *planned;
+      fmt::print("planned steps: {} ({:.0f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
     }
     if (done % o.log_every == 0 || done == total)
       fmt::print("{}\n", progress.line(done, total, lr));
@@ -388,21 +414,17 @@ int main(int argc, char** argv) try {
     if (done % o.eval_every == 0 || done == total) {
       const double e0 = progress.elapsed();
       val_loss = validation_loss(model, valid, o.eval_pairs, sp.pad, device);
-      std::vector<std::vector<int64_t>> srcs;
-      for (int64_t i = 0; i < std::min<int64_t>(o.samples, static_cast<int64_t>(valid.size())); ++i)
-        srcs.push_back(valid[static_cast<size_t>(i)].src);
-      fmt::print("eval step {} | val loss {:.4f} | perplexity {:.2f}\n", done, val_loss,
-                 std::exp(val_loss));
-      if (!srcs.empty()) {
-        const auto hyps = model.translate_batch(srcs, sp.bos, sp.eos, o.max_tokens, o.beam, 0.6f);
-        for (size_t i = 0; i < hyps.size(); ++i) {
-          const auto& pair = splits.valid[valid[i].pair];
-          fmt::print("  {}\n    -> {}   (reference: {})\n", pair.english, tok.decode(hyps[i]),
-                     pair.german);
-        }
+      std::vector<std::string> hyps;
+      bleu = split_bleu(model, tok, sp, valid, splits.valid, o.bleu_pairs, o.beam, o.max_tokens,
+                        &hyps);
+      model.train();  // translate_batch restores the mode; validation_loss leaves it in train
+      fmt::print("eval step {} | val loss {:.4f} | perplexity {:.2f} | BLEU {:.2f} ({} pairs, beam "
+                 "{})\n",
+                 done, val_loss, std::exp(val_loss), bleu, hyps.size(), o.beam);
+      for (size_t i = 0; i < std::min(hyps.size(), static_cast<size_t>(o.samples)); ++i) {
+        const auto& pair = splits.valid[valid[i].pair];
+        fmt::print("  {}\n    -> {}   (reference: {})\n", pair.english, hyps[i], pair.german);
       }
-      // BLEU: enable after merging metrics/metrics.h (loom::metrics::corpus_bleu):
-      //   bleu = metrics::corpus_bleu(<decoded hypotheses>, <reference Germans>);
       progress.exclude(progress.elapsed() - e0);
     }
     log.row({static_cast<double>(done), lr, loss_value, val_loss, bleu});
@@ -411,10 +433,19 @@ int main(int argc, char** argv) try {
       checkpoint(done);
     if (done == o.stop_at && done != total) {
       fmt::print("stopped at step {} (--stop-at); --resume continues from {}\n", done, ckpt_path);
+      stopped = true;
       break;
     }
   }
-  // ---- curves
+  // ---- final report: test BLEU, curves
+  if (!stopped && !test.empty()) {
+    const double test_bleu =
+        split_bleu(model, tok, sp, test, splits.test, o.test_pairs, o.beam, o.max_tokens);
+    fmt::print("test BLEU {:.2f} ({} pairs of the test split, beam {})\n", test_bleu,
+               o.test_pairs > 0 ? std::min<int64_t>(o.test_pairs, static_cast<int64_t>(test.size()))
+                                : static_cast<int64_t>(test.size()),
+               o.beam);
+  }
   const data::CsvTable table = data::read_csv(log.path());
   data::Series train_curve{"train (smoothed labels)", table.column("step"),
                            table.column("train_loss")},
@@ -422,7 +453,10 @@ int main(int argc, char** argv) try {
   data::save_plot(
       o.out + "/loss.png", {train_curve, val_curve},
       {.title = "English -> German", .x_label = "step", .y_label = "loss (nats/token)"});
-  fmt::print("wrote {}, {}/log.csv and {}/loss.png\n", ckpt_path, o.out, o.out);
+  data::save_plot(o.out + "/bleu.png",
+                  {{"validation BLEU", table.column("step"), table.column("val_bleu")}},
+                  {.title = "English -> German", .x_label = "step", .y_label = "BLEU"});
+  fmt::print("wrote {}, {}/log.csv, {}/loss.png and {}/bleu.png\n", ckpt_path, o.out, o.out, o.out);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "error: {}\n", e.what());

@@ -53,6 +53,10 @@ for split in train valid test; do
   [ -s "$work/dump/$split.tsv" ] || { echo "FAIL: --dump-data wrote no $split.tsv"; exit 1; }
 done
 [ -s "$work/whole/loss.png" ] || { echo "FAIL: no loss.png"; exit 1; }
+[ -s "$work/whole/bleu.png" ] || { echo "FAIL: no bleu.png"; exit 1; }
+grep -q "^eval step 12 .* BLEU [0-9.]* (" "$work/whole.log" || { echo "FAIL: no validation BLEU"; exit 1; }
+grep -q "^test BLEU [0-9.]* (" "$work/whole.log" || { echo "FAIL: no test BLEU"; exit 1; }
+grep -q "^test BLEU" "$work/first.log" && { echo "FAIL: a stopped run reported test BLEU"; exit 1; }
 
 "$bin/translate" --out "$work/split" --text "the house 3" --beam 2 --max-len 8 \
   --attention "$work/attention.png" >"$work/translation.txt"
