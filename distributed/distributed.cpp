@@ -72,9 +72,14 @@ void init() {
   w.info = launch_info_from_env();
   if (w.info.world_size > 1) {
 #if LOOM_WITH_MPI
+    const LaunchInfo launched = w.info;
     w.info = detail::mpi::init();
     w.cpu = detail::mpi::world_group();
     w.uses_mpi = true;
+    LOOM_CHECK(w.info.world_size == launched.world_size,
+               "distributed::init: the environment ({}) says {} processes, but MPI sees {}: "
+               "start the job with mpirun or srun",
+               launched.source, launched.world_size, w.info.world_size);
 #else
     throw Error(fmt::format(
         "distributed::init: the launcher ({}) started {} processes, but loom was built without "

@@ -34,6 +34,7 @@ constexpr double kGraceSeconds = 2.0;
 MPI_Comm g_world = MPI_COMM_NULL;    // collectives (a duplicate of MPI_COMM_WORLD)
 MPI_Comm g_notices = MPI_COMM_NULL;  // the ending notices, apart from every collective
 int g_rank = 0, g_size = 1;
+bool g_owns_mpi = false;  // MPI_Init was ours (the program may have called it itself)
 
 void check_mpi(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
@@ -172,9 +173,12 @@ class MpiGroup final : public ProcessGroup {
 }  // namespace
 
 LaunchInfo init() {
-  int provided = 0;
+  int provided = 0, already = 0;
+  MPI_Initialized(&already);
   // FUNNELED: only the main thread calls MPI (OpenMP's workers never do).
-  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init");
+  if (!already)
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init");
+  g_owns_mpi = !already;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_world), "MPI_Comm_dup");
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_notices), "MPI_Comm_dup");
   MPI_Comm_rank(g_world, &g_rank);
@@ -230,7 +234,7 @@ void finalize() {
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
   MPI_Comm_free(&g_world);
   MPI_Comm_free(&g_notices);
-  MPI_Finalize();
+  if (g_owns_mpi) MPI_Finalize();
 }
 
 [[noreturn]] void abort(const std::string& message, int exit_code) {
