@@ -1,6 +1,8 @@
 // DistributedDataParallel: buckets of gradients all-reduced from the gradient-ready hooks.
 #include "nn/distributed_data_parallel.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "autograd/node.h"
@@ -114,13 +116,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   r.group = &distributed::group(device);
   if (r.group->size() == 1) return;  // nothing to average
 
-  // Buckets of about bucket_cap_mb, filled in reverse order of registration.
+  // Buckets of about bucket_cap_mb, filled in reverse order of registration. The first one (the
+  // last layers, whose gradients come first) holds at most 1 MB, as in PyTorch, so that
+  // communication starts early in backward.
   const auto cap = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
+  const int64_t first_cap = std::min<int64_t>(cap, 1024 * 1024);
   r.bucket_of.resize(r.params.size());
   r.slot_of.resize(r.params.size());
   int64_t bytes = cap;  // start a bucket at the first parameter
   for (size_t i = r.params.size(); i-- > 0;) {
-    if (bytes >= cap) {
+    if (bytes >= (r.buckets.size() == 1 ? first_cap : cap)) {
       r.buckets.emplace_back();
       bytes = 0;
     }

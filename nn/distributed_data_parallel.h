@@ -12,12 +12,13 @@
 //   opt.step();
 //
 // How (Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel
-// Training", section 3.2): the parameters are grouped into buckets of about bucket_cap_mb, in
-// reverse order of registration (roughly the order backward produces their gradients). A hook
-// on every parameter (Tensor::register_post_accumulate_grad_hook) copies its gradient into its
-// bucket as soon as the gradient is complete; a full bucket is all-reduced at once,
-// asynchronously (MPI_Iallreduce / NCCL), while backward goes on computing the gradients of
-// the earlier layers. When the last bucket has been launched, the hook waits for all of them
+// Training", section 3.2): the parameters are grouped into buckets of about bucket_cap_mb (the
+// first one 1 MB at most), in reverse order of registration (roughly the order backward
+// produces their gradients). A hook on every parameter
+// (Tensor::register_post_accumulate_grad_hook) copies its gradient into its bucket as soon as
+// the gradient is complete; a full bucket is all-reduced at once, asynchronously
+// (MPI_Iallreduce / NCCL), while backward goes on computing the gradients of the earlier
+// layers. When the last bucket has been launched, the hook waits for all of them
 // and writes the averaged gradients back into each parameter's .grad, so backward returns
 // with the averaged gradients. Buckets are launched in the same order on every rank.
 //
