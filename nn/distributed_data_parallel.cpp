@@ -39,6 +39,10 @@ struct DistributedDataParallel::Reducer {
                i, shape_str(params[i].shape()), params.size() - arrived_count);
     Bucket& b = buckets[bucket_of[i]];
     const Tensor& grad = params[i].grad();
+    LOOM_CHECK(grad.device() == b.flat.device(),
+               "DistributedDataParallel: a gradient on {} for buckets on {}; move the model to "
+               "its device before wrapping it",
+               device_name(grad.device()), device_name(b.flat.device()));
     b.flat.narrow(0, b.offsets[slot_of[i]], grad.numel()).copy_(grad.reshape({-1}));
     arrived[i] = true;
     ++arrived_count;

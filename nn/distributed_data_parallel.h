@@ -32,6 +32,7 @@
 //     left with zeros for the missing gradients. Otherwise the next backward refuses to start.
 //   * Buffers (BatchNorm statistics) are broadcast from rank 0 at construction only.
 //   * In a job of one process nothing is registered: the wrapper costs nothing.
+//   * Wrap the model once it is on its device (model->to(device) first): the buckets live there.
 #pragma once
 
 #include <memory>

@@ -55,10 +55,11 @@ void check_same_parameters(const nn::Module& a, const nn::Module& b, float rtol,
     testing::check_close(pa[i].second, pb[i].second, rtol, atol, pa[i].first);
 }
 
-// K AdamW steps with DDP at batch B per rank vs one process at batch R*B.
-void train_and_compare(double bucket_cap_mb) {
+// K AdamW steps with DDP at batch B per rank vs one process (on the CPU) at batch R*B.
+void train_and_compare(double bucket_cap_mb, Device device = Device::CPU) {
   auto reference = make_mlp(1);
   auto model = make_mlp(1 + static_cast<uint64_t>(dist::rank()));  // rank 0's weights must win
+  model->to(device);
   nn::DistributedDataParallel ddp(model, {bucket_cap_mb});
   check_same_parameters(*model, *reference, 0, 0);  // broadcast at construction
   optim::AdamW ref_opt(reference->parameters(), 1e-2f), opt(model->parameters(), 1e-2f);
@@ -68,10 +69,18 @@ void train_and_compare(double bucket_cap_mb) {
     loss_of(*reference, batch.x, batch.y).backward();
     ref_opt.step();
     opt.zero_grad();
-    loss_of(*model, batch.x_part(), batch.y_part()).backward();  // averaged within backward
+    // averaged within backward
+    loss_of(*model, batch.x_part().to(device), batch.y_part().to(device)).backward();
     opt.step();
   }
-  check_same_parameters(*model, *reference, 1e-4f, 1e-5f);
+  check_same_parameters(*model, *reference, device == Device::CPU ? 1e-4f : 1e-3f, 1e-5f);
+}
+
+// Whether every rank sees a GPU: decided together, so that all ranks run a CUDA case or none.
+bool every_rank_has_gpu() {
+  Tensor count = tensor_i64({cuda_available() ? 1 : 0}, {1});
+  dist::all_reduce(count);
+  return count.to_vector_i64()[0] == dist::world_size();
 }
 
 }  // namespace
@@ -140,4 +149,13 @@ TEST_CASE("DDP names the wrapped module's parameters as PyTorch does and checks 
   CHECK(ddp.module() == model);
   CHECK_THROWS_WITH_AS(nn::DistributedDataParallel(model, {0.0}),
                        doctest::Contains("bucket_cap_mb"), Error);
+}
+
+// On a machine with a GPU per rank (NCCL among the ranks; a job of one needs no NCCL).
+TEST_CASE("DDP on CUDA tensors trains the weights of one process at batch R*B") {
+  if (!every_rank_has_gpu() || (dist::world_size() > 1 && !dist::is_nccl_available())) {
+    MESSAGE("skipped: needs a GPU on every rank (and NCCL with several ranks)");
+    return;
+  }
+  train_and_compare(0.0002, Device::CUDA);
 }
