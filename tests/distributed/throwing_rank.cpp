@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "uncaught";
   distributed::init();
   const bool fail = distributed::rank() == 1;
-  if (mode == "uncaught") work(fail);
+  if (mode == "uncaught") {
+    work(fail);
+    return 0;
+  }
   try {
     work(fail);
   } catch (const std::exception& e) {
