@@ -142,6 +142,19 @@ TEST_CASE("DDP synchronize() finishes a backward that left a parameter without g
   CHECK(true);
 }
 
+TEST_CASE("DDP refuses a backward while the previous one left parameters without gradient") {
+  auto model = make_mlp(1, true);
+  nn::DistributedDataParallel ddp(model);
+  const GlobalBatch batch = global_batch(10);
+  loss_of(*model, batch.x_part(), batch.y_part()).backward();  // `unused` gets nothing
+  if (dist::world_size() == 1) return;  // a job of one averages nothing, so nothing is pending
+  // Every rank throws at the same parameter (the first hook of the backward), so they agree.
+  CHECK_THROWS_WITH_AS(loss_of(*model, batch.x_part(), batch.y_part()).backward(),
+                       doctest::Contains("call synchronize()"), Error);
+  ddp.synchronize();  // finishes the first round; the job goes on
+  CHECK(model->unused->weight.grad().defined());
+}
+
 TEST_CASE("DDP names the wrapped module's parameters as PyTorch does and checks its arguments") {
   auto model = make_mlp(1);
   nn::DistributedDataParallel ddp(model);
