@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"
+#include "distributed/distributed.h"
 #if __has_include("nn/nn.h")
 #include "nn/nn.h"
 #endif

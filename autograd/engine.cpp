@@ -47,6 +47,40 @@ void check_finite_gradients(const Node& node, const std::vector<Tensor>& input_g
                  node.name, std::isnan(v) ? "NaN" : "Inf", i, shape_str(input_grads[i].shape()));
   }
 }
+// The post-accumulate-grad hooks (Tensor::register_post_accumulate_grad_hook). A leaf's gradient
+// is complete once every edge into it from a node of this backward has been settled (delivered
+// a gradient, or had none to deliver), so each hooked leaf counts its pending edges.
+class GradReadyHooks {
+ public:
+  explicit GradReadyHooks(const std::vector<Node*>& order) {
+    for (Node* node : order)
+      for (const Edge& e : node->inputs)
+        if (e.leaf && !e.leaf->grad_ready_hooks().empty()) ++leaves_[e.leaf.get()].pending;
+  }
+  // Called once per node of the walk, after its gradients were accumulated (or when none
+  // reached it). `delivered[i]`: input i received a gradient.
+  void settle(const Node& node, const std::vector<bool>& delivered) {
+    if (leaves_.empty()) return;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const Edge& e = node.inputs[i];
+      auto found = e.leaf ? leaves_.find(e.leaf.get()) : leaves_.end();
+      if (found == leaves_.end()) continue;
+      Leaf& leaf = found->second;
+      leaf.accumulated = leaf.accumulated || delivered[i];
+      if (--leaf.pending == 0 && leaf.accumulated) run_hooks(Tensor(e.leaf));
+    }
+  }
+  static void run_hooks(const Tensor& leaf) {
+    for (const GradReadyHook& hook : leaf.impl()->grad_ready_hooks()) hook(leaf);
+  }
+
+ private:
+  struct Leaf {
+    int pending = 0;
+    bool accumulated = false;
+  };
+  std::unordered_map<TensorImpl*, Leaf> leaves_;
+};
 }  // namespace
 
 void set_detect_anomaly(bool enabled) { g_detect_anomaly = enabled; }
@@ -91,6 +125,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     Tensor slot = root.grad();
     accumulate(slot, grad.detach());
     root.set_grad(slot);
+    GradReadyHooks::run_hooks(root);
     return;
   }
   // Reverse topological order by an iterative depth-first post-order walk.
@@ -110,10 +145,15 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   }
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad;
+  GradReadyHooks hooks(order);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* node = *it;
+    std::vector<bool> delivered(node->inputs.size(), false);
     auto found = grads.find(node);
-    if (found == grads.end()) continue;  // no gradient reached this node
+    if (found == grads.end()) {  // no gradient reached this node
+      hooks.settle(*node, delivered);
+      continue;
+    }
     Tensor g = std::move(found->second);
     grads.erase(found);
     LOOM_CHECK(!node->released,
@@ -132,6 +172,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       const Edge& e = node->inputs[i];
       const Tensor& gi = input_grads[i];
       if (!e.active() || !gi.defined()) continue;
+      delivered[i] = true;
       if (e.node) {
         accumulate(grads[e.node.get()], gi);
       } else {
@@ -149,6 +190,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         }
       }
     }
+    hooks.settle(*node, delivered);
   }
 }
 

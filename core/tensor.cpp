@@ -197,6 +197,17 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   return checked(impl_, "grad_fn").grad_fn();
 }
 
+void Tensor::register_post_accumulate_grad_hook(GradReadyHook hook) const {
+  TensorImpl& t = checked(impl_, "register_post_accumulate_grad_hook");
+  LOOM_CHECK(t.grad_fn() == nullptr && t.requires_grad(),
+             "register_post_accumulate_grad_hook: only leaf tensors that require grad get a "
+             "gradient to accumulate (this one {})",
+             t.grad_fn() ? fmt::format("was produced by '{}'", t.grad_fn()->name)
+                         : std::string("does not require grad"));
+  LOOM_CHECK(hook != nullptr, "register_post_accumulate_grad_hook: the hook is empty");
+  t.add_grad_ready_hook(std::move(hook));
+}
+
 uint64_t Tensor::version() const { return checked(impl_, "version").version(); }
 
 Tensor Tensor::grad() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <vector>
@@ -14,9 +15,14 @@
 
 namespace loom {
 
+class Tensor;
 namespace autograd {
 struct Node;
 }
+
+// Called with a leaf once backward has finished accumulating its .grad (see
+// Tensor::register_post_accumulate_grad_hook).
+using GradReadyHook = std::function<void(const Tensor& leaf)>;
 
 // A block of device memory. Freed through the backend of its device when the last view dies.
 struct Storage {
@@ -72,6 +78,9 @@ class TensorImpl {
     grad_fn_ = std::move(node);
     requires_grad_ = true;
   }
+  // Hooks the engine calls once this leaf's gradient is complete for the current backward.
+  const std::vector<GradReadyHook>& grad_ready_hooks() const { return grad_ready_hooks_; }
+  void add_grad_ready_hook(GradReadyHook hook) { grad_ready_hooks_.push_back(std::move(hook)); }
 
  private:
   std::shared_ptr<Storage> storage_;
@@ -82,6 +91,7 @@ class TensorImpl {
   bool requires_grad_ = false;
   std::shared_ptr<TensorImpl> grad_;
   std::shared_ptr<autograd::Node> grad_fn_;
+  std::vector<GradReadyHook> grad_ready_hooks_;
 };
 
 class Tensor {
@@ -134,6 +144,11 @@ class Tensor {
   void set_grad(const Tensor& g) const;    // replaces (or with undefined, clears) the gradient
   Tensor detach() const;                   // same storage, no autograd history
   const std::shared_ptr<autograd::Node>& grad_fn() const;
+  // PyTorch's register_post_accumulate_grad_hook: `hook(*this)` runs during every backward
+  // that reaches this leaf, right after its .grad holds the whole gradient of that backward
+  // (every path to the leaf accumulated), while the rest of the graph is still being
+  // differentiated. Leaves only; hooks run in registration order and stay for the tensor's life.
+  void register_post_accumulate_grad_hook(GradReadyHook hook) const;
   // How many in-place changes the data has seen (PyTorch's t._version); shared by views.
   uint64_t version() const;
 

@@ -5,6 +5,7 @@
 #include "data/byte_tokenizer.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/distributed_sampler.h"
 #include "data/fashion_mnist.h"
 #include "data/fashion_mnist_scenes.h"
 #include "data/fortunes.h"

@@ -7,14 +7,21 @@
 //   train_gpt --tokenizer byte          byte-level, as ../shared/bench/torch_train_ref.py
 //   train_gpt --steps 200 --out run1    a shorter run; `--resume` continues it exactly
 //   train_gpt --help                    every option
+//   mpirun -np 2 train_gpt              data parallel: 2 processes, --batch sequences each
 //
 // The checkpoint (nn::save_checkpoint) holds the model, the optimizer state and, as metadata, the
 // model config, the step, loom's random-number state and the position in the data, in one
 // safetensors file written atomically, so a resumed run computes exactly the losses the
 // uninterrupted run would have.
+//
+// Under mpirun (or srun) every process trains a replica of the model on its own rows of each
+// global batch of --batch x processes sequences (nn::DistributedDataParallel averages the
+// gradients), and only rank 0 prints, evaluates, samples and writes files. The checkpoint
+// counts the data position in sequences, so --resume works with any number of processes.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -190,7 +197,7 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const Options& o, const Corpus& 
     fmt::print("trained a BPE tokenizer of {} tokens in {:.1f} s\n", tok->vocab_size(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  tok->save(path);
+  if (distributed::is_main_process()) tok->save(path);
   return tok;
 }
 
@@ -224,7 +231,8 @@ void save_checkpoint(const std::string& path, const models::GPT& model, const op
                      const nn::TrainerState& state, const Options& o) {
   nn::Metadata meta = model.config().to_metadata();
   meta.merge(state.to_metadata());
-  meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.seed)}});
+  meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.seed)},
+               {"global_batch", std::to_string(o.batch * distributed::world_size())}});
   nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
 }
 
@@ -261,6 +269,41 @@ nn::TrainerState load_checkpoint(const std::string& path, models::GPT& model,
   const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_gpt: " + path);
   nn::load_checkpoint(path, {{"model", &model}}, &opt);
   return state;
+}
+
+// ============================================================================ data parallel
+
+// This process's `rows` rows of a global batch: rank r trains on rows [r * rows, (r+1) * rows).
+Tensor rank_rows(const Tensor& global, int64_t rows) {
+  return global.narrow(0, distributed::rank() * rows, rows).contiguous();
+}
+
+// The loss of the whole global batch: the mean of every process's own.
+float global_mean(const Tensor& loss) {
+  Tensor value = loss.detach().cpu().clone();
+  distributed::all_reduce(value, distributed::ReduceOp::Mean);
+  return value.item();
+}
+
+// Rank 0's value of a number every process computed (timings differ between processes).
+int64_t rank0_value(int64_t value) {
+  Tensor t = tensor_i64({value}, {1});
+  distributed::broadcast(t, 0);
+  return t.to_vector_i64()[0];
+}
+
+// The global batch of the run that wrote the checkpoint (checkpoints before data parallelism
+// have none: they ran one process at --batch).
+int64_t saved_global_batch(const std::string& path, int64_t batch) {
+  const nn::Metadata meta = nn::read_metadata(path);
+  const auto found = meta.find("global_batch");
+  if (found == meta.end()) return batch;
+  int64_t value = 0;
+  const std::string& text = found->second;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  LOOM_CHECK(error == std::errc() && end == text.data() + text.size() && value > 0,
+             "train_gpt: checkpoint '{}' has global_batch '{}', not a positive number", path, text);
+  return value;
 }
 
 // ============================================================================ evaluation
@@ -302,6 +345,8 @@ int main(int argc, char** argv) try {
   CLI::App app{"train_gpt: trains a GPT language model on the Debian fortune cookies"};
   const CLI::Option* steps_flag = add_options(app, o);
   CLI11_PARSE(app, argc, argv);
+  distributed::init();  // a job of one unless started by mpirun/srun
+  if (!distributed::is_main_process()) std::freopen("/dev/null", "w", stdout);  // rank 0 speaks
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
@@ -328,16 +373,20 @@ int main(int argc, char** argv) try {
   if (o.context) config.context = o.context;
   config.dropout = o.dropout;
   manual_seed(o.seed);
-  models::GPT model(config);
+  const auto model_ptr = std::make_shared<models::GPT>(config);
+  models::GPT& model = *model_ptr;
   model.to(device);
+  nn::DistributedDataParallel ddp(model_ptr);  // rank 0's weights; gradients averaged in backward
 
   auto train_set = std::make_shared<data::LanguageModelDataset>(train_ids, config.context, 1);
-  LOOM_CHECK(train_set->size() >= o.batch,
-             "train_gpt: --batch {} is larger than the {} training windows of {} tokens; use a "
-             "smaller --batch or --context, or more data",
-             o.batch, train_set->size(), config.context + 1);
-  const data::DataLoader loader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true);
-  const int64_t batches_per_epoch = loader.size();
+  // Every process walks the same global batches; each trains on its own rows of them.
+  const int64_t global_batch = o.batch * distributed::world_size();
+  LOOM_CHECK(train_set->size() >= global_batch,
+             "train_gpt: --batch {} is larger than the {} training windows of {} tokens allow for "
+             "{} process(es); use a smaller --batch or --context, or more data",
+             o.batch, train_set->size(), config.context + 1, distributed::world_size());
+  const data::DataLoader loader(train_set, global_batch, /*shuffle=*/true, o.seed,
+                                /*drop_last=*/true);
   data::BatchStream batches(loader);
   const Tensor val_windows = validation_windows(val_ids, corpus, o.eval_windows, config.context);
 
@@ -358,50 +407,58 @@ int main(int argc, char** argv) try {
     const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt);
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;  // the run's plan, unless overridden
-    LOOM_CHECK(state.batch_index <= batches_per_epoch,
-               "train_gpt: checkpoint '{}' has batch_index {}, but an epoch has {} batches", ckpt_path,
-               state.batch_index, batches_per_epoch);
-    batches.seek(state.epoch, state.batch_index);
+    // The position in sequences of the epoch, whatever global batch the checkpoint's run had.
+    const int64_t saved_batch = saved_global_batch(ckpt_path, o.batch);
+    LOOM_CHECK(state.batch_index <= train_set->size() / saved_batch,
+               "train_gpt: checkpoint '{}' has batch_index {}, but an epoch has {} batches",
+               ckpt_path, state.batch_index, train_set->size() / saved_batch);
+    const int64_t sequences = state.batch_index * saved_batch;
+    LOOM_CHECK(sequences % global_batch == 0,
+               "train_gpt: checkpoint '{}' stopped {} sequences into its epoch, not a multiple "
+               "of this run's global batch of {} (--batch {} x {} processes)",
+               ckpt_path, sequences, global_batch, o.batch, distributed::world_size());
+    batches.seek(state.epoch, sequences / global_batch);
     state.restore_rng();
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
                state.batch_index);
   }
   auto checkpoint = [&](int64_t step) {
     const auto state = nn::TrainerState::capture(step, total, batches.epoch(), batches.index());
-    save_checkpoint(ckpt_path, model, opt, state, o);
+    if (distributed::is_main_process()) save_checkpoint(ckpt_path, model, opt, state, o);
   };
 
   // ---- training loop
   model.train();
-  optim::ProgressMeter progress(o.batch * config.context);
+  optim::ProgressMeter progress(global_batch * config.context);
   optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
   for (int64_t step = start; step < total; ++step) {
     const int64_t warmup = std::min(o.warmup, total);  // a short run still gets its decay
     const float lr = optim::warmup_cosine_lr(step + 1, warmup, total, o.lr, o.min_lr);
     opt.set_lr(lr);
-    const data::Batch batch = batches.next();
-    const Tensor x = batch[0].to(device), y = batch[1].to(device);  // (B, T) each
+    const data::Batch batch = batches.next();  // (global_batch, T) each; this rank's rows:
+    const Tensor x = rank_rows(batch[0], o.batch).to(device);  // (B, T)
+    const Tensor y = rank_rows(batch[1], o.batch).to(device);  // (B, T)
     const Tensor logits = model.forward(x);                         // (B, T, V)
     const Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const float loss_value = loss.item();
+    const float loss_value = global_mean(loss);
     LOOM_CHECK(std::isfinite(loss_value), "train_gpt: the loss became {} at step {}", loss_value,
                step);
     progress.add(loss_value);
 
     const int64_t done = step + 1;
     if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = *planned;
+      total = rank0_value(*planned);  // every process must stop at the same step
       fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {
       fmt::print("{}\n", progress.line(done, total, lr));
       std::fflush(stdout);
     }
-    if (done % o.eval_every == 0 && done != total) {
+    if (done % o.eval_every == 0 && done != total && distributed::is_main_process()) {
       const double t0 = progress.elapsed();
       const Eval e = evaluate(model, val_windows, token_bytes, device);
       fmt::print(
@@ -419,7 +476,8 @@ int main(int argc, char** argv) try {
   }
   const double train_s = progress.elapsed();
 
-  // ---- final report: validation, checkpoint, samples
+  // ---- final report: validation, checkpoint, samples (rank 0's)
+  if (!distributed::is_main_process()) return 0;
   const Eval e = evaluate(model, val_windows, token_bytes, device);
   fmt::print(
       "final (step {}, {} training): val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte\n",

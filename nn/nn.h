@@ -22,3 +22,4 @@
 #include "nn/transformer_layer.h"
 #include "nn/drop_path.h"
 #include "nn/window.h"
+#include "nn/distributed_data_parallel.h"

@@ -4,13 +4,15 @@
 #   libraries:             OpenBLAS (the OpenMP build, so BLAS shares our OpenMP thread pool),
 #                          fmt, doctest, nlohmann-json (safetensors headers; header-only, private
 #                          to the library), CLI11 (command lines of the examples and benchmarks)
-#                          zlib (gzipped Fashion-MNIST files), stb (image files)
+#                          zlib (gzipped Fashion-MNIST files), stb (image files),
+#                          OpenMPI (data-parallel jobs of several processes: mpirun, loom::distributed)
 #   fuzzing (with --fuzz): clang and its libFuzzer runtime (-DLOOM_FUZZ=ON, scripts/fuzz.sh)
 #   real data sets:        fortunes (GPT, BERT, BPE), fashion-mnist (ViT, Swin, DETR),
 #                          freedict eng-deu (encoder-decoder translation)
 # The CUDA toolkit is optional and not installed here; /usr/local/cuda is used when present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doctest-dev
+          libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev
           zlib1g-dev libstb-dev
           fortunes dataset-fashion-mnist dict-freedict-eng-deu)
