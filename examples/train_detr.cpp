@@ -307,6 +307,9 @@ int main(int argc, char** argv) try {
   LOOM_CHECK(o.curve_scenes <= o.eval_scenes,
              "train_detr: --curve-scenes {} is more than --eval-scenes {}", o.curve_scenes,
              o.eval_scenes);
+  LOOM_CHECK(o.steps > 0 || o.resume || o.stop_at == 0 || o.stop_at > 21,
+             "train_detr: --stop-at {} comes before --minutes has planned the run (at step 21); "
+             "stop later or give --steps", o.stop_at);
   fs::create_directories(o.out);
 
   // ---- data: training scenes drawn on demand, the held-out scenes once

@@ -33,6 +33,11 @@ if "$bin/train_detr" --resume --steps 4 --out "$work/none" >"$work/bad.log" 2>&1
   fail "--resume without a checkpoint was accepted"
 fi
 grep -q "no '$work/none/ckpt.safetensors'" "$work/bad.log" || fail "--resume error unclear"
+if "$bin/train_detr" --minutes 1 --stop-at 5 --out "$work/bad" >"$work/bad.log" 2>&1; then
+  fail "--stop-at before the --minutes plan was accepted"
+fi
+grep -q "before --minutes has planned" "$work/bad.log" || fail "--stop-at error unclear"
+[ ! -e "$work/bad" ] || fail "a refused run created its --out"
 if "$bin/detect" --checkpoint "$work/none/ckpt.safetensors" >"$work/bad.log" 2>&1; then
   fail "detect without a checkpoint was accepted"
 fi
