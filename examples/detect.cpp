@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
