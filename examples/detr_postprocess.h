@@ -1,0 +1,68 @@
+// DETR's PostProcess (facebookresearch/detr models/detr.py, as ../shared/bench/torch_train_ref.py's
+// detect() applies it), shared by train_detr and detect: the last decoder layer's logits through
+// a softmax, "no object" dropped, score = the best class probability, label = its class; every
+// query is a detection. Boxes stay normalised (cx, cy, w, h) for drawing and are turned into
+// pixel corners (x0, y0, x1, y1) = (cx -+ w/2, cy -+ h/2) * side for COCO AP.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "loom.h"
+
+namespace loom::detr_example {
+
+struct ImageDetections {
+  std::vector<float> boxes;     // [q * 4] normalised (cx, cy, w, h)
+  std::vector<float> scores;    // [q]
+  std::vector<int64_t> labels;  // [q]
+
+  int64_t size() const { return static_cast<int64_t>(scores.size()); }
+  // For data::write_scene_png: predictions below min_score are not drawn.
+  data::SceneDetections for_drawing(float min_score) const {
+    return {tensor(boxes, {size(), 4}), tensor_i64(labels, {size()}), tensor(scores, {size()}),
+            min_score};
+  }
+  // Detection i as a COCO box in pixels of a side x side canvas. A box of zero width or height
+  // (a sigmoid output that underflowed) is widened by one float step, so that it still counts as
+  // a false positive (IoU 0), as in the reference, instead of being refused by the metric.
+  metrics::Box pixel_box(int64_t i, int64_t image, float side) const {
+    const float* b = boxes.data() + i * 4;
+    metrics::Box box{image, labels[static_cast<size_t>(i)], (b[0] - 0.5f * b[2]) * side,
+                     (b[1] - 0.5f * b[3]) * side, (b[0] + 0.5f * b[2]) * side,
+                     (b[1] + 0.5f * b[3]) * side, scores[static_cast<size_t>(i)]};
+    const float inf = std::numeric_limits<float>::infinity();
+    if (!(box.x1 > box.x0)) box.x1 = std::nextafter(box.x0, inf);
+    if (!(box.y1 > box.y0)) box.y1 = std::nextafter(box.y0, inf);
+    return box;
+  }
+};
+
+// logits [B, Q, C + 1], boxes [B, Q, 4] (any device) -> one ImageDetections per image.
+inline std::vector<ImageDetections> postprocess(const Tensor& logits, const Tensor& boxes) {
+  LOOM_CHECK(logits.dim() == 3 && boxes.dim() == 3 && boxes.size(2) == 4 &&
+                 logits.size(0) == boxes.size(0) && logits.size(1) == boxes.size(1),
+             "postprocess: logits {} and boxes {} are not [B, Q, C + 1] and [B, Q, 4]",
+             shape_str(logits.shape()), shape_str(boxes.shape()));
+  const int64_t B = logits.size(0), Q = logits.size(1), C = logits.size(2) - 1;
+  const std::vector<float> prob = softmax(logits, -1).to(Device::CPU).to_vector();  // (B, Q, C+1)
+  const std::vector<float> box = boxes.to_vector();  // (B, Q, 4)
+  std::vector<ImageDetections> out(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    ImageDetections& d = out[static_cast<size_t>(b)];
+    d.boxes.assign(box.begin() + b * Q * 4, box.begin() + (b + 1) * Q * 4);
+    for (int64_t q = 0; q < Q; ++q) {
+      const float* p = prob.data() + (b * Q + q) * (C + 1);
+      int64_t best = 0;  // torch.max: the first maximum
+      for (int64_t c = 1; c < C; ++c)
+        if (p[c] > p[best]) best = c;
+      d.scores.push_back(p[best]);
+      d.labels.push_back(best);
+    }
+  }
+  return out;
+}
+
+}  // namespace loom::detr_example

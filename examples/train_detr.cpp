@@ -1,0 +1,455 @@
+// Trains DETR (Carion et al. 2020) to detect the clothing items of multi-object Fashion-MNIST
+// scenes (data/fashion_mnist_scenes.h), top to bottom like nanoGPT's train.py: options, data,
+// model, optimizer, the training loop (progress with the loss terms, COCO AP on held-out scenes
+// every N steps, checkpoints), and a final report with AP, curves and pictures of the boxes.
+//
+//   train_detr                              detr-fmnist for 10 minutes (torch_train_ref.py's plan)
+//   train_detr --steps 2000 --out run1      a fixed number of steps; `--resume` continues exactly
+//   train_detr --overfit-one --steps 300    one fixed 4-item scene: the loss must go to ~0
+//   train_detr --dump 8                     8 training scenes with their boxes as PNG, and exit
+//   train_detr --help                       every option
+//
+// Files written to --out: ckpt.safetensors (model + AdamW state + DETR config + where the run is,
+// one file written atomically; examples/detect reads it), log.csv (loss, its terms, lr and AP per
+// step), curves.png (loss and AP curves) and detections_<i>.png: held-out scenes with the ground
+// truth (green) and the predictions scoring >= --draw-threshold (orange).
+//
+// Recipe and evaluation: ../shared/bench/torch_train_ref.py's detr-fmnist task. Batch 32;
+// AdamW (lr 1e-4, betas .9/.999, weight decay 1e-4 on every parameter; the backbone's lr 1e-4
+// too: it is trained from scratch); gradient norm clipped to 0.1; no warm-up, cosine decay to
+// 1e-6 at the last step; DETR's set loss (Hungarian matching, 1 CE + 5 L1 + 2 GIoU) on every
+// decoder layer, summed (auxiliary losses); dropout 0.1 and BatchNorm batch statistics in
+// training. Evaluation in eval mode (no dropout, BatchNorm running statistics) with DETR's
+// PostProcess (examples/detr_postprocess.h), all queries as detections, COCO AP on the fixed 1000
+// held-out t10k scenes (default_rng([0, 0]), whatever --seed); the periodic evaluations use the
+// first --curve-scenes of them (200, as the reference's curve).
+// One difference: training scene i (i = step * batch + j) comes from its own stream
+// default_rng([3, seed, i]) rather than from one sequential stream, so that a resumed run draws
+// the same scenes without replaying the stream; the scenes are distributed identically.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "detr_postprocess.h"
+#include "loom.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+using detr_example::ImageDetections;
+
+namespace {
+
+// ============================================================================ options
+
+struct Options {
+  std::string model = "detr-fmnist";  // a DETRConfig preset with a one-channel small backbone
+  float dropout = 0.1f;
+  std::string data = data::kFashionMnistDir;
+  int64_t eval_scenes = 1000, curve_scenes = 200;  // held-out t10k scenes: final, periodic
+  int64_t steps = 0, batch = 32;
+  double minutes = 0;  // > 0 (the default when --steps is not given: 10): plan the steps
+  float lr = 1e-4f, backbone_lr = 1e-4f, min_lr = 1e-6f, weight_decay = 1e-4f, grad_clip = 0.1f;
+  bool overfit_one = false;
+  int64_t log_every = 20, eval_every = 200, checkpoint_every = 200;
+  std::string out = "out-detr";
+  bool resume = false;
+  int64_t stop_at = 0, dump = 0, draw_scenes = 6;
+  float draw_threshold = 0.5f;
+  std::string device = "cpu";
+  int64_t threads = 0;
+  uint64_t seed = 0;
+};
+
+CLI::Option* add_options(CLI::App& app, Options& o) {
+  cli::show_defaults(app);
+  const auto positive = CLI::PositiveNumber;
+  CLI::App* m = app.add_option_group("Model");
+  m->add_option("--model", o.model, "DETR preset (one-channel scenes: detr-fmnist)")
+      ->check(CLI::IsMember({"detr-fmnist"}));
+  m->add_option("--dropout", o.dropout, "dropout probability in the transformer")
+      ->check(CLI::Range(0.0, 0.99));
+  CLI::App* d = app.add_option_group("Data");
+  d->add_option("--data", o.data, "directory of the Fashion-MNIST IDX files (.gz)");
+  d->add_option("--eval-scenes", o.eval_scenes,
+                "held-out t10k scenes of the final evaluation (the reference's 1000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  d->add_option("--curve-scenes", o.curve_scenes,
+                "the first N of them evaluated every --eval-every steps")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  d->add_option("--dump", o.dump, "write N training scenes with their boxes as PNG and exit")
+      ->check(cli::non_negative_integer);
+  CLI::App* t = app.add_option_group("Optimisation");
+  CLI::Option* steps = t->add_option("--steps", o.steps, "optimizer steps (0 = plan --minutes)")
+                           ->check(cli::non_negative_integer);
+  t->add_option("--minutes", o.minutes,
+                "plan the steps so that training takes this long, from the speed of steps 2-21, "
+                "as torch_train_ref.py does (default 10 when --steps is 0)")
+      ->check(cli::finite_non_negative);
+  t->add_option("--batch", o.batch, "scenes per batch")->check(positive);
+  t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")
+      ->check(cli::finite_non_negative);
+  t->add_option("--backbone-lr", o.backbone_lr, "learning rate of the CNN backbone")
+      ->check(cli::finite_non_negative);
+  t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
+      ->check(cli::finite_non_negative);
+  t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (every parameter)")
+      ->check(cli::finite_non_negative);
+  t->add_option("--grad-clip", o.grad_clip, "clip the gradient norm (0 = off)")
+      ->check(cli::finite_non_negative);
+  t->add_flag("--overfit-one", o.overfit_one,
+              "train on one fixed 4-item training scene (batch 1, constant lr): the loss must "
+              "go to ~0, DETR users' first sanity check");
+  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
+  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
+  p->add_option("--eval-every", o.eval_every, "steps between AP evaluations (0 = only at the end)")
+      ->check(cli::non_negative_integer);
+  p->add_option("--checkpoint-every", o.checkpoint_every,
+                "steps between checkpoints (0 = only at the end)")
+      ->check(cli::non_negative_integer);
+  p->add_option("--out", o.out, "directory for checkpoint, log and pictures");
+  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
+      ->expected(0, 1);
+  p->add_option("--stop-at", o.stop_at,
+                "end this run after that step with a checkpoint, as if interrupted (0 = off)")
+      ->check(cli::non_negative_integer);
+  p->add_option("--draw-scenes", o.draw_scenes,
+                "held-out scenes drawn with their predicted boxes at the end")
+      ->check(cli::non_negative_integer);
+  p->add_option("--draw-threshold", o.draw_threshold, "smallest score of a drawn prediction")
+      ->check(CLI::Range(0.0, 1.0));
+  CLI::App* machine = app.add_option_group("Machine");
+  cli::add_device(*machine, o.device);
+  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
+      ->check(cli::non_negative_integer);
+  machine->add_option("--seed", o.seed, "seed of the weights, the training scenes and dropout")
+      ->check(cli::non_negative_integer);
+  return steps;
+}
+
+// ============================================================================ data
+
+// The scenes the model is trained on: a stream of random training scenes, or (--overfit-one)
+// torch_train_ref.py's fixed scene, default_rng([2, seed]) with 4 items drawn, in every batch.
+struct TrainingScenes {
+  std::optional<data::FashionMnistScenes> stream;
+  std::optional<data::Scene> one;
+
+  TrainingScenes(const data::FashionMNIST& train, const Options& o) {
+    if (!o.overfit_one) {
+      stream.emplace(train, std::numeric_limits<int64_t>::max(), o.seed);
+      return;
+    }
+    std::vector<uint32_t> entropy{2};
+    for (uint32_t w : data::numpy_int_words(o.seed)) entropy.push_back(w);
+    data::NumpyPCG64 rng(entropy);
+    data::SceneConfig four;
+    four.min_items = four.max_items = 4;  // n forced to 4: integers(4, 5) draws nothing
+    one = data::draw_scene(train, rng, four);
+  }
+  // The batch of step `step`: scenes step * batch .. step * batch + batch - 1.
+  data::SceneBatch batch(int64_t step, int64_t batch_size) const {
+    if (one) return {stack({one->image}, 0), {{one->labels, one->boxes}}};
+    std::vector<int64_t> indices;
+    for (int64_t j = 0; j < batch_size; ++j) indices.push_back(step * batch_size + j);
+    return stream->batch(indices);
+  }
+};
+
+// ============================================================================ loss
+
+struct StepLoss {
+  Tensor loss;        // summed over the decoder layers: what is minimised
+  float ce, l1, giou;  // the last layer's terms, unweighted
+};
+
+// DETR's set loss on every decoder layer (sec. 3.2's auxiliary losses), summed.
+StepLoss set_loss(models::DETR& model, const data::SceneBatch& batch, Device device) {
+  std::vector<models::DETRTarget> targets;
+  for (const data::SceneTarget& t : batch.targets)
+    targets.push_back({t.labels.to(device), t.boxes.to(device)});
+  const models::DETRLossConfig config{model.config().num_classes};
+  const models::DETROutput out = model.forward(batch.images.to(device));  // (B, Q, C+1), (B, Q, 4)
+  const models::DETRLossTerms last = models::detr_loss_terms(out.logits, out.boxes, targets, config);
+  Tensor loss = last.loss;
+  for (size_t i = 0; i < out.aux_logits.size(); ++i)
+    loss = loss + models::detr_loss(out.aux_logits[i], out.aux_boxes[i], targets, config);
+  return {loss, last.loss_ce.item(), last.loss_bbox.item(), last.loss_giou.item()};
+}
+
+// ============================================================================ evaluation
+
+// DETR's PostProcess on scenes[0, count), in eval mode, in chunks of 100.
+std::vector<ImageDetections> detect(models::DETR& model, const std::vector<data::Scene>& scenes,
+                                    int64_t count, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  std::vector<ImageDetections> all;
+  const int64_t chunk = 100;
+  for (int64_t s = 0; s < count; s += chunk) {
+    std::vector<Tensor> images;
+    for (int64_t i = s; i < std::min(count, s + chunk); ++i)
+      images.push_back(scenes[static_cast<size_t>(i)].image);
+    const models::DETROutput out = model.forward(stack(images, 0).to(device));  // (n, 1, 64, 64)
+    for (ImageDetections& d : detr_example::postprocess(out.logits, out.boxes))
+      all.push_back(std::move(d));
+  }
+  model.train();
+  return all;
+}
+
+// COCO AP, AP50, AP75 of the detections of scenes[0, count) (metrics/coco.h).
+metrics::APResult average_precision(const std::vector<ImageDetections>& detections,
+                                    const std::vector<data::Scene>& scenes) {
+  std::vector<metrics::Box> dets, truth;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    const data::Scene& s = scenes[i];
+    const auto side = static_cast<float>(s.image.size(2));
+    for (int64_t q = 0; q < detections[i].size(); ++q)
+      dets.push_back(detections[i].pixel_box(q, static_cast<int64_t>(i), side));
+    const std::vector<int64_t> labels = s.labels.to_vector_i64();
+    for (size_t k = 0; k < labels.size(); ++k) {
+      const auto& b = s.pixel_boxes[k];
+      truth.push_back({static_cast<int64_t>(i), labels[k], static_cast<float>(b[0]),
+                       static_cast<float>(b[1]), static_cast<float>(b[2]),
+                       static_cast<float>(b[3])});
+    }
+  }
+  return metrics::coco_average_precision(dets, truth);
+}
+
+metrics::APResult evaluate(models::DETR& model, const std::vector<data::Scene>& scenes,
+                           int64_t count, Device device) {
+  return average_precision(detect(model, scenes, count, device), scenes);
+}
+
+std::string format_ap(const metrics::APResult& r) {
+  return fmt::format("AP {:.4f} | AP50 {:.4f} | AP75 {:.4f}", r.ap, r.ap50, r.ap75);
+}
+
+// Loss and its terms, and AP / AP50 / AP75 against the step, from the CSV log.
+void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
+  const data::CsvTable log = data::read_csv(csv);
+  const std::vector<double> step = log.column("step");
+  auto present = [&](const std::string& column, double scale) {
+    const std::vector<double> v = log.column(column);
+    data::Series s{column, {}, {}};
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isnan(v[i])) s.x.push_back(step[i]), s.y.push_back(scale * v[i]);
+    return s;
+  };
+  data::save_plots(
+      png, {{{present("loss", 1)}, {title + ": training loss (all layers)", "step", "loss"}},
+            {{present("loss_ce", 1), present("loss_bbox", 1), present("loss_giou", 1)},
+             {"last layer's terms (unweighted)", "step", "loss"}},
+            {{present("ap50", 100), present("ap", 100), present("ap75", 100)},
+             {"held-out scenes: COCO AP", "step", "%"}}});
+}
+
+// ============================================================================ checkpoints
+
+void save_checkpoint(const std::string& path, models::DETR& model, const optim::Optimizer& opt,
+                     const nn::TrainerState& state, const Options& o) {
+  nn::Metadata meta = model.config().to_metadata();
+  meta.merge(state.to_metadata());
+  meta.insert({{"model_preset", o.model},
+               {"seed", std::to_string(o.seed)},
+               {"overfit_one", o.overfit_one ? "1" : "0"}});
+  nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
+}
+
+nn::TrainerState load_checkpoint(const std::string& path, models::DETR& model,
+                                 optim::Optimizer& opt, const Options& o) {
+  const nn::Metadata meta = nn::read_metadata(path);
+  const auto preset = meta.find("model_preset");
+  LOOM_CHECK(preset != meta.end() && preset->second == o.model,
+             "train_detr: checkpoint '{}' was written for --model {}, not --model {}", path,
+             preset == meta.end() ? "(unknown)" : preset->second, o.model);
+  const auto overfit = meta.find("overfit_one");
+  LOOM_CHECK(overfit != meta.end() && (overfit->second == "1") == o.overfit_one,
+             "train_detr: checkpoint '{}' was written {} --overfit-one; resume it the same way",
+             path, o.overfit_one ? "without" : "with");
+  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_detr: " + path);
+  nn::load_checkpoint(path, {{"model", &model}}, &opt);
+  return state;
+}
+
+}  // namespace
+
+// ============================================================================ main
+
+int main(int argc, char** argv) try {
+  cli::use_passive_omp_wait(argv);  // idle OpenMP threads sleep instead of spinning
+  // ---- options
+  Options o;
+  CLI::App app{"train_detr: trains DETR to detect the items of Fashion-MNIST scenes"};
+  const CLI::Option* steps_flag = add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  if (o.steps == 0 && o.minutes == 0) o.minutes = 10;
+  if (o.overfit_one) {  // the reference: one scene, a constant lr
+    o.batch = 1;
+    o.backbone_lr = o.min_lr = o.lr;
+  }
+  cli::print_config(app);
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const Device device = cli::device_of(o.device);
+  const std::string ckpt_path = o.out + "/ckpt.safetensors", csv_path = o.out + "/log.csv";
+  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_detr: --resume but there is no '{}'",
+             ckpt_path);
+  LOOM_CHECK(o.curve_scenes <= o.eval_scenes,
+             "train_detr: --curve-scenes {} is more than --eval-scenes {}", o.curve_scenes,
+             o.eval_scenes);
+  LOOM_CHECK(o.steps > 0 || o.resume || o.stop_at == 0 || o.stop_at > 21,
+             "train_detr: --stop-at {} comes before --minutes has planned the run (at step 21); "
+             "stop later or give --steps", o.stop_at);
+  fs::create_directories(o.out);
+
+  // ---- data: training scenes drawn on demand, the held-out scenes once
+  const data::FashionMNIST train_set(o.data, "train", /*normalize=*/false);
+  const TrainingScenes train_scenes(train_set, o);
+  if (o.dump > 0) {
+    for (int64_t i = 0; i < o.dump; ++i) {
+      const data::Scene s = o.overfit_one ? *train_scenes.one : train_scenes.stream->scene(i);
+      data::write_scene_png(fmt::format("{}/scene_{}.png", o.out, i), s);
+    }
+    fmt::print("wrote {} training scenes with their boxes to {}/scene_*.png\n", o.dump, o.out);
+    return 0;
+  }
+  const data::FashionMNIST test_set(o.data, "test", /*normalize=*/false);
+  std::vector<data::Scene> eval_scenes;
+  if (o.overfit_one) {
+    eval_scenes = {*train_scenes.one};  // evaluated on the scene it learns
+    o.eval_scenes = o.curve_scenes = 1;
+  } else {
+    const auto held_out = data::FashionMnistScenes::pytorch_eval(test_set, o.eval_scenes);
+    for (int64_t i = 0; i < o.eval_scenes; ++i) eval_scenes.push_back(held_out.scene(i));
+  }
+
+  // ---- model and optimizer
+  manual_seed(o.seed);
+  models::DETRConfig config = models::DETRConfig::preset(o.model);
+  config.dropout = o.dropout;
+  models::DETR model(config);
+  model.to(device);
+  optim::ParamGroup rest{{}, o.lr, o.weight_decay}, backbone{{}, o.backbone_lr, o.weight_decay};
+  for (const auto& [name, p] : model.named_parameters())
+    (name.rfind("backbone.", 0) == 0 ? backbone : rest).params.push_back(p);
+  optim::AdamW opt({rest, backbone}, 0.9f, 0.999f, 1e-8f);
+  fmt::print("train_detr: {} | {} parameters | {} threads\n", config.to_string(),
+             model.num_parameters(), get_num_threads());
+  if (o.overfit_one) {
+    fmt::print("  data: one training scene, labels {} and boxes (x0 y0 x1 y1 px)",
+               fmt::join(train_scenes.one->labels.to_vector_i64(), " "));
+    for (const auto& b : train_scenes.one->pixel_boxes)
+      fmt::print(" [{} {} {} {}]", b[0], b[1], b[2], b[3]);
+    fmt::print("\n");
+  } else {
+    fmt::print("  data: training scenes from {} train images, batch {}; {} held-out t10k scenes\n",
+               train_set.size(), o.batch, eval_scenes.size());
+  }
+
+  // ---- resume
+  int64_t start = 0, total = o.steps > 0 ? o.steps : std::numeric_limits<int32_t>::max();
+  if (o.resume) {
+    const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt, o);
+    start = state.step;
+    if (steps_flag->count() == 0) total = state.total_steps;
+    state.restore_rng();
+    fmt::print("resumed from {} at step {}\n", ckpt_path, start);
+  }
+  LOOM_CHECK(start < total,
+             "train_detr: the checkpoint is at step {}, the run has {} steps: nothing to do", start,
+             total);
+  auto checkpoint = [&](int64_t step) {
+    save_checkpoint(ckpt_path, model, opt, nn::TrainerState::capture(step, total, 0, step), o);
+  };
+  data::CsvLog csv(csv_path,
+                   {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"},
+                   o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+
+  // ---- training loop
+  model.train();
+  optim::ProgressMeter progress(o.batch, "img/s");
+  optim::TimeBudget budget(o.resume || o.steps > 0 ? 0.0 : o.minutes);  // resumed: keeps its plan
+  double window_ce = 0, window_l1 = 0, window_giou = 0;
+  int64_t window = 0;
+  const double nan = std::nan("");
+  for (int64_t step = start; step < total; ++step) {
+    // no warm-up; cosine from lr at step 0 to min_lr at the planned end (torch_train_ref.py)
+    const float lr = optim::warmup_cosine_lr(step, 0, total, o.lr, o.min_lr);
+    opt.set_lr(0, lr);
+    opt.set_lr(1, optim::warmup_cosine_lr(step, 0, total, o.backbone_lr, o.min_lr));
+    const StepLoss l = set_loss(model, train_scenes.batch(step, o.batch), device);
+    opt.zero_grad();
+    l.loss.backward();
+    if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
+    opt.step();
+    const float loss_value = l.loss.item();
+    LOOM_CHECK(std::isfinite(loss_value), "train_detr: the loss became {} at step {}", loss_value,
+               step);
+    progress.add(loss_value);
+    window_ce += l.ce, window_l1 += l.l1, window_giou += l.giou, ++window;
+
+    const int64_t done = step + 1;
+    if (const auto planned = budget.observe(done, progress.elapsed())) {
+      total = *planned;
+      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
+    }
+    if (done % o.log_every == 0 || done == total) {
+      const double n = static_cast<double>(window);
+      fmt::print("{} | ce {:.4f} L1 {:.4f} GIoU {:.4f}\n", progress.line(done, total, lr),
+                 window_ce / n, window_l1 / n, window_giou / n);
+      std::fflush(stdout);
+      window_ce = window_l1 = window_giou = 0, window = 0;
+    }
+    metrics::APResult ap{nan, nan, nan};
+    if (o.eval_every > 0 && done % o.eval_every == 0 && done != total) {
+      const double t0 = progress.elapsed();
+      ap = evaluate(model, eval_scenes, o.curve_scenes, device);
+      fmt::print("eval step {} | {} held-out scenes | {} ({:.1f} s)\n", done, o.curve_scenes,
+                 format_ap(ap), progress.elapsed() - t0);
+      progress.exclude(progress.elapsed() - t0);  // evaluation stays out of images/s and ETA
+    }
+    csv.row({static_cast<double>(done), loss_value, l.ce, l.l1, l.giou, lr, ap.ap,
+             ap.ap50, ap.ap75});
+    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
+    if (done == o.stop_at && done != total) {
+      checkpoint(done);
+      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
+                 ckpt_path);
+      return 0;
+    }
+  }
+  const double train_s = progress.elapsed();
+
+  // ---- final report: AP on every held-out scene, checkpoint, curves, pictures
+  const std::vector<ImageDetections> detections =
+      detect(model, eval_scenes, o.eval_scenes, device);
+  const metrics::APResult final_ap = average_precision(detections, eval_scenes);
+  csv.row({static_cast<double>(total), nan, nan, nan, nan, nan, final_ap.ap, final_ap.ap50,
+           final_ap.ap75});
+  fmt::print("final (step {}, {} training) on {} {}: {}\n", total,
+             optim::format_duration(train_s), o.eval_scenes,
+             o.overfit_one ? "training scene" : "held-out scenes", format_ap(final_ap));
+  checkpoint(total);
+  plot_curves(csv_path, o.out + "/curves.png", o.model);
+  const int64_t drawn = std::min<int64_t>(o.draw_scenes, static_cast<int64_t>(eval_scenes.size()));
+  for (int64_t i = 0; i < drawn; ++i)
+    data::write_scene_png(fmt::format("{}/detections_{}.png", o.out, i),
+                          eval_scenes[static_cast<size_t>(i)],
+                          detections[static_cast<size_t>(i)].for_drawing(o.draw_threshold));
+  fmt::print("saved {}, {}, {}/curves.png and {} detections_*.png\n", ckpt_path, csv_path, o.out,
+             drawn);
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "error: {}\n", e.what());
+  return 1;
+}

@@ -1,0 +1,107 @@
+// ../shared/API.md, the public contract, written the way a program outside the project writes
+// it: only "loom.h" and `using namespace loom;`, configs filled by designated initializers in the
+// order API.md lists the fields (which also pins that order), defaults left out, and the
+// documented shapes, conventions and errors checked. The models' own suites test the numbers
+// against PyTorch; this file fails when a name, a field, a default or a meaning of API.md drifts.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+#include "test_util.h"
+
+using namespace loom;
+using loom::testing::expect_error;
+
+TEST_CASE("API.md: Transformer config, forward and translate as documented") {
+  manual_seed(0);
+  const models::TransformerConfig config{.src_vocab_size = 20, .tgt_vocab_size = 20,
+                                         .d_model = 16, .n_head = 2, .n_encoder_layers = 1,
+                                         .n_decoder_layers = 1, .d_ff = 32, .max_len = 32};
+  CHECK(config.pad_id == 0);
+  CHECK(config.dropout == doctest::Approx(0.1f));
+  CHECK_FALSE(config.norm_first);
+  CHECK(config.share_embeddings);
+  CHECK(models::TransformerConfig::preset("seq2seq-mini").d_model == 256);
+  CHECK(models::TransformerConfig::preset("transformer-base").d_model == 512);
+  models::Transformer model(config);
+  model.eval();
+  const Tensor src = tensor_i64({5, 6, 7, 0, 8, 9, 3, 4}, {2, 4});   // a padded source
+  const Tensor tgt = tensor_i64({1, 5, 6, 1, 7, 0}, {2, 3});
+  CHECK(model.forward(src, tgt).shape() == Shape{2, 3, 20});   // [B, T, tgt_vocab]
+
+  const std::vector<int64_t> greedy = model.translate({5, 6, 7}, /*bos_id=*/1, /*eos_id=*/2, 6);
+  CHECK(greedy.size() <= 6);
+  CHECK(model.translate({5, 6, 7}, 1, 2, 6, /*beam=*/1, /*length_penalty=*/0.0f) == greedy);
+  const auto batch = model.translate_batch({{5, 6, 7}, {8, 9}}, 1, 2, 6);
+  REQUIRE(batch.size() == 2);
+  CHECK(batch[0] == greedy);
+  CHECK(model.translate_batch({{5, 6, 7}}, 1, 2, 6, /*beam=*/3, 0.6f).size() == 1);
+}
+
+TEST_CASE("API.md: DETR config, outputs, loss and loader names as documented") {
+  manual_seed(0);
+  models::DETRConfig config{.num_classes = 3, .backbone = "small", .in_channels = 1,
+                            .hidden = 16, .n_head = 2, .n_encoder_layers = 1,
+                            .n_decoder_layers = 2, .d_ff = 32, .num_queries = 4,
+                            .dropout = 0.0f};
+  CHECK(models::DETRConfig::preset("detr-r50").num_classes == 91);
+  CHECK(models::DETRConfig::preset("detr-fmnist").backbone == "small");
+  models::DETR model(config);
+  const models::DETROutput out = model.forward(rand({2, 1, 64, 64}));
+  CHECK(out.logits.shape() == Shape{2, 4, 4});   // num_classes + 1 ("no object" last)
+  CHECK(out.boxes.shape() == Shape{2, 4, 4});
+  REQUIRE(out.aux_logits.size() == 1);           // one per decoder layer but the last
+  CHECK(out.aux_boxes.size() == 1);
+  for (float b : out.boxes.to_vector()) CHECK((b > 0.0f && b < 1.0f));   // sigmoid outputs
+
+  const models::DETRLossConfig loss_config{.num_classes = 3};   // a default-constructible aggregate
+  CHECK(loss_config.eos_coef == doctest::Approx(0.1f));
+  const std::vector<models::DETRTarget> targets{
+      {tensor_i64({1}, {1}), tensor({0.5f, 0.5f, 0.2f, 0.3f}, {1, 4})},
+      {tensor_i64({}, {0}), zeros({0, 4})}};                    // an image with no targets
+  const Tensor loss = models::detr_loss(out.logits, out.boxes, targets, loss_config);
+  CHECK(loss.numel() == 1);
+  CHECK(std::isfinite(loss.item()));
+  loss.backward();
+  expect_error([&] { models::load_detr(model, "/nonexistent/detr.safetensors"); },
+               {"/nonexistent/detr.safetensors"});
+}
+
+TEST_CASE("API.md: linear_sum_assignment as scipy's") {
+  const auto [rows, cols] = linear_sum_assignment(tensor({4, 1, 3, 2, 0, 5, 3, 2, 2}, {3, 3}));
+  CHECK(rows == std::vector<int64_t>{0, 1, 2});
+  CHECK(cols == std::vector<int64_t>{1, 0, 2});
+  const auto [r2, c2] = linear_sum_assignment(zeros({3, 0}));   // n x 0: two empty vectors
+  CHECK(r2.empty());
+  CHECK(c2.empty());
+  const float inf = std::numeric_limits<float>::infinity();
+  expect_error([&] { linear_sum_assignment(tensor({inf, inf, 1, 2}, {2, 2})); },
+               {"linear_sum_assignment"});   // no assignment avoids the forbidden pairs
+  expect_error([&] { linear_sum_assignment(tensor({std::nanf(""), 1, 2, 3}, {2, 2})); },
+               {"linear_sum_assignment"});
+}
+
+TEST_CASE("API.md: metrics as sacreBLEU and COCOeval compute them") {
+  // sacreBLEU's README example scores 48.530827 (its test_bleu.py).
+  const std::vector<std::string> hyps{"The dog bit the man.", "It wasn't surprising.",
+                                      "The man had just bitten him."};
+  const std::vector<std::string> refs{"The dog bit the man.", "It was not unexpected.",
+                                      "The man bit him first."};
+  CHECK(metrics::corpus_bleu(hyps, refs) == doctest::Approx(48.530827).epsilon(1e-6));
+  CHECK(metrics::corpus_bleu(refs, refs) == doctest::Approx(100.0));
+  const double chrf = metrics::corpus_chrf(hyps, refs);
+  CHECK((chrf > 0.0 && chrf < 100.0));
+  expect_error([&] { metrics::corpus_bleu(hyps, {"one"}); }, {"3", "1"});
+
+  const std::vector<metrics::Box> truth{{.image = 0, .label = 1, .x0 = 0, .y0 = 0, .x1 = 10, .y1 = 10}};
+  const metrics::APResult perfect = metrics::coco_average_precision(
+      {{.image = 0, .label = 1, .x0 = 0, .y0 = 0, .x1 = 10, .y1 = 10, .score = 0.9f}}, truth);
+  CHECK(perfect.ap == doctest::Approx(1.0));
+  CHECK(perfect.ap50 == doctest::Approx(1.0));
+  CHECK(perfect.ap75 == doctest::Approx(1.0));
+  CHECK(metrics::coco_average_precision({}, {}).ap == doctest::Approx(-1.0));   // as COCOeval
+}
