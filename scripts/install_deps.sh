@@ -5,6 +5,7 @@
 #                          fmt, doctest, nlohmann-json (safetensors headers; header-only, private
 #                          to the library), CLI11 (command lines of the examples and benchmarks)
 #                          zlib (gzipped Fashion-MNIST files), stb (image files)
+#                          ICU (Unicode tables for BERT's WordPiece tokenizer)
 #   fuzzing (with --fuzz): clang and its libFuzzer runtime (-DLOOM_FUZZ=ON, scripts/fuzz.sh)
 #   real data sets:        fortunes (GPT, BERT, BPE), fashion-mnist (ViT, Swin, DETR),
 #                          freedict eng-deu (encoder-decoder translation)
@@ -13,6 +14,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doctest-dev
           nlohmann-json3-dev libcli11-dev
           zlib1g-dev libstb-dev
+          libicu-dev
           fortunes dataset-fashion-mnist dict-freedict-eng-deu)
 missing=()
 for p in "${packages[@]}"; do
