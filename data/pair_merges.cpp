@@ -63,8 +63,8 @@ void PairMerges::apply(int32_t left, int32_t right, int32_t merged) {
   // Only pairs containing the new token can have grown; all others only shrank, and their
   // heap entries (now too large) are corrected when popped.
   for (const uint64_t p : changed_) {
-    const bool has_merged = static_cast<int32_t>(p >> 32) == merged ||
-                            static_cast<int32_t>(p & 0xffffffffu) == merged;
+    const bool has_merged =
+        static_cast<int32_t>(p >> 32) == merged || static_cast<int32_t>(p & 0xffffffffu) == merged;
     const auto it = pair_counts_.find(p);
     if (has_merged && it != pair_counts_.end()) heap_.push({it->second, p});
   }

@@ -51,7 +51,7 @@ class PairMerges {
   void add_pairs(int32_t w, int sign);
 
   std::vector<Word> words_;
-  std::vector<int64_t> seen_in_merge_;                             // word -> last merge visiting it
+  std::vector<int64_t> seen_in_merge_;  // word -> last merge visiting it
   int64_t merges_done_ = 0;
   std::unordered_map<uint64_t, int64_t> pair_counts_;              // pair -> occurrences
   std::unordered_map<uint64_t, std::vector<int32_t>> pair_words_;  // pair -> words (superset)

@@ -29,8 +29,8 @@ int8_t category(UChar32 c) { return u_charType(c); }
 // WS, B or S (CPython's makeunicodedata.py).
 bool is_python_space(UChar32 c) {
   const UCharDirection d = u_charDirection(c);
-  return category(c) == U_SPACE_SEPARATOR || d == U_WHITE_SPACE_NEUTRAL ||
-         d == U_BLOCK_SEPARATOR || d == U_SEGMENT_SEPARATOR;
+  return category(c) == U_SPACE_SEPARATOR || d == U_WHITE_SPACE_NEUTRAL || d == U_BLOCK_SEPARATOR ||
+         d == U_SEGMENT_SEPARATOR;
 }
 
 // _is_whitespace: ' ', \t, \n, \r and Zs.
@@ -351,7 +351,8 @@ int64_t WordPieceTokenizer::token_id(const std::string& token) const {
 
 const std::string& WordPieceTokenizer::token(int64_t id) const {
   LOOM_CHECK(id >= 0 && id < vocab_size(),
-             "WordPieceTokenizer::token: id {} is outside the vocabulary [0, {})", id, vocab_size());
+             "WordPieceTokenizer::token: id {} is outside the vocabulary [0, {})", id,
+             vocab_size());
   return vocab_[static_cast<size_t>(id)];
 }
 
@@ -363,8 +364,7 @@ namespace {
 std::vector<std::string> read_tokens(LineReader& reader, int64_t count) {
   std::vector<std::string> vocab;
   while (count < 0 ? !reader.at_end() : static_cast<int64_t>(vocab.size()) < count) {
-    const std::string_view line =
-        reader.next(fmt::format("token {} of {}", vocab.size(), count));
+    const std::string_view line = reader.next(fmt::format("token {} of {}", vocab.size(), count));
     if (!valid_utf8(line)) reader.fail("the line is not valid UTF-8");
     const std::string_view token = strip(line);
     if (std::string why = token_problem(token); !why.empty()) reader.fail(why);

@@ -94,8 +94,8 @@ class WordPieceTokenizer : public Tokenizer {
   // Appends the WordPiece pieces of one basic token to `out` (as ids).
   void wordpiece(const std::string& word, std::vector<int64_t>& out) const;
 
-  std::vector<std::string> vocab_;                  // id -> token
-  std::unordered_map<std::string, int64_t> ids_;    // token -> id (the last one if repeated)
+  std::vector<std::string> vocab_;                // id -> token
+  std::unordered_map<std::string, int64_t> ids_;  // token -> id (the last one if repeated)
   bool lower_case_ = true;
   int64_t unk_id_ = 0;
 };

@@ -19,7 +19,12 @@ std::vector<std::string> initial_symbols(const std::string& word) {
   for (size_t i = 0; i < word.size();) {
     size_t n = 1;  // basic_tokenize's output is valid UTF-8: the lead byte gives the length
     const auto lead = static_cast<unsigned char>(word[i]);
-    if (lead >= 0xF0) n = 4; else if (lead >= 0xE0) n = 3; else if (lead >= 0xC0) n = 2;
+    if (lead >= 0xF0)
+      n = 4;
+    else if (lead >= 0xE0)
+      n = 3;
+    else if (lead >= 0xC0)
+      n = 2;
     symbols.push_back((i > 0 ? "##" : "") + word.substr(i, n));
     i += n;
   }

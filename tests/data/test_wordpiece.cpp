@@ -59,8 +59,8 @@ TEST_CASE("WordPieceTokenizer: ids equal tokenization.py's FullTokenizer on tric
   REQUIRE(cases.size() == 62);
   for (const GoldenCase& c : cases) {
     const auto& tok = c.lower_case ? lower : cased;
-    CHECK_MESSAGE(tok.encode(c.text) == c.ids, "lower_case " << c.lower_case << " text '"
-                                                              << c.text << "'");
+    CHECK_MESSAGE(tok.encode(c.text) == c.ids,
+                  "lower_case " << c.lower_case << " text '" << c.text << "'");
   }
 }
 
