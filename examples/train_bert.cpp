@@ -338,6 +338,10 @@ int main(int argc, char** argv) try {
              o.steps);
   auto checkpoint = [&](int64_t step) {
     nn::Metadata meta = config.to_metadata();
+    // The fortune split, so that finetune_bert can test on fortunes pre-training never saw.
+    meta.insert({{"fortunes", o.fortunes},
+                 {"val_fraction", fmt::format("{}", o.val_fraction)},
+                 {"split_seed", std::to_string(o.seed)}});
     meta.merge(nn::TrainerState::capture(step, o.steps, (step * o.batch) / train_pairs.size(), 0)
                    .to_metadata());
     nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
