@@ -159,19 +159,24 @@ class BatchPlanner {
 
 // --dump-data: vocab.txt, and train/val.safetensors holding the unmasked pairs: ids int64
 // [N, L] ([CLS] A [SEP] B [SEP] padded with [PAD]), lengths [N], segment_a [N] (the length of
-// [CLS] A [SEP]), nsp_labels [N] (0 = IsNext); the masking rule is in the metadata.
+// [CLS] A [SEP]), nsp_labels [N] (0 = IsNext); the masking rule and its seed are in the
+// metadata. bench/torch_bert_train_ref.py reads them.
 void dump_pairs(const data::BertPretrainingData& pairs, const data::WordPieceTokenizer& tok,
                 const std::string& path) {
+  // Also the examples as masked in epoch 0 (masked_ids, mlm_labels [N, L]), so that a reference
+  // trainer re-implementing the masking (SplitMix64, data/bert_pretraining.cpp) can check itself.
   const int64_t n = pairs.size();
   int64_t longest = 0;
   for (int64_t i = 0; i < n; ++i)
     longest = std::max<int64_t>(longest, static_cast<int64_t>(pairs.unmasked_ids(i).size()));
   std::vector<int64_t> ids(static_cast<size_t>(n * longest), tok.token_id("[PAD]")), lengths,
-      segment_a, nsp;
+      segment_a, nsp, masked = ids, labels(ids.size(), -100);
   for (int64_t i = 0; i < n; ++i) {
     const data::BertExample e = pairs.example(i, 0);
     const std::vector<int64_t> plain = pairs.unmasked_ids(i);
     std::copy(plain.begin(), plain.end(), ids.begin() + i * longest);
+    std::copy(e.ids.begin(), e.ids.end(), masked.begin() + i * longest);
+    std::copy(e.mlm_labels.begin(), e.mlm_labels.end(), labels.begin() + i * longest);
     lengths.push_back(static_cast<int64_t>(plain.size()));
     segment_a.push_back(std::count(e.token_types.begin(), e.token_types.end(), 0));
     nsp.push_back(e.next_sentence_label);
@@ -181,14 +186,17 @@ void dump_pairs(const data::BertPretrainingData& pairs, const data::WordPieceTok
                         {{"ids", tensor_i64(ids, {n, longest})},
                          {"lengths", tensor_i64(lengths, {n})},
                          {"segment_a", tensor_i64(segment_a, {n})},
-                         {"nsp_labels", tensor_i64(nsp, {n})}},
+                         {"nsp_labels", tensor_i64(nsp, {n})},
+                         {"masked_ids", tensor_i64(masked, {n, longest})},
+                         {"mlm_labels", tensor_i64(labels, {n, longest})}},
                         {{"cls_id", std::to_string(r.cls_id)},
                          {"sep_id", std::to_string(r.sep_id)},
                          {"mask_id", std::to_string(r.mask_id)},
                          {"pad_id", std::to_string(tok.token_id("[PAD]"))},
                          {"vocab_size", std::to_string(r.vocab_size)},
                          {"masked_lm_prob", fmt::format("{}", r.masked_lm_prob)},
-                         {"max_predictions", std::to_string(r.max_predictions)}});
+                         {"max_predictions", std::to_string(r.max_predictions)},
+                         {"seed", std::to_string(pairs.config().seed)}});
 }
 
 // ============================================================================ model
