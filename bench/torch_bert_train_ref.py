@@ -10,7 +10,8 @@ as tests/golden/gen_bert.py; transformers is not installed) with train_bert's re
 bert-mini (H 256, 4 layers, 4 heads, intermediate 1024, 128 positions, dropout 0.1), batch 32,
 AdamW (lr 5e-4, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorm and biases),
 linear warm-up (300 steps) then linear decay to 0 at the planned last step, gradient norm clipped
-to 1, loss = MLM CE + NSP CE. The batches and their masking are exactly train_bert's: the same
+to 1, loss = MLM CE + NSP CE with the MLM head applied at the predicted positions only (google's
+run_pretraining.py and loom's Bert::pretraining_loss; --all-positions: at every one, as HF). The batches and their masking are exactly train_bert's: the same
 SplitMix64 permutations and create_pretraining_data masking, re-implemented here and checked
 against the epoch-0 masking loom wrote into val.safetensors. With --minutes the steps are planned
 from the speed of steps 2-21 (as torch_train_ref.py). Held-out MLM / NSP accuracy on the first
@@ -38,6 +39,8 @@ ap.add_argument("--heads", type=int, default=4)
 ap.add_argument("--intermediate", type=int, default=1024)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--seed", type=int, default=0)
+ap.add_argument("--all-positions", action="store_true",
+                help="MLM logits at every position (Hugging Face) instead of the predicted ones")
 args = ap.parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -191,7 +194,9 @@ class BertForPreTraining(nn.Module):
         pred.bias = nn.Parameter(torch.zeros(vocab))
         pred.decoder.bias = pred.bias
 
-    def forward(self, ids, types, mask):
+    def forward(self, ids, types, mask, positions=None):
+        """MLM logits at every position (HF), or at the flat `positions` only (google's
+        gather_indexes, as loom's Bert::pretraining_loss)."""
         e = self.bert.embeddings
         ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         x = e.word_embeddings(ids) + e.token_type_embeddings(types)
@@ -200,6 +205,8 @@ class BertForPreTraining(nn.Module):
         for layer in self.bert.encoder.layer:
             x = layer(x, ext)
         pooled = torch.tanh(self.bert.pooler.dense(x[:, 0]))
+        if positions is not None:
+            x = x.reshape(-1, x.shape[-1])[positions]
         t = self.cls.predictions.transform
         return self.cls.predictions.decoder(t.LayerNorm(F.gelu(t.dense(x)))), \
             self.cls.seq_relationship(pooled)
@@ -254,9 +261,14 @@ def main():
                 order = random_permutation(train.n, mix_seeds(train.rule["seed"], order_epoch))
             indices.append(order[gi % train.n])
         ids, types, mask, labels, nsp = train.batch(indices, epoch)
-        mlm, nsp_logits = model(ids, types, mask)
-        loss = F.cross_entropy(mlm.reshape(-1, mlm.shape[-1]), labels.reshape(-1),
-                               ignore_index=-100) + F.cross_entropy(nsp_logits, nsp)
+        if args.all_positions:
+            mlm, nsp_logits = model(ids, types, mask)
+            mlm, target = mlm.reshape(-1, mlm.shape[-1]), labels.reshape(-1)
+        else:
+            positions = (labels.reshape(-1) != -100).nonzero().squeeze(1)
+            mlm, nsp_logits = model(ids, types, mask, positions)
+            target = labels.reshape(-1)[positions]
+        loss = F.cross_entropy(mlm, target, ignore_index=-100) + F.cross_entropy(nsp_logits, nsp)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

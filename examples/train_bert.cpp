@@ -15,7 +15,8 @@
 //
 // Recipe (Devlin et al. 2018, A.2): AdamW (eps 1e-6, weight decay 0.01 on every weight but
 // LayerNorms and biases), linear warm-up then linear decay, gradient norm clipped to 1, dropout
-// 0.1; loss = MLM cross-entropy over the predicted positions + NSP cross-entropy.
+// 0.1; loss = MLM cross-entropy over the predicted positions + NSP cross-entropy, the MLM head
+// applied at those positions only (Bert::pretraining_loss, as google-research/bert's code).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -367,8 +368,9 @@ int main(int argc, char** argv) try {
     opt.set_lr(lr);
     const auto [indices, epoch] = planner(step);
     const data::BertBatch b = train_pairs.batch(indices, epoch, device);  // (B, T)
-    const models::BertOutput out = model.forward(b.ids, b.token_type_ids, b.attention_mask);
-    const Tensor loss = models::bert_pretraining_loss(out, b.mlm_labels, b.nsp_labels);
+    // The MLM head only at the predicted positions (as google-research/bert's run_pretraining.py).
+    const Tensor loss = model.pretraining_loss(b.ids, b.token_type_ids, b.attention_mask,
+                                               b.mlm_labels, b.nsp_labels);
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);

@@ -175,6 +175,17 @@ class Bert : public nn::Module {
   BertOutput forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& attention_mask,
                      std::vector<Tensor>* attentions);
 
+  // The masked-LM head on any hidden states [..., H] -> logits [..., vocab_size].
+  Tensor mlm_head(const Tensor& hidden) const;
+  // bert_pretraining_loss(forward(ids, token_type_ids, attention_mask), mlm_labels, nsp_labels),
+  // the same value and gradients, computed as google-research/bert's run_pretraining.py does:
+  // the MLM head only at the positions that have a label (gather_indexes), which skips ~85% of
+  // the [*, H] x [H, vocab] product at 15% masking. mlm_labels int64 [B, T] (-100 = none),
+  // nsp_labels int64 [B].
+  Tensor pretraining_loss(const Tensor& ids, const Tensor& token_type_ids,
+                          const Tensor& attention_mask, const Tensor& mlm_labels,
+                          const Tensor& nsp_labels);
+
   const BertConfig& config() const { return config_; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<nn::Module> cls, predictions, transform;  // name-only containers

@@ -4,6 +4,7 @@
 // dropout, metadata, the classification head and input errors.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -136,6 +137,38 @@ TEST_CASE("Bert hidden, pooled, MLM and NSP logits, loss and gradients match PyT
     REQUIRE_MESSAGE(p.grad().defined(), name << " got no gradient");
     check_close(p.grad(), golden("grad." + name), 1e-3f, 1e-5f, "grad " + name);
   }
+}
+
+TEST_CASE("Bert::pretraining_loss (MLM head at the labelled positions only) equals the full one") {
+  Bert a(tiny_config()), b(tiny_config());
+  const std::string path = write_golden_state();
+  models::load_bert_hf(a, path);
+  models::load_bert_hf(b, path);
+  std::filesystem::remove(path);
+  a.eval();
+  b.eval();
+  const Tensor ids = golden("input.ids"), types = golden("input.token_type_ids"),
+               mask = golden("input.attention_mask"), mlm_labels = golden("input.mlm_labels"),
+               nsp_labels = golden("input.nsp_labels");
+  const Tensor full =
+      models::bert_pretraining_loss(a.forward(ids, types, mask), mlm_labels, nsp_labels);
+  const Tensor gathered = b.pretraining_loss(ids, types, mask, mlm_labels, nsp_labels);
+  check_close(gathered, golden("out.loss"), 1e-5f, 1e-5f, "gathered loss vs PyTorch");
+  check_close(gathered, full, 1e-5f, 1e-6f, "gathered vs full");
+  full.backward();
+  gathered.backward();
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    check_close(pb[i].second.grad(), pa[i].second.grad(), 1e-4f, 1e-6f, "grad " + pa[i].first);
+  // No label at all: the NSP term and the full head's (empty) MLM mean, as bert_pretraining_loss.
+  const Tensor none = tensor_i64(std::vector<int64_t>(14, -100), {2, 7});
+  NoGradGuard no_grad;
+  const float f =
+      models::bert_pretraining_loss(a.forward(ids, types, mask), none, nsp_labels).item();
+  const float g = b.pretraining_loss(ids, types, mask, none, nsp_labels).item();
+  CHECK((f == g || (std::isnan(f) && std::isnan(g))));
+  expect_error([&] { b.pretraining_loss(ids, types, mask, nsp_labels, nsp_labels); },
+               {"pretraining_loss", "[2]"});
 }
 
 TEST_CASE("load_bert_hf reads an old gamma/beta checkpoint without decoder or position_ids") {
