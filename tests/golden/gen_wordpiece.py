@@ -11,6 +11,8 @@ _run_split_on_punc, then greedy longest-match-first WordPiece with max_input_cha
 Writes next to this script:
     wordpiece_vocab.txt   the small vocabulary (one token a line, id = line number)
     wordpiece_golden.txt  one case a line: <lower_case 0|1> TAB <input as hex> TAB <ids, spaces>
+    wordpiece_lower_golden.txt  every code point str.lower changes (Python 3.11, Unicode 14):
+                          <code point hex> TAB <BasicTokenizer tokens with lower_case, UTF-8 hex>
 Run: /usr/bin/python3 tests/golden/gen_wordpiece.py   (from anywhere)
 """
 
@@ -170,7 +172,18 @@ def main():
             lines.append(f"{lower}\t{data.hex()}\t{' '.join(map(str, ids))}")
     with open(os.path.join(HERE, "wordpiece_golden.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {len(VOCAB)} tokens and {len(lines)} cases to {HERE}")
+    # Every code point that str.lower changes, through BasicTokenizer with lower_case (lower, NFD,
+    # Mn removed, punctuation split): <code point hex> TAB <tokens as UTF-8 hex, spaces>.
+    lower = []
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF or chr(cp).lower() == chr(cp):
+            continue
+        tokens = basic_tokenize(chr(cp).encode(), True)
+        lower.append(f"{cp:x}\t{' '.join(t.encode().hex() for t in tokens)}")
+    with open(os.path.join(HERE, "wordpiece_lower_golden.txt"), "w") as f:
+        f.write("\n".join(lower) + "\n")
+    print(f"wrote {len(VOCAB)} tokens, {len(lines)} cases and {len(lower)} lower-cased code points "
+          f"to {HERE}")
 
 
 if __name__ == "__main__":
