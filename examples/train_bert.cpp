@@ -281,6 +281,7 @@ int main(int argc, char** argv) try {
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
+  models::BertConfig config = model_config(o, o.vocab_size);  // checked before any work
   const std::string dir = o.dump_data.empty() ? o.out : o.dump_data;
   fs::create_directories(dir);
   const std::string ckpt_path = examples::checkpoint_path(o.out), csv_path = o.out + "/log.csv";
@@ -322,7 +323,7 @@ int main(int argc, char** argv) try {
 
   // ---- model and optimizer
   manual_seed(o.seed);
-  const models::BertConfig config = model_config(o, tok.vocab_size());
+  config.vocab_size = tok.vocab_size();  // train() stops early if the text runs out of pairs
   models::Bert model(config);
   model.to(device);
   optim::AdamW opt(param_groups(model, o.lr, o.weight_decay), 0.9f, 0.999f, 1e-6f);
