@@ -4,7 +4,7 @@
 // masking redrawn every epoch), model, optimizer, the training loop (progress, held-out MLM and
 // NSP accuracy, checkpoints), and a final report.
 //
-//   train_bert                             bert-mini (H 256, 4 layers), 8192-token WordPiece
+//   train_bert --minutes 10                bert-mini (H 256, 4 layers), 8192-token WordPiece
 //   train_bert --steps 200 --out run1      a shorter run; `--resume` continues it exactly
 //   train_bert --dump-data DIR             writes the tokenized pairs for a reference trainer
 //   train_bert --help                      every option
@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct Options {
   std::string dump_data;
   // optimisation
   int64_t steps = 3000, batch = 32, warmup = 300;
+  double minutes = 0;  // > 0: plan the steps to fill this much training time
   float lr = 5e-4f, weight_decay = 0.01f, grad_clip = 1.0f;
   // progress, evaluation, checkpoints
   int64_t log_every = 20, eval_every = 250, eval_pairs = 512, checkpoint_every = 500;
@@ -60,7 +62,8 @@ struct Options {
   uint64_t seed = 0;
 };
 
-void add_options(CLI::App& app, Options& o) {
+// Returns the --steps option, to tell whether it was given.
+CLI::Option* add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
   const auto positive = CLI::PositiveNumber;
   const auto non_negative = CLI::NonNegativeNumber;
@@ -84,7 +87,12 @@ void add_options(CLI::App& app, Options& o) {
   d->add_option("--dump-data", o.dump_data,
                 "write the tokenizer and the tokenized pairs to this directory and exit");
   CLI::App* t = app.add_option_group("Optimisation");
-  t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
+  CLI::Option* steps =
+      t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
+  t->add_option("--minutes", o.minutes,
+                "plan the steps so that training takes this long, from the speed of steps 2-21, "
+                "as bench/torch_bert_train_ref.py does (overrides --steps)")
+      ->check(cli::finite_non_negative);
   t->add_option("--batch", o.batch, "sentence pairs per batch")->check(positive);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
@@ -111,6 +119,7 @@ void add_options(CLI::App& app, Options& o) {
       ->check(non_negative);
   machine->add_option("--seed", o.seed, "seed of the split, pairs, masking, weights, dropout")
       ->check(cli::non_negative_integer);
+  return steps;
 }
 
 models::BertConfig model_config(const Options& o, int64_t vocab_size) {
@@ -276,7 +285,7 @@ int main(int argc, char** argv) try {
   // ---- options
   Options o;
   CLI::App app{"train_bert: pre-trains BERT (masked LM + next sentence) on the fortunes"};
-  add_options(app, o);
+  const CLI::Option* steps_flag = add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
@@ -331,7 +340,7 @@ int main(int argc, char** argv) try {
              model.num_parameters(), get_num_threads());
 
   // ---- resume
-  int64_t start = 0;
+  int64_t start = 0, total = o.minutes > 0 ? std::numeric_limits<int32_t>::max() : o.steps;
   if (o.resume) {
     const nn::Metadata meta = nn::read_metadata(ckpt_path);
     LOOM_CHECK(models::BertConfig::from_metadata(meta, ckpt_path).to_string() == config.to_string(),
@@ -341,18 +350,19 @@ int main(int argc, char** argv) try {
         nn::TrainerState::from_metadata(meta, "train_bert: " + ckpt_path);
     nn::load_checkpoint(ckpt_path, {{"model", &model}}, &opt);
     start = state.step;
+    if (steps_flag->count() == 0) total = state.total_steps;  // as planned by the first run
     state.restore_rng();
     fmt::print("resumed from {} at step {}\n", ckpt_path, start);
   }
-  LOOM_CHECK(start < o.steps, "train_bert: the checkpoint is at step {}, --steps is {}", start,
-             o.steps);
+  LOOM_CHECK(start < total, "train_bert: the checkpoint is at step {}, the run has {} steps", start,
+             total);
   auto checkpoint = [&](int64_t step) {
     nn::Metadata meta = config.to_metadata();
     // The fortune split, so that finetune_bert can test on fortunes pre-training never saw.
     meta.insert({{"fortunes", o.fortunes},
                  {"val_fraction", fmt::format("{}", o.val_fraction)},
                  {"split_seed", std::to_string(o.seed)}});
-    meta.merge(nn::TrainerState::capture(step, o.steps, (step * o.batch) / train_pairs.size(), 0)
+    meta.merge(nn::TrainerState::capture(step, total, (step * o.batch) / train_pairs.size(), 0)
                    .to_metadata());
     nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
   };
@@ -364,8 +374,10 @@ int main(int argc, char** argv) try {
   model.train();
   BatchPlanner planner(o.batch, train_pairs.size(), o.seed);
   optim::ProgressMeter progress(o.batch * tokens / train_pairs.size(), "tok/s");
-  for (int64_t step = start; step < o.steps; ++step) {
-    const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, o.steps), o.steps, o.lr);
+  const bool plan = o.minutes > 0 && !o.resume;
+  double t_step1 = 0;
+  for (int64_t step = start; step < total; ++step) {
+    const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, total), total, o.lr);
     opt.set_lr(lr);
     const auto [indices, epoch] = planner(step);
     const data::BertBatch b = train_pairs.batch(indices, epoch, device);  // (B, T)
@@ -382,12 +394,19 @@ int main(int argc, char** argv) try {
     progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (done % o.log_every == 0 || done == o.steps) {
-      fmt::print("{} | epoch {}\n", progress.line(done, o.steps, lr), epoch);
+    if (plan && done == 1) t_step1 = progress.elapsed();
+    if (plan && done == 21) {  // the speed of steps 2-21 (torch_train_ref.py's plan)
+      const double per_step = (progress.elapsed() - t_step1) / 20;
+      total = std::max(
+          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
+      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, per_step * 1e3);
+    }
+    if (done % o.log_every == 0 || done == total) {
+      fmt::print("{} | epoch {}\n", progress.line(done, total, lr), epoch);
       std::fflush(stdout);
     }
     Eval eval{std::nan(""), std::nan(""), std::nan("")};
-    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
+    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == total) {
       const double t0 = progress.elapsed();
       eval = evaluate(model, val_pairs, o.eval_pairs, o.batch, device);
       fmt::print(
@@ -399,9 +418,8 @@ int main(int argc, char** argv) try {
     }
     csv.row({static_cast<double>(done), static_cast<double>(epoch), loss_value, lr, eval.loss,
              eval.mlm_accuracy, eval.nsp_accuracy});
-    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != o.steps)
-      checkpoint(done);
-    if (done == o.stop_at && done != o.steps) {
+    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
+    if (done == o.stop_at && done != total) {
       checkpoint(done);
       fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
                  ckpt_path);
@@ -410,13 +428,13 @@ int main(int argc, char** argv) try {
   }
 
   // ---- final report
-  checkpoint(o.steps);
+  checkpoint(total);
   models::save_bert_hf(model, o.out + "/bert.safetensors");
   plot_curves(csv_path, o.out + "/curves.png");
   fmt::print(
       "final (step {}, {} training): see the last eval line; saved {}, {}/bert.safetensors, "
       "{}, {}/curves.png, {}\n",
-      o.steps, optim::format_duration(progress.elapsed()), ckpt_path, o.out, csv_path, o.out,
+      total, optim::format_duration(progress.elapsed()), ckpt_path, o.out, csv_path, o.out,
       tok_path);
   return 0;
 } catch (const std::exception& e) {
