@@ -10,7 +10,8 @@ as tests/golden/gen_bert.py; transformers is not installed) with train_bert's re
 bert-mini (H 256, 4 layers, 4 heads, intermediate 1024, 128 positions, dropout 0.1), batch 32,
 AdamW (lr 5e-4, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorm and biases),
 linear warm-up (300 steps) then linear decay to 0 at the planned last step, gradient norm clipped
-to 1, loss = MLM CE + NSP CE with the MLM head applied at the predicted positions only (google's
+to 1, batches of pairs of similar length (train_bert's BatchPlanner), loss = MLM CE + NSP CE with
+the MLM head applied at the predicted positions only (google's
 run_pretraining.py and loom's Bert::pretraining_loss; --all-positions: at every one, as HF). The batches and their masking are exactly train_bert's: the same
 SplitMix64 permutations and create_pretraining_data masking, re-implemented here and checked
 against the epoch-0 masking loom wrote into val.safetensors. With --minutes the steps are planned
@@ -244,7 +245,8 @@ def main():
         [{"params": [p for n, p in model.named_parameters() if not no_decay(n)], "weight_decay": 0.01},
          {"params": [p for n, p in model.named_parameters() if no_decay(n)], "weight_decay": 0.0}],
         lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
-    total, step, order, order_epoch, t0 = args.steps, 0, None, -1, time.time()
+    per_epoch = train.n // args.batch
+    total, step, plan_epoch, t0 = args.steps, 0, -1, time.time()
     tokens, t1, evals = 0, 0.0, []
     if args.minutes > 0:
         total = 10 ** 9
@@ -253,13 +255,16 @@ def main():
                            max(0.0, (total - step - 1) / max(total - min(args.warmup, total), 1)))
         for g in opt.param_groups:
             g["lr"] = lr
-        indices, epoch = [], (step * args.batch) // train.n
-        for j in range(args.batch):  # train_bert's BatchPlanner
-            gi = step * args.batch + j
-            if gi // train.n != order_epoch:
-                order_epoch = gi // train.n
-                order = random_permutation(train.n, mix_seeds(train.rule["seed"], order_epoch))
-            indices.append(order[gi % train.n])
+        epoch = step // per_epoch
+        if epoch != plan_epoch:  # train_bert's BatchPlanner: length-grouped batches, shuffled
+            seed = mix_seeds(train.rule["seed"], epoch)
+            perm = random_permutation(train.n, seed)[: per_epoch * args.batch]
+            group = 50 * args.batch
+            perm = [i for g in range(0, len(perm), group)
+                    for i in sorted(perm[g:g + group], key=lambda i: train.lengths[i])]
+            batch_order, plan_epoch = random_permutation(per_epoch, mix_seeds(seed, 0x62617463)), epoch
+        k = batch_order[step % per_epoch]
+        indices = perm[k * args.batch:(k + 1) * args.batch]
         ids, types, mask, labels, nsp = train.batch(indices, epoch)
         if args.all_positions:
             mlm, nsp_logits = model(ids, types, mask)

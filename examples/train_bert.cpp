@@ -139,32 +139,49 @@ models::BertConfig model_config(const Options& o, int64_t vocab_size) {
 
 // ============================================================================ data
 
-// Example indices of training step `step`: the stream of every epoch's own permutation of the
-// pairs, cut into batches; a pure function of the step, so a resumed run sees the same batches.
+// The batches of every epoch, a pure function of (seed, epoch), so a resumed run sees the same
+// ones: the pairs in a random order, cut into groups of kGroupBatches batches; within a group
+// sorted by length (stable) and cut into batches, so that a batch holds pairs of similar length
+// and little padding (Hugging Face's group_by_length); then the batches in a random order.
+// An epoch has size / batch batches (the remainder waits for another epoch's order).
 class BatchPlanner {
  public:
-  BatchPlanner(int64_t batch, int64_t size, uint64_t seed)
-      : batch_(batch), size_(size), seed_(seed) {}
-  // The indices of the step's batch and the epoch it starts in (which draws its masking).
+  static constexpr int64_t kGroupBatches = 50;
+
+  BatchPlanner(const data::BertPretrainingData& pairs, int64_t batch, uint64_t seed)
+      : batch_(batch), per_epoch_(pairs.size() / batch), seed_(seed) {
+    LOOM_CHECK(per_epoch_ > 0, "train_bert: --batch {} is larger than the {} training pairs", batch,
+               pairs.size());
+    for (int64_t i = 0; i < pairs.size(); ++i)
+      lengths_.push_back(static_cast<int64_t>(pairs.unmasked_ids(i).size()));
+  }
+  // The indices of the step's batch and its epoch (which draws the masking).
   std::pair<std::vector<int64_t>, int64_t> operator()(int64_t step) {
-    std::vector<int64_t> indices;
-    for (int64_t j = 0; j < batch_; ++j) {
-      const int64_t g = step * batch_ + j, epoch = g / size_;
-      if (epoch != epoch_) {
-        order_ =
-            data::random_permutation(size_, data::mix_seeds(seed_, static_cast<uint64_t>(epoch)));
-        epoch_ = epoch;
-      }
-      indices.push_back(order_[static_cast<size_t>(g % size_)]);
-    }
-    return {indices, (step * batch_) / size_};
+    const int64_t epoch = step / per_epoch_;
+    if (epoch != epoch_) plan_epoch(epoch);
+    const int64_t k = order_[static_cast<size_t>(step % per_epoch_)];
+    return {{batches_.begin() + k * batch_, batches_.begin() + (k + 1) * batch_}, epoch};
   }
 
  private:
-  int64_t batch_, size_;
+  void plan_epoch(int64_t epoch) {
+    const uint64_t seed = data::mix_seeds(seed_, static_cast<uint64_t>(epoch));
+    std::vector<int64_t> perm =
+        data::random_permutation(static_cast<int64_t>(lengths_.size()), seed);
+    perm.resize(static_cast<size_t>(per_epoch_ * batch_));
+    const int64_t group = kGroupBatches * batch_;
+    for (size_t g = 0; g < perm.size(); g += static_cast<size_t>(group))
+      std::stable_sort(perm.begin() + g, perm.begin() + std::min(perm.size(), g + group),
+                       [&](int64_t a, int64_t b) { return lengths_[a] < lengths_[b]; });
+    batches_ = std::move(perm);
+    order_ = data::random_permutation(per_epoch_, data::mix_seeds(seed, 0x62617463));  // "batc"
+    epoch_ = epoch;
+  }
+
+  int64_t batch_, per_epoch_;
   uint64_t seed_;
+  std::vector<int64_t> lengths_, batches_, order_;  // batches_: batch k = [k * batch, +batch)
   int64_t epoch_ = -1;
-  std::vector<int64_t> order_;
 };
 
 // --dump-data: vocab.txt, and train/val.safetensors holding the unmasked pairs: ids int64
@@ -362,7 +379,7 @@ int main(int argc, char** argv) try {
     meta.insert({{"fortunes", o.fortunes},
                  {"val_fraction", fmt::format("{}", o.val_fraction)},
                  {"split_seed", std::to_string(o.seed)}});
-    meta.merge(nn::TrainerState::capture(step, total, (step * o.batch) / train_pairs.size(), 0)
+    meta.merge(nn::TrainerState::capture(step, total, step / (train_pairs.size() / o.batch), 0)
                    .to_metadata());
     nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
   };
@@ -372,7 +389,7 @@ int main(int argc, char** argv) try {
 
   // ---- training loop
   model.train();
-  BatchPlanner planner(o.batch, train_pairs.size(), o.seed);
+  BatchPlanner planner(train_pairs, o.batch, o.seed);
   optim::ProgressMeter progress(o.batch * tokens / train_pairs.size(), "tok/s");
   const bool plan = o.minutes > 0 && !o.resume;
   double t_step1 = 0;
