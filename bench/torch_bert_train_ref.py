@@ -15,7 +15,8 @@ the MLM head applied at the predicted positions only (google's
 run_pretraining.py and loom's Bert::pretraining_loss; --all-positions: at every one, as HF). The batches and their masking are exactly train_bert's: the same
 SplitMix64 permutations and create_pretraining_data masking, re-implemented here and checked
 against the epoch-0 masking loom wrote into val.safetensors. With --minutes the steps are planned
-from the speed of steps 2-21 (as torch_train_ref.py). Held-out MLM / NSP accuracy on the first
+from the speed of steps 2-21 per padded token, times the epoch's mean padded tokens a step (as
+train_bert). Held-out MLM / NSP accuracy on the first
 512 validation pairs every --eval-every steps; one JSON line at the end.
 """
 import argparse
@@ -246,7 +247,19 @@ def main():
          {"params": [p for n, p in model.named_parameters() if no_decay(n)], "weight_decay": 0.0}],
         lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
     per_epoch = train.n // args.batch
-    total, step, plan_epoch, t0 = args.steps, 0, -1, time.time()
+
+    def epoch_batches(epoch):  # train_bert's BatchPlanner: length-grouped batches, shuffled
+        seed = mix_seeds(train.rule["seed"], epoch)
+        perm = random_permutation(train.n, seed)[: per_epoch * args.batch]
+        group = 50 * args.batch
+        perm = [i for g in range(0, len(perm), group)
+                for i in sorted(perm[g:g + group], key=lambda i: train.lengths[i])]
+        return perm, random_permutation(per_epoch, mix_seeds(seed, 0x62617463))
+
+    perm0 = epoch_batches(0)[0]  # mean padded tokens a step, for planning --minutes
+    mean_padded = sum(args.batch * max(train.lengths[i] for i in perm0[k * args.batch:(k + 1) * args.batch])
+                      for k in range(per_epoch)) / per_epoch
+    total, step, plan_epoch, t0, planned_tokens = args.steps, 0, -1, time.time(), 0
     tokens, t1, evals = 0, 0.0, []
     if args.minutes > 0:
         total = 10 ** 9
@@ -256,13 +269,8 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         epoch = step // per_epoch
-        if epoch != plan_epoch:  # train_bert's BatchPlanner: length-grouped batches, shuffled
-            seed = mix_seeds(train.rule["seed"], epoch)
-            perm = random_permutation(train.n, seed)[: per_epoch * args.batch]
-            group = 50 * args.batch
-            perm = [i for g in range(0, len(perm), group)
-                    for i in sorted(perm[g:g + group], key=lambda i: train.lengths[i])]
-            batch_order, plan_epoch = random_permutation(per_epoch, mix_seeds(seed, 0x62617463)), epoch
+        if epoch != plan_epoch:
+            (perm, batch_order), plan_epoch = epoch_batches(epoch), epoch
         k = batch_order[step % per_epoch]
         indices = perm[k * args.batch:(k + 1) * args.batch]
         ids, types, mask, labels, nsp = train.batch(indices, epoch)
@@ -282,10 +290,12 @@ def main():
         tokens += int(mask.sum())
         if args.minutes > 0 and step == 1:
             t1 = time.time() - t0
-        if args.minutes > 0 and step == 21:
-            per_step = (time.time() - t0 - t1) / 20
+        if args.minutes > 0 and 1 < step <= 21:
+            planned_tokens += ids.numel()
+        if args.minutes > 0 and step == 21:  # per padded token, as train_bert
+            per_step = (time.time() - t0 - t1) / planned_tokens * mean_padded
             total = max(22, 21 + int((args.minutes * 60 - (time.time() - t0)) / per_step))
-            print(f"planned steps: {total} ({per_step * 1e3:.1f} ms/step)", flush=True)
+            print(f"planned steps: {total} ({per_step * 1e3:.1f} ms/step expected)", flush=True)
         if step % 20 == 0:
             print(f"step {step}/{total} | loss {loss.item():.4f} | lr {lr:.2e} | "
                   f"{tokens / (time.time() - t0):.0f} tok/s", flush=True)

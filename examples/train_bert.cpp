@@ -155,6 +155,20 @@ class BatchPlanner {
     for (int64_t i = 0; i < pairs.size(); ++i)
       lengths_.push_back(static_cast<int64_t>(pairs.unmasked_ids(i).size()));
   }
+  // The mean of batch x (longest pair) over the batches of epoch 0: the tokens a step computes
+  // on average, padding included, for planning --minutes.
+  double mean_padded_tokens() {
+    plan_epoch(0);
+    double sum = 0;
+    for (int64_t k = 0; k < per_epoch_; ++k) {
+      int64_t longest = 0;
+      for (int64_t j = k * batch_; j < (k + 1) * batch_; ++j)
+        longest =
+            std::max(longest, lengths_[static_cast<size_t>(batches_[static_cast<size_t>(j)])]);
+      sum += static_cast<double>(batch_ * longest);
+    }
+    return sum / static_cast<double>(per_epoch_);
+  }
   // The indices of the step's batch and its epoch (which draws the masking).
   std::pair<std::vector<int64_t>, int64_t> operator()(int64_t step) {
     const int64_t epoch = step / per_epoch_;
@@ -392,7 +406,7 @@ int main(int argc, char** argv) try {
   BatchPlanner planner(train_pairs, o.batch, o.seed);
   optim::ProgressMeter progress(o.batch * tokens / train_pairs.size(), "tok/s");
   const bool plan = o.minutes > 0 && !o.resume;
-  double t_step1 = 0;
+  double t_step1 = 0, planned_tokens = 0;  // padded tokens of steps 2-21
   for (int64_t step = start; step < total; ++step) {
     const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, total), total, o.lr);
     opt.set_lr(lr);
@@ -412,11 +426,15 @@ int main(int argc, char** argv) try {
 
     const int64_t done = step + 1;
     if (plan && done == 1) t_step1 = progress.elapsed();
-    if (plan && done == 21) {  // the speed of steps 2-21 (torch_train_ref.py's plan)
-      const double per_step = (progress.elapsed() - t_step1) / 20;
+    if (plan && done > 1 && done <= 21) planned_tokens += static_cast<double>(b.ids.numel());
+    if (plan && done == 21) {
+      // The speed of steps 2-21 (torch_train_ref.py's plan), per padded token: batches of short
+      // and of long pairs differ up to 10x in time, so the expected step is the epoch's mean.
+      const double per_token = (progress.elapsed() - t_step1) / planned_tokens;
+      const double per_step = per_token * planner.mean_padded_tokens();
       total = std::max(
           done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
-      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, per_step * 1e3);
+      fmt::print("planned steps: {} ({:.1f} ms/step expected)\n", total, per_step * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {
       fmt::print("{} | epoch {}\n", progress.line(done, total, lr), epoch);
