@@ -269,11 +269,15 @@ Eval evaluate(models::Bert& model, const data::BertPretrainingData& val, int64_t
     std::vector<int64_t> indices;
     for (int64_t i = s; i < std::min({s + batch, count, val.size()}); ++i) indices.push_back(i);
     const data::BertBatch b = val.batch(indices, 0, device);
-    const models::BertOutput out = model.forward(b.ids, b.token_type_ids, b.attention_mask);
-    loss += models::bert_pretraining_loss(out, b.mlm_labels, b.nsp_labels).item() *
+    // The MLM head at the predicted positions only, as in training.
+    const models::BertMaskedOutput out =
+        model.forward_masked(b.ids, b.token_type_ids, b.attention_mask, b.mlm_labels);
+    loss += (cross_entropy(out.mlm_logits, out.mlm_targets, -100) +
+             cross_entropy(out.nsp_logits, b.nsp_labels))
+                .item() *
             static_cast<double>(indices.size());
-    const std::vector<int64_t> predicted = argmax(out.mlm_logits, 2).to_vector_i64();  // (B, T)
-    const std::vector<int64_t> labels = b.mlm_labels.to_vector_i64();
+    const std::vector<int64_t> predicted = argmax(out.mlm_logits, 1).to_vector_i64();  // (n)
+    const std::vector<int64_t> labels = out.mlm_targets.to_vector_i64();
     for (size_t i = 0; i < labels.size(); ++i) {
       if (labels[i] == -100) continue;
       ++mlm_total;

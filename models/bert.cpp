@@ -316,17 +316,12 @@ Tensor Bert::mlm_head(const Tensor& hidden) const {
   return decoder->forward(h);  // (..., H) @ (V, H)^T -> (..., V)
 }
 
-Tensor Bert::pretraining_loss(const Tensor& ids, const Tensor& token_type_ids,
-                              const Tensor& attention_mask, const Tensor& mlm_labels,
-                              const Tensor& nsp_labels) {
+BertMaskedOutput Bert::forward_masked(const Tensor& ids, const Tensor& token_type_ids,
+                                      const Tensor& attention_mask, const Tensor& mlm_labels) {
   LOOM_CHECK(mlm_labels.defined() && mlm_labels.dtype() == DType::Int64 &&
-                 mlm_labels.shape() == ids.shape() && nsp_labels.defined() &&
-                 nsp_labels.dtype() == DType::Int64 && nsp_labels.shape() == Shape({ids.size(0)}),
-             "Bert::pretraining_loss: expected int64 mlm_labels {} and nsp_labels [{}], got {} "
-             "and {}",
-             shape_str(ids.shape()), ids.size(0),
-             mlm_labels.defined() ? shape_str(mlm_labels.shape()) : "undefined",
-             nsp_labels.defined() ? shape_str(nsp_labels.shape()) : "undefined");
+                 mlm_labels.shape() == ids.shape(),
+             "Bert::forward_masked: expected int64 mlm_labels {}, got {}", shape_str(ids.shape()),
+             mlm_labels.defined() ? shape_str(mlm_labels.shape()) : "undefined");
   auto [hidden, pooled] = bert->forward(ids, token_type_ids, attention_mask);  // (B, T, H)
   // The flat positions b * T + t that carry a label, and those labels (read on the host: the
   // labels are small, and the count decides the shapes).
@@ -335,17 +330,25 @@ Tensor Bert::pretraining_loss(const Tensor& ids, const Tensor& token_type_ids,
   for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] != -100)
       positions.push_back(static_cast<int64_t>(i)), targets.push_back(labels[i]);
-  const Tensor nsp_loss =
-      nn::functional::cross_entropy(seq_relationship->forward(pooled), nsp_labels);
-  if (positions.empty())  // nothing to gather: the full head, as bert_pretraining_loss
-    return nn::functional::cross_entropy(mlm_head(hidden).reshape({-1, config_.vocab_size}),
-                                         mlm_labels.reshape({-1}), -100) +
-           nsp_loss;
+  const Tensor nsp = seq_relationship->forward(pooled);  // (B, 2)
+  if (positions.empty())  // nothing to gather: every position, every target -100
+    return {mlm_head(hidden).reshape({-1, config_.vocab_size}), mlm_labels.reshape({-1}), nsp};
   const auto n = static_cast<int64_t>(positions.size());
   const Tensor picked = index_select(hidden.reshape({-1, config_.hidden}), 0,       // (B*T, H)
                                      tensor_i64(positions, {n}).to(ids.device()));  // -> (n, H)
-  const Tensor mlm = mlm_head(picked);                                              // (n, V)
-  return nn::functional::cross_entropy(mlm, tensor_i64(targets, {n}).to(ids.device())) + nsp_loss;
+  return {mlm_head(picked), tensor_i64(targets, {n}).to(ids.device()), nsp};        // (n, V), (n)
+}
+
+Tensor Bert::pretraining_loss(const Tensor& ids, const Tensor& token_type_ids,
+                              const Tensor& attention_mask, const Tensor& mlm_labels,
+                              const Tensor& nsp_labels) {
+  LOOM_CHECK(nsp_labels.defined() && nsp_labels.dtype() == DType::Int64 &&
+                 nsp_labels.shape() == Shape({ids.size(0)}),
+             "Bert::pretraining_loss: expected int64 nsp_labels [{}], got {}", ids.size(0),
+             nsp_labels.defined() ? shape_str(nsp_labels.shape()) : "undefined");
+  const BertMaskedOutput out = forward_masked(ids, token_type_ids, attention_mask, mlm_labels);
+  return nn::functional::cross_entropy(out.mlm_logits, out.mlm_targets, -100) +
+         nn::functional::cross_entropy(out.nsp_logits, nsp_labels);
 }
 
 Tensor bert_pretraining_loss(const BertOutput& output, const Tensor& mlm_labels,

@@ -82,6 +82,13 @@ struct BertOutput {
   Tensor nsp_logits;  // [B, 2]
 };
 
+// Bert::forward_masked: MLM logits at the n labelled positions only.
+struct BertMaskedOutput {
+  Tensor mlm_logits;   // [n, vocab_size], the labelled positions in row-major (b, t) order
+  Tensor mlm_targets;  // int64 [n], their labels (no label at all: every position, all -100)
+  Tensor nsp_logits;   // [B, 2]
+};
+
 // ---------------------------------------------------------------------------- blocks
 // Input representation (sec. 3.2, fig. 2): the sum of token, segment and position embeddings.
 class BertEmbeddings : public nn::Module {
@@ -177,6 +184,10 @@ class Bert : public nn::Module {
 
   // The masked-LM head on any hidden states [..., H] -> logits [..., vocab_size].
   Tensor mlm_head(const Tensor& hidden) const;
+  // The outputs the pre-training loss needs, the MLM head only at the positions with a label
+  // (mlm_labels int64 [B, T], -100 = none), in row-major order; see BertMaskedOutput.
+  BertMaskedOutput forward_masked(const Tensor& ids, const Tensor& token_type_ids,
+                                  const Tensor& attention_mask, const Tensor& mlm_labels);
   // bert_pretraining_loss(forward(ids, token_type_ids, attention_mask), mlm_labels, nsp_labels),
   // the same value and gradients, computed as google-research/bert's run_pretraining.py does:
   // the MLM head only at the positions that have a label (gather_indexes), which skips ~85% of

@@ -168,7 +168,13 @@ TEST_CASE("Bert::pretraining_loss (MLM head at the labelled positions only) equa
   const float g = b.pretraining_loss(ids, types, mask, none, nsp_labels).item();
   CHECK((f == g || (std::isnan(f) && std::isnan(g))));
   expect_error([&] { b.pretraining_loss(ids, types, mask, nsp_labels, nsp_labels); },
-               {"pretraining_loss", "[2]"});
+               {"forward_masked", "mlm_labels [2,7]", "[2]"});
+  expect_error([&] { b.pretraining_loss(ids, types, mask, mlm_labels, mlm_labels); },
+               {"pretraining_loss", "nsp_labels [2]", "[2,7]"});
+  // forward_masked: the logits of the 5 labelled positions, with their labels.
+  const models::BertMaskedOutput masked = b.forward_masked(ids, types, mask, mlm_labels);
+  CHECK(masked.mlm_logits.shape() == Shape{5, 40});
+  CHECK(masked.mlm_targets.to_vector_i64().size() == 5);
 }
 
 TEST_CASE("load_bert_hf reads an old gamma/beta checkpoint without decoder or position_ids") {
