@@ -1,6 +1,7 @@
 // The data layer: tokenizers, corpus readers, datasets and the DataLoader.
 #pragma once
 
+#include "data/bert_pretraining.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/dataloader.h"
@@ -15,3 +16,4 @@
 #include "data/splitmix.h"
 #include "data/text_file.h"
 #include "data/tokenizer.h"
+#include "data/wordpiece_tokenizer.h"

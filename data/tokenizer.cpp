@@ -6,6 +6,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/text_file.h"
+#include "data/wordpiece_tokenizer.h"
 
 namespace loom::data {
 
@@ -18,8 +19,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     return std::make_unique<BPETokenizer>(BPETokenizer::load(path));
   if (magic == ByteTokenizer::kMagic)
     return std::make_unique<ByteTokenizer>(ByteTokenizer::load(path));
-  reader.fail(fmt::format("expected a header starting with '{}' or '{}', got '{}'",
-                          BPETokenizer::kMagic, ByteTokenizer::kMagic, header));
+  if (magic == WordPieceTokenizer::kMagic)
+    return std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::load(path));
+  reader.fail(fmt::format("expected a header starting with '{}', '{}' or '{}', got '{}'",
+                          BPETokenizer::kMagic, ByteTokenizer::kMagic, WordPieceTokenizer::kMagic,
+                          header));
 }
 
 }  // namespace loom::data

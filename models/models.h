@@ -2,6 +2,7 @@
 // generation loop they share.
 #pragma once
 
+#include "models/bert.h"
 #include "models/gpt.h"
 #include "models/sampling.h"
 #include "models/swin.h"

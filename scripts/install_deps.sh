@@ -5,7 +5,8 @@
 #                          fmt, doctest, nlohmann-json (safetensors headers; header-only, private
 #                          to the library), CLI11 (command lines of the examples and benchmarks)
 #                          zlib (gzipped Fashion-MNIST files), stb (image files),
-#                          OpenMPI (data-parallel jobs of several processes: mpirun, loom::distributed)
+#                          OpenMPI (data-parallel jobs of several processes: mpirun, loom::distributed),
+#                          ICU (Unicode tables for BERT's WordPiece tokenizer)
 #   fuzzing (with --fuzz): clang and its libFuzzer runtime (-DLOOM_FUZZ=ON, scripts/fuzz.sh)
 #   real data sets:        fortunes (GPT, BERT, BPE), fashion-mnist (ViT, Swin, DETR),
 #                          freedict eng-deu (encoder-decoder translation)
@@ -15,6 +16,7 @@ packages=(build-essential cmake pkg-config libopenblas-openmp-dev libfmt-dev doc
           libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev
           zlib1g-dev libstb-dev
+          libicu-dev
           fortunes dataset-fashion-mnist dict-freedict-eng-deu)
 missing=()
 for p in "${packages[@]}"; do

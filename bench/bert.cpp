@@ -1,0 +1,119 @@
+// BERT benchmark, side by side with ../shared/bench/torch_ref.py bert-mini: the same model, the
+// same data, timed the same way (median of N steps after 3 warm-ups), one JSON line with the
+// same keys.
+//
+//   bert bert-mini   one pre-training step of torch_ref.py's BertForPreTraining (vocab 8192,
+//                    H 256, 4 layers, 4 heads, intermediate 1024, dropout 0.1 in training mode;
+//                    5,430,786 parameters) on batch 32 x 128: ids uniform in [1, 8192), token
+//                    type 0 for the first 64 positions and 1 for the rest, exactly 614 positions
+//                    (15% of 4096, drawn over the whole batch) masked to id 4 with the original
+//                    id as label (-100 elsewhere), random NSP labels
+//   one step = forward + (MLM CE over the 614 + NSP CE) + backward + AdamW(lr 1e-4, eps 1e-6,
+//              wd 0.01) step + zero_grad
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
+//   OMP_WAIT_POLICY defaults to PASSIVE, as in torch_ref.py (cli::use_passive_omp_wait)
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "bench_util.h"
+#include "examples/cli.h"
+#include "loom.h"
+
+using namespace loom;
+using loom::bench::time_steps;
+
+namespace {
+
+struct Args {
+  std::string case_name;
+  int steps = 10, threads = 2;
+  Device device = Device::CPU;
+};
+
+struct Batch {
+  Tensor ids, types, mlm_labels, nsp_labels;
+  int64_t masked = 0;
+};
+
+// torch_ref.py's bert-mini data, generated once (from loom's generator, not torch's).
+Batch make_batch(int64_t B, int64_t T, int64_t V, Device device) {
+  std::vector<int64_t> ids = randint(1, V, {B, T}).to_vector_i64();
+  // The first round(15%) positions of a random permutation of all B*T (torch.randperm).
+  const std::vector<float> keys = rand({B * T}).to_vector();
+  std::vector<int64_t> order(static_cast<size_t>(B * T));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+  const auto n_mask = static_cast<int64_t>(std::llround(0.15 * static_cast<double>(B * T)));
+  std::vector<int64_t> labels(static_cast<size_t>(B * T), -100);
+  for (int64_t i = 0; i < n_mask; ++i) {
+    labels[order[i]] = ids[order[i]];
+    ids[order[i]] = 4;  // a [MASK] id
+  }
+  std::vector<int64_t> types(static_cast<size_t>(B * T));
+  for (int64_t i = 0; i < B * T; ++i) types[i] = (i % T) < T / 2 ? 0 : 1;
+  return {tensor_i64(ids, {B, T}).to(device), tensor_i64(types, {B, T}).to(device),
+          tensor_i64(labels, {B, T}).to(device), randint(0, 2, {B}).to(device), n_mask};
+}
+
+void pretraining_case(const Args& args) {
+  const models::BertConfig config = models::BertConfig::preset("bert-mini");
+  const int64_t B = 32, T = 128;
+  manual_seed(0);
+  models::Bert model(config);
+  model.to(args.device);
+  model.train();  // dropout active, as torch_ref.py
+  const Batch batch = make_batch(B, T, config.vocab_size, args.device);
+  optim::AdamW opt(model.parameters(), 1e-4f, 0.9f, 0.999f, 1e-6f, 0.01f);
+  std::vector<float> losses;
+  auto step = [&] {
+    const models::BertOutput out = model.forward(batch.ids, batch.types);
+    const Tensor loss = models::bert_pretraining_loss(out, batch.mlm_labels, batch.nsp_labels);
+    loss.backward();
+    opt.step();
+    opt.zero_grad(false);
+    losses.push_back(loss.item());
+  };
+  const bench::Timing t = time_steps(step, args.steps);
+  fmt::print(
+      "{{\"case\": \"{}\", \"batch\": {}, \"seq\": {}, \"masked\": {}, \"tokens_per_s\": {:.2f}, "
+      "\"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}, \"steps\": {}, "
+      "\"warmup\": 3, \"params\": {}, \"loss_first\": {:.5f}, \"loss_last\": {:.5f}, "
+      "\"threads\": {}, \"blas_threads\": {}, \"device\": \"{}\", \"framework\": \"loom\"}}\n",
+      args.case_name, B, T, batch.masked, static_cast<double>(B * T) / t.median_s, t.median_s * 1e3,
+      t.min_s * 1e3, t.max_s * 1e3, args.steps, model.num_parameters(), losses.front(),
+      losses.back(), get_num_threads(), openblas_get_num_threads(), device_name(args.device));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::use_passive_omp_wait(argv);
+  Args args;
+  std::string device = "cpu";
+  CLI::App app{
+      "bert: the BERT benchmark case; prints one JSON line comparable with "
+      "../shared/bench/torch_ref.py bert-mini"};
+  cli::show_defaults(app);
+  app.add_option("case", args.case_name,
+                 "bert-mini: MLM + NSP pre-training step, batch 32 x 128 (5,430,786 parameters)")
+      ->required()
+      ->check(CLI::IsMember({"bert-mini"}));
+  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
+  cli::add_device(app, device);
+  CLI11_PARSE(app, argc, argv);
+  args.device = cli::device_of(device);
+  try {
+    set_num_threads(args.threads);
+    pretraining_case(args);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bert: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

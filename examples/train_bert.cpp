@@ -1,0 +1,482 @@
+// Pre-trains BERT (Devlin et al. 2018) on the Debian fortune cookies with its two tasks, masked
+// language modelling and next-sentence prediction, top to bottom like nanoGPT's train.py:
+// options, data (a WordPiece vocabulary learned from the training fortunes, sentence pairs,
+// masking redrawn every epoch), model, optimizer, the training loop (progress, held-out MLM and
+// NSP accuracy, checkpoints), and a final report.
+//
+//   train_bert --minutes 10                bert-mini (H 256, 4 layers), 8192-token WordPiece
+//   train_bert --steps 200 --out run1      a shorter run; `--resume` continues it exactly
+//   train_bert --dump-data DIR             writes the tokenized pairs for a reference trainer
+//   train_bert --help                      every option
+//
+// Files written to --out: tokenizer.txt, ckpt.safetensors (model + AdamW state + config + where
+// the run is, one file written atomically), bert.safetensors (Hugging Face's BertForPreTraining
+// layout), log.csv and curves.png. fill_mask and finetune_bert read the directory.
+//
+// Recipe (Devlin et al. 2018, A.2): AdamW (eps 1e-6, weight decay 0.01 on every weight but
+// LayerNorms and biases), linear warm-up then linear decay, gradient norm clipped to 1, dropout
+// 0.1; loss = MLM cross-entropy over the predicted positions + NSP cross-entropy, the MLM head
+// applied at those positions only (Bert::pretraining_loss, as google-research/bert's code).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "bert_files.h"
+#include "cli.h"
+#include "loom.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ============================================================================ options
+
+struct Options {
+  // model (0 = the preset's)
+  std::string model = "bert-mini";
+  int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0;
+  float dropout = 0.1f;
+  // data
+  std::string fortunes = data::kFortunesDir;
+  int64_t vocab_size = 8192, max_seq_len = 128;
+  double val_fraction = 0.05;
+  std::string dump_data;
+  // optimisation
+  int64_t steps = 3000, batch = 32, warmup = 300;
+  double minutes = 0;  // > 0: plan the steps to fill this much training time
+  float lr = 5e-4f, weight_decay = 0.01f, grad_clip = 1.0f;
+  // progress, evaluation, checkpoints
+  int64_t log_every = 20, eval_every = 250, eval_pairs = 512, checkpoint_every = 500;
+  std::string out = "out-bert";
+  bool resume = false;
+  int64_t stop_at = 0;
+  // machine
+  std::string device = "cpu";
+  int64_t threads = 0;
+  uint64_t seed = 0;
+};
+
+// Returns the --steps option, to tell whether it was given.
+CLI::Option* add_options(CLI::App& app, Options& o) {
+  cli::show_defaults(app);
+  const auto positive = CLI::PositiveNumber;
+  const auto non_negative = CLI::NonNegativeNumber;
+  CLI::App* m = app.add_option_group("Model");
+  m->add_option("--model", o.model, "BertConfig preset")
+      ->check(CLI::IsMember(models::BertConfig::preset_names()));
+  m->add_option("--hidden", o.hidden, "hidden width H (0 = the preset's)")->check(non_negative);
+  m->add_option("--layers", o.layers, "encoder layers (0 = the preset's)")->check(non_negative);
+  m->add_option("--heads", o.heads, "attention heads (0 = the preset's)")->check(non_negative);
+  m->add_option("--intermediate", o.intermediate, "feed-forward width (0 = the preset's)")
+      ->check(non_negative);
+  m->add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  CLI::App* d = app.add_option_group("Data");
+  d->add_option("--fortunes", o.fortunes, "directory of the fortune files");
+  d->add_option("--vocab-size", o.vocab_size, "WordPiece vocabulary learned from the fortunes")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 20));
+  d->add_option("--max-seq-len", o.max_seq_len, "[CLS] A [SEP] B [SEP] at most this long")
+      ->check(CLI::Range(int64_t{8}, int64_t{4096}));
+  d->add_option("--val-fraction", o.val_fraction, "fortunes held out for evaluation")
+      ->check(CLI::Range(0.001, 0.5));
+  d->add_option("--dump-data", o.dump_data,
+                "write the tokenizer and the tokenized pairs to this directory and exit");
+  CLI::App* t = app.add_option_group("Optimisation");
+  CLI::Option* steps =
+      t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
+  t->add_option("--minutes", o.minutes,
+                "plan the steps so that training takes this long, from the speed of steps 2-21, "
+                "as bench/torch_bert_train_ref.py does (overrides --steps)")
+      ->check(cli::finite_non_negative);
+  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(positive);
+  t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
+  t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
+  t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on LayerNorm, biases)")
+      ->check(cli::finite_non_negative);
+  t->add_option("--grad-clip", o.grad_clip, "clip the gradient norm (0 = off)")
+      ->check(cli::finite_non_negative);
+  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
+  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
+  p->add_option("--eval-every", o.eval_every, "steps between held-out evaluations (0 = end)")
+      ->check(non_negative);
+  p->add_option("--eval-pairs", o.eval_pairs, "held-out pairs evaluated")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  p->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0 = end)")
+      ->check(non_negative);
+  p->add_option("--out", o.out, "directory for tokenizer, checkpoint, log and curves");
+  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
+      ->expected(0, 1);
+  p->add_option("--stop-at", o.stop_at, "end after that step with a checkpoint (0 = off)")
+      ->check(non_negative);
+  CLI::App* machine = app.add_option_group("Machine");
+  cli::add_device(*machine, o.device);
+  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
+      ->check(non_negative);
+  machine->add_option("--seed", o.seed, "seed of the split, pairs, masking, weights, dropout")
+      ->check(cli::non_negative_integer);
+  return steps;
+}
+
+models::BertConfig model_config(const Options& o, int64_t vocab_size) {
+  models::BertConfig c = models::BertConfig::preset(o.model);
+  c.vocab_size = vocab_size;
+  if (o.hidden > 0) c.hidden = o.hidden;
+  if (o.layers > 0) c.n_layer = o.layers;
+  if (o.heads > 0) c.n_head = o.heads;
+  if (o.intermediate > 0) c.intermediate = o.intermediate;
+  c.dropout = o.dropout;
+  LOOM_CHECK(o.max_seq_len <= c.max_position,
+             "train_bert: --max-seq-len {} is longer than the model's {} positions", o.max_seq_len,
+             c.max_position);
+  c.validate();
+  return c;
+}
+
+// ============================================================================ data
+
+// The batches of every epoch, a pure function of (seed, epoch), so a resumed run sees the same
+// ones: the pairs in a random order, cut into groups of kGroupBatches batches; within a group
+// sorted by length (stable) and cut into batches, so that a batch holds pairs of similar length
+// and little padding (Hugging Face's group_by_length); then the batches in a random order.
+// An epoch has size / batch batches (the remainder waits for another epoch's order).
+class BatchPlanner {
+ public:
+  static constexpr int64_t kGroupBatches = 50;
+
+  BatchPlanner(const data::BertPretrainingData& pairs, int64_t batch, uint64_t seed)
+      : batch_(batch), per_epoch_(pairs.size() / batch), seed_(seed) {
+    LOOM_CHECK(per_epoch_ > 0, "train_bert: --batch {} is larger than the {} training pairs", batch,
+               pairs.size());
+    for (int64_t i = 0; i < pairs.size(); ++i)
+      lengths_.push_back(static_cast<int64_t>(pairs.unmasked_ids(i).size()));
+  }
+  // The mean of batch x (longest pair) over the batches of epoch 0: the tokens a step computes
+  // on average, padding included, for planning --minutes.
+  double mean_padded_tokens() {
+    plan_epoch(0);
+    double sum = 0;
+    for (int64_t k = 0; k < per_epoch_; ++k) {
+      int64_t longest = 0;
+      for (int64_t j = k * batch_; j < (k + 1) * batch_; ++j)
+        longest =
+            std::max(longest, lengths_[static_cast<size_t>(batches_[static_cast<size_t>(j)])]);
+      sum += static_cast<double>(batch_ * longest);
+    }
+    return sum / static_cast<double>(per_epoch_);
+  }
+  // The indices of the step's batch and its epoch (which draws the masking).
+  std::pair<std::vector<int64_t>, int64_t> operator()(int64_t step) {
+    const int64_t epoch = step / per_epoch_;
+    if (epoch != epoch_) plan_epoch(epoch);
+    const int64_t k = order_[static_cast<size_t>(step % per_epoch_)];
+    return {{batches_.begin() + k * batch_, batches_.begin() + (k + 1) * batch_}, epoch};
+  }
+
+ private:
+  void plan_epoch(int64_t epoch) {
+    const uint64_t seed = data::mix_seeds(seed_, static_cast<uint64_t>(epoch));
+    std::vector<int64_t> perm =
+        data::random_permutation(static_cast<int64_t>(lengths_.size()), seed);
+    perm.resize(static_cast<size_t>(per_epoch_ * batch_));
+    const int64_t group = kGroupBatches * batch_;
+    for (size_t g = 0; g < perm.size(); g += static_cast<size_t>(group))
+      std::stable_sort(perm.begin() + g, perm.begin() + std::min(perm.size(), g + group),
+                       [&](int64_t a, int64_t b) { return lengths_[a] < lengths_[b]; });
+    batches_ = std::move(perm);
+    order_ = data::random_permutation(per_epoch_, data::mix_seeds(seed, 0x62617463));  // "batc"
+    epoch_ = epoch;
+  }
+
+  int64_t batch_, per_epoch_;
+  uint64_t seed_;
+  std::vector<int64_t> lengths_, batches_, order_;  // batches_: batch k = [k * batch, +batch)
+  int64_t epoch_ = -1;
+};
+
+// --dump-data: vocab.txt, and train/val.safetensors holding the unmasked pairs: ids int64
+// [N, L] ([CLS] A [SEP] B [SEP] padded with [PAD]), lengths [N], segment_a [N] (the length of
+// [CLS] A [SEP]), nsp_labels [N] (0 = IsNext); the masking rule and its seed are in the
+// metadata. bench/torch_bert_train_ref.py reads them.
+void dump_pairs(const data::BertPretrainingData& pairs, const data::WordPieceTokenizer& tok,
+                const std::string& path) {
+  // Also the examples as masked in epoch 0 (masked_ids, mlm_labels [N, L]), so that a reference
+  // trainer re-implementing the masking (SplitMix64, data/bert_pretraining.cpp) can check itself.
+  const int64_t n = pairs.size();
+  int64_t longest = 0;
+  for (int64_t i = 0; i < n; ++i)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(pairs.unmasked_ids(i).size()));
+  std::vector<int64_t> ids(static_cast<size_t>(n * longest), tok.token_id("[PAD]")), lengths,
+      segment_a, nsp, masked = ids, labels(ids.size(), -100);
+  for (int64_t i = 0; i < n; ++i) {
+    const data::BertExample e = pairs.example(i, 0);
+    const std::vector<int64_t> plain = pairs.unmasked_ids(i);
+    std::copy(plain.begin(), plain.end(), ids.begin() + i * longest);
+    std::copy(e.ids.begin(), e.ids.end(), masked.begin() + i * longest);
+    std::copy(e.mlm_labels.begin(), e.mlm_labels.end(), labels.begin() + i * longest);
+    lengths.push_back(static_cast<int64_t>(plain.size()));
+    segment_a.push_back(std::count(e.token_types.begin(), e.token_types.end(), 0));
+    nsp.push_back(e.next_sentence_label);
+  }
+  const data::MaskingRule& r = pairs.masking_rule();
+  nn::write_safetensors(path,
+                        {{"ids", tensor_i64(ids, {n, longest})},
+                         {"lengths", tensor_i64(lengths, {n})},
+                         {"segment_a", tensor_i64(segment_a, {n})},
+                         {"nsp_labels", tensor_i64(nsp, {n})},
+                         {"masked_ids", tensor_i64(masked, {n, longest})},
+                         {"mlm_labels", tensor_i64(labels, {n, longest})}},
+                        {{"cls_id", std::to_string(r.cls_id)},
+                         {"sep_id", std::to_string(r.sep_id)},
+                         {"mask_id", std::to_string(r.mask_id)},
+                         {"pad_id", std::to_string(tok.token_id("[PAD]"))},
+                         {"vocab_size", std::to_string(r.vocab_size)},
+                         {"masked_lm_prob", fmt::format("{}", r.masked_lm_prob)},
+                         {"max_predictions", std::to_string(r.max_predictions)},
+                         {"seed", std::to_string(pairs.config().seed)}});
+}
+
+// ============================================================================ model
+
+// Decayed: weight matrices and embeddings; not decayed: LayerNorm parameters and biases
+// (Hugging Face's no_decay = ["bias", "LayerNorm.weight"]).
+std::vector<optim::ParamGroup> param_groups(nn::Module& model, float lr, float weight_decay) {
+  optim::ParamGroup decay{{}, lr, weight_decay}, no_decay{{}, lr, 0.0f};
+  for (auto& [name, p] : model.named_parameters()) {
+    const bool skip = name.find("LayerNorm") != std::string::npos || name.ends_with("bias");
+    (skip ? no_decay : decay).params.push_back(p);
+  }
+  return {decay, no_decay};
+}
+
+struct Eval {
+  double mlm_accuracy, nsp_accuracy, loss;
+};
+
+// Held-out MLM accuracy (argmax = label at the predicted positions) and NSP accuracy on the
+// first `count` validation pairs, always masked as in epoch 0.
+Eval evaluate(models::Bert& model, const data::BertPretrainingData& val, int64_t count,
+              int64_t batch, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  int64_t mlm_right = 0, mlm_total = 0, nsp_right = 0, pairs = 0;
+  double loss = 0;
+  for (int64_t s = 0; s < std::min(count, val.size()); s += batch) {
+    std::vector<int64_t> indices;
+    for (int64_t i = s; i < std::min({s + batch, count, val.size()}); ++i) indices.push_back(i);
+    const data::BertBatch b = val.batch(indices, 0, device);
+    // The MLM head at the predicted positions only, as in training.
+    const models::BertMaskedOutput out =
+        model.forward_masked(b.ids, b.token_type_ids, b.attention_mask, b.mlm_labels);
+    loss += (cross_entropy(out.mlm_logits, out.mlm_targets, -100) +
+             cross_entropy(out.nsp_logits, b.nsp_labels))
+                .item() *
+            static_cast<double>(indices.size());
+    const std::vector<int64_t> predicted = argmax(out.mlm_logits, 1).to_vector_i64();  // (n)
+    const std::vector<int64_t> labels = out.mlm_targets.to_vector_i64();
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (labels[i] == -100) continue;
+      ++mlm_total;
+      mlm_right += predicted[i] == labels[i];
+    }
+    const std::vector<int64_t> nsp = argmax(out.nsp_logits, 1).to_vector_i64();
+    const std::vector<int64_t> nsp_labels = b.nsp_labels.to_vector_i64();
+    for (size_t i = 0; i < nsp.size(); ++i) nsp_right += nsp[i] == nsp_labels[i];
+    pairs += static_cast<int64_t>(indices.size());
+  }
+  model.train();
+  return {static_cast<double>(mlm_right) / static_cast<double>(std::max<int64_t>(mlm_total, 1)),
+          static_cast<double>(nsp_right) / static_cast<double>(pairs),
+          loss / static_cast<double>(pairs)};
+}
+
+void plot_curves(const std::string& csv, const std::string& png) {
+  const data::CsvTable log = data::read_csv(csv);
+  const std::vector<double> step = log.column("step"), loss = log.column("loss"),
+                            mlm = log.column("val_mlm_accuracy"),
+                            nsp = log.column("val_nsp_accuracy");
+  std::vector<double> eval_step, eval_mlm, eval_nsp;
+  for (size_t i = 0; i < mlm.size(); ++i)
+    if (!std::isnan(mlm[i]))
+      eval_step.push_back(step[i]), eval_mlm.push_back(100 * mlm[i]),
+          eval_nsp.push_back(100 * nsp[i]);
+  data::save_plots(
+      png, {{{{"train loss (MLM + NSP)", step, loss}}, {"BERT pre-training: loss", "step", "loss"}},
+            {{{"held-out MLM accuracy", eval_step, eval_mlm},
+              {"held-out NSP accuracy", eval_step, eval_nsp}},
+             {"BERT pre-training: held-out accuracy", "step", "%"}}});
+}
+
+}  // namespace
+
+// ============================================================================ main
+
+int main(int argc, char** argv) try {
+  cli::use_passive_omp_wait(argv);
+  // ---- options
+  Options o;
+  CLI::App app{"train_bert: pre-trains BERT (masked LM + next sentence) on the fortunes"};
+  const CLI::Option* steps_flag = add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  cli::print_config(app);
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const Device device = cli::device_of(o.device);
+  models::BertConfig config = model_config(o, o.vocab_size);  // checked before any work
+  const std::string dir = o.dump_data.empty() ? o.out : o.dump_data;
+  fs::create_directories(dir);
+  const std::string ckpt_path = examples::checkpoint_path(o.out), csv_path = o.out + "/log.csv";
+  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_bert: --resume but there is no '{}'",
+             ckpt_path);
+
+  // ---- data: fortunes split, a WordPiece vocabulary from the training part, sentence pairs
+  const data::TrainValSplit split =
+      data::split_train_val(data::read_fortunes(o.fortunes), o.val_fraction, o.seed);
+  const std::string tok_path = examples::tokenizer_path(dir);
+  const data::WordPieceTokenizer tok =
+      o.resume ? data::WordPieceTokenizer::load(tok_path)
+               : data::WordPieceTokenizer::train(split.train, o.vocab_size);
+  if (!o.resume) tok.save(tok_path);
+  data::BertPretrainingConfig data_config;
+  data_config.max_seq_len = o.max_seq_len;
+  data_config.seed = o.seed;
+  const data::BertPretrainingData train_pairs(split.train, tok, data_config);
+  data_config.seed = o.seed + 1;
+  const data::BertPretrainingData val_pairs(split.val, tok, data_config);
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < train_pairs.size(); ++i)
+    tokens += static_cast<int64_t>(train_pairs.unmasked_ids(i).size());
+  fmt::print(
+      "  data: {} training fortunes -> {} pairs ({:.1f} tokens each), {} held-out pairs; "
+      "WordPiece vocabulary {}\n",
+      split.train.size(), train_pairs.size(),
+      static_cast<double>(tokens) / static_cast<double>(train_pairs.size()), val_pairs.size(),
+      tok.vocab_size());
+  if (!o.dump_data.empty()) {
+    dump_pairs(train_pairs, tok, dir + "/train.safetensors");
+    dump_pairs(val_pairs, tok, dir + "/val.safetensors");
+    std::string vocab;
+    for (const std::string& t : tok.vocab()) vocab += t + "\n";
+    data::write_file_atomic(dir + "/vocab.txt", vocab, "train_bert --dump-data");
+    fmt::print("wrote {}/{{vocab.txt, tokenizer.txt, train.safetensors, val.safetensors}}\n", dir);
+    return 0;
+  }
+
+  // ---- model and optimizer
+  manual_seed(o.seed);
+  config.vocab_size = tok.vocab_size();  // train() stops early if the text runs out of pairs
+  models::Bert model(config);
+  model.to(device);
+  optim::AdamW opt(param_groups(model, o.lr, o.weight_decay), 0.9f, 0.999f, 1e-6f);
+  fmt::print("train_bert: {} | {} parameters | {} threads\n", config.to_string(),
+             model.num_parameters(), get_num_threads());
+
+  // ---- resume
+  int64_t start = 0, total = o.minutes > 0 ? std::numeric_limits<int32_t>::max() : o.steps;
+  if (o.resume) {
+    const nn::Metadata meta = nn::read_metadata(ckpt_path);
+    LOOM_CHECK(models::BertConfig::from_metadata(meta, ckpt_path).to_string() == config.to_string(),
+               "train_bert: '{}' holds a different model: {}", ckpt_path,
+               models::BertConfig::from_metadata(meta, ckpt_path).to_string());
+    const nn::TrainerState state =
+        nn::TrainerState::from_metadata(meta, "train_bert: " + ckpt_path);
+    nn::load_checkpoint(ckpt_path, {{"model", &model}}, &opt);
+    start = state.step;
+    if (steps_flag->count() == 0) total = state.total_steps;  // as planned by the first run
+    state.restore_rng();
+    fmt::print("resumed from {} at step {}\n", ckpt_path, start);
+  }
+  LOOM_CHECK(start < total, "train_bert: the checkpoint is at step {}, the run has {} steps", start,
+             total);
+  auto checkpoint = [&](int64_t step) {
+    nn::Metadata meta = config.to_metadata();
+    // The fortune split, so that finetune_bert can test on fortunes pre-training never saw.
+    meta.insert({{"fortunes", o.fortunes},
+                 {"val_fraction", fmt::format("{}", o.val_fraction)},
+                 {"split_seed", std::to_string(o.seed)}});
+    meta.merge(nn::TrainerState::capture(step, total, step / (train_pairs.size() / o.batch), 0)
+                   .to_metadata());
+    nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
+  };
+  data::CsvLog csv(
+      csv_path, {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"},
+      o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+
+  // ---- training loop
+  model.train();
+  BatchPlanner planner(train_pairs, o.batch, o.seed);
+  optim::ProgressMeter progress(o.batch * tokens / train_pairs.size(), "tok/s");
+  const bool plan = o.minutes > 0 && !o.resume;
+  double t_step1 = 0, planned_tokens = 0;  // padded tokens of steps 2-21
+  for (int64_t step = start; step < total; ++step) {
+    const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, total), total, o.lr);
+    opt.set_lr(lr);
+    const auto [indices, epoch] = planner(step);
+    const data::BertBatch b = train_pairs.batch(indices, epoch, device);  // (B, T)
+    // The MLM head only at the predicted positions (as google-research/bert's run_pretraining.py).
+    const Tensor loss = model.pretraining_loss(b.ids, b.token_type_ids, b.attention_mask,
+                                               b.mlm_labels, b.nsp_labels);
+    opt.zero_grad();
+    loss.backward();
+    if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
+    opt.step();
+    const float loss_value = loss.item();
+    LOOM_CHECK(std::isfinite(loss_value), "train_bert: the loss became {} at step {}", loss_value,
+               step);
+    progress.add(loss_value);
+
+    const int64_t done = step + 1;
+    if (plan && done == 1) t_step1 = progress.elapsed();
+    if (plan && done > 1 && done <= 21) planned_tokens += static_cast<double>(b.ids.numel());
+    if (plan && done == 21) {
+      // The speed of steps 2-21 (torch_train_ref.py's plan), per padded token: batches of short
+      // and of long pairs differ up to 10x in time, so the expected step is the epoch's mean.
+      const double per_token = (progress.elapsed() - t_step1) / planned_tokens;
+      const double per_step = per_token * planner.mean_padded_tokens();
+      total = std::max(
+          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
+      fmt::print("planned steps: {} ({:.1f} ms/step expected)\n", total, per_step * 1e3);
+    }
+    if (done % o.log_every == 0 || done == total) {
+      fmt::print("{} | epoch {}\n", progress.line(done, total, lr), epoch);
+      std::fflush(stdout);
+    }
+    Eval eval{std::nan(""), std::nan(""), std::nan("")};
+    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == total) {
+      const double t0 = progress.elapsed();
+      eval = evaluate(model, val_pairs, o.eval_pairs, o.batch, device);
+      fmt::print(
+          "eval step {} | held-out loss {:.4f} | MLM accuracy {:.2f}% | NSP accuracy "
+          "{:.2f}% ({:.1f} s)\n",
+          done, eval.loss, 100 * eval.mlm_accuracy, 100 * eval.nsp_accuracy,
+          progress.elapsed() - t0);
+      progress.exclude(progress.elapsed() - t0);  // evaluation stays out of tok/s and ETA
+    }
+    csv.row({static_cast<double>(done), static_cast<double>(epoch), loss_value, lr, eval.loss,
+             eval.mlm_accuracy, eval.nsp_accuracy});
+    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
+    if (done == o.stop_at && done != total) {
+      checkpoint(done);
+      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
+                 ckpt_path);
+      return 0;
+    }
+  }
+
+  // ---- final report
+  checkpoint(total);
+  models::save_bert_hf(model, o.out + "/bert.safetensors");
+  plot_curves(csv_path, o.out + "/curves.png");
+  fmt::print(
+      "final (step {}, {} training): see the last eval line; saved {}, {}/bert.safetensors, "
+      "{}, {}/curves.png, {}\n",
+      total, optim::format_duration(progress.elapsed()), ckpt_path, o.out, csv_path, o.out,
+      tok_path);
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "error: {}\n", e.what());
+  return 1;
+}
