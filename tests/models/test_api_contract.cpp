@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <limits>
 #include <string>
 #include <vector>
@@ -106,4 +109,51 @@ TEST_CASE("API.md: metrics as sacreBLEU and COCOeval compute them") {
   CHECK(perfect.ap50 == doctest::Approx(1.0));
   CHECK(perfect.ap75 == doctest::Approx(1.0));
   CHECK(metrics::coco_average_precision({}, {}).ap == doctest::Approx(-1.0));   // as COCOeval
+}
+
+TEST_CASE("API.md: Bert outputs, masks and the Hugging Face layout as documented") {
+  manual_seed(0);
+  const models::BertConfig config{.vocab_size = 30, .hidden = 16, .n_layer = 1, .n_head = 2,
+                                  .intermediate = 32, .max_position = 16};
+  CHECK(config.type_vocab_size == 2);
+  CHECK(config.layer_norm_eps == doctest::Approx(1e-12f));
+  CHECK(models::BertConfig::preset("bert-mini").hidden > 0);
+  CHECK(models::BertConfig::preset("bert-base").hidden == 768);
+  models::Bert model(config);
+  model.eval();
+  const Tensor ids = tensor_i64({2, 5, 6, 3, 7, 3, 2, 8, 3, 0, 0, 0}, {2, 6});
+  const models::BertOutput out = model.forward(ids);   // types all 0, every position a token
+  CHECK(out.hidden.shape() == Shape{2, 6, 16});
+  CHECK(out.pooled.shape() == Shape{2, 16});
+  CHECK(out.mlm_logits.shape() == Shape{2, 6, 30});
+  CHECK(out.nsp_logits.shape() == Shape{2, 2});
+  // attention_mask as int64 or float (1 = token, 0 = padding) means the same
+  const Tensor types = tensor_i64({0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0}, {2, 6});
+  const Tensor mask_i = tensor_i64({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}, {2, 6});
+  const auto a = model.forward(ids, types, mask_i).pooled.to_vector();
+  const auto b = model.forward(ids, types, mask_i.to(DType::Float32)).pooled.to_vector();   // float mask
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-6));
+  expect_error([&] { models::load_bert_hf(model, "/nonexistent/bert.safetensors"); },
+               {"/nonexistent/bert.safetensors"});
+}
+
+TEST_CASE("API.md: WordPieceTokenizer as BERT's FullTokenizer, and load_tokenizer") {
+  const std::string dir = std::filesystem::temp_directory_path() / "loom_api_wordpiece";
+  std::filesystem::create_directories(dir);
+  const std::string vocab = dir + "/vocab.txt";
+  {
+    std::ofstream f(vocab);
+    f << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nun\n##aff\n##able\n,\n!\ncafe\n";
+  }
+  const auto tok = data::WordPieceTokenizer::from_vocab_file(vocab);   // lower_case by default
+  // lower-cased, accents stripped (NFD, Mn dropped), punctuation split, ## continuations
+  CHECK(tok.encode("The UNAFFABLE, Café!") == std::vector<int64_t>{5, 6, 7, 8, 9, 11, 10});
+  CHECK(tok.encode("xyz") == std::vector<int64_t>{1});   // no match: [UNK]
+  CHECK(tok.token_id("[MASK]") == 4);
+  expect_error([&] { tok.token_id("[NOPE]"); }, {"[NOPE]"});
+  tok.save(dir + "/tokenizer.txt");
+  const std::unique_ptr<data::Tokenizer> loaded = data::load_tokenizer(dir + "/tokenizer.txt");
+  CHECK(loaded->encode("the unaffable") == std::vector<int64_t>{5, 6, 7, 8});
+  std::filesystem::remove_all(dir);
 }
