@@ -40,3 +40,10 @@ set_tests_properties(
   [==[optim:schedules reject invalid arguments with loom::Error]==]
   [==[optim:AdamW under warmup_cosine_lr follows PyTorch for 10 steps]==]
   PROPERTIES LABELS exercise-schedule)
+
+# 07-encoder-decoder.md: write gnmt_length_penalty (models/beam_search.cpp) from GNMT's eq. 14.
+set_tests_properties(
+  [==[models:gnmt_length_penalty is GNMT's eq. 14 and beam scores are log P / lp(|Y| + eos)]==]
+  [==[models:Decoding stops at max_len when eos is never produced, and at eos otherwise]==]
+  [==[models:translate_batch equals translating each sentence alone, greedy and beam]==]
+  PROPERTIES LABELS exercise-length-penalty)
