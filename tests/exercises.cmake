@@ -40,3 +40,20 @@ set_tests_properties(
   [==[optim:schedules reject invalid arguments with loom::Error]==]
   [==[optim:AdamW under warmup_cosine_lr follows PyTorch for 10 steps]==]
   PROPERTIES LABELS exercise-schedule)
+
+# 07-encoder-decoder.md: write gnmt_length_penalty (models/beam_search.cpp) from GNMT's eq. 14.
+set_tests_properties(
+  [==[models:gnmt_length_penalty is GNMT's eq. 14 and beam scores are log P / lp(|Y| + eos)]==]
+  [==[models:Decoding stops at max_len when eos is never produced, and at eos otherwise]==]
+  [==[models:translate_batch equals translating each sentence alone, greedy and beam]==]
+  PROPERTIES LABELS exercise-length-penalty)
+
+# 11-detr.md: write giou (nn/functional_boxes.cpp), generalized IoU, from Rezatofighi et al. 2019.
+set_tests_properties(
+  [==[nn:generalized IoU and IoU match DETR's box_ops, with gradients]==]
+  [==[nn:box invariants: identical boxes have GIoU 1, conversions round-trip]==]
+  [==[nn:gradcheck: smooth_l1, bce with logits, generalized IoU]==]
+  [==[models:box conversions round-trip and GIoU of a box with itself is 1]==]
+  [==[models:GIoU loss and detr_loss gradients match finite differences]==]
+  [==[models:detr_loss matches PyTorch's SetCriterion: terms, scipy's matching and gradients]==]
+  PROPERTIES LABELS exercise-giou)

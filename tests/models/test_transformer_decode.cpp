@@ -167,6 +167,25 @@ TEST_CASE("Beam search as wide as the vocabulary finds the most probable sequenc
   MESSAGE("exhaustive " << best << ", greedy " << greedy.log_prob);
 }
 
+TEST_CASE("gnmt_length_penalty is GNMT's eq. 14 and beam scores are log P / lp(|Y| + eos)") {
+  // lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), alpha 0 = no penalty.
+  CHECK(models::gnmt_length_penalty(1, 0.6) == 1.0);
+  CHECK(models::gnmt_length_penalty(4, 0.6) == doctest::Approx(std::pow(1.5, 0.6)));
+  CHECK(models::gnmt_length_penalty(10, 0.6) == doctest::Approx(std::pow(2.5, 0.6)));
+  CHECK(models::gnmt_length_penalty(3, 2.0) == doctest::Approx(16.0 / 9.0));
+  CHECK(models::gnmt_length_penalty(25, 0.0) == 1.0);
+  auto owner = random_model(21, decode_config(), 1.0f);
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    manual_seed(200 + seed);
+    const std::vector<int64_t> src = random_ids(3 + static_cast<int64_t>(seed % 4), 3, 13);
+    for (int64_t beam : {1, 4}) {
+      const auto t = models::beam_search(*owner, {src}, kBos, kEos, 10, beam, 0.6f)[0];
+      const auto length = static_cast<int64_t>(t.tokens.size()) + (t.finished ? 1 : 0);
+      CHECK(t.score == doctest::Approx(t.log_prob / std::pow((5.0 + length) / 6.0, 0.6)));
+    }
+  }
+}
+
 TEST_CASE("translate_batch equals translating each sentence alone, greedy and beam") {
   auto owner = random_model(31);
   Transformer& model = *owner;
