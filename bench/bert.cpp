@@ -19,8 +19,8 @@
 #include <numeric>
 #include <string>
 
+#include "bench_cli.h"
 #include "bench_util.h"
-#include "examples/cli.h"
 #include "loom.h"
 
 using namespace loom;
@@ -28,11 +28,7 @@ using loom::bench::time_steps;
 
 namespace {
 
-struct Args {
-  std::string case_name;
-  int steps = 10, threads = 2;
-  Device device = Device::CPU;
-};
+using bench::Args;
 
 struct Batch {
   Tensor ids, types, mlm_labels, nsp_labels;
@@ -91,29 +87,10 @@ void pretraining_case(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::use_passive_omp_wait(argv);
-  Args args;
-  std::string device = "cpu";
-  CLI::App app{
-      "bert: the BERT benchmark case; prints one JSON line comparable with "
-      "../shared/bench/torch_ref.py bert-mini"};
-  cli::show_defaults(app);
-  app.add_option("case", args.case_name,
-                 "bert-mini: MLM + NSP pre-training step, batch 32 x 128 (5,430,786 parameters)")
-      ->required()
-      ->check(CLI::IsMember({"bert-mini"}));
-  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
-  cli::add_device(app, device);
-  CLI11_PARSE(app, argc, argv);
-  args.device = cli::device_of(device);
-  try {
-    set_num_threads(args.threads);
-    pretraining_case(args);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bert: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+  return bench::run_cases(
+      argc, argv, "bert",
+      "the BERT benchmark case; prints one JSON line comparable with ../shared/bench/torch_ref.py "
+      "bert-mini",
+      {{"bert-mini", "MLM + NSP pre-training step, batch 32 x 128 (5,430,786 parameters)"}},
+      [](const bench::Args& args) { pretraining_case(args); });
 }

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_util.h"
-#include "examples/cli.h"
 #include "loom.h"
 
 using namespace loom;
@@ -29,11 +29,7 @@ using loom::bench::time_steps;
 
 namespace {
 
-struct Args {
-  std::string case_name;
-  int steps = 10, threads = 2;
-  Device device = Device::CPU;
-};
+using bench::Args;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -138,35 +134,19 @@ void lsa(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::use_passive_omp_wait(argv);
-  Args args;
-  std::string device = "cpu";
-  CLI::App app{
-      "detr: the DETR benchmark cases; prints one JSON line comparable with "
-      "../shared/bench/torch_ref.py detr-fmnist"};
-  cli::show_defaults(app);
-  app.add_option("case", args.case_name,
-                 "detr-fmnist: DETR training step with matching and aux losses, batch 32\n"
-                 "lsa: linear_sum_assignment on 100x100 and 300x300 uniform costs (scipy: "
-                 "python3 -m timeit -s 'import numpy as np; from scipy.optimize import "
-                 "linear_sum_assignment as f; c = np.random.rand(300, 300)' 'f(c)')")
-      ->required()
-      ->check(CLI::IsMember({"detr-fmnist", "lsa"}));
-  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
-  cli::add_device(app, device);
-  CLI11_PARSE(app, argc, argv);
-  args.device = cli::device_of(device);
-  try {
-    set_num_threads(args.threads);
-    if (args.case_name == "detr-fmnist")
-      detr_fmnist(args);
-    else
-      lsa(args);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "detr: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+  return bench::run_cases(
+      argc, argv, "detr",
+      "the DETR benchmark cases; prints one JSON line comparable with ../shared/bench/torch_ref.py "
+      "detr-fmnist",
+      {{"detr-fmnist", "DETR training step with matching and aux losses, batch 32"},
+       {"lsa",
+        "linear_sum_assignment on 100x100 and 300x300 uniform costs (scipy: python3 -m timeit -s "
+        "'import numpy as np; from scipy.optimize import linear_sum_assignment as f; c = "
+        "np.random.rand(300, 300)' 'f(c)')"}},
+      [](const bench::Args& args) {
+        if (args.case_name == "detr-fmnist")
+          detr_fmnist(args);
+        else
+          lsa(args);
+      });
 }

@@ -22,8 +22,8 @@
 
 #include <string>
 
+#include "bench_cli.h"
 #include "bench_util.h"
-#include "examples/cli.h"
 #include "loom.h"
 
 using namespace loom;
@@ -31,11 +31,7 @@ using loom::bench::time_steps;
 
 namespace {
 
-struct Args {
-  std::string case_name;
-  int steps = 10, threads = 2;
-  Device device = Device::CPU;
-};
+using bench::Args;
 
 std::string common_fields(const bench::Timing& t, const Args& args, int64_t params) {
   return fmt::format("\"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}",
@@ -127,33 +123,16 @@ void translate_case(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::use_passive_omp_wait(argv);
-  Args args;
-  std::string device = "cpu";
-  CLI::App app{
-      "seq2seq: one encoder-decoder Transformer benchmark case; prints one JSON line comparable "
-      "with ../shared/bench/torch_ref.py CASE"};
-  cli::show_defaults(app);
-  app.add_option("case", args.case_name,
-                 "seq2seq-mini: training step, batch 32 x 32 source and target tokens\n"
-                 "seq2seq-mini-translate: greedy and beam-4 decoding of 32 x 24 new tokens")
-      ->required()
-      ->check(CLI::IsMember({"seq2seq-mini", "seq2seq-mini-translate"}));
-  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
-  cli::add_device(app, device);
-  CLI11_PARSE(app, argc, argv);
-  args.device = cli::device_of(device);
-  try {
-    set_num_threads(args.threads);
-    if (args.case_name == "seq2seq-mini")
-      train_case(args);
-    else
-      translate_case(args);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "seq2seq: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+  return bench::run_cases(
+      argc, argv, "seq2seq",
+      "one encoder-decoder Transformer benchmark case; prints one JSON line comparable with "
+      "../shared/bench/torch_ref.py CASE",
+      {{"seq2seq-mini", "training step, batch 32 x 32 source and target tokens"},
+       {"seq2seq-mini-translate", "greedy and beam-4 decoding of 32 x 24 new tokens"}},
+      [](const bench::Args& args) {
+        if (args.case_name == "seq2seq-mini")
+          train_case(args);
+        else
+          translate_case(args);
+      });
 }

@@ -13,8 +13,8 @@
 
 #include <string>
 
+#include "bench_cli.h"
 #include "bench_util.h"
-#include "examples/cli.h"
 #include "loom.h"
 
 using namespace loom;
@@ -22,11 +22,7 @@ using loom::bench::time_steps;
 
 namespace {
 
-struct Args {
-  std::string case_name;
-  int steps = 10, threads = 2;
-  Device device = Device::CPU;
-};
+using bench::Args;
 
 // torch_ref.py's train(): random images U[0,1) and labels, generated once; the same batch every
 // step; AdamW over every parameter; gradients zeroed in place (PyTorch 1.13's default).
@@ -37,7 +33,7 @@ void train_case(const Args& args, const Config& config, int64_t batch) {
   model.to(args.device);
   model.train();
   const Tensor images = rand({batch, config.in_channels, config.image_size, config.image_size})
-                            .to(args.device);                              // (B, C, H, W)
+                            .to(args.device);                                     // (B, C, H, W)
   const Tensor labels = randint(0, config.num_classes, {batch}).to(args.device);  // (B,)
   optim::AdamW opt(model.parameters(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f);
   std::vector<float> losses;
@@ -62,33 +58,16 @@ void train_case(const Args& args, const Config& config, int64_t batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::use_passive_omp_wait(argv);
-  Args args;
-  std::string device = "cpu";
-  CLI::App app{
-      "vision: one ViT/Swin benchmark case; prints one JSON line comparable with "
-      "../shared/bench/torch_ref.py CASE"};
-  cli::show_defaults(app);
-  app.add_option("case", args.case_name,
-                 "vit-fmnist: ViT training step, batch 128 (1,199,882 parameters)\n"
-                 "swin-fmnist: Swin training step, batch 64 (931,710 parameters)")
-      ->required()
-      ->check(CLI::IsMember({"vit-fmnist", "swin-fmnist"}));
-  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
-  cli::add_device(app, device);
-  CLI11_PARSE(app, argc, argv);
-  args.device = cli::device_of(device);
-  try {
-    set_num_threads(args.threads);
-    if (args.case_name == "vit-fmnist")
-      train_case<models::ViT>(args, models::ViTConfig::preset("vit-fmnist"), 128);
-    else
-      train_case<models::Swin>(args, models::SwinConfig::preset("swin-fmnist"), 64);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "vision: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+  return bench::run_cases(
+      argc, argv, "vision",
+      "one ViT/Swin benchmark case; prints one JSON line comparable with "
+      "../shared/bench/torch_ref.py CASE",
+      {{"vit-fmnist", "ViT training step, batch 128 (1,199,882 parameters)"},
+       {"swin-fmnist", "Swin training step, batch 64 (931,710 parameters)"}},
+      [](const bench::Args& args) {
+        if (args.case_name == "vit-fmnist")
+          train_case<models::ViT>(args, models::ViTConfig::preset("vit-fmnist"), 128);
+        else
+          train_case<models::Swin>(args, models::SwinConfig::preset("swin-fmnist"), 64);
+      });
 }

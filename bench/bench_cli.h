@@ -1,0 +1,59 @@
+// The command line every model benchmark shares (bench/vision, seq2seq, bert, detr):
+//
+//   NAME CASE [--steps N] [--threads T] [--device cpu|cuda]
+//
+// run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, runs the case and
+// turns an error into "NAME: message" and exit status 1. OMP_WAIT_POLICY defaults to PASSIVE, as
+// in ../shared/bench/torch_ref.py (cli::use_passive_omp_wait).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "examples/cli.h"
+#include "loom.h"
+
+namespace loom::bench {
+
+struct Args {
+  std::string case_name;
+  int steps = 10, threads = 2;
+  Device device = Device::CPU;
+};
+
+// `cases`: each case's name and its --help line.
+inline int run_cases(int argc, char** argv, const std::string& name, const std::string& description,
+                     const std::vector<std::pair<std::string, std::string>>& cases,
+                     const std::function<void(const Args&)>& run) {
+  cli::use_passive_omp_wait(argv);
+  Args args;
+  std::string device = "cpu", case_help;
+  std::vector<std::string> names;
+  for (const auto& [case_name, help] : cases) {
+    names.push_back(case_name);
+    case_help += (case_help.empty() ? "" : "\n") + case_name + ": " + help;
+  }
+  CLI::App app{name + ": " + description};
+  cli::show_defaults(app);
+  app.add_option("case", args.case_name, case_help)->required()->check(CLI::IsMember(names));
+  app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
+  cli::add_device(app, device);
+  CLI11_PARSE(app, argc, argv);
+  args.device = cli::device_of(device);
+  try {
+    set_num_threads(args.threads);
+    run(args);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", name, e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace loom::bench
