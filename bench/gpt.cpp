@@ -8,12 +8,18 @@
 //                           the PyTorch reference does)
 //   gpt gpt2                training step of GPT-2 small (124M) on batch 8 x 1024 tokens
 //                           (meant for a GPU: --device cuda)
+//   mpirun -np 2 gpt gpt-mini --distributed --threads 1
+//                           the gpt-mini step data-parallel: the same global batch of 16 split
+//                           over the processes, gradients averaged by nn::DistributedDataParallel
+//                           during backward; compare its tokens/s with `gpt gpt-mini --threads 2`
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
 //            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
 //            gpt --help lists them all
 #include <cblas.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 
 #include "bench_util.h"
@@ -34,6 +40,8 @@ struct Args {
   Device device = Device::CPU;
   bool cache = true;
   bool tf32 = false;
+  bool distributed = false;
+  double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
 
 // The JSON fields every case shares, after the case-specific ones.
@@ -74,6 +82,63 @@ void train_case(const Args& args, const std::string& preset, int64_t batch, int6
       common_fields(t, args, model.num_parameters()), losses.front(), losses.back());
 }
 
+// gpt-mini's training step under nn::DistributedDataParallel: the global batch of 16 x 128 is
+// split over the processes (rank r trains rows [r*B, (r+1)*B), B = 16 / processes), so the
+// tokens/s compare with one process at batch 16. Three timings tell how much of the gradient
+// all-reduce backward hides (Li et al. 2020, section 5):
+//   compute  the same step with gradient averaging off (no_sync): what each process computes;
+//   step     the real data-parallel step;
+//   reduce   a blocking all-reduce of all the gradients at once (one buffer of every element).
+// exposed = step - compute is the communication backward did not hide, and
+// overlap = 1 - exposed / reduce the share of it that was hidden (1: all, 0: none).
+void distributed_case(const Args& args) {
+  const int world = distributed::world_size();
+  const int64_t global_batch = 16, seq = 128;
+  LOOM_CHECK(global_batch % world == 0,
+             "--distributed splits the batch of {} over the processes; {} processes do not "
+             "divide it",
+             global_batch, world);
+  const int64_t rows = global_batch / world;
+  manual_seed(0);  // the same weights and data on every rank
+  const models::GPTConfig config = models::GPTConfig::preset("gpt-mini");
+  const auto model = std::make_shared<models::GPT>(config);
+  model->to(args.device);
+  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = args.bucket_mb});
+  const Tensor data = randint(0, config.vocab_size, {global_batch, seq + 1});
+  const Tensor mine = data.narrow(0, distributed::rank() * rows, rows).to(args.device);  // (B, T+1)
+  const Tensor x = mine.narrow(1, 0, seq).contiguous(), y = mine.narrow(1, 1, seq).contiguous();
+  optim::AdamW opt(model->parameters(), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f);
+  auto step = [&] {
+    Tensor logits = model->forward(x);  // (B, T, V)
+    Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
+    loss.backward();
+    opt.step();
+    opt.zero_grad(false);
+  };
+  bench::Timing compute;
+  {
+    const auto no_sync = ddp.no_sync();
+    compute = time_steps(step, args.steps);
+  }
+  const bench::Timing t = time_steps(step, args.steps);
+  Tensor flat = zeros({model->num_parameters()}).to(args.device);
+  const bench::Timing reduce =
+      time_steps([&] { distributed::all_reduce(flat, distributed::ReduceOp::Mean); }, args.steps);
+  const double exposed = t.median_s - compute.median_s;
+  const double overlap = world > 1 ? std::clamp(1.0 - exposed / reduce.median_s, 0.0, 1.0) : 1.0;
+  if (!distributed::is_main_process()) return;
+  fmt::print(
+      "{{\"case\": \"{}\", \"distributed\": true, \"processes\": {}, \"batch\": {}, "
+      "\"rows_per_process\": {}, \"seq\": {}, \"tokens_per_s\": {:.2f}, "
+      "\"ms_compute\": {:.3f}, \"ms_allreduce_blocking\": {:.3f}, \"gradient_mb\": {:.2f}, "
+      "\"ms_exposed\": {:.3f}, \"overlap\": {:.3f}, \"bucket_mb\": {}, \"buckets\": {}, {}}}\n",
+      args.case_name, world, global_batch, rows, seq,
+      static_cast<double>(global_batch * seq) / t.median_s, compute.median_s * 1e3,
+      reduce.median_s * 1e3, static_cast<double>(model->num_parameters()) * 4 / 1e6,
+      exposed * 1e3, overlap, args.bucket_mb, ddp.bucket_assignment().size(),
+      common_fields(t, args, model->num_parameters()));
+}
+
 // torch_ref.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens.
 void generate_case(const Args& args) {
   const int64_t prompt_len = 16, new_tokens = 128;
@@ -99,6 +164,7 @@ void generate_case(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cli::use_passive_omp_wait(argv);
   Args args;
   std::string device = "cpu";
   CLI::App app{
@@ -120,16 +186,27 @@ int main(int argc, char** argv) {
                "gpt-mini-generate: re-run the whole context for every token, as the PyTorch "
                "reference does");
   app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
+  app.add_flag("--distributed", args.distributed,
+               "gpt-mini: data-parallel over the processes mpirun started (batch 16 split "
+               "between them); rank 0 prints");
+  app.add_option("--bucket-mb", args.bucket_mb,
+                 "--distributed: gradient bucket size in MB (PyTorch DDP's bucket_cap_mb)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   args.cache = !no_cache;
   try {
-    LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "gpt: --tf32 needs --device cuda");
+    LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "--tf32 needs --device cuda");
 #ifdef LOOM_WITH_CUDA
     cuda_set_tf32(args.tf32);
 #endif
+    LOOM_CHECK(!args.distributed || args.case_name == "gpt-mini",
+               "--distributed is for the gpt-mini case only");
     set_num_threads(args.threads);
-    if (args.case_name == "gpt-mini")
+    if (args.distributed) {
+      distributed::init();  // a job of one without mpirun
+      distributed_case(args);
+    } else if (args.case_name == "gpt-mini")
       train_case(args, "gpt-mini", 16, 128);
     else if (args.case_name == "gpt2")
       train_case(args, "gpt2", 8, 1024);
