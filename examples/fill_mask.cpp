@@ -4,7 +4,7 @@
 // sentence (the "what does BERT look at" figure of the seed lectures; Clark et al. 2019).
 //
 //   fill_mask --text "The meaning of [MASK] is"               reads out-bert/ (train_bert's --out)
-//   fill_mask --dir run1 --text "A [MASK] a day keeps the doctor away." --attention att.png
+//   fill_mask --pretrained run1 --text "A [MASK] a day keeps the doctor away." --attention att.png
 //   fill_mask --help
 //
 // The input is [CLS] text [SEP]; "[MASK]" in the text is the mask token (the tokenizer itself
@@ -50,7 +50,8 @@ int main(int argc, char** argv) try {
   int64_t top = 5, layer = -1;
   CLI::App app{"fill_mask: a pre-trained BERT's top tokens for every [MASK] of a text"};
   cli::show_defaults(app);
-  app.add_option("--dir", dir, "train_bert's --out directory (tokenizer.txt, ckpt.safetensors)");
+  app.add_option("--pretrained,--dir", dir,
+                 "train_bert's --out directory (tokenizer.txt, ckpt.safetensors), as finetune_bert");
   app.add_option("--text", text, "the text, with one or more [MASK]");
   app.add_option("--top", top, "tokens shown per mask")->check(CLI::Range(1, 100));
   app.add_option("--attention", attention, "write every head's attention of --layer to this PNG");
