@@ -105,3 +105,36 @@ TEST_CASE(
   CHECK_THROWS_AS(dist::global_mean_loss(zeros({2}), 1), Error);
   CHECK_THROWS_AS(dist::global_mean_loss(zeros({}), -1), Error);
 }
+
+TEST_CASE(
+    "DETR's box terms with SetCriterion's num_boxes over ranks average to the whole batch's") {
+  // 2 images per rank with 1..4 boxes each; the rank's normaliser is max(1, boxes of the global
+  // batch / world size), as facebookresearch/detr's SetCriterion under DDP.
+  const int64_t w = dist::world_size(), B = 2 * w, Q = 5, C = 3;
+  manual_seed(8);
+  const Tensor logits = randn({B, Q, C + 1});
+  const Tensor boxes = sigmoid(randn({B, Q, 4})) * 0.5f + 0.1f;  // (B, Q, 4), w, h > 0
+  std::vector<models::DETRTarget> targets;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = 1 + (b * 3) % 4;
+    targets.push_back({tensor_i64(std::vector<int64_t>(static_cast<size_t>(n), b % C), {n}),
+                       rand({n, 4}) * 0.4f + 0.1f});
+  }
+  const models::DETRLossConfig config{C};
+  const models::DETRLossTerms whole = models::detr_loss_terms(logits, boxes, targets, config);
+
+  const std::vector<models::DETRTarget> mine(targets.begin() + 2 * dist::rank(),
+                                             targets.begin() + 2 * dist::rank() + 2);
+  int64_t local_boxes = 0;
+  for (const auto& t : mine) local_boxes += t.labels.size(0);
+  const double num_boxes = std::max(
+      1.0, static_cast<double>(dist::all_reduce_count(local_boxes)) / static_cast<double>(w));
+  const models::DETRLossTerms part =
+      models::detr_loss_terms(dist::rank_chunk(logits), dist::rank_chunk(boxes), mine, config,
+                              static_cast<float>(num_boxes));
+  const std::vector<double> mean =
+      dist::all_reduce_values({part.loss_bbox.item(), part.loss_giou.item()}, dist::ReduceOp::Mean);
+  CHECK(mean[0] == doctest::Approx(whole.loss_bbox.item()).epsilon(1e-5));
+  CHECK(mean[1] == doctest::Approx(whole.loss_giou.item()).epsilon(1e-5));
+  CHECK_THROWS_AS(models::detr_loss_terms(logits, boxes, targets, config, -1.0f), Error);
+}
