@@ -23,7 +23,7 @@
 // PostProcess (examples/detr_postprocess.h), all queries as detections, COCO AP on the fixed 1000
 // held-out t10k scenes (default_rng([0, 0]), whatever --seed); the periodic evaluations use the
 // first --curve-scenes of them (200, as the reference's curve).
-// One difference: training scene i (i = step * batch + j) comes from its own stream
+// One difference: training scene i (the run's i-th, over every rank) comes from its own stream
 // default_rng([3, seed, i]) rather than from one sequential stream, so that a resumed run draws
 // the same scenes without replaying the stream; the scenes are distributed identically.
 //
