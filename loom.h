@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "backends/backend.h"
 #include "distributed/distributed.h"
+#include "distributed/data_parallel.h"
 #if __has_include("nn/nn.h")
 #include "nn/nn.h"
 #endif

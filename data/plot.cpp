@@ -357,6 +357,7 @@ CsvLog::CsvLog(const std::string& path, std::vector<std::string> header,
     LOOM_CHECK(!name.empty() && name.find_first_of(",\r\n") == std::string::npos,
                "CsvLog: '{}': column name '{}' is empty or holds a comma or line break", path_,
                name);
+  if (path_.empty()) return;  // writes nothing
   const std::string header_line = join(header_);
   const bool resume = resume_after_step && std::filesystem::exists(path_);
   write_file_atomic(path_,
@@ -374,6 +375,7 @@ void CsvLog::row(const std::vector<double>& values) {
     if (i > 0) line += ',';
     line += fmt::format("{}", values[i]);
   }
+  if (path_.empty()) return;
   out_ << line << '\n';
   out_.flush();
   LOOM_CHECK(out_.good(), "CsvLog: error while writing '{}'", path_);

@@ -51,7 +51,8 @@ class CsvLog {
   // Without resume_after_step, starts `path` afresh with the header. With resume_after_step = S,
   // keeps the rows of an existing file (whose header must be `header`) with first column <= S,
   // byte for byte, and drops the rest, so that a resumed run's log equals an uninterrupted one;
-  // a missing file is started afresh.
+  // a missing file is started afresh. An empty path writes nothing (rows are still checked):
+  // the log of the ranks but 0 of a data-parallel job.
   CsvLog(const std::string& path, std::vector<std::string> header,
          std::optional<int64_t> resume_after_step = std::nullopt);
   // Appends one row (as many values as header columns) and flushes it.

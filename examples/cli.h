@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -34,6 +35,14 @@ inline void use_passive_omp_wait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   execv("/proc/self/exe", argv);  // returns only if it failed: go on with libgomp's default
+}
+
+// Joins the data-parallel job (distributed::init(): a job of one without mpirun or srun) and
+// sends the stdout of every rank but 0 to /dev/null, so that a trainer runs unchanged under
+// `mpirun -np N` and prints once. Errors still reach stderr from every rank.
+inline void init_distributed() {
+  distributed::init();
+  if (!distributed::is_main_process()) std::freopen("/dev/null", "w", stdout);
 }
 
 // Every option added afterwards shows its default value in --help and in print_config().

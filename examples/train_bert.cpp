@@ -17,6 +17,14 @@
 // LayerNorms and biases), linear warm-up then linear decay, gradient norm clipped to 1, dropout
 // 0.1; loss = MLM cross-entropy over the predicted positions + NSP cross-entropy, the MLM head
 // applied at those positions only (Bert::pretraining_loss, as google-research/bert's code).
+//
+// `mpirun -np N train_bert` (as train_gpt): every process plans the same length-grouped batches
+// of N x --batch pairs and takes every N-th pair of each (--batch each, balanced lengths); the
+// MLM mean is weighted by the rank's share of the batch's predicted positions
+// (distributed::global_mean_loss), NSP is a mean over equal shares, so N processes train what one
+// process at N x --batch does, to float rounding (with --dropout 0: masks differ by rank). Rank 0
+// alone prints, evaluates (in chunks of the global batch) and writes. The batches depend on their size, so --resume takes any N
+// whose N x --batch equals the checkpoint's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -322,6 +330,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"train_bert: pre-trains BERT (masked LM + next sentence) on the fortunes"};
   const CLI::Option* steps_flag = add_options(app, o);
   CLI11_PARSE(app, argc, argv);
+  cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
@@ -339,7 +348,7 @@ int main(int argc, char** argv) try {
   const data::WordPieceTokenizer tok =
       o.resume ? data::WordPieceTokenizer::load(tok_path)
                : data::WordPieceTokenizer::train(split.train, o.vocab_size);
-  if (!o.resume) tok.save(tok_path);
+  if (!o.resume && distributed::is_main_process()) tok.save(tok_path);
   data::BertPretrainingConfig data_config;
   data_config.max_seq_len = o.max_seq_len;
   data_config.seed = o.seed;
@@ -368,13 +377,16 @@ int main(int argc, char** argv) try {
   // ---- model and optimizer
   manual_seed(o.seed);
   config.vocab_size = tok.vocab_size();  // train() stops early if the text runs out of pairs
-  models::Bert model(config);
+  const auto model_ptr = std::make_shared<models::Bert>(config);
+  models::Bert& model = *model_ptr;
   model.to(device);
+  nn::DistributedDataParallel ddp(model_ptr);  // rank 0's weights; gradients averaged
   optim::AdamW opt(param_groups(model, o.lr, o.weight_decay), 0.9f, 0.999f, 1e-6f);
   fmt::print("train_bert: {} | {} parameters | {} threads\n", config.to_string(),
              model.num_parameters(), get_num_threads());
 
   // ---- resume
+  const int64_t global_batch = o.batch * distributed::world_size();  // pairs a step
   int64_t start = 0, total = o.minutes > 0 ? std::numeric_limits<int32_t>::max() : o.steps;
   if (o.resume) {
     const nn::Metadata meta = nn::read_metadata(ckpt_path);
@@ -383,6 +395,7 @@ int main(int argc, char** argv) try {
                models::BertConfig::from_metadata(meta, ckpt_path).to_string());
     const nn::TrainerState state =
         nn::TrainerState::from_metadata(meta, "train_bert: " + ckpt_path);
+    state.check_global_batch(global_batch, "pairs", "train_bert: " + ckpt_path);
     nn::load_checkpoint(ckpt_path, {{"model", &model}}, &opt);
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;  // as planned by the first run
@@ -391,39 +404,47 @@ int main(int argc, char** argv) try {
   }
   LOOM_CHECK(start < total, "train_bert: the checkpoint is at step {}, the run has {} steps", start,
              total);
+  const bool main_process = distributed::is_main_process();  // the one that writes files
   auto checkpoint = [&](int64_t step) {
     nn::Metadata meta = config.to_metadata();
     // The fortune split, so that finetune_bert can test on fortunes pre-training never saw.
     meta.insert({{"fortunes", o.fortunes},
                  {"val_fraction", fmt::format("{}", o.val_fraction)},
                  {"split_seed", std::to_string(o.seed)}});
-    meta.merge(nn::TrainerState::capture(step, total, step / (train_pairs.size() / o.batch), 0)
-                   .to_metadata());
-    nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
+    const int64_t epoch = step / (train_pairs.size() / global_batch);
+    meta.merge(nn::TrainerState::capture(step, total, epoch, 0, global_batch).to_metadata());
+    if (main_process) nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
   };
   data::CsvLog csv(
-      csv_path, {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"},
+      main_process ? csv_path : "",
+      {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"},
       o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
 
   // ---- training loop
   model.train();
-  BatchPlanner planner(train_pairs, o.batch, o.seed);
-  optim::ProgressMeter progress(o.batch * tokens / train_pairs.size(), "tok/s");
+  BatchPlanner planner(train_pairs, global_batch, o.seed);  // the same on every rank
+  optim::ProgressMeter progress(global_batch * tokens / train_pairs.size(), "tok/s");
   const bool plan = o.minutes > 0 && !o.resume;
   double t_step1 = 0, planned_tokens = 0;  // padded tokens of steps 2-21
   for (int64_t step = start; step < total; ++step) {
     const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, total), total, o.lr);
     opt.set_lr(lr);
     const auto [indices, epoch] = planner(step);
-    const data::BertBatch b = train_pairs.batch(indices, epoch, device);  // (B, T)
-    // The MLM head only at the predicted positions (as google-research/bert's run_pretraining.py).
-    const Tensor loss = model.pretraining_loss(b.ids, b.token_type_ids, b.attention_mask,
-                                               b.mlm_labels, b.nsp_labels);
+    const data::BertBatch b =  // (B, T): every N-th pair of the global batch
+        train_pairs.batch(distributed::rank_stride(indices), epoch, device);
+    // The MLM head only at the predicted positions (as google-research/bert's run_pretraining.py);
+    // the loss of Bert::pretraining_loss, its MLM mean weighted by this rank's share.
+    const models::BertMaskedOutput out =
+        model.forward_masked(b.ids, b.token_type_ids, b.attention_mask, b.mlm_labels);
+    const Tensor mlm = cross_entropy(out.mlm_logits, out.mlm_targets, -100);  // mean over (n)
+    const Tensor loss = distributed::global_mean_loss(mlm, out.mlm_targets.size(0)) +
+                        cross_entropy(out.nsp_logits, b.nsp_labels);
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const float loss_value = loss.item();
+    const auto loss_value =  // the global batch's: the mean over the ranks
+        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
     LOOM_CHECK(std::isfinite(loss_value), "train_bert: the loss became {} at step {}", loss_value,
                step);
     progress.add(loss_value);
@@ -435,9 +456,9 @@ int main(int argc, char** argv) try {
       // The speed of steps 2-21 (torch_train_ref.py's plan), per padded token: batches of short
       // and of long pairs differ up to 10x in time, so the expected step is the epoch's mean.
       const double per_token = (progress.elapsed() - t_step1) / planned_tokens;
-      const double per_step = per_token * planner.mean_padded_tokens();
-      total = std::max(
-          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step));
+      const double per_step = per_token * planner.mean_padded_tokens() / distributed::world_size();
+      total = distributed::broadcast_value(std::max(  // every process stops at the same step
+          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step)));
       fmt::print("planned steps: {} ({:.1f} ms/step expected)\n", total, per_step * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {
@@ -445,9 +466,9 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
     }
     Eval eval{std::nan(""), std::nan(""), std::nan("")};
-    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == total) {
+    if (((o.eval_every > 0 && done % o.eval_every == 0) || done == total) && main_process) {
       const double t0 = progress.elapsed();
-      eval = evaluate(model, val_pairs, o.eval_pairs, o.batch, device);
+      eval = evaluate(model, val_pairs, o.eval_pairs, global_batch, device);
       fmt::print(
           "eval step {} | held-out loss {:.4f} | MLM accuracy {:.2f}% | NSP accuracy "
           "{:.2f}% ({:.1f} s)\n",
@@ -466,7 +487,8 @@ int main(int argc, char** argv) try {
     }
   }
 
-  // ---- final report
+  // ---- final report (rank 0's)
+  if (!main_process) return 0;
   checkpoint(total);
   models::save_bert_hf(model, o.out + "/bert.safetensors");
   plot_curves(csv_path, o.out + "/curves.png");

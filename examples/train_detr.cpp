@@ -23,9 +23,17 @@
 // PostProcess (examples/detr_postprocess.h), all queries as detections, COCO AP on the fixed 1000
 // held-out t10k scenes (default_rng([0, 0]), whatever --seed); the periodic evaluations use the
 // first --curve-scenes of them (200, as the reference's curve).
-// One difference: training scene i (i = step * batch + j) comes from its own stream
+// One difference: training scene i (the run's i-th, over every rank) comes from its own stream
 // default_rng([3, seed, i]) rather than from one sequential stream, so that a resumed run draws
 // the same scenes without replaying the stream; the scenes are distributed identically.
+//
+// `mpirun -np N train_detr` (as train_gpt): rank r trains a DDP replica on scenes [rB, (r+1)B)
+// of each global batch of N x B, box terms over SetCriterion's num_boxes (the global batch's / N).
+// Not exactly one process at N x B: BatchNorm uses each rank's batch statistics (as PyTorch DDP
+// without SyncBatchNorm) and CE is each rank's weighted mean (as the reference). Running stats
+// are broadcast from rank 0 at the start only (PyTorch's broadcast_buffers: every forward); the
+// model rank 0 evaluates and saves has rank 0's either way. Rank 0 alone prints and writes;
+// the checkpoint counts scenes, so --resume takes any N.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -155,11 +163,11 @@ struct TrainingScenes {
     four.min_items = four.max_items = 4;  // n forced to 4: integers(4, 5) draws nothing
     one = data::draw_scene(train, rng, four);
   }
-  // The batch of step `step`: scenes step * batch .. step * batch + batch - 1.
-  data::SceneBatch batch(int64_t step, int64_t batch_size) const {
+  // Scenes first .. first + count - 1.
+  data::SceneBatch batch(int64_t first, int64_t count) const {
     if (one) return {stack({one->image}, 0), {{one->labels, one->boxes}}};
     std::vector<int64_t> indices;
-    for (int64_t j = 0; j < batch_size; ++j) indices.push_back(step * batch_size + j);
+    for (int64_t j = 0; j < count; ++j) indices.push_back(first + j);
     return stream->batch(indices);
   }
 };
@@ -171,17 +179,25 @@ struct StepLoss {
   float ce, l1, giou;  // the last layer's terms, unweighted
 };
 
-// DETR's set loss on every decoder layer (sec. 3.2's auxiliary losses), summed.
+// DETR's set loss on every decoder layer (sec. 3.2's auxiliary losses), summed; the box terms
+// normalised by SetCriterion's num_boxes: the global batch's boxes / processes, at least 1.
 StepLoss set_loss(models::DETR& model, const data::SceneBatch& batch, Device device) {
   std::vector<models::DETRTarget> targets;
-  for (const data::SceneTarget& t : batch.targets)
+  int64_t boxes = 0;
+  for (const data::SceneTarget& t : batch.targets) {
     targets.push_back({t.labels.to(device), t.boxes.to(device)});
+    boxes += t.labels.size(0);
+  }
+  const float num_boxes = std::max(1.0f, static_cast<float>(distributed::all_reduce_count(boxes)) /
+                                             static_cast<float>(distributed::world_size()));
   const models::DETRLossConfig config{model.config().num_classes};
   const models::DETROutput out = model.forward(batch.images.to(device));  // (B, Q, C+1), (B, Q, 4)
-  const models::DETRLossTerms last = models::detr_loss_terms(out.logits, out.boxes, targets, config);
+  const models::DETRLossTerms last =
+      models::detr_loss_terms(out.logits, out.boxes, targets, config, num_boxes);
   Tensor loss = last.loss;
   for (size_t i = 0; i < out.aux_logits.size(); ++i)
-    loss = loss + models::detr_loss(out.aux_logits[i], out.aux_boxes[i], targets, config);
+    loss =
+        loss + models::detr_loss(out.aux_logits[i], out.aux_boxes[i], targets, config, num_boxes);
   return {loss, last.loss_ce.item(), last.loss_bbox.item(), last.loss_giou.item()};
 }
 
@@ -298,6 +314,7 @@ int main(int argc, char** argv) try {
     o.batch = 1;
     o.backbone_lr = o.min_lr = o.lr;
   }
+  cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
@@ -316,7 +333,7 @@ int main(int argc, char** argv) try {
   const data::FashionMNIST train_set(o.data, "train", /*normalize=*/false);
   const TrainingScenes train_scenes(train_set, o);
   if (o.dump > 0) {
-    for (int64_t i = 0; i < o.dump; ++i) {
+    for (int64_t i = 0; i < o.dump && distributed::is_main_process(); ++i) {
       const data::Scene s = o.overfit_one ? *train_scenes.one : train_scenes.stream->scene(i);
       data::write_scene_png(fmt::format("{}/scene_{}.png", o.out, i), s);
     }
@@ -337,8 +354,10 @@ int main(int argc, char** argv) try {
   manual_seed(o.seed);
   models::DETRConfig config = models::DETRConfig::preset(o.model);
   config.dropout = o.dropout;
-  models::DETR model(config);
+  const auto model_ptr = std::make_shared<models::DETR>(config);
+  models::DETR& model = *model_ptr;
   model.to(device);
+  nn::DistributedDataParallel ddp(model_ptr);  // rank 0's weights; gradients averaged
   optim::ParamGroup rest{{}, o.lr, o.weight_decay}, backbone{{}, o.backbone_lr, o.weight_decay};
   for (const auto& [name, p] : model.named_parameters())
     (name.rfind("backbone.", 0) == 0 ? backbone : rest).params.push_back(p);
@@ -357,27 +376,33 @@ int main(int argc, char** argv) try {
   }
 
   // ---- resume
-  int64_t start = 0, total = o.steps > 0 ? o.steps : std::numeric_limits<int32_t>::max();
+  const int64_t global_batch = o.batch * distributed::world_size();  // scenes a step
+  int64_t start = 0, total = o.steps > 0 ? o.steps : std::numeric_limits<int32_t>::max(), index = 0;
   if (o.resume) {
     const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt, o);
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;
+    index = state.batch_index_for(global_batch, std::numeric_limits<int64_t>::max(),
+                                  "train_detr: " + ckpt_path);  // scenes done / global_batch
     state.restore_rng();
     fmt::print("resumed from {} at step {}\n", ckpt_path, start);
   }
   LOOM_CHECK(start < total,
              "train_detr: the checkpoint is at step {}, the run has {} steps: nothing to do", start,
              total);
+  const bool main_process = distributed::is_main_process();  // the one that writes files
   auto checkpoint = [&](int64_t step) {
-    save_checkpoint(ckpt_path, model, opt, nn::TrainerState::capture(step, total, 0, step), o);
+    const auto state = nn::TrainerState::capture(step, total, 0, index, global_batch);
+    if (main_process) save_checkpoint(ckpt_path, model, opt, state, o);
   };
-  data::CsvLog csv(csv_path,
-                   {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"},
-                   o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+  data::CsvLog csv(
+      main_process ? csv_path : "",
+      {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"},
+      o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
 
   // ---- training loop
   model.train();
-  optim::ProgressMeter progress(o.batch, "img/s");
+  optim::ProgressMeter progress(global_batch, "img/s");
   optim::TimeBudget budget(o.resume || o.steps > 0 ? 0.0 : o.minutes);  // resumed: keeps its plan
   double window_ce = 0, window_l1 = 0, window_giou = 0;
   int64_t window = 0;
@@ -387,20 +412,24 @@ int main(int argc, char** argv) try {
     const float lr = optim::warmup_cosine_lr(step, 0, total, o.lr, o.min_lr);
     opt.set_lr(0, lr);
     opt.set_lr(1, optim::warmup_cosine_lr(step, 0, total, o.backbone_lr, o.min_lr));
-    const StepLoss l = set_loss(model, train_scenes.batch(step, o.batch), device);
+    const StepLoss l = set_loss(  // this rank's scenes of the global batch
+        model, train_scenes.batch(index++ * global_batch + distributed::rank() * o.batch, o.batch),
+        device);
     opt.zero_grad();
     l.loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const float loss_value = l.loss.item();
+    const std::vector<double> mean = distributed::all_reduce_values(  // over the ranks
+        {l.loss.item(), l.ce, l.l1, l.giou}, distributed::ReduceOp::Mean);
+    const auto loss_value = static_cast<float>(mean[0]);
     LOOM_CHECK(std::isfinite(loss_value), "train_detr: the loss became {} at step {}", loss_value,
                step);
     progress.add(loss_value);
-    window_ce += l.ce, window_l1 += l.l1, window_giou += l.giou, ++window;
+    window_ce += mean[1], window_l1 += mean[2], window_giou += mean[3], ++window;
 
     const int64_t done = step + 1;
     if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = *planned;
+      total = distributed::broadcast_value(*planned);  // every process stops at the same step
       fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {
@@ -411,15 +440,15 @@ int main(int argc, char** argv) try {
       window_ce = window_l1 = window_giou = 0, window = 0;
     }
     metrics::APResult ap{nan, nan, nan};
-    if (o.eval_every > 0 && done % o.eval_every == 0 && done != total) {
+    if (o.eval_every > 0 && done % o.eval_every == 0 && done != total && main_process) {
       const double t0 = progress.elapsed();
       ap = evaluate(model, eval_scenes, o.curve_scenes, device);
       fmt::print("eval step {} | {} held-out scenes | {} ({:.1f} s)\n", done, o.curve_scenes,
                  format_ap(ap), progress.elapsed() - t0);
       progress.exclude(progress.elapsed() - t0);  // evaluation stays out of images/s and ETA
     }
-    csv.row({static_cast<double>(done), loss_value, l.ce, l.l1, l.giou, lr, ap.ap,
-             ap.ap50, ap.ap75});
+    csv.row({static_cast<double>(done), loss_value, mean[1], mean[2], mean[3], lr, ap.ap, ap.ap50,
+             ap.ap75});
     if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
     if (done == o.stop_at && done != total) {
       checkpoint(done);
@@ -430,7 +459,8 @@ int main(int argc, char** argv) try {
   }
   const double train_s = progress.elapsed();
 
-  // ---- final report: AP on every held-out scene, checkpoint, curves, pictures
+  // ---- final report (rank 0's): AP on every held-out scene, checkpoint, curves, pictures
+  if (!main_process) return 0;
   const std::vector<ImageDetections> detections =
       detect(model, eval_scenes, o.eval_scenes, device);
   const metrics::APResult final_ap = average_precision(detections, eval_scenes);

@@ -21,7 +21,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -231,8 +230,7 @@ void save_checkpoint(const std::string& path, const models::GPT& model, const op
                      const nn::TrainerState& state, const Options& o) {
   nn::Metadata meta = model.config().to_metadata();
   meta.merge(state.to_metadata());
-  meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.seed)},
-               {"global_batch", std::to_string(o.batch * distributed::world_size())}});
+  meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.seed)}});
   nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
 }
 
@@ -269,41 +267,6 @@ nn::TrainerState load_checkpoint(const std::string& path, models::GPT& model,
   const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_gpt: " + path);
   nn::load_checkpoint(path, {{"model", &model}}, &opt);
   return state;
-}
-
-// ============================================================================ data parallel
-
-// This process's `rows` rows of a global batch: rank r trains on rows [r * rows, (r+1) * rows).
-Tensor rank_rows(const Tensor& global, int64_t rows) {
-  return global.narrow(0, distributed::rank() * rows, rows).contiguous();
-}
-
-// The loss of the whole global batch: the mean of every process's own.
-float global_mean(const Tensor& loss) {
-  Tensor value = loss.detach().cpu().clone();
-  distributed::all_reduce(value, distributed::ReduceOp::Mean);
-  return value.item();
-}
-
-// Rank 0's value of a number every process computed (timings differ between processes).
-int64_t rank0_value(int64_t value) {
-  Tensor t = tensor_i64({value}, {1});
-  distributed::broadcast(t, 0);
-  return t.to_vector_i64()[0];
-}
-
-// The global batch of the run that wrote the checkpoint (checkpoints before data parallelism
-// have none: they ran one process at --batch).
-int64_t saved_global_batch(const std::string& path, int64_t batch) {
-  const nn::Metadata meta = nn::read_metadata(path);
-  const auto found = meta.find("global_batch");
-  if (found == meta.end()) return batch;
-  int64_t value = 0;
-  const std::string& text = found->second;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  LOOM_CHECK(error == std::errc() && end == text.data() + text.size() && value > 0,
-             "train_gpt: checkpoint '{}' has global_batch '{}', not a positive number", path, text);
-  return value;
 }
 
 // ============================================================================ evaluation
@@ -345,8 +308,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"train_gpt: trains a GPT language model on the Debian fortune cookies"};
   const CLI::Option* steps_flag = add_options(app, o);
   CLI11_PARSE(app, argc, argv);
-  distributed::init();  // a job of one unless started by mpirun/srun
-  if (!distributed::is_main_process()) std::freopen("/dev/null", "w", stdout);  // rank 0 speaks
+  cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
@@ -408,22 +370,15 @@ int main(int argc, char** argv) try {
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;  // the run's plan, unless overridden
     // The position in sequences of the epoch, whatever global batch the checkpoint's run had.
-    const int64_t saved_batch = saved_global_batch(ckpt_path, o.batch);
-    LOOM_CHECK(state.batch_index <= train_set->size() / saved_batch,
-               "train_gpt: checkpoint '{}' has batch_index {}, but an epoch has {} batches",
-               ckpt_path, state.batch_index, train_set->size() / saved_batch);
-    const int64_t sequences = state.batch_index * saved_batch;
-    LOOM_CHECK(sequences % global_batch == 0,
-               "train_gpt: checkpoint '{}' stopped {} sequences into its epoch, not a multiple "
-               "of this run's global batch of {} (--batch {} x {} processes)",
-               ckpt_path, sequences, global_batch, o.batch, distributed::world_size());
-    batches.seek(state.epoch, sequences / global_batch);
+    batches.seek(state.epoch,
+                 state.batch_index_for(global_batch, train_set->size(), "train_gpt: " + ckpt_path));
     state.restore_rng();
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
                state.batch_index);
   }
   auto checkpoint = [&](int64_t step) {
-    const auto state = nn::TrainerState::capture(step, total, batches.epoch(), batches.index());
+    const auto state =
+        nn::TrainerState::capture(step, total, batches.epoch(), batches.index(), global_batch);
     if (distributed::is_main_process()) save_checkpoint(ckpt_path, model, opt, state, o);
   };
 
@@ -436,22 +391,23 @@ int main(int argc, char** argv) try {
     const float lr = optim::warmup_cosine_lr(step + 1, warmup, total, o.lr, o.min_lr);
     opt.set_lr(lr);
     const data::Batch batch = batches.next();  // (global_batch, T) each; this rank's rows:
-    const Tensor x = rank_rows(batch[0], o.batch).to(device);  // (B, T)
-    const Tensor y = rank_rows(batch[1], o.batch).to(device);  // (B, T)
+    const Tensor x = distributed::rank_chunk(batch[0]).to(device);  // (B, T)
+    const Tensor y = distributed::rank_chunk(batch[1]).to(device);  // (B, T)
     const Tensor logits = model.forward(x);                         // (B, T, V)
     const Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const float loss_value = global_mean(loss);
+    const auto loss_value =  // the global batch's: the mean over the ranks
+        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
     LOOM_CHECK(std::isfinite(loss_value), "train_gpt: the loss became {} at step {}", loss_value,
                step);
     progress.add(loss_value);
 
     const int64_t done = step + 1;
     if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = rank0_value(*planned);  // every process must stop at the same step
+      total = distributed::broadcast_value(*planned);  // every process stops at the same step
       fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
     }
     if (done % o.log_every == 0 || done == total) {

@@ -12,6 +12,14 @@
 //                                            line) for a PyTorch reference on the same data
 //   translate --out out-translate            then translates sentences of your own
 //   train_translate --help                   every option
+//
+// `mpirun -np N train_translate` (as train_gpt): every process plans the same length-bucket
+// batches of N x --batch-tokens and takes every N-th pair of each (balanced lengths); each rank's
+// mean loss over its target tokens is weighted by its share of the batch's tokens
+// (distributed::global_mean_loss), so N processes train what one process at N x --batch-tokens
+// does, to float rounding (with --dropout 0: masks differ by rank). Rank 0 alone prints,
+// evaluates and writes. The batches depend on their budget, so --resume takes any N whose
+// N x --batch-tokens equals the checkpoint's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -289,6 +297,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"train_translate: trains an English -> German Transformer on FreeDict eng-deu"};
   const CLI::Option* steps_flag = add_options(app, o);
   CLI11_PARSE(app, argc, argv);
+  cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
@@ -320,7 +329,7 @@ int main(int argc, char** argv) try {
     std::string text;
     for (const auto& p : splits.train) text += p.english + "\n" + p.german + "\n";
     tok = data::BPETokenizer::train(text, o.bpe_vocab, {"<pad>", "<bos>", "<eos>"});
-    tok.save(tok_path);
+    if (distributed::is_main_process()) tok.save(tok_path);
   }
   const Specials sp{tok.special_token_id("<pad>"), tok.special_token_id("<bos>"),
                     tok.special_token_id("<eos>")};
@@ -328,7 +337,8 @@ int main(int argc, char** argv) try {
                              valid = encode_split(tok, sp, splits.valid, o.max_tokens),
                              test = encode_split(tok, sp, splits.test, o.max_tokens);
   LOOM_CHECK(!train.empty() && !valid.empty(), "train_translate: no training or validation pairs");
-  const auto batches = make_batches(train, o.batch_tokens);
+  const int64_t global_tokens = o.batch_tokens * distributed::world_size();  // every rank's plan
+  const auto batches = make_batches(train, global_tokens);
   fmt::print("tokenizer: {} tokens | train {} pairs in {} batches | valid {} pairs\n",
              tok.vocab_size(), train.size(), batches.size(), valid.size());
 
@@ -344,8 +354,10 @@ int main(int argc, char** argv) try {
   if (o.d_ff) config.d_ff = o.d_ff;
   config.max_len = std::max<int64_t>(config.max_len, o.max_tokens);
   manual_seed(o.seed);
-  models::Transformer model(config);
+  const auto model_ptr = std::make_shared<models::Transformer>(config);
+  models::Transformer& model = *model_ptr;
   model.to(device);
+  nn::DistributedDataParallel ddp(model_ptr);  // rank 0's weights; gradients averaged
   // The paper's Adam (sec. 5.3); the Noam schedule sets the rate every step.
   optim::Adam opt(model.parameters(), 1e-4f, 0.9f, 0.98f, 1e-9f);
   fmt::print("model: {} | {} parameters | {} threads\n", config.to_string(), model.num_parameters(),
@@ -360,6 +372,7 @@ int main(int argc, char** argv) try {
                "train_translate: checkpoint '{}' holds another model ({}) than configured ({})",
                ckpt_path, saved.to_string(), config.to_string());
     const auto state = nn::TrainerState::from_metadata(meta, "train_translate: " + ckpt_path);
+    state.check_global_batch(global_tokens, "tokens", "train_translate: " + ckpt_path);
     nn::load_checkpoint(ckpt_path, {{"model", &model}}, &opt);
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;
@@ -371,17 +384,19 @@ int main(int argc, char** argv) try {
     state.restore_rng();
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, epoch, index);
   }
+  const bool main_process = distributed::is_main_process();  // the one that writes files
   auto checkpoint = [&](int64_t step) {
     nn::Metadata meta = config.to_metadata();
-    meta.merge(nn::TrainerState::capture(step, total, epoch, index).to_metadata());
-    nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
+    meta.merge(nn::TrainerState::capture(step, total, epoch, index, global_tokens).to_metadata());
+    if (main_process) nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
   };
-  data::CsvLog log(o.out + "/log.csv", {"step", "lr", "train_loss", "val_loss", "val_bleu"},
+  data::CsvLog log(main_process ? o.out + "/log.csv" : "",
+                   {"step", "lr", "train_loss", "val_loss", "val_bleu"},
                    o.resume ? std::optional<int64_t>(start) : std::nullopt);
 
   // ---- training loop
   model.train();
-  optim::ProgressMeter progress(o.batch_tokens);
+  optim::ProgressMeter progress(global_tokens);
   std::vector<size_t> order = epoch_order(batches.size(), o.seed, epoch);
   optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
   bool stopped = false;
@@ -391,27 +406,32 @@ int main(int argc, char** argv) try {
       index = 0;
       order = epoch_order(batches.size(), o.seed, epoch);
     }
-    const Batch b = collate(train, batches[order[static_cast<size_t>(index++)]], sp.pad, device);
+    const std::vector<size_t>& pairs = batches[order[static_cast<size_t>(index++)]];
+    const std::vector<size_t> rows = distributed::rank_stride(pairs);  // every N-th pair
+    const bool idle = rows.empty();  // fewer pairs than processes: compute one, weighted 0
+    const Batch b = collate(train, idle ? std::vector<size_t>{pairs[0]} : rows, sp.pad, device);
     const float lr = optim::noam_lr(step + 1, config.d_model, o.warmup, o.lr_factor);
     opt.set_lr(lr);
-    const Tensor loss =
-        cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out, sp.pad, o.label_smoothing);
+    const Tensor loss = distributed::global_mean_loss(  // the gradient of the batch's token mean
+        cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out, sp.pad, o.label_smoothing),
+        idle ? 0 : b.target_tokens);
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const float loss_value = loss.item();
+    const auto loss_value =  // the global batch's: the mean over the ranks
+        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
     LOOM_CHECK(std::isfinite(loss_value), "train_translate: loss {} at step {}", loss_value, step);
     progress.add(loss_value);
     const int64_t done = step + 1;
     if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = *planned;
+      total = distributed::broadcast_value(*planned);  // every process stops at the same step
       fmt::print("planned steps: {} ({:.0f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
     }
     if (done % o.log_every == 0 || done == total)
       fmt::print("{}\n", progress.line(done, total, lr));
     double val_loss = std::numeric_limits<double>::quiet_NaN(), bleu = val_loss;
-    if (done % o.eval_every == 0 || done == total) {
+    if ((done % o.eval_every == 0 || done == total) && main_process) {
       const double e0 = progress.elapsed();
       val_loss = validation_loss(model, valid, o.eval_pairs, sp.pad, device);
       std::vector<std::string> hyps;
@@ -437,7 +457,8 @@ int main(int argc, char** argv) try {
       break;
     }
   }
-  // ---- final report: test BLEU, curves
+  // ---- final report (rank 0's): test BLEU, curves
+  if (!main_process) return 0;
   if (!stopped && !test.empty()) {
     const double test_bleu =
         split_bleu(model, tok, sp, test, splits.test, o.test_pairs, o.beam, o.max_tokens);

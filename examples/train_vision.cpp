@@ -14,9 +14,14 @@
 //
 // Recipe: AdamW with linear warm-up and cosine decay (torch_train_ref.py's) and horizontal flips;
 // label smoothing (Szegedy et al. 2016) and random crops with padding are flags, off by default:
-// in a 10-minute run of ViT-tiny they cost accuracy (88.4% with both, 89.3% without). Weight decay on
-// matrices and convolutions, not on biases, norms, positions, the class token or Swin's relative
+// in a 10-minute run of ViT-tiny they cost accuracy (88.4% with both, 89.3% without). Weight decay
+// on matrices and convolutions, not on biases, norms, positions, the class token or Swin's relative
 // position bias table (timm's and the official Swin's rule).
+//
+// `mpirun -np N train_vision` (as train_gpt): each process trains a DDP replica on its --batch
+// rows of each global batch of --batch x N images, augmented whole before the split, so it trains
+// what one process at --batch N x B does (to float rounding, with --dropout 0 and --drop-path 0:
+// the masks differ by rank). Rank 0 alone prints, evaluates and writes; --resume takes any N.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -147,24 +152,27 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
 
 // The model behind --model: a ViT or a Swin, both image [B, C, H, W] -> logits [B, classes].
 struct Classifier {
-  std::unique_ptr<models::ViT> vit;
-  std::unique_ptr<models::Swin> swin;
+  std::shared_ptr<models::ViT> vit;
+  std::shared_ptr<models::Swin> swin;
 
   static Classifier create(const Options& o) {
     Classifier c;
     if (is_vit(o.model)) {
       models::ViTConfig config = models::ViTConfig::preset(o.model);
       config.dropout = o.dropout;
-      c.vit = std::make_unique<models::ViT>(config);
+      c.vit = std::make_shared<models::ViT>(config);
     } else {
       models::SwinConfig config = models::SwinConfig::preset(o.model);
       config.dropout = o.dropout;
       if (o.drop_path >= 0) config.drop_path = o.drop_path;
-      c.swin = std::make_unique<models::Swin>(config);
+      c.swin = std::make_shared<models::Swin>(config);
     }
     return c;
   }
-  nn::Module& module() { return vit ? static_cast<nn::Module&>(*vit) : *swin; }
+  std::shared_ptr<nn::Module> shared() const {
+    return vit ? std::static_pointer_cast<nn::Module>(vit) : swin;
+  }
+  nn::Module& module() { return *shared(); }
   Tensor forward(const Tensor& images) { return vit ? vit->forward(images) : swin->forward(images); }
   nn::Metadata metadata() const {
     nn::Metadata meta = vit ? vit->config().to_metadata() : swin->config().to_metadata();
@@ -329,6 +337,7 @@ int main(int argc, char** argv) try {
   const CLI::Option* steps_flag = add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   apply_family_defaults(o);
+  cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
@@ -340,12 +349,13 @@ int main(int argc, char** argv) try {
   // ---- data: 60,000 training and 10,000 test images, normalised
   const auto train_set = std::make_shared<data::FashionMNIST>(o.data, "train");
   const data::FashionMNIST test_set(o.data, "test");
-  LOOM_CHECK(o.batch <= train_set->size(),
-             "train_vision: --batch {} is larger than the {} training images", o.batch,
-             train_set->size());
+  const int64_t global_batch = o.batch * distributed::world_size();  // every rank draws it
+  LOOM_CHECK(global_batch <= train_set->size(),
+             "train_vision: --batch {} x {} processes is more than the {} training images", o.batch,
+             distributed::world_size(), train_set->size());
   data::BatchStream batches(
-      data::DataLoader(train_set, o.batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
-  const int64_t steps_per_epoch = train_set->size() / o.batch;
+      data::DataLoader(train_set, global_batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
+  const int64_t steps_per_epoch = train_set->size() / global_batch;
   // A padded pixel is black: the normalised value of 0.
   const data::AugmentOptions augment{o.crop_padding, o.flip, train_set->black_value()};
 
@@ -353,11 +363,12 @@ int main(int argc, char** argv) try {
   manual_seed(o.seed);
   Classifier model = Classifier::create(o);
   model.module().to(device);
+  nn::DistributedDataParallel ddp(model.shared());  // rank 0's weights; gradients averaged
   optim::AdamW opt(param_groups(model.module(), o.lr, o.weight_decay), 0.9f, 0.999f, 1e-8f);
   fmt::print("train_vision: {} | {} parameters | {} threads\n", model.description(),
              model.module().num_parameters(), get_num_threads());
   fmt::print("  data: {} training images ({} batches of {} an epoch), {} test images\n",
-             train_set->size(), steps_per_epoch, o.batch, test_set.size());
+             train_set->size(), steps_per_epoch, global_batch, test_set.size());
 
   // ---- resume
   int64_t start = 0, total = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
@@ -366,7 +377,8 @@ int main(int argc, char** argv) try {
     const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt, o);
     start = state.step;
     if (steps_flag->count() == 0) total = state.total_steps;
-    batches.seek(state.epoch, state.batch_index);
+    batches.seek(state.epoch, state.batch_index_for(global_batch, train_set->size(),
+                                                    "train_vision: " + ckpt_path));
     state.restore_rng();
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
                state.batch_index);
@@ -374,40 +386,44 @@ int main(int argc, char** argv) try {
   LOOM_CHECK(start < total || o.minutes > 0,
              "train_vision: the checkpoint is at step {}, the run has {} steps: nothing to do",
              start, total);
+  const bool main_process = distributed::is_main_process();  // the one that writes files
   auto checkpoint = [&](int64_t step) {
-    save_checkpoint(ckpt_path, model, opt,
-                    nn::TrainerState::capture(step, total, batches.epoch(), batches.index()), o);
+    const auto state =
+        nn::TrainerState::capture(step, total, batches.epoch(), batches.index(), global_batch);
+    if (main_process) save_checkpoint(ckpt_path, model, opt, state, o);
   };
-  data::CsvLog csv(csv_path, {"step", "epoch", "loss", "lr", "test_accuracy"},
+  data::CsvLog csv(main_process ? csv_path : "", {"step", "epoch", "loss", "lr", "test_accuracy"},
                    o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
 
   // ---- training loop
   model.module().train();
-  optim::ProgressMeter progress(o.batch, "img/s");
+  optim::ProgressMeter progress(global_batch, "img/s");
   optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
   double best = 0;
   for (int64_t step = start; step < total; ++step) {
     const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, total), total, o.lr,
                                              o.min_lr);
     opt.set_lr(lr);
-    const data::Batch batch = batches.next();
-    const Tensor x = data::augment_images(batch[0], augment, o.seed, static_cast<uint64_t>(step))
-                         .to(device);                          // (B, 1, 28, 28)
-    const Tensor y = batch[1].to(device);                      // (B,)
+    const data::Batch batch = batches.next();  // the global batch; this rank's rows of it:
+    const Tensor x = distributed::rank_chunk(data::augment_images(batch[0], augment, o.seed,
+                                                                  static_cast<uint64_t>(step)))
+                         .to(device);                               // (B, 1, 28, 28)
+    const Tensor y = distributed::rank_chunk(batch[1]).to(device);  // (B,)
     const Tensor logits = model.forward(x);                    // (B, 10)
     const Tensor loss = cross_entropy(logits, y, -100, o.label_smoothing);
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.module().parameters(), o.grad_clip);
     opt.step();
-    const float loss_value = loss.item();
+    const auto loss_value =  // the global batch's: the mean over the ranks
+        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
     LOOM_CHECK(std::isfinite(loss_value), "train_vision: the loss became {} at step {}",
                loss_value, step);
     progress.add(loss_value);
 
     const int64_t done = step + 1;
     if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = *planned;
+      total = distributed::broadcast_value(*planned);  // every process stops at the same step
       fmt::print("planned steps: {} ({:.1f} ms/step, {:.1f} epochs)\n", total,
                  budget.seconds_per_step() * 1e3,
                  static_cast<double>(total) / static_cast<double>(steps_per_epoch));
@@ -419,7 +435,7 @@ int main(int argc, char** argv) try {
     }
     double test_accuracy = std::nan("");
     const bool eval_now = o.eval_every > 0 ? done % o.eval_every == 0 : done % steps_per_epoch == 0;
-    if (eval_now && done != total) {
+    if (eval_now && done != total && main_process) {
       const double t0 = progress.elapsed();
       test_accuracy = accuracy(predict(model, test_set, o.test_images, device), test_set.label_vector());
       best = std::max(best, test_accuracy);
@@ -440,7 +456,8 @@ int main(int argc, char** argv) try {
   }
   const double train_s = progress.elapsed();
 
-  // ---- final report: test accuracy, confusion matrix, checkpoint, pictures
+  // ---- final report (rank 0's): test accuracy, confusion matrix, checkpoint, pictures
+  if (!main_process) return 0;
   const std::vector<int64_t> predictions = predict(model, test_set, o.test_images, device);
   const double final_accuracy = accuracy(predictions, test_set.label_vector());
   csv.row({static_cast<double>(total), static_cast<double>(batches.epoch()), std::nan(""),

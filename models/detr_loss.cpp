@@ -123,10 +123,12 @@ std::vector<DETRMatch> hungarian_match(const Tensor& logits, const Tensor& boxes
 }
 
 DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
-                              const std::vector<DETRTarget>& targets,
-                              const DETRLossConfig& config) {
+                              const std::vector<DETRTarget>& targets, const DETRLossConfig& config,
+                              float num_boxes_override) {
   // logits (B, Q, C + 1), boxes (B, Q, 4) -> the loss terms
   check_inputs(logits, boxes, targets, config);
+  LOOM_CHECK(std::isfinite(num_boxes_override) && num_boxes_override >= 0,
+             "detr_loss: num_boxes {} must be a finite number >= 0", num_boxes_override);
   const int64_t B = logits.size(0), Q = logits.size(1), C = config.num_classes;
   const Device dev = logits.device();
   DETRLossTerms out;
@@ -154,7 +156,9 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
           index_select(targets[b].boxes.to(dev), 0, tensor_i64(m.targets, {n}).to(dev)));  // (n, 4)
     num_boxes += targets[b].labels.size(0);
   }
-  const float normaliser = static_cast<float>(std::max<int64_t>(num_boxes, 1));
+  const float normaliser = num_boxes_override > 0
+                               ? num_boxes_override
+                               : static_cast<float>(std::max<int64_t>(num_boxes, 1));
 
   // Weighted-mean cross-entropy, F.cross_entropy(weight=empty_weight): sum w_i nll_i / sum w_i.
   const Tensor log_probs = log_softmax(logits, -1);                    // (B, Q, C + 1)
@@ -182,8 +186,8 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
 }
 
 Tensor detr_loss(const Tensor& logits, const Tensor& boxes, const std::vector<DETRTarget>& targets,
-                 const DETRLossConfig& config) {
-  return detr_loss_terms(logits, boxes, targets, config).loss;
+                 const DETRLossConfig& config, float num_boxes) {
+  return detr_loss_terms(logits, boxes, targets, config, num_boxes).loss;
 }
 
 }  // namespace loom::models

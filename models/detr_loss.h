@@ -13,7 +13,10 @@
 //                       (class num_classes), a weighted mean with weight eos_coef on "no object"
 //      + loss_bbox * L1  sum over matched pairs of |box - target| / num_boxes
 //      + loss_giou * (1 - GIoU)  summed over matched pairs / num_boxes
-//      num_boxes = max(1, the number of target boxes in the batch).
+//      num_boxes = max(1, the number of target boxes in the batch); under data parallelism the
+//      caller passes SetCriterion's max(1, boxes of the global batch / world size) instead, so
+//      that DDP's mean over the ranks gives the box terms of the whole batch. The CE term stays
+//      each rank's own weighted mean, as in the reference.
 //
 // Boxes are normalised (cx, cy, w, h). Auxiliary losses (sec. 3.2): call detr_loss once per
 // decoder layer and add.
@@ -56,10 +59,12 @@ struct DETRLossTerms {
 std::vector<DETRMatch> hungarian_match(const Tensor& logits, const Tensor& boxes,
                                        const std::vector<DETRTarget>& targets,
                                        const DETRLossConfig& config);
+// num_boxes > 0 replaces the batch's own normaliser of the box terms (see above).
 DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
-                              const std::vector<DETRTarget>& targets, const DETRLossConfig& config);
+                              const std::vector<DETRTarget>& targets, const DETRLossConfig& config,
+                              float num_boxes = 0);
 // The weighted sum alone, differentiable in logits and boxes.
 Tensor detr_loss(const Tensor& logits, const Tensor& boxes, const std::vector<DETRTarget>& targets,
-                 const DETRLossConfig& config);
+                 const DETRLossConfig& config, float num_boxes = 0);
 
 }  // namespace loom::models

@@ -241,31 +241,63 @@ template float metadata_number<float>(const Metadata&, const std::string&, const
 template double metadata_number<double>(const Metadata&, const std::string&, const std::string&);
 
 TrainerState TrainerState::capture(int64_t step, int64_t total_steps, int64_t epoch,
-                                   int64_t batch_index) {
+                                   int64_t batch_index, int64_t global_batch) {
   const Generator& g = default_generator();
-  return {step, total_steps, epoch, batch_index, g.seed(), g.offset()};
+  return {step, total_steps, epoch, batch_index, g.seed(), g.offset(), global_batch};
 }
 
 Metadata TrainerState::to_metadata() const {
-  return {{"step", std::to_string(step)},
-          {"steps", std::to_string(total_steps)},
-          {"epoch", std::to_string(epoch)},
-          {"batch_index", std::to_string(batch_index)},
-          {"rng_seed", std::to_string(rng_seed)},
-          {"rng_offset", std::to_string(rng_offset)}};
+  Metadata meta{
+      {"step", std::to_string(step)},         {"steps", std::to_string(total_steps)},
+      {"epoch", std::to_string(epoch)},       {"batch_index", std::to_string(batch_index)},
+      {"rng_seed", std::to_string(rng_seed)}, {"rng_offset", std::to_string(rng_offset)}};
+  if (global_batch > 0) meta["global_batch"] = std::to_string(global_batch);
+  return meta;
 }
 
 TrainerState TrainerState::from_metadata(const Metadata& metadata, const std::string& source) {
   auto count = [&](const char* key) { return metadata_number<int64_t>(metadata, key, source); };
   auto word = [&](const char* key) { return metadata_number<uint64_t>(metadata, key, source); };
-  const TrainerState s{count("step"),      count("steps"),    count("epoch"),
-                       count("batch_index"), word("rng_seed"), word("rng_offset")};
+  const TrainerState s{count("step"),
+                       count("steps"),
+                       count("epoch"),
+                       count("batch_index"),
+                       word("rng_seed"),
+                       word("rng_offset"),
+                       metadata.count("global_batch") ? count("global_batch") : 0};
   LOOM_CHECK(s.step >= 0 && s.total_steps >= 0 && s.epoch >= 0 && s.batch_index >= 0,
              "{}: negative step {}, steps {}, epoch {} or batch_index {}", source, s.step,
              s.total_steps, s.epoch, s.batch_index);
+  LOOM_CHECK(s.global_batch > 0 || !metadata.count("global_batch"),
+             "{}: global_batch {} is not a positive number", source, s.global_batch);
   return s;
 }
 
 void TrainerState::restore_rng() const { default_generator().set_state(rng_seed, rng_offset); }
+
+int64_t TrainerState::batch_index_for(int64_t new_global_batch, int64_t epoch_size,
+                                      const std::string& source) const {
+  LOOM_CHECK(new_global_batch > 0 && epoch_size >= 0,
+             "{}: resuming needs a global batch > 0 and an epoch size >= 0, got {} and {}", source,
+             new_global_batch, epoch_size);
+  const int64_t saved = global_batch > 0 ? global_batch : new_global_batch;
+  LOOM_CHECK(batch_index <= epoch_size / saved,
+             "{}: batch_index {}, but an epoch has {} batches of {} examples", source, batch_index,
+             epoch_size / saved, saved);
+  const int64_t examples = batch_index * saved;  // no overflow: at most epoch_size
+  LOOM_CHECK(examples % new_global_batch == 0,
+             "{}: the run stopped {} examples into its epoch (batch_index {} x global batch {}), "
+             "not a multiple of this run's global batch of {} (--batch x processes)",
+             source, examples, batch_index, saved, new_global_batch);
+  return examples / new_global_batch;
+}
+
+void TrainerState::check_global_batch(int64_t new_global_batch, const std::string& unit,
+                                      const std::string& source) const {
+  LOOM_CHECK(global_batch == 0 || global_batch == new_global_batch,
+             "{}: the run's batches were planned for a global batch of {} {}, this run's is {} "
+             "(its batch per process x processes): resume with the same global batch",
+             source, global_batch, unit, new_global_batch);
+}
 
 }  // namespace loom::nn

@@ -108,22 +108,42 @@ T metadata_number(const Metadata& metadata, const std::string& key, const std::s
 // draw from).
 //
 //   nn::Metadata meta = model.config().to_metadata();
-//   meta.merge(nn::TrainerState::capture(step, total, batches.epoch(), batches.index()).to_metadata());
+//   meta.merge(nn::TrainerState::capture(step, total, batches.epoch(), batches.index(),
+//                                        global_batch).to_metadata());
 //   ...
 //   const nn::TrainerState state = nn::TrainerState::from_metadata(meta, path);
-//   state.restore_rng();  batches.seek(state.epoch, state.batch_index);
+//   state.restore_rng();
+//   batches.seek(state.epoch, state.batch_index_for(global_batch, dataset->size(), path));
 struct TrainerState {
   int64_t step = 0, total_steps = 0;   // steps done, steps planned
   int64_t epoch = 0, batch_index = 0;  // the next batch (data::BatchStream's position)
   uint64_t rng_seed = 0, rng_offset = 0;
+  // Examples a step over every process of a data-parallel job (0: not recorded, as in
+  // checkpoints written before data parallelism), so that a run can resume with another number
+  // of processes.
+  int64_t global_batch = 0;
 
   // The state now, with the global generator's seed and offset.
-  static TrainerState capture(int64_t step, int64_t total_steps, int64_t epoch,
-                              int64_t batch_index);
-  // Keys "step", "steps", "epoch", "batch_index", "rng_seed", "rng_offset".
+  static TrainerState capture(int64_t step, int64_t total_steps, int64_t epoch, int64_t batch_index,
+                              int64_t global_batch = 0);
+  // Keys "step", "steps", "epoch", "batch_index", "rng_seed", "rng_offset", and "global_batch"
+  // when recorded.
   Metadata to_metadata() const;
   static TrainerState from_metadata(const Metadata& metadata, const std::string& source);
   void restore_rng() const;  // the global generator continues where it was captured
+
+  // The batch index at which a run of `global_batch` examples a step continues: the position in
+  // examples (batch_index x the recorded global_batch; unrecorded: the new one) in batches of
+  // the new size, for data whose epoch order does not depend on the batch size (a DataLoader's
+  // shuffle). Throws loom::Error naming `source` when the position is beyond an epoch of
+  // `epoch_size` examples or is not a multiple of the new global batch.
+  int64_t batch_index_for(int64_t global_batch, int64_t epoch_size,
+                          const std::string& source) const;
+  // For data whose batches are planned for their size (length buckets, length-sorted groups): a
+  // position means nothing for another global batch, so one other than the recorded one is
+  // refused (naming `source`; `unit` says what the batch counts, "pairs" or "tokens").
+  void check_global_batch(int64_t global_batch, const std::string& unit,
+                          const std::string& source) const;
 };
 
 }  // namespace loom::nn

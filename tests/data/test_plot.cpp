@@ -97,6 +97,14 @@ TEST_CASE("CsvLog writes the header once and one flushed row per call") {
   CHECK(read_file(path) == "step,loss,acc\n");
 }
 
+TEST_CASE("CsvLog with an empty path (ranks > 0 of a data-parallel job) writes nothing") {
+  CsvLog quiet("", {"step", "loss"}, std::optional<int64_t>(3));  // resume: no file to read
+  quiet.row({1, 2.5});
+  CHECK(quiet.path().empty());
+  check_error([&] { quiet.row({1}); }, {"CsvLog", "1 values", "2"});  // rows still checked
+  check_error([&] { CsvLog("", {}); }, {"CsvLog", "empty header"});
+}
+
 TEST_CASE("CsvLog resumed at step S equals the log of an uninterrupted run") {
   TempDir dir;
   const std::vector<std::string> header = {"step", "loss"};

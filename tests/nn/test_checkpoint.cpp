@@ -474,6 +474,34 @@ TEST_CASE("TrainerState: round trip through metadata, and the global generator r
   check_error([&] { nn::TrainerState::from_metadata(negative, "f"); }, {"f", "epoch -2"});
 }
 
+TEST_CASE("TrainerState: the global batch round-trips and converts the data position") {
+  const nn::TrainerState legacy = nn::TrainerState::capture(6, 12, 0, 6);
+  CHECK(legacy.to_metadata().count("global_batch") == 0);  // unrecorded: the old layout
+  CHECK(nn::TrainerState::from_metadata(legacy.to_metadata(), "f").global_batch == 0);
+  const nn::TrainerState s = nn::TrainerState::capture(6, 12, 1, 6, 8);
+  CHECK(s.to_metadata().at("global_batch") == "8");
+  const nn::TrainerState back = nn::TrainerState::from_metadata(s.to_metadata(), "f");
+  CHECK(back.global_batch == 8);
+  // 6 batches of 8 = 48 examples into the epoch: 12 batches of 4, 6 of 8, 3 of 16, 2 of 24.
+  CHECK(back.batch_index_for(4, 100, "f") == 12);
+  CHECK(back.batch_index_for(8, 100, "f") == 6);
+  CHECK(back.batch_index_for(16, 100, "f") == 3);
+  CHECK(back.batch_index_for(24, 100, "f") == 2);
+  CHECK(legacy.batch_index_for(5, 100, "f") == 6);  // unrecorded: the same global batch
+  check_error([&] { back.batch_index_for(32, 100, "ckpt"); },
+              {"ckpt", "48 examples into its epoch", "global batch of 32"});
+  check_error([&] { back.batch_index_for(8, 40, "ckpt"); },
+              {"ckpt", "batch_index 6, but an epoch has 5 batches"});
+  // Batches planned for their size (length buckets): only the recorded size resumes.
+  back.check_global_batch(8, "pairs", "f");
+  legacy.check_global_batch(3, "pairs", "f");
+  check_error([&] { back.check_global_batch(16, "tokens", "ckpt"); },
+              {"ckpt", "global batch of 8 tokens", "this run's is 16"});
+  nn::Metadata zero = s.to_metadata();
+  zero["global_batch"] = "0";
+  check_error([&] { nn::TrainerState::from_metadata(zero, "f"); }, {"f", "global_batch 0"});
+}
+
 TEST_CASE("metadata_number reads exactly one number of the asked type") {
   const nn::Metadata m{{"n", "42"}, {"x", "0.25"}, {"big", "18446744073709551615"}, {"neg", "-3"}};
   CHECK(nn::metadata_number<int64_t>(m, "n", "f") == 42);
