@@ -8,18 +8,20 @@
 //
 //   train_translate --minutes 10             seq2seq-mini, steps planned to fill 10 minutes
 //   train_translate --steps 200 --out run1   a shorter run; `--resume` continues it exactly
-//   train_translate --dump-data DIR          also writes the splits (English TAB German per
-//                                            line) for a PyTorch reference on the same data
+//   train_translate --dump-data DIR          writes the data, batches and initial weights of
+//                                            this run and exits, for the PyTorch reference
+//                                            bench/torch_translate_train_ref.py
 //   translate --out out-translate            then translates sentences of your own
 //   train_translate --help                   every option
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <random>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -94,7 +96,8 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   d->add_option("--test-fraction", o.test_fraction, "share of pairs for the test split")
       ->check(CLI::Range(0.0, 0.5));
   d->add_option("--dump-data", o.dump_data,
-                "write train.tsv / valid.tsv / test.tsv (English TAB German) here");
+                "write the splits, tokenized pairs, batches and initial weights here and exit "
+                "(for bench/torch_translate_train_ref.py)");
   CLI::App* t = app.add_option_group("Optimisation");
   CLI::Option* steps = t->add_option("--steps", o.steps, "optimizer steps")->check(positive);
   t->add_option("--minutes", o.minutes,
@@ -149,11 +152,7 @@ struct Specials {
   int64_t pad, bos, eos;
 };
 
-void dump_split(const std::string& path, const std::vector<data::TranslationPair>& pairs) {
-  std::string text;
-  for (const auto& p : pairs) text += p.english + "\t" + p.german + "\n";
-  data::write_file_atomic(path, text, "train_translate --dump-data");
-}
+constexpr float kLengthPenalty = 0.6f;  // GNMT's alpha in the beam search of the translations
 
 std::vector<Example> encode_split(const data::BPETokenizer& tok, const Specials& s,
                                   const std::vector<data::TranslationPair>& pairs,
@@ -200,12 +199,12 @@ std::vector<std::vector<size_t>> make_batches(const std::vector<Example>& exampl
   return batches;
 }
 
+// The batches of `epoch` in an order drawn from (seed, epoch) with SplitMix64 (data/splitmix.h):
+// the same on every platform, and in bench/torch_translate_train_ref.py.
 std::vector<size_t> epoch_order(size_t n, uint64_t seed, int64_t epoch) {
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
-  return order;
+  const std::vector<int64_t> perm = data::random_permutation(
+      static_cast<int64_t>(n), data::mix_seeds(seed, static_cast<uint64_t>(epoch)));
+  return {perm.begin(), perm.end()};
 }
 
 // A batch as padded tensors: src (B, S), tgt_in (B, T), tgt_out (B, T), T = longest tgt - 1.
@@ -272,12 +271,131 @@ double split_bleu(models::Transformer& model, const data::BPETokenizer& tok, con
   for (size_t s = 0; s < n; s += 32) {
     std::vector<std::vector<int64_t>> srcs;
     for (size_t i = s; i < std::min(n, s + 32); ++i) srcs.push_back(examples[i].src);
-    for (const auto& ids : model.translate_batch(srcs, sp.bos, sp.eos, max_tokens, beam, 0.6f))
+    for (const auto& ids :
+         model.translate_batch(srcs, sp.bos, sp.eos, max_tokens, beam, kLengthPenalty))
       hyps.push_back(tok.decode(ids));
   }
   for (size_t i = 0; i < n; ++i) refs.push_back(pairs[examples[i].pair].german);
   if (hypotheses) *hypotheses = hyps;
   return metrics::corpus_bleu(hyps, refs);
+}
+
+// ============================================================================ --dump-data
+
+// Everything a reference trainer needs to repeat this run on the same data, written to
+// --dump-data (bench/torch_translate_train_ref.py reads it and checks itself against it):
+//   train.tsv, valid.tsv, test.tsv  the pairs, English TAB German per line (BLEU's references)
+//   tokenizer.txt                   the shared BPE (BPETokenizer::save; decoding concatenates
+//                                   the bytes of the ids)
+//   data.safetensors                int64, per split S of train, valid, test, the pairs kept (at
+//                                   most --max-tokens ids a side): S.src and S.tgt concatenated,
+//                                   S.src_offsets and S.tgt_offsets [n + 1] (src = words + eos,
+//                                   tgt = bos + words + eos), S.pair [n] (the line in S.tsv);
+//                                   the batching, to check a re-implementation against:
+//                                   batch_rows with batch_offsets [batches + 1] (make_batches'
+//                                   runs of train rows), epoch0_order and epoch1_order
+//                                   (epoch_order); metadata: the special ids, the options of the
+//                                   run, the model config, and loom's corpus_bleu of two fixed
+//                                   corpora of test sentences (bleu_check_*), so that another
+//                                   BLEU can check itself on this very text
+//   init.safetensors                the initial weights (after manual_seed(--seed)) under
+//                                   torch_ref.py's Seq2Seq names, the model config as metadata
+void dump_run(const Options& o, const data::PairSplits& splits, const data::BPETokenizer& tok,
+              const Specials& sp, const std::array<const std::vector<Example>*, 3>& examples,
+              const std::vector<std::vector<size_t>>& batches,
+              const models::TransformerConfig& config, const models::Transformer& model) {
+  const std::string& dir = o.dump_data;
+  const char* what = "train_translate --dump-data";
+  fs::create_directories(dir);
+  const std::array<std::pair<const char*, const std::vector<data::TranslationPair>*>, 3> named = {
+      {{"train", &splits.train}, {"valid", &splits.valid}, {"test", &splits.test}}};
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  auto add = [&](const std::string& name, const std::vector<int64_t>& values) {
+    tensors.emplace_back(name, tensor_i64(values, {static_cast<int64_t>(values.size())}));
+  };
+  for (size_t s = 0; s < named.size(); ++s) {
+    const auto& [split, pairs] = named[s];
+    std::string text;
+    for (size_t i = 0; i < pairs->size(); ++i) {
+      const data::TranslationPair& p = (*pairs)[i];
+      LOOM_CHECK((p.english + p.german).find_first_of("\t\n") == std::string::npos,
+                 "{}: pair {} of the {} split holds a tab or a newline: '{}' / '{}'", what, i,
+                 split, p.english, p.german);
+      text += p.english + "\t" + p.german + "\n";
+    }
+    data::write_file_atomic(fmt::format("{}/{}.tsv", dir, split), text, what);
+    std::vector<int64_t> src, tgt, src_offsets{0}, tgt_offsets{0}, pair;
+    for (const Example& e : *examples[s]) {
+      src.insert(src.end(), e.src.begin(), e.src.end());
+      tgt.insert(tgt.end(), e.tgt.begin(), e.tgt.end());
+      src_offsets.push_back(static_cast<int64_t>(src.size()));
+      tgt_offsets.push_back(static_cast<int64_t>(tgt.size()));
+      pair.push_back(static_cast<int64_t>(e.pair));
+    }
+    const std::array<std::pair<const char*, const std::vector<int64_t>*>, 5> columns = {
+        {{"src", &src},
+         {"tgt", &tgt},
+         {"src_offsets", &src_offsets},
+         {"tgt_offsets", &tgt_offsets},
+         {"pair", &pair}}};
+    for (const auto& [name, values] : columns) add(fmt::format("{}.{}", split, name), *values);
+  }
+  std::vector<int64_t> rows, offsets{0};
+  for (const auto& b : batches) {
+    rows.insert(rows.end(), b.begin(), b.end());
+    offsets.push_back(static_cast<int64_t>(rows.size()));
+  }
+  add("batch_rows", rows);
+  add("batch_offsets", offsets);
+  for (const int64_t epoch : {0, 1}) {
+    const std::vector<size_t> order = epoch_order(batches.size(), o.seed, epoch);
+    add(fmt::format("epoch{}_order", epoch), {order.begin(), order.end()});
+  }
+  // BLEU on this data: the English of the first 200 test pairs against their German, and the
+  // German without its first word (the whole sentence when it has one word) against itself.
+  std::vector<std::string> english, german, shortened;
+  const std::vector<Example>& test = *examples[2];
+  for (size_t i = 0; i < std::min<size_t>(test.size(), 200); ++i) {
+    const data::TranslationPair& p = splits.test[test[i].pair];
+    const size_t space = p.german.find(' ');
+    english.push_back(p.english);
+    german.push_back(p.german);
+    shortened.push_back(space == std::string::npos ? p.german : p.german.substr(space + 1));
+  }
+  std::map<std::string, std::string> meta = config.to_metadata();
+  meta.insert(
+      {{"pad_id", std::to_string(sp.pad)},
+       {"bos_id", std::to_string(sp.bos)},
+       {"eos_id", std::to_string(sp.eos)},
+       {"vocab_size", std::to_string(tok.vocab_size())},
+       {"seed", std::to_string(o.seed)},
+       {"max_words", std::to_string(o.max_words)},
+       {"bpe_vocab", std::to_string(o.bpe_vocab)},
+       {"max_tokens", std::to_string(o.max_tokens)},
+       {"batch_tokens", std::to_string(o.batch_tokens)},
+       {"steps", std::to_string(o.steps)},
+       {"warmup", std::to_string(o.warmup)},
+       {"lr_factor", fmt::format("{}", o.lr_factor)},
+       {"label_smoothing", fmt::format("{}", o.label_smoothing)},
+       {"grad_clip", fmt::format("{}", o.grad_clip)},
+       {"log_every", std::to_string(o.log_every)},
+       {"eval_every", std::to_string(o.eval_every)},
+       {"eval_pairs", std::to_string(o.eval_pairs)},
+       {"bleu_pairs", std::to_string(o.bleu_pairs)},
+       {"test_pairs", std::to_string(o.test_pairs)},
+       {"beam", std::to_string(o.beam)},
+       {"length_penalty", fmt::format("{}", kLengthPenalty)},
+       {"samples", std::to_string(o.samples)},
+       {"bleu_check_pairs", std::to_string(german.size())},
+       {"bleu_check_english", fmt::format("{}", metrics::corpus_bleu(english, german))},
+       {"bleu_check_shortened", fmt::format("{}", metrics::corpus_bleu(shortened, german))}});
+  nn::write_safetensors(dir + "/data.safetensors", tensors, meta);
+  nn::write_safetensors(dir + "/init.safetensors", model.named_parameters(), config.to_metadata());
+  tok.save(dir + "/tokenizer.txt");
+  fmt::print(
+      "wrote {}/{{train,valid,test}}.tsv, tokenizer.txt, data.safetensors ({} batches) and "
+      "init.safetensors\n",
+      dir, batches.size());
 }
 
 }  // namespace
@@ -305,13 +423,6 @@ int main(int argc, char** argv) try {
   fmt::print("read {} dictionary entries in {:.1f} s\n{}", dict.entries().size(),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
              data::corpus_statistics(splits));
-  if (!o.dump_data.empty()) {
-    fs::create_directories(o.dump_data);
-    dump_split(o.dump_data + "/train.tsv", splits.train);
-    dump_split(o.dump_data + "/valid.tsv", splits.valid);
-    dump_split(o.dump_data + "/test.tsv", splits.test);
-    fmt::print("wrote the splits to {}/{{train,valid,test}}.tsv\n", o.dump_data);
-  }
   // ---- tokenizer: one byte-level BPE over both languages, saved beside the checkpoint
   data::BPETokenizer tok;
   if (o.resume && fs::exists(tok_path)) {
@@ -345,6 +456,10 @@ int main(int argc, char** argv) try {
   config.max_len = std::max<int64_t>(config.max_len, o.max_tokens);
   manual_seed(o.seed);
   models::Transformer model(config);
+  if (!o.dump_data.empty()) {  // the data and initial weights of this run, for a reference
+    dump_run(o, splits, tok, sp, {&train, &valid, &test}, batches, config, model);
+    return 0;
+  }
   model.to(device);
   // The paper's Adam (sec. 5.3); the Noam schedule sets the rate every step.
   optim::Adam opt(model.parameters(), 1e-4f, 0.9f, 0.98f, 1e-9f);
