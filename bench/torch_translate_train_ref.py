@@ -51,8 +51,8 @@ ap.add_argument("--loom-init", action="store_true",
                 help="start from loom's initial weights (DIR/init.safetensors)")
 ap.add_argument("--log-csv", default="", help="write step,lr,train_loss,val_loss,val_bleu here")
 ap.add_argument("--eval-checkpoint", default="", metavar="CKPT",
-                help="no training: evaluate these weights (train_translate's ckpt.safetensors) "
-                     "as train_translate's last evaluation does, to compare the two evaluations")
+                help="no training: evaluate these weights (train_translate's ckpt.safetensors, "
+                     "or DIR/init.safetensors) as train_translate's last evaluation does")
 args = ap.parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -152,8 +152,8 @@ class BPE:
         return b"".join(self.vocab[i] for i in ids)
 
     def decode(self, ids):
-        """As BPETokenizer::decode, to a str. Invalid UTF-8 (loom's corpus_bleu would refuse it)
-        becomes U+FFFD here, and is counted."""
+        """BPETokenizer::decode, then train_translate's replace_invalid_utf8: each maximal
+        ill-formed subsequence becomes U+FFFD (counted here)."""
         raw = self.decode_bytes(ids)
         try:
             return raw.decode("utf-8")
@@ -538,7 +538,7 @@ def main():
     if args.loom_init or args.eval_checkpoint:
         path = args.eval_checkpoint or os.path.join(args.dir, "init.safetensors")
         weights, _ = load_with_metadata(path)
-        if args.eval_checkpoint:                          # the "model." tensors of a checkpoint
+        if any(k.startswith("model.") for k in weights):  # a checkpoint: its model's tensors
             weights = {k[6:]: v for k, v in weights.items() if k.startswith("model.")}
         model.load_state_dict(weights, strict=True)
     n_params = sum(p.numel() for p in model.parameters())
@@ -622,8 +622,8 @@ def main():
     for i in range(min(len(hyps), max(o.samples, 4))):
         print(f"  {test.english[i]}\n    -> {hyps[i]}   (reference: {test.german[i]})")
     if bpe.invalid:
-        print(f"warning: {bpe.invalid} translations were not valid UTF-8 (loom's corpus_bleu "
-              "would have refused them; scored here with U+FFFD)")
+        print(f"{bpe.invalid} translations were not valid UTF-8 (scored with U+FFFD in their "
+              "ill-formed bytes, as train_translate does)")
     print(json.dumps({"case": "seq2seq-translate", "steps": step, "batch_tokens": o.batch_tokens,
                       "train_seconds": round(t_end - start, 1),
                       "target_tokens_per_s": round(tokens / (t_end - t0), 1),

@@ -239,6 +239,47 @@ Batch collate(const std::vector<Example>& examples, const std::vector<size_t>& r
 
 // ============================================================================ evaluation
 
+// A decoded translation as text: byte-level BPE can produce any bytes, and BLEU (metrics/text.h)
+// takes UTF-8 only, so each maximal ill-formed subsequence becomes one U+FFFD (Unicode's
+// recommended practice, which Python's bytes.decode("utf-8", "replace") follows).
+std::string replace_invalid_utf8(const std::string& bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  std::string out;
+  for (size_t i = 0; i < n;) {
+    const unsigned char b = p[i];
+    // the length of the sequence b leads and the range of its second byte (Unicode table 3-7)
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b < 0x80) {
+      len = 1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      len = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      len = 3;
+      lo = b == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
+      hi = b == 0xED ? 0x9F : 0xBF;  // no surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      len = 4;
+      lo = b == 0xF0 ? 0x90 : 0x80;  // no overlong forms
+      hi = b == 0xF4 ? 0x8F : 0xBF;  // nothing above U+10FFFF
+    }
+    auto fits = [&](size_t k) {  // byte k of the sequence
+      return p[i + k] >= (k == 1 ? lo : 0x80) && p[i + k] <= (k == 1 ? hi : 0xBF);
+    };
+    size_t good = len > 0 ? 1 : 0;  // bytes of a well-formed prefix
+    while (good > 0 && good < len && i + good < n && fits(good)) ++good;
+    if (good == len && len > 0) {
+      out.append(bytes, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the ill-formed prefix (at least the lead byte)
+      i += std::max<size_t>(good, 1);
+    }
+  }
+  return out;
+}
+
 // Token-weighted cross-entropy (no smoothing) of the first `count` validation examples.
 double validation_loss(models::Transformer& model, const std::vector<Example>& valid, int64_t count,
                        int64_t pad, Device device) {
@@ -273,7 +314,7 @@ double split_bleu(models::Transformer& model, const data::BPETokenizer& tok, con
     for (size_t i = s; i < std::min(n, s + 32); ++i) srcs.push_back(examples[i].src);
     for (const auto& ids :
          model.translate_batch(srcs, sp.bos, sp.eos, max_tokens, beam, kLengthPenalty))
-      hyps.push_back(tok.decode(ids));
+      hyps.push_back(replace_invalid_utf8(tok.decode(ids)));
   }
   for (size_t i = 0; i < n; ++i) refs.push_back(pairs[examples[i].pair].german);
   if (hypotheses) *hypotheses = hyps;
