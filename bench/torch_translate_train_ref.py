@@ -21,14 +21,19 @@ epoch_order (SplitMix64, data/splitmix.h), re-implemented here and checked again
 With --minutes the steps are planned as optim::TimeBudget plans them: the speed of steps 2-21
 extrapolated to the time left. Every --eval-every steps and at the end: validation loss (first
 --eval-pairs pairs), validation BLEU (first --bleu-pairs pairs, beam search) and sample
-translations; at the end the test BLEU (first --test-pairs pairs). Decoding is models/beam_search's
-(beam 4, GNMT length penalty 0.6, at most --max-tokens new tokens, batches of 32), detokenised by
-the same byte-level BPE, scored by a re-implementation of loom's metrics::corpus_bleu (sacreBLEU's
-BLEU: 13a tokens, exp smoothing) checked against the BLEU values loom wrote into the dump and
-the corpora of tests/golden/metrics_golden.txt. One JSON line at the end.
+translations; at the end the test BLEU (first --test-pairs pairs). Decoding is
+models/beam_search's (beam 4, GNMT length penalty 0.6, at most --max-tokens new tokens, batches
+of 32), detokenised by the same byte-level BPE (ill-formed UTF-8 -> U+FFFD, as train_translate),
+scored by a re-implementation of loom's metrics::corpus_bleu (sacreBLEU's BLEU: 13a tokens, exp
+smoothing) checked against the BLEU values loom wrote into the dump and the corpora of
+tests/golden/metrics_golden.txt. One JSON line at the end.
+
+Checking the two sides against each other: with --loom-init --dropout 0 (and train_translate
+--dropout 0) both take the same steps from the same weights, so their losses (log.csv and
+--log-csv) agree to float rounding; --eval-checkpoint OUT/ckpt.safetensors evaluates loom's
+trained weights with this script's evaluation, to compare with train_translate's last eval.
 """
 import argparse
-import csv
 import json
 import math
 import os
