@@ -53,45 +53,10 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 from safetensors_io import load_with_metadata  # noqa: E402
-
-M64 = (1 << 64) - 1
+from splitmix import SplitMix64, mix_seeds, random_permutation  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- loom's data rules
-class SplitMix64:  # data/splitmix.h
-    def __init__(self, seed):
-        self.s = seed & M64
-
-    def next(self):
-        self.s = (self.s + 0x9E3779B97F4A7C15) & M64
-        z = self.s
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-        return z ^ (z >> 31)
-
-    def uniform(self, n):
-        threshold = ((1 << 64) - n) % n
-        while True:
-            r = self.next()
-            if r >= threshold:
-                return r % n
-
-    def uniform01(self):
-        return (self.next() >> 11) * 2.0 ** -53
-
-
-def mix_seeds(a, b):
-    return SplitMix64(a ^ SplitMix64(b).next()).next()
-
-
-def random_permutation(n, seed):
-    perm, g = list(range(n)), SplitMix64(seed)
-    for i in range(n - 1, 0, -1):
-        j = g.uniform(i + 1)
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
-
-
 def mask_tokens(ids, rule, seed):  # data/bert_pretraining.cpp (create_pretraining_data's rule)
     out, labels = list(ids), [-100] * len(ids)
     cand = [i for i, t in enumerate(ids) if t not in (rule["cls_id"], rule["sep_id"])]

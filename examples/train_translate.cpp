@@ -8,8 +8,9 @@
 //
 //   train_translate --minutes 10             seq2seq-mini, steps planned to fill 10 minutes
 //   train_translate --steps 200 --out run1   a shorter run; `--resume` continues it exactly
-//   train_translate --dump-data DIR          also writes the splits (English TAB German per
-//                                            line) for a PyTorch reference on the same data
+//   train_translate --dump-data DIR          writes the data, batches and initial weights of
+//                                            this run and exits, for the PyTorch reference
+//                                            bench/torch_translate_train_ref.py
 //   translate --out out-translate            then translates sentences of your own
 //   train_translate --help                   every option
 //
@@ -23,11 +24,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <random>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -102,7 +104,8 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   d->add_option("--test-fraction", o.test_fraction, "share of pairs for the test split")
       ->check(CLI::Range(0.0, 0.5));
   d->add_option("--dump-data", o.dump_data,
-                "write train.tsv / valid.tsv / test.tsv (English TAB German) here");
+                "write the splits, tokenized pairs, batches and initial weights here and exit "
+                "(for bench/torch_translate_train_ref.py)");
   CLI::App* t = app.add_option_group("Optimisation");
   CLI::Option* steps = t->add_option("--steps", o.steps, "optimizer steps")->check(positive);
   t->add_option("--minutes", o.minutes,
@@ -157,11 +160,7 @@ struct Specials {
   int64_t pad, bos, eos;
 };
 
-void dump_split(const std::string& path, const std::vector<data::TranslationPair>& pairs) {
-  std::string text;
-  for (const auto& p : pairs) text += p.english + "\t" + p.german + "\n";
-  data::write_file_atomic(path, text, "train_translate --dump-data");
-}
+constexpr float kLengthPenalty = 0.6f;  // GNMT's alpha in the beam search of the translations
 
 std::vector<Example> encode_split(const data::BPETokenizer& tok, const Specials& s,
                                   const std::vector<data::TranslationPair>& pairs,
@@ -208,12 +207,12 @@ std::vector<std::vector<size_t>> make_batches(const std::vector<Example>& exampl
   return batches;
 }
 
+// The batches of `epoch` in an order drawn from (seed, epoch) with SplitMix64 (data/splitmix.h):
+// the same on every platform, and in bench/torch_translate_train_ref.py.
 std::vector<size_t> epoch_order(size_t n, uint64_t seed, int64_t epoch) {
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
-  return order;
+  const std::vector<int64_t> perm = data::random_permutation(
+      static_cast<int64_t>(n), data::mix_seeds(seed, static_cast<uint64_t>(epoch)));
+  return {perm.begin(), perm.end()};
 }
 
 // A batch as padded tensors: src (B, S), tgt_in (B, T), tgt_out (B, T), T = longest tgt - 1.
@@ -248,6 +247,47 @@ Batch collate(const std::vector<Example>& examples, const std::vector<size_t>& r
 
 // ============================================================================ evaluation
 
+// A decoded translation as text: byte-level BPE can produce any bytes, and BLEU (metrics/text.h)
+// takes UTF-8 only, so each maximal ill-formed subsequence becomes one U+FFFD (Unicode's
+// recommended practice, which Python's bytes.decode("utf-8", "replace") follows).
+std::string replace_invalid_utf8(const std::string& bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  std::string out;
+  for (size_t i = 0; i < n;) {
+    const unsigned char b = p[i];
+    // the length of the sequence b leads and the range of its second byte (Unicode table 3-7)
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b < 0x80) {
+      len = 1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      len = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      len = 3;
+      lo = b == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
+      hi = b == 0xED ? 0x9F : 0xBF;  // no surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      len = 4;
+      lo = b == 0xF0 ? 0x90 : 0x80;  // no overlong forms
+      hi = b == 0xF4 ? 0x8F : 0xBF;  // nothing above U+10FFFF
+    }
+    auto fits = [&](size_t k) {  // byte k of the sequence
+      return p[i + k] >= (k == 1 ? lo : 0x80) && p[i + k] <= (k == 1 ? hi : 0xBF);
+    };
+    size_t good = len > 0 ? 1 : 0;  // bytes of a well-formed prefix
+    while (good > 0 && good < len && i + good < n && fits(good)) ++good;
+    if (good == len && len > 0) {
+      out.append(bytes, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the ill-formed prefix (at least the lead byte)
+      i += std::max<size_t>(good, 1);
+    }
+  }
+  return out;
+}
+
 // Token-weighted cross-entropy (no smoothing) of the first `count` validation examples.
 double validation_loss(models::Transformer& model, const std::vector<Example>& valid, int64_t count,
                        int64_t pad, Device device) {
@@ -280,12 +320,131 @@ double split_bleu(models::Transformer& model, const data::BPETokenizer& tok, con
   for (size_t s = 0; s < n; s += 32) {
     std::vector<std::vector<int64_t>> srcs;
     for (size_t i = s; i < std::min(n, s + 32); ++i) srcs.push_back(examples[i].src);
-    for (const auto& ids : model.translate_batch(srcs, sp.bos, sp.eos, max_tokens, beam, 0.6f))
-      hyps.push_back(tok.decode(ids));
+    for (const auto& ids :
+         model.translate_batch(srcs, sp.bos, sp.eos, max_tokens, beam, kLengthPenalty))
+      hyps.push_back(replace_invalid_utf8(tok.decode(ids)));
   }
   for (size_t i = 0; i < n; ++i) refs.push_back(pairs[examples[i].pair].german);
   if (hypotheses) *hypotheses = hyps;
   return metrics::corpus_bleu(hyps, refs);
+}
+
+// ============================================================================ --dump-data
+
+// Everything a reference trainer needs to repeat this run on the same data, written to
+// --dump-data (bench/torch_translate_train_ref.py reads it and checks itself against it):
+//   train.tsv, valid.tsv, test.tsv  the pairs, English TAB German per line (BLEU's references)
+//   tokenizer.txt                   the shared BPE (BPETokenizer::save; decoding concatenates
+//                                   the bytes of the ids)
+//   data.safetensors                int64, per split S of train, valid, test, the pairs kept (at
+//                                   most --max-tokens ids a side): S.src and S.tgt concatenated,
+//                                   S.src_offsets and S.tgt_offsets [n + 1] (src = words + eos,
+//                                   tgt = bos + words + eos), S.pair [n] (the line in S.tsv);
+//                                   the batching, to check a re-implementation against:
+//                                   batch_rows with batch_offsets [batches + 1] (make_batches'
+//                                   runs of train rows), epoch0_order and epoch1_order
+//                                   (epoch_order); metadata: the special ids, the options of the
+//                                   run, the model config, and loom's corpus_bleu of two fixed
+//                                   corpora of test sentences (bleu_check_*), so that another
+//                                   BLEU can check itself on this very text
+//   init.safetensors                the initial weights (after manual_seed(--seed)) under
+//                                   torch_ref.py's Seq2Seq names, the model config as metadata
+void dump_run(const Options& o, const data::PairSplits& splits, const data::BPETokenizer& tok,
+              const Specials& sp, const std::array<const std::vector<Example>*, 3>& examples,
+              const std::vector<std::vector<size_t>>& batches,
+              const models::TransformerConfig& config, const models::Transformer& model) {
+  const std::string& dir = o.dump_data;
+  const char* what = "train_translate --dump-data";
+  fs::create_directories(dir);
+  const std::array<std::pair<const char*, const std::vector<data::TranslationPair>*>, 3> named = {
+      {{"train", &splits.train}, {"valid", &splits.valid}, {"test", &splits.test}}};
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  auto add = [&](const std::string& name, const std::vector<int64_t>& values) {
+    tensors.emplace_back(name, tensor_i64(values, {static_cast<int64_t>(values.size())}));
+  };
+  for (size_t s = 0; s < named.size(); ++s) {
+    const auto& [split, pairs] = named[s];
+    std::string text;
+    for (size_t i = 0; i < pairs->size(); ++i) {
+      const data::TranslationPair& p = (*pairs)[i];
+      LOOM_CHECK((p.english + p.german).find_first_of("\t\n") == std::string::npos,
+                 "{}: pair {} of the {} split holds a tab or a newline: '{}' / '{}'", what, i,
+                 split, p.english, p.german);
+      text += p.english + "\t" + p.german + "\n";
+    }
+    data::write_file_atomic(fmt::format("{}/{}.tsv", dir, split), text, what);
+    std::vector<int64_t> src, tgt, src_offsets{0}, tgt_offsets{0}, pair;
+    for (const Example& e : *examples[s]) {
+      src.insert(src.end(), e.src.begin(), e.src.end());
+      tgt.insert(tgt.end(), e.tgt.begin(), e.tgt.end());
+      src_offsets.push_back(static_cast<int64_t>(src.size()));
+      tgt_offsets.push_back(static_cast<int64_t>(tgt.size()));
+      pair.push_back(static_cast<int64_t>(e.pair));
+    }
+    const std::array<std::pair<const char*, const std::vector<int64_t>*>, 5> columns = {
+        {{"src", &src},
+         {"tgt", &tgt},
+         {"src_offsets", &src_offsets},
+         {"tgt_offsets", &tgt_offsets},
+         {"pair", &pair}}};
+    for (const auto& [name, values] : columns) add(fmt::format("{}.{}", split, name), *values);
+  }
+  std::vector<int64_t> rows, offsets{0};
+  for (const auto& b : batches) {
+    rows.insert(rows.end(), b.begin(), b.end());
+    offsets.push_back(static_cast<int64_t>(rows.size()));
+  }
+  add("batch_rows", rows);
+  add("batch_offsets", offsets);
+  for (const int64_t epoch : {0, 1}) {
+    const std::vector<size_t> order = epoch_order(batches.size(), o.seed, epoch);
+    add(fmt::format("epoch{}_order", epoch), {order.begin(), order.end()});
+  }
+  // BLEU on this data: the English of the first 200 test pairs against their German, and the
+  // German without its first word (the whole sentence when it has one word) against itself.
+  std::vector<std::string> english, german, shortened;
+  const std::vector<Example>& test = *examples[2];
+  for (size_t i = 0; i < std::min<size_t>(test.size(), 200); ++i) {
+    const data::TranslationPair& p = splits.test[test[i].pair];
+    const size_t space = p.german.find(' ');
+    english.push_back(p.english);
+    german.push_back(p.german);
+    shortened.push_back(space == std::string::npos ? p.german : p.german.substr(space + 1));
+  }
+  std::map<std::string, std::string> meta = config.to_metadata();
+  meta.insert(
+      {{"pad_id", std::to_string(sp.pad)},
+       {"bos_id", std::to_string(sp.bos)},
+       {"eos_id", std::to_string(sp.eos)},
+       {"vocab_size", std::to_string(tok.vocab_size())},
+       {"seed", std::to_string(o.seed)},
+       {"max_words", std::to_string(o.max_words)},
+       {"bpe_vocab", std::to_string(o.bpe_vocab)},
+       {"max_tokens", std::to_string(o.max_tokens)},
+       {"batch_tokens", std::to_string(o.batch_tokens)},
+       {"steps", std::to_string(o.steps)},
+       {"warmup", std::to_string(o.warmup)},
+       {"lr_factor", fmt::format("{}", o.lr_factor)},
+       {"label_smoothing", fmt::format("{}", o.label_smoothing)},
+       {"grad_clip", fmt::format("{}", o.grad_clip)},
+       {"log_every", std::to_string(o.log_every)},
+       {"eval_every", std::to_string(o.eval_every)},
+       {"eval_pairs", std::to_string(o.eval_pairs)},
+       {"bleu_pairs", std::to_string(o.bleu_pairs)},
+       {"test_pairs", std::to_string(o.test_pairs)},
+       {"beam", std::to_string(o.beam)},
+       {"length_penalty", fmt::format("{}", kLengthPenalty)},
+       {"samples", std::to_string(o.samples)},
+       {"bleu_check_pairs", std::to_string(german.size())},
+       {"bleu_check_english", fmt::format("{}", metrics::corpus_bleu(english, german))},
+       {"bleu_check_shortened", fmt::format("{}", metrics::corpus_bleu(shortened, german))}});
+  nn::write_safetensors(dir + "/data.safetensors", tensors, meta);
+  nn::write_safetensors(dir + "/init.safetensors", model.named_parameters(), config.to_metadata());
+  tok.save(dir + "/tokenizer.txt");
+  fmt::print(
+      "wrote {}/{{train,valid,test}}.tsv, tokenizer.txt, data.safetensors ({} batches) and "
+      "init.safetensors\n",
+      dir, batches.size());
 }
 
 }  // namespace
@@ -293,6 +452,7 @@ double split_bleu(models::Transformer& model, const data::BPETokenizer& tok, con
 // ============================================================================ main
 
 int main(int argc, char** argv) try {
+  cli::use_passive_omp_wait(argv);  // idle OpenMP threads sleep instead of spinning
   Options o;
   CLI::App app{"train_translate: trains an English -> German Transformer on FreeDict eng-deu"};
   const CLI::Option* steps_flag = add_options(app, o);
@@ -314,13 +474,6 @@ int main(int argc, char** argv) try {
   fmt::print("read {} dictionary entries in {:.1f} s\n{}", dict.entries().size(),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
              data::corpus_statistics(splits));
-  if (!o.dump_data.empty()) {
-    fs::create_directories(o.dump_data);
-    dump_split(o.dump_data + "/train.tsv", splits.train);
-    dump_split(o.dump_data + "/valid.tsv", splits.valid);
-    dump_split(o.dump_data + "/test.tsv", splits.test);
-    fmt::print("wrote the splits to {}/{{train,valid,test}}.tsv\n", o.dump_data);
-  }
   // ---- tokenizer: one byte-level BPE over both languages, saved beside the checkpoint
   data::BPETokenizer tok;
   if (o.resume && fs::exists(tok_path)) {
@@ -356,6 +509,11 @@ int main(int argc, char** argv) try {
   manual_seed(o.seed);
   const auto model_ptr = std::make_shared<models::Transformer>(config);
   models::Transformer& model = *model_ptr;
+  if (!o.dump_data.empty()) {  // the data and initial weights of this run, for a reference
+    if (distributed::is_main_process())
+      dump_run(o, splits, tok, sp, {&train, &valid, &test}, batches, config, model);
+    return 0;
+  }
   model.to(device);
   nn::DistributedDataParallel ddp(model_ptr);  // rank 0's weights; gradients averaged
   // The paper's Adam (sec. 5.3); the Noam schedule sets the rate every step.

@@ -3,7 +3,8 @@
 # layout: headword /IPA/, translations, quoted examples): a tiny model trained for 12 steps in
 # one go, and the same run stopped after step 6 (--stop-at) and continued (--resume), must log
 # the same losses (log.csv identical) and print the same sample translations; --dump-data
-# writes the three splits; translate then reads the checkpoint and draws an attention map.
+# writes the run's data (the tokenizer the run trains) and exits; translate then reads the
+# checkpoint and draws an attention map.
 #   train_translate_resume.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1
@@ -37,7 +38,8 @@ flags=(--dict "$work/dict" --d-model 32 --n-head 2 --layers 1 --d-ff 64 --bpe-vo
        --steps 12 --batch-tokens 64 --warmup 4 --log-every 2 --eval-every 6 --eval-pairs 16
        --samples 2 --beam 2 --valid-fraction 0.2 --test-fraction 0.1 --checkpoint-every 0
        --threads 2)
-"$bin/train_translate" "${flags[@]}" --out "$work/whole" --dump-data "$work/dump" >"$work/whole.log"
+"$bin/train_translate" "${flags[@]}" --out "$work/dumped" --dump-data "$work/dump" >"$work/dump.log"
+"$bin/train_translate" "${flags[@]}" --out "$work/whole" >"$work/whole.log"
 "$bin/train_translate" "${flags[@]}" --out "$work/split" --stop-at 6 >"$work/first.log"
 "$bin/train_translate" "${flags[@]}" --out "$work/split" --resume >"$work/second.log"
 
@@ -49,9 +51,12 @@ diff "$work/whole/log.csv" "$work/split/log.csv" ||
 samples() { sed -n '/^eval step 12/,$p' "$1" | grep -v '^wrote'; }
 diff <(samples "$work/whole.log") <(samples "$work/second.log") ||
   { echo "FAIL: final evaluation or samples differ after the resume"; exit 1; }
-for split in train valid test; do
-  [ -s "$work/dump/$split.tsv" ] || { echo "FAIL: --dump-data wrote no $split.tsv"; exit 1; }
+for file in train.tsv valid.tsv test.tsv tokenizer.txt data.safetensors init.safetensors; do
+  [ -s "$work/dump/$file" ] || { echo "FAIL: --dump-data wrote no $file"; exit 1; }
 done
+[ -e "$work/dumped/ckpt.safetensors" ] && { echo "FAIL: --dump-data went on training"; exit 1; }
+cmp -s "$work/dump/tokenizer.txt" "$work/whole/tokenizer.txt" ||
+  { echo "FAIL: the dumped tokenizer is not the one the run trains"; exit 1; }
 [ -s "$work/whole/loss.png" ] || { echo "FAIL: no loss.png"; exit 1; }
 [ -s "$work/whole/bleu.png" ] || { echo "FAIL: no bleu.png"; exit 1; }
 grep -q "^eval step 12 .* BLEU [0-9.]* (" "$work/whole.log" || { echo "FAIL: no validation BLEU"; exit 1; }
