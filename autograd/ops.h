@@ -156,6 +156,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // --- linear algebra ---------------------------------------------------------------------------
 // torch.matmul: 1-D . 1-D, 2-D @ 2-D, and N-D batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined) -> [..., out], as
+// torch.nn.functional.linear: one GEMM that starts from the bias, one autograd node.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // --- joining and indexing ----------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -51,7 +51,9 @@ bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
 }
 
 // C = A @ B for A [..., M, K], B [..., K, N] (both >= 2-D, batch dims broadcast). No autograd.
-Tensor gemm_forward(Tensor a, Tensor b) {
+// With `init` (contiguous, C's shape) the product is added to it in place and it is returned:
+// C = init + A @ B, a GEMM with beta = 1.
+Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor()) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -60,10 +62,10 @@ Tensor gemm_forward(Tensor a, Tensor b) {
   Shape out_shape = batch_shape;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor c = Tensor::empty(out_shape, DType::Float32, a.device());
+  Tensor c = init.defined() ? init : Tensor::empty(out_shape, DType::Float32, a.device());
   if (c.numel() == 0) return c;
-  if (k == 0) {
-    backend(c.device()).fill(c, 0.0);
+  if (k == 0) {  // an empty sum adds nothing
+    if (!init.defined()) backend(c.device()).fill(c, 0.0);
     return c;
   }
   Shape full_a = batch_shape, full_b = batch_shape;
@@ -93,6 +95,7 @@ Tensor gemm_forward(Tensor a, Tensor b) {
   args.m = m, args.n = n, args.k = k;
   args.lda = la.ld, args.ldb = lb.ld, args.ldc = n;
   args.stride_c = m * n;
+  args.beta = init.defined() ? 1.0f : 0.0f;
   const float* pa = av.data_ptr<float>();
   const float* pb = bv.data_ptr<float>();
   float* pc = c.data_ptr<float>();
@@ -135,6 +138,48 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
+  detail::check_float(x, "linear");
+  detail::check_float(weight, "linear");
+  detail::check_same_device(x, weight, "linear");
+  LOOM_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
+             "linear: input of shape {} does not match weight of shape {} (expected input "
+             "[..., {}])",
+             shape_str(x.shape()), shape_str(weight.shape()),
+             weight.dim() == 2 ? weight.size(1) : -1);
+  const int64_t in = weight.size(1), out = weight.size(0);
+  if (bias.defined()) {
+    detail::check_float(bias, "linear");
+    detail::check_same_device(x, bias, "linear");
+    LOOM_CHECK(bias.shape() == Shape{out},
+               "linear: bias of shape {} does not match weight of shape {}",
+               shape_str(bias.shape()), shape_str(weight.shape()));
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  const Tensor x2 = x.reshape({-1, in});  // every leading position is a row: [rows, in]
+  const int64_t rows = x2.size(0);
+  // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
+  // to add it, and no pass of the BLAS zeroing the output first.
+  const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
+  Tensor y = gemm_forward(x2.detach(), weight.detach().t(), init);  // [rows, out]
+  if (autograd::any_requires_grad({x2, weight, bias})) {
+    Tensor xs = detail::saved(x2), ws = detail::saved(weight);
+    const bool need_x = x2.requires_grad(), need_w = weight.requires_grad();
+    const bool need_b = bias.defined() && bias.requires_grad();
+    // dx = g W; dW = g^T x, computed in weight's own [out, in] layout (no transposed copy);
+    // db = the column sums of g.
+    y = autograd::record("linear", {x2, weight, bias}, y,
+                         [xs, ws, need_x, need_w, need_b](const Tensor& g) {
+      return std::vector<Tensor>{need_x ? gemm_forward(g, ws) : Tensor(),
+                                 need_w ? gemm_forward(g.t(), xs) : Tensor(),
+                                 need_b ? sum(g, 0) : Tensor()};
+    }, {xs, ws});
+  }
+  return y.reshape(out_shape);  // [..., out]
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_float(a, "matmul");

@@ -65,22 +65,37 @@ void check_arguments(const Transformer& model, const std::vector<std::vector<int
              "Transformer::translate: length_penalty {} must be finite and >= 0", length_penalty);
 }
 
-// The `count` best candidates of one sentence, best first (ties: lower beam, then lower token,
-// as torch.topk / argmax pick the first): the best `count` of each live beam's row, merged.
+// The `keep` largest entries of row[0, vocab), largest first, ties to the lower index (as
+// torch.topk / argmax pick the first): one pass that keeps a short sorted list. (Sorting an
+// index array of the whole vocabulary for every beam at every step cost more than the
+// decoder's own arithmetic for small models.)
+void top_tokens(const float* row, int64_t vocab, size_t keep, std::vector<int64_t>& out) {
+  out.clear();
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float x = row[v];
+    if (out.size() == keep) {
+      if (!(x > row[out.back()])) continue;  // no better than the worst kept (or NaN)
+      out.pop_back();
+    }
+    auto pos = out.end();  // after every kept value >= x: those have lower indices
+    while (pos != out.begin() && row[*(pos - 1)] < x) --pos;
+    out.insert(pos, v);
+  }
+}
+
+// The `count` best candidates of one sentence, best first (ties: lower beam, then lower token):
+// the best `count` of each live beam's row, merged.
 std::vector<Candidate> best_candidates(const float* logp, int64_t vocab,
                                        const std::vector<double>& scores, size_t count) {
   std::vector<Candidate> all;
-  std::vector<int64_t> order(static_cast<size_t>(vocab));
+  std::vector<int64_t> top;
+  top.reserve(count + 1);
   for (size_t j = 0; j < scores.size(); ++j) {
     if (scores[j] == kNegInf) continue;
     const float* row = logp + static_cast<int64_t>(j) * vocab;
-    for (int64_t v = 0; v < vocab; ++v) order[static_cast<size_t>(v)] = v;
-    const size_t keep = std::min(count, order.size());
-    std::partial_sort(
-        order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
-        [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    for (size_t i = 0; i < keep; ++i)
-      all.push_back({scores[j] + row[order[i]], static_cast<int64_t>(j), order[i]});
+    top_tokens(row, vocab, std::min(count, static_cast<size_t>(vocab)), top);
+    for (int64_t token : top)
+      all.push_back({scores[j] + row[token], static_cast<int64_t>(j), token});
   }
   std::stable_sort(all.begin(), all.end(),
                    [](const Candidate& a, const Candidate& b) { return a.log_prob > b.log_prob; });

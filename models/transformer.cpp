@@ -378,14 +378,17 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt,
 void DecoderCache::reorder(const std::vector<int64_t>& rows) {
   LOOM_CHECK(static_cast<int64_t>(rows.size()) == this->rows(),
              "DecoderCache::reorder: {} rows given for a cache of {}", rows.size(), this->rows());
+  bool same = true;  // every beam continues itself: nothing moves
+  for (size_t i = 0; i < rows.size(); ++i) same = same && rows[i] == static_cast<int64_t>(i);
+  if (same) return;
   NoGradGuard no_grad;
   const Tensor index = tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device());
-  for (size_t l = 0; l < self_keys.size(); ++l) {
-    for (Tensor* t : {&self_keys[l], &self_values[l]}) {
-      Tensor filled = t->narrow(2, 0, length);       // (R, h, length, hd)
-      filled.copy_(index_select(filled, 0, index));  // (R, h, length, hd)
-    }
-  }
+  // One gather of whole rows of the contiguous cache into a new tensor that replaces it: one
+  // pass, where gathering the filled positions out of the strided (R, h, length, hd) view and
+  // copying them back took three.
+  for (size_t l = 0; l < self_keys.size(); ++l)
+    for (Tensor* t : {&self_keys[l], &self_values[l]})
+      *t = index_select(*t, 0, index);  // (R,h,cap,hd)
 }
 
 DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, int64_t repeat) {

@@ -120,6 +120,7 @@ class StridedIter {
 
   template <class Run>
   void run_range(int64_t begin, int64_t end, const Run& run) const {
+    if (begin >= end) return;
     const size_t nd = shape_.size();
     std::vector<int64_t> idx(nd);
     int64_t rem = begin;
@@ -128,17 +129,25 @@ class StridedIter {
       rem /= shape_[d];
     }
     Steps<N> steps;
-    for (size_t k = 0; k < N; ++k) steps[k] = strides_[k][nd - 1];
-    for (int64_t pos = begin; pos < end;) {
-      Ptrs<N> p = data_;
-      for (size_t k = 0; k < N; ++k)
-        for (size_t d = 0; d < nd; ++d) p[k] += idx[d] * strides_[k][d];
+    Ptrs<N> p = data_;
+    for (size_t k = 0; k < N; ++k) {
+      steps[k] = strides_[k][nd - 1];
+      for (size_t d = 0; d < nd; ++d) p[k] += idx[d] * strides_[k][d];
+    }
+    for (int64_t pos = begin;;) {
       const int64_t count = std::min(shape_[nd - 1] - idx[nd - 1], end - pos);
       run(p, steps, count);
       pos += count;
+      if (pos >= end) return;
+      // On to the next run: the pointers step in place (back to the row start, then a carry
+      // through the outer dims) instead of being recomputed from the index, since short runs
+      // (a key mask broadcast over 32 keys, a head of 64 values) spend much of their time here.
+      for (size_t k = 0; k < N; ++k) p[k] -= idx[nd - 1] * strides_[k][nd - 1];
       idx[nd - 1] = 0;
-      for (size_t d = nd - 1; d-- > 0;) {  // carry into the outer dims
+      for (size_t d = nd - 1; d-- > 0;) {
+        for (size_t k = 0; k < N; ++k) p[k] += strides_[k][d];
         if (++idx[d] < shape_[d]) break;
+        for (size_t k = 0; k < N; ++k) p[k] -= shape_[d] * strides_[k][d];
         idx[d] = 0;
       }
     }

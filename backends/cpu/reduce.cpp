@@ -186,14 +186,19 @@ void arg_columns(const T* x, int64_t n, int64_t inner, int64_t i0, int64_t i1, i
 template <class Column, class T, class Out>
 void reduce_columns(const T* x, int64_t outer, int64_t n, int64_t inner, Out* out,
                     const Column& column) {
-  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  const int64_t work_per_task = n * std::min(inner, kColumnBlock);
+  // One slice of few columns (a bias gradient: [rows, 256] summed over the rows) would be one
+  // task on one thread: narrower blocks give every thread some columns (each column's result
+  // does not depend on the blocking).
+  int64_t width = kColumnBlock;
+  while (width > 32 && outer * ((inner + width - 1) / width) < cpu::max_threads()) width /= 2;
+  const int64_t blocks = (inner + width - 1) / width;
+  const int64_t work_per_task = n * std::min(inner, width);
   cpu::parallel_for(0, outer * blocks, std::max<int64_t>(1, cpu::kGrainCheap / work_per_task),
                     [&](int64_t b, int64_t e) {
                       for (int64_t task = b; task < e; ++task) {
                         const int64_t o = task / blocks, blk = task % blocks;
-                        const int64_t i0 = blk * kColumnBlock;
-                        const int64_t i1 = std::min(inner, i0 + kColumnBlock);
+                        const int64_t i0 = blk * width;
+                        const int64_t i1 = std::min(inner, i0 + width);
                         column(x + o * n * inner, n, inner, i0, i1, out + o * inner);
                       }
                     });

@@ -186,6 +186,39 @@ TEST_CASE("gradcheck: matmul in every form") {
               {a, b}, 1e-2f, 2e-2f, 3e-3f, "matmul " + shape_str(a.shape()) + shape_str(b.shape()));
 }
 
+TEST_CASE("gradcheck: linear (one GEMM from the bias) with and without bias, on strided inputs") {
+  manual_seed(17);
+  const std::vector<std::pair<Tensor, Tensor>> inputs = {
+      {randn({4}), randn({3, 4})},           // one vector
+      {randn({2, 3, 4}), randn({5, 4})},     // leading dims fold into rows
+      {transposed(3, 4), transposed(5, 4)},  // transposed input and weight
+      {narrowed(1, 4), narrowed(2, 4)},      // a single row (the bias is one row)
+  };
+  for (const auto& [x, w] : inputs) {
+    const Tensor b = randn({w.size(0)});
+    const std::string shapes = shape_str(x.shape()) + shape_str(w.shape());
+    gradcheck(weighted([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }),
+              {x, w, b}, 1e-2f, 2e-2f, 3e-3f, "linear " + shapes);
+    gradcheck(
+        weighted([](const std::vector<Tensor>& in) { return linear(in[0], in[1], Tensor()); }),
+        {x, w}, 1e-2f, 2e-2f, 3e-3f, "linear without bias " + shapes);
+  }
+}
+
+TEST_CASE("linear equals matmul + bias and leaves its bias untouched") {
+  manual_seed(18);
+  for (const Shape& shape : {Shape{1, 4}, Shape{4}, Shape{3, 2, 4}}) {
+    const Tensor x = randn(shape), w = randn({3, 4}), b = randn({3});
+    const std::vector<float> bias_before = b.to_vector();
+    const Tensor y = linear(x, w, b);
+    const std::vector<float> expected = (matmul(x, w.t()) + b).to_vector(), got = y.to_vector();
+    REQUIRE(got.size() == expected.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+    CHECK(b.to_vector() == bias_before);  // the GEMM accumulates into a copy of the bias
+  }
+}
+
 TEST_CASE("gradcheck: views and layout ops on contiguous, transposed and narrowed inputs") {
   manual_seed(8);
   // Three [2,3,4] inputs: contiguous; a transposed view (strides 12,1,3); a narrowed view with

@@ -169,6 +169,21 @@ TEST_CASE("scatter_add argument errors") {
         std::vector<float>{0, 0, 1, 1, 0, 0});
 }
 
+TEST_CASE("linear names the shapes that do not fit") {
+  expect_error(
+      [] {
+        linear(zeros({2, 3}), zeros({4, 5}), Tensor());
+      },
+      {"linear", "[2,3]", "[4,5]"});
+  expect_error(
+      [] {
+        linear(zeros({2, 3}), zeros({4, 3}), zeros({5}));
+      },
+      {"linear", "bias", "[5]", "[4,3]"});
+  expect_error([] { linear(zeros({2, 3}), zeros({3}), Tensor()); }, {"linear", "[3]"});
+  expect_error([] { linear(Tensor(), zeros({4, 3}), Tensor()); }, {"linear", "undefined"});
+}
+
 TEST_CASE("layer_norm on a 0-d input and cross_entropy label_smoothing range") {
   expect_error([] { layer_norm(zeros({}), Tensor(), Tensor()); },
                     {"layer_norm", "at least 1 dim", "[]"});

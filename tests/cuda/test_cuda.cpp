@@ -953,6 +953,9 @@ TEST_CASE("reductions, softmax and matmul match the CPU through .to(Device::CUDA
   compare_op("broadcast batch", [](auto& t) { return matmul(t[0], t[1]); }, {left, right});
   compare_op("attention scores", [](auto& t) { return matmul(t[0], t[0].transpose(-2, -1)); },
              {batched});
+  const Tensor bias = uniform({6}, -1, 1, 79);
+  compare_op("linear (GEMM from the bias)", [](auto& t) { return linear(t[0], t[1], t[2]); },
+             {batched, weight, bias});
 }
 
 TEST_CASE("shape, indexing and fused nn ops match the CPU through .to(Device::CUDA)") {
