@@ -105,7 +105,7 @@ void distributed_case(const Args& args) {
   model->to(args.device);
   nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = args.bucket_mb});
   const Tensor data = randint(0, config.vocab_size, {global_batch, seq + 1});
-  const Tensor mine = data.narrow(0, distributed::rank() * rows, rows).to(args.device);  // (B, T+1)
+  const Tensor mine = distributed::rank_chunk(data).to(args.device);  // (B, T + 1), this rank's
   const Tensor x = mine.narrow(1, 0, seq).contiguous(), y = mine.narrow(1, 1, seq).contiguous();
   optim::AdamW opt(model->parameters(), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f);
   auto step = [&] {
