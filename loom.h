@@ -3,6 +3,7 @@
 //   using namespace loom;
 #pragma once
 
+#include "core/bfloat16.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"

@@ -3,13 +3,18 @@
 
 namespace loom {
 
+using detail::bf16_binary;
+using detail::bf16_unary;
 using detail::broadcast_view;
+using detail::is_bf16;
 using detail::saved;
 
 // ---------------------------------------------------------------------------- unary
 namespace {
 
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, float b = 0.0f) {
+  if (is_bf16(x))
+    return bf16_unary(x, [&](const Tensor& xf) { return unary_op(op, name, xf, a, b); });
   detail::check_float(x, name);
   Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
   backend(x.device()).unary(op, x, out, a, b);
@@ -69,6 +74,8 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   detail::check_defined(a, name);
   detail::check_defined(b, name);
   detail::check_same_device(a, b, name);
+  if (comparison && (is_bf16(a) || is_bf16(b)))  // exact: bfloat16 values are float32 values
+    return binary_forward(op, name, detail::upcast(a), detail::upcast(b), true);
   if (comparison) {
     LOOM_CHECK(a.dtype() == b.dtype(), "{}: dtypes {} and {} differ", name, dtype_name(a.dtype()),
                dtype_name(b.dtype()));
@@ -103,16 +110,19 @@ Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, add);
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b, false);
   return record_binary("add", a, b, out, [](const Tensor& g) { return std::pair{g, g}; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, sub);
   Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b, false);
   return record_binary("sub", a, b, out, [](const Tensor& g) { return std::pair{g, -g}; });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, mul);
   Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b, false);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   Tensor as = saved(a), bs = saved(b);
@@ -122,6 +132,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, div);
   Tensor out = binary_forward(BinaryOp::Div, "div", a, b, false);
   const bool need_b = b.requires_grad();
   Tensor bs = saved(b), ys = saved(out);
@@ -133,6 +144,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  if (is_bf16(a) || is_bf16(b))
+    return bf16_binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(x, y); });
   Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b, false);
   const bool need_b = b.requires_grad();
   Tensor as = saved(a), bs = saved(b), ys = saved(out);
@@ -145,6 +158,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 // Where a == b the gradient is split evenly between the two inputs, as in PyTorch.
 static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  if (is_bf16(a) || is_bf16(b))
+    return bf16_binary(a, b, [&](const Tensor& x, const Tensor& y) { return extremum(op, name, x, y); });
   Tensor out = binary_forward(op, name, a, b, false);
   Tensor as = saved(a), bs = saved(b);
   const bool is_max = op == BinaryOp::Maximum;
@@ -187,6 +202,8 @@ Tensor gt(const Tensor& a, float b) { return gt(a, scalar_like(a, b, "gt")); }
 // ---------------------------------------------------------------------------- selection
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_defined(cond, "where");
+  if (is_bf16(a) || is_bf16(b))
+    return bf16_binary(a, b, [&](const Tensor& x, const Tensor& y) { return where(cond, x, y); });
   detail::check_float(a, "where");
   detail::check_float(b, "where");
   detail::check_same_device(a, b, "where");
@@ -208,6 +225,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+  if (is_bf16(x))
+    return bf16_unary(x, [&](const Tensor& xf) { return masked_fill(xf, mask, value); });
   detail::check_float(x, "masked_fill");
   detail::check_defined(mask, "masked_fill");
   LOOM_CHECK(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape(),

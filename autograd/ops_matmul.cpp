@@ -136,7 +136,20 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+// bfloat16 @ bfloat16 (see ops.h): the products of bfloat16 values are exact in float32, so the
+// float32 GEMM of the upcast operands is a bfloat16 GEMM with float32 accumulation (what
+// cublasGemmEx does on tensor cores); the result is rounded to bfloat16 once. As in PyTorch the
+// two operands must have the same dtype.
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined(a, "matmul");
+  detail::check_defined(b, "matmul");
+  if (detail::is_bf16(a) || detail::is_bf16(b)) {
+    LOOM_CHECK(a.dtype() == b.dtype(),
+               "matmul: operands of dtypes {} and {} (shapes {} and {}); cast one so they match",
+               dtype_name(a.dtype()), dtype_name(b.dtype()), shape_str(a.shape()),
+               shape_str(b.shape()));
+    return detail::bf16_binary(a, b, [](const Tensor& x, const Tensor& y) { return matmul(x, y); });
+  }
   detail::check_float(a, "matmul");
   detail::check_float(b, "matmul");
   detail::check_same_device(a, b, "matmul");
