@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"

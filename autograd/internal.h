@@ -1,6 +1,7 @@
 // Helpers shared by the op definitions in autograd/ops_*.cpp (not part of the public API).
 #pragma once
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"
@@ -72,6 +73,14 @@ Tensor bf16_unary(const Tensor& x, const F& f) {
 
 // f(a, b) with at least one bfloat16 operand, by PyTorch's type promotion: bfloat16 with
 // bfloat16 gives bfloat16, bfloat16 with float32 gives float32; computed in float32.
+// The ops PyTorch's autocast keeps in float32 (autograd/autocast.h): for a bfloat16 x, f(float32
+// x) as it is inside an AutocastGuard, rounded to bfloat16 outside one.
+template <class F>
+Tensor bf16_float32_op(const Tensor& x, const F& f) {
+  Tensor out = f(upcast(x));
+  return autocast::is_enabled() ? out : out.to(DType::BFloat16);
+}
+
 template <class F>
 Tensor bf16_binary(const Tensor& a, const Tensor& b, const F& f) {
   Tensor out = f(upcast(a), upcast(b));

@@ -29,6 +29,9 @@
 // copy (the conversions) and fill for bfloat16, on the CPU; CUDA refuses bfloat16 tensors in
 // every kernel (moving them between devices works) until it gets its own conversion and
 // cublasGemmEx kernels: this composite is the reference they will be tested against.
+// Inside an AutocastGuard (autograd/autocast.h) matmul casts float32 operands to bfloat16, and
+// softmax, log_softmax, layer_norm, cross_entropy, sum, exp, log, rsqrt and pow return their
+// float32 result for bfloat16 inputs instead of rounding it.
 //
 // How to add an op
 // ----------------

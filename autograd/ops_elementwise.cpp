@@ -13,8 +13,13 @@ using detail::saved;
 namespace {
 
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, float b = 0.0f) {
-  if (is_bf16(x))
-    return bf16_unary(x, [&](const Tensor& xf) { return unary_op(op, name, xf, a, b); });
+  if (is_bf16(x)) {
+    auto f = [&](const Tensor& xf) { return unary_op(op, name, xf, a, b); };
+    // exp, log, rsqrt and pow are on autocast's float32 list (autograd/autocast.h).
+    const bool float32_op =
+        op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Rsqrt || op == UnaryOp::Pow;
+    return float32_op ? detail::bf16_float32_op(x, f) : bf16_unary(x, f);
+  }
   detail::check_float(x, name);
   Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
   backend(x.device()).unary(op, x, out, a, b);

@@ -143,12 +143,19 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
+  // Under autocast (autograd/autocast.h) float32 operands are multiplied in bfloat16.
+  if (autocast::is_enabled() && is_floating_point(a.dtype()) && is_floating_point(b.dtype()) &&
+      (a.dtype() == DType::Float32 || b.dtype() == DType::Float32))
+    return matmul(a.to(autocast::get_dtype()), b.to(autocast::get_dtype()));
   if (detail::is_bf16(a) || detail::is_bf16(b)) {
     LOOM_CHECK(a.dtype() == b.dtype(),
                "matmul: operands of dtypes {} and {} (shapes {} and {}); cast one so they match",
                dtype_name(a.dtype()), dtype_name(b.dtype()), shape_str(a.shape()),
                shape_str(b.shape()));
-    return detail::bf16_binary(a, b, [](const Tensor& x, const Tensor& y) { return matmul(x, y); });
+    return detail::bf16_binary(a, b, [](const Tensor& x, const Tensor& y) {
+      AutocastGuard float32(false);  // the upcast product itself must not be autocast again
+      return matmul(x, y);
+    });
   }
   detail::check_float(a, "matmul");
   detail::check_float(b, "matmul");

@@ -10,7 +10,7 @@ namespace loom {
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   if (detail::is_bf16(x) || detail::is_bf16(weight) || detail::is_bf16(bias)) {
     Tensor y = layer_norm(detail::upcast(x), detail::upcast(weight), detail::upcast(bias), eps);
-    return detail::is_bf16(x) ? y.to(DType::BFloat16) : y;
+    return detail::is_bf16(x) && !autocast::is_enabled() ? y.to(DType::BFloat16) : y;
   }
   detail::check_float(x, "layer_norm");
   LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim, got shape {}",
@@ -46,7 +46,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing) {
   if (detail::is_bf16(logits))  // log-sum-exp and the mean in float32; the loss is bfloat16
-    return detail::bf16_unary(logits, [&](const Tensor& xf) {
+    return detail::bf16_float32_op(logits, [&](const Tensor& xf) {
       return cross_entropy(xf, target, ignore_index, label_smoothing);
     });
   detail::check_float(logits, "cross_entropy");

@@ -44,7 +44,7 @@ Tensor unreduce(const Tensor& g, const Shape& in_shape, int64_t dim, bool keepdi
 // the result is rounded to bfloat16 once; argmax/argmin compare the exact upcast values.
 Tensor sum(const Tensor& x) {
   detail::check_defined(x, "sum");
-  if (is_bf16(x)) return bf16_unary(x, [](const Tensor& xf) { return sum(xf); });
+  if (is_bf16(x)) return detail::bf16_float32_op(x, [](const Tensor& xf) { return sum(xf); });
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x.detach().reshape({1, x.numel()}), 1, false)
                    .reshape({});
   const Shape shape = x.shape();
@@ -54,7 +54,7 @@ Tensor sum(const Tensor& x) {
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
   if (is_bf16(x))
-    return bf16_unary(x, [&](const Tensor& xf) { return sum(xf, dim, keepdim); });
+    return detail::bf16_float32_op(x, [&](const Tensor& xf) { return sum(xf, dim, keepdim); });
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x, dim, keepdim);
   const Shape shape = x.shape();
   return autograd::record("sum", {x}, out, [shape, dim, keepdim](const Tensor& g) {
@@ -151,7 +151,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 // ---------------------------------------------------------------------------- softmax
 static Tensor softmax_op(bool log, const Tensor& x, int64_t dim) {
-  if (is_bf16(x)) return bf16_unary(x, [&](const Tensor& xf) { return softmax_op(log, xf, dim); });
+  if (is_bf16(x))
+    return detail::bf16_float32_op(x, [&](const Tensor& xf) { return softmax_op(log, xf, dim); });
   const char* name = log ? "log_softmax" : "softmax";
   detail::check_float(x, name);
   const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), name);
