@@ -79,8 +79,14 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   detail::check_defined(a, name);
   detail::check_defined(b, name);
   detail::check_same_device(a, b, name);
-  if (comparison && (is_bf16(a) || is_bf16(b)))  // exact: bfloat16 values are float32 values
-    return binary_forward(op, name, detail::upcast(a), detail::upcast(b), true);
+  // bfloat16 (see ops.h): computed in float32 on the exact upcast values, and an arithmetic
+  // result rounded to bfloat16 once when both operands are bfloat16 (PyTorch's promotion). The
+  // caller records the op on the bfloat16 operands, so its backward computes in bfloat16 too.
+  if (is_bf16(a) || is_bf16(b)) {
+    Tensor out = binary_forward(op, name, detail::upcast(a.detach()), detail::upcast(b.detach()),
+                                comparison);
+    return !comparison && is_bf16(a) && is_bf16(b) ? out.to(DType::BFloat16) : out;
+  }
   if (comparison) {
     LOOM_CHECK(a.dtype() == b.dtype(), "{}: dtypes {} and {} differ", name, dtype_name(a.dtype()),
                dtype_name(b.dtype()));
@@ -115,19 +121,16 @@ Tensor record_binary(const char* name, const Tensor& a, const Tensor& b, Tensor 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, add);
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b, false);
   return record_binary("add", a, b, out, [](const Tensor& g) { return std::pair{g, g}; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, sub);
   Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b, false);
   return record_binary("sub", a, b, out, [](const Tensor& g) { return std::pair{g, -g}; });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, mul);
   Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b, false);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   Tensor as = saved(a), bs = saved(b);
@@ -137,7 +140,6 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (is_bf16(a) || is_bf16(b)) return bf16_binary(a, b, div);
   Tensor out = binary_forward(BinaryOp::Div, "div", a, b, false);
   const bool need_b = b.requires_grad();
   Tensor bs = saved(b), ys = saved(out);
@@ -149,8 +151,6 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  if (is_bf16(a) || is_bf16(b))
-    return bf16_binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(x, y); });
   Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b, false);
   const bool need_b = b.requires_grad();
   Tensor as = saved(a), bs = saved(b), ys = saved(out);
@@ -163,8 +163,6 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 // Where a == b the gradient is split evenly between the two inputs, as in PyTorch.
 static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  if (is_bf16(a) || is_bf16(b))
-    return bf16_binary(a, b, [&](const Tensor& x, const Tensor& y) { return extremum(op, name, x, y); });
   Tensor out = binary_forward(op, name, a, b, false);
   Tensor as = saved(a), bs = saved(b);
   const bool is_max = op == BinaryOp::Maximum;

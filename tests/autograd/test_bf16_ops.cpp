@@ -30,7 +30,9 @@ int max_ulp_distance(const Tensor& a, const Tensor& b) {
   std::memcpy(x.data(), ca.raw_data(), x.size() * 2);
   std::memcpy(y.data(), cb.raw_data(), y.size() * 2);
   // Map sign-magnitude bits to a monotonic integer line, so neighbours differ by 1.
-  auto line = [](uint16_t v) { return v & 0x8000 ? -static_cast<int>(v & 0x7FFF) : static_cast<int>(v); };
+  auto line = [](uint16_t v) {
+    return v & 0x8000 ? -static_cast<int>(v & 0x7FFF) : static_cast<int>(v);
+  };
   int worst = 0;
   for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(line(x[i]) - line(y[i])));
   return worst;
@@ -61,7 +63,8 @@ TEST_CASE("golden: ops on bfloat16 match PyTorch's CPU bfloat16 results") {
       {"op_exp", [&](auto&) { return exp(in("op_a") / 4.0f); }, 1},
       {"op_tanh", [&](auto&) { return tanh(in("op_a")); }, 1},
       {"op_matmul", [&](auto&) { return matmul(in("op_m"), in("op_n")); }, 1},
-      {"op_matmul_bt", [&](auto&) { return matmul(in("op_m"), in("op_n").t().contiguous().t()); }, 1},
+      {"op_matmul_bt",
+       [&](auto&) { return matmul(in("op_m"), in("op_n").t().contiguous().t()); }, 1},
       {"op_sum", [&](auto&) { return sum(in("op_m")); }, 1},
       {"op_sum_dim0", [&](auto&) { return sum(in("op_m"), 0); }, 1},
       {"op_sum_dim1", [&](auto&) { return sum(in("op_m"), 1); }, 1},
@@ -164,7 +167,7 @@ TEST_CASE("every op on bfloat16 is within bfloat16 tolerance of the float32 op")
   }
 }
 
-TEST_CASE("bfloat16 comparisons and argmax compare the exact values; results are float32/int64") {
+TEST_CASE("bfloat16 comparisons and argmax compare the exact values and give float32 and int64") {
   Tensor x = tensor({1.0f, 1.0078125f, -2.0f, 5.0f}, {4}).to(DType::BFloat16);
   Tensor y = tensor({1.0f, 1.0f, -3.0f, 5.0f}, {4}).to(DType::BFloat16);
   CHECK(eq(x, y).dtype() == DType::Float32);
@@ -193,7 +196,8 @@ TEST_CASE("training through a bfloat16 forward: float32 master weights get gradi
   manual_seed(4);
   const Tensor x = randn({16, 12});
   const Tensor target = randint(0, 5, {16});
-  Tensor w1 = (randn({12, 32}) * 0.3f).requires_grad_(), w2 = (randn({32, 5}) * 0.3f).requires_grad_();
+  Tensor w1 = (randn({12, 32}) * 0.3f).requires_grad_();
+  Tensor w2 = (randn({32, 5}) * 0.3f).requires_grad_();
   auto loss_of = [&](bool bf16) {
     auto cast = [&](const Tensor& t) { return bf16 ? t.to(DType::BFloat16) : t; };
     Tensor h = gelu(matmul(cast(x), cast(w1)));      // (16, 32)
@@ -220,7 +224,8 @@ TEST_CASE("gradients of bfloat16 ops are bfloat16 and close to the float32 gradi
   Tensor xb = x32.to(DType::BFloat16).requires_grad_();
   Tensor xf = xb.detach().to(DType::Float32).requires_grad_();
   auto f = [](const Tensor& x) {
-    return sum(softmax(x, 1) * tanh(x)) + mean(matmul(x, x.t())) + sum(layer_norm(x, Tensor(), Tensor()) * x);
+    return sum(softmax(x, 1) * tanh(x)) + mean(matmul(x, x.t())) +
+           sum(layer_norm(x, Tensor(), Tensor()) * x);
   };
   f(xb).backward();
   f(xf).backward();

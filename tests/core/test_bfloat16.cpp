@@ -172,7 +172,8 @@ TEST_CASE("golden: float32 <-> bfloat16 conversions match PyTorch bit for bit") 
   const std::vector<float> back = want.to(DType::Float32).to_vector();
   const std::vector<float> torch_back = g.at("conv_back_f32").to_vector();
   for (size_t i = 0; i < back.size(); ++i)
-    if (!std::isnan(back[i])) bad += std::bit_cast<uint32_t>(back[i]) != std::bit_cast<uint32_t>(torch_back[i]);
+    if (!std::isnan(back[i]))
+      bad += std::bit_cast<uint32_t>(back[i]) != std::bit_cast<uint32_t>(torch_back[i]);
   CHECK(bad == 0);
 }
 
@@ -187,7 +188,7 @@ TEST_CASE("golden: int64 <-> bfloat16 conversions match PyTorch") {
   CHECK(full({2}, -2.75f, DType::BFloat16).to_vector_i64() == std::vector<int64_t>{-2, -2});
 }
 
-TEST_CASE("zeros, ones, full and empty make bfloat16 tensors; full rounds its value") {
+TEST_CASE("zeros, ones, full and empty make bfloat16 tensors, and full rounds its value") {
   CHECK(zeros({2, 3}, DType::BFloat16).dtype() == DType::BFloat16);
   CHECK(zeros({2, 3}, DType::BFloat16).to_vector() == std::vector<float>(6, 0.0f));
   CHECK(ones({4}, DType::BFloat16).to_vector() == std::vector<float>(4, 1.0f));
@@ -222,7 +223,8 @@ TEST_CASE("bfloat16 views, contiguous copies, cat and copy_/fill_ keep the exact
   const std::vector<float> t = x.t().contiguous().to_vector();
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t j = 0; j < 40; ++j) REQUIRE(t[j * 6 + i] == v[i * 40 + j]);
-  CHECK(cat({x.narrow(1, 10, 30), x.narrow(1, 0, 10)}, 1).to_vector() == x.roll(-10, 1).to_vector());
+  CHECK(cat({x.narrow(1, 10, 30), x.narrow(1, 0, 10)}, 1).to_vector() ==
+        x.roll(-10, 1).to_vector());
   Tensor y = zeros({6, 40}, DType::BFloat16);
   {
     NoGradGuard guard;

@@ -28,7 +28,7 @@ TEST_CASE("AutocastGuard turns autocast on for its scope, nests, and restores th
   CHECK_FALSE(autocast::is_enabled());
 }
 
-TEST_CASE("under autocast matmul and Linear run in bfloat16; softmax, layer_norm, sum and the "
+TEST_CASE("under autocast matmul and Linear run in bfloat16 while softmax, layer_norm, sum and the "
           "loss return float32") {
   manual_seed(7);
   const Tensor x = randn({4, 16}), w = randn({16, 8});
