@@ -3,11 +3,13 @@
 //   using namespace loom;
 #pragma once
 
+#include "core/bfloat16.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"

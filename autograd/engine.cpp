@@ -170,7 +170,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     }
     for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
       const Edge& e = node->inputs[i];
-      const Tensor& gi = input_grads[i];
+      Tensor gi = input_grads[i];
       if (!e.active() || !gi.defined()) continue;
       delivered[i] = true;
       if (e.node) {
@@ -180,9 +180,13 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         LOOM_CHECK(gi.shape() == leaf.shape(),
                    "backward: op '{}' produced a gradient of shape {} for an input of shape {}",
                    node->name, shape_str(gi.shape()), shape_str(leaf.shape()));
+        // A leaf's gradient has the leaf's dtype (PyTorch's engine casts it the same way).
+        if (gi.dtype() != leaf.dtype()) gi = gi.to(leaf.dtype());
         Tensor slot = leaf.grad();
-        if (slot.defined() && slot.is_contiguous() && gi.shape() == slot.shape() &&
-            slot.is_leaf()) {
+        if (slot.defined() && slot.dtype() != DType::Float32) {
+          leaf.set_grad(slot + gi);  // bfloat16: added in float32, rounded once
+        } else if (slot.defined() && slot.is_contiguous() && gi.shape() == slot.shape() &&
+                   slot.is_leaf()) {
           backend(slot.device()).axpy(1.0f, gi.contiguous(), slot);  // in place, no realloc
         } else {
           // Own the buffer: a gradient may alias a tensor saved by the graph.

@@ -1,6 +1,7 @@
 // Helpers shared by the op definitions in autograd/ops_*.cpp (not part of the public API).
 #pragma once
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"
@@ -57,5 +58,33 @@ inline Split3 split_at(const Shape& shape, int64_t dim) {
 
 // Saved for backward without creating a reference cycle through the output's grad_fn.
 inline Tensor saved(const Tensor& t) { return t.detach(); }
+
+// ---- bfloat16 (see "bfloat16" in autograd/ops.h): an op on bfloat16 tensors runs in float32 on
+// the upcast inputs and rounds its result to bfloat16 once. The casts are recorded ops, so the
+// gradient flows back through them with no backward of its own.
+inline bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == DType::BFloat16; }
+inline Tensor upcast(const Tensor& t) { return is_bf16(t) ? t.to(DType::Float32) : t; }
+
+// f(x) for a bfloat16 x: f(float32 x), rounded to bfloat16.
+template <class F>
+Tensor bf16_unary(const Tensor& x, const F& f) {
+  return f(upcast(x)).to(DType::BFloat16);
+}
+
+// f(a, b) with at least one bfloat16 operand, by PyTorch's type promotion: bfloat16 with
+// bfloat16 gives bfloat16, bfloat16 with float32 gives float32; computed in float32.
+// The ops PyTorch's autocast keeps in float32 (autograd/autocast.h): for a bfloat16 x, f(float32
+// x) as it is inside an AutocastGuard, rounded to bfloat16 outside one.
+template <class F>
+Tensor bf16_float32_op(const Tensor& x, const F& f) {
+  Tensor out = f(upcast(x));
+  return autocast::is_enabled() ? out : out.to(DType::BFloat16);
+}
+
+template <class F>
+Tensor bf16_binary(const Tensor& a, const Tensor& b, const F& f) {
+  Tensor out = f(upcast(a), upcast(b));
+  return is_bf16(a) && is_bf16(b) ? out.to(DType::BFloat16) : out;
+}
 
 }  // namespace loom::detail

@@ -11,6 +11,28 @@
 //     (layer_norm_backward) and cross_entropy (cross_entropy_backward).
 // All binary ops broadcast like NumPy/PyTorch.
 //
+// bfloat16
+// --------
+// A bfloat16 tensor (core/bfloat16.h) is made by x.to(DType::BFloat16) or zeros/ones/full with a
+// dtype, and goes back by .to(DType::Float32); the cast is differentiable both ways. The ops
+// below that compute on values take bfloat16 as PyTorch's CPU kernels do: the inputs are upcast
+// to float32 (exactly), the op runs in float32 (reductions, softmax, layer_norm and the loss
+// accumulate in float32) and the result is rounded to bfloat16 once. So bfloat16 @ bfloat16 is a
+// bfloat16 GEMM with float32 accumulation. Types promote as in PyTorch: bfloat16 with bfloat16
+// gives bfloat16, with float32 gives float32 (matmul wants equal dtypes), comparisons give
+// float32 masks; argmax/argmin give int64. Gradients of bfloat16 tensors are bfloat16. Taking
+// bfloat16: the arithmetic, the unary functions, comparisons, where, masked_fill, sum, mean,
+// max, min, argmax, argmin, var, softmax, log_softmax, matmul, layer_norm, cross_entropy,
+// dropout, embedding, tril, triu and every view, cat/stack/roll/contiguous/clone. The index
+// ops (index_select, gather, index_add, scatter_add) and the backend's kernels called directly
+// refuse it with a loom::Error naming the op and the dtype. The backends keep only
+// copy (the conversions) and fill for bfloat16, on the CPU; CUDA refuses bfloat16 tensors in
+// every kernel (moving them between devices works) until it gets its own conversion and
+// cublasGemmEx kernels: this composite is the reference they will be tested against.
+// Inside an AutocastGuard (autograd/autocast.h) matmul casts float32 operands to bfloat16, and
+// softmax, log_softmax, layer_norm, cross_entropy, sum, exp, log, rsqrt and pow return their
+// float32 result for bfloat16 inputs instead of rounding it.
+//
 // How to add an op
 // ----------------
 // 1. Compose it from the ops below if you can (tinygrad's rule: few primitives, composites on
@@ -69,6 +91,10 @@ Tensor scalar_tensor(float value, Device device = Device::CPU); // 0-d float32
 Tensor zeros(Shape shape, Device device = Device::CPU);
 Tensor ones(Shape shape, Device device = Device::CPU);
 Tensor full(Shape shape, float value, Device device = Device::CPU);
+// The same of a given dtype (float32, bfloat16: the value rounded to nearest even; int64).
+Tensor zeros(Shape shape, DType dtype, Device device = Device::CPU);
+Tensor ones(Shape shape, DType dtype, Device device = Device::CPU);
+Tensor full(Shape shape, float value, DType dtype, Device device = Device::CPU);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor randn(Shape shape, Device device = Device::CPU);   // N(0,1) from the global generator

@@ -39,11 +39,21 @@ Tensor tensor_i64(std::vector<int64_t> values, Shape shape) {
   return out;
 }
 
-Tensor full(Shape shape, float value, Device device) {
+Tensor full(Shape shape, float value, DType dtype, Device device) {
   check_shape(shape, "full");
-  Tensor out = Tensor::empty(shape, DType::Float32, device);
+  Tensor out = Tensor::empty(shape, dtype, device);
   backend(device).fill(out, value);
   return out;
+}
+
+Tensor full(Shape shape, float value, Device device) {
+  return full(std::move(shape), value, DType::Float32, device);
+}
+Tensor zeros(Shape shape, DType dtype, Device device) {
+  return full(std::move(shape), 0.0f, dtype, device);
+}
+Tensor ones(Shape shape, DType dtype, Device device) {
+  return full(std::move(shape), 1.0f, dtype, device);
 }
 
 Tensor scalar_tensor(float value, Device device) { return full({}, value, device); }

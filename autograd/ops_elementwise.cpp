@@ -3,13 +3,23 @@
 
 namespace loom {
 
+using detail::bf16_binary;
+using detail::bf16_unary;
 using detail::broadcast_view;
+using detail::is_bf16;
 using detail::saved;
 
 // ---------------------------------------------------------------------------- unary
 namespace {
 
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, float b = 0.0f) {
+  if (is_bf16(x)) {
+    auto f = [&](const Tensor& xf) { return unary_op(op, name, xf, a, b); };
+    // exp, log, rsqrt and pow are on autocast's float32 list (autograd/autocast.h).
+    const bool float32_op =
+        op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Rsqrt || op == UnaryOp::Pow;
+    return float32_op ? detail::bf16_float32_op(x, f) : bf16_unary(x, f);
+  }
   detail::check_float(x, name);
   Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
   backend(x.device()).unary(op, x, out, a, b);
@@ -69,6 +79,14 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   detail::check_defined(a, name);
   detail::check_defined(b, name);
   detail::check_same_device(a, b, name);
+  // bfloat16 (see ops.h): computed in float32 on the exact upcast values, and an arithmetic
+  // result rounded to bfloat16 once when both operands are bfloat16 (PyTorch's promotion). The
+  // caller records the op on the bfloat16 operands, so its backward computes in bfloat16 too.
+  if (is_bf16(a) || is_bf16(b)) {
+    Tensor out = binary_forward(op, name, detail::upcast(a.detach()), detail::upcast(b.detach()),
+                                comparison);
+    return !comparison && is_bf16(a) && is_bf16(b) ? out.to(DType::BFloat16) : out;
+  }
   if (comparison) {
     LOOM_CHECK(a.dtype() == b.dtype(), "{}: dtypes {} and {} differ", name, dtype_name(a.dtype()),
                dtype_name(b.dtype()));
@@ -187,6 +205,8 @@ Tensor gt(const Tensor& a, float b) { return gt(a, scalar_like(a, b, "gt")); }
 // ---------------------------------------------------------------------------- selection
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_defined(cond, "where");
+  if (is_bf16(a) || is_bf16(b))
+    return bf16_binary(a, b, [&](const Tensor& x, const Tensor& y) { return where(cond, x, y); });
   detail::check_float(a, "where");
   detail::check_float(b, "where");
   detail::check_same_device(a, b, "where");
@@ -208,6 +228,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+  if (is_bf16(x))
+    return bf16_unary(x, [&](const Tensor& xf) { return masked_fill(xf, mask, value); });
   detail::check_float(x, "masked_fill");
   detail::check_defined(mask, "masked_fill");
   LOOM_CHECK(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape(),

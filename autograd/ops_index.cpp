@@ -98,6 +98,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  if (detail::is_bf16(weight))  // rows are copied exactly: a bfloat16 table gives bfloat16 rows
+    return detail::bf16_unary(weight, [&](const Tensor& w) { return embedding(w, ids); });
   detail::check_float(weight, "embedding");
   check_index(ids, "embedding");
   LOOM_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num, dim], got shape {}",

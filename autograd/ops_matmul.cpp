@@ -141,6 +141,13 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
+  // bfloat16 operands, and float32 ones under autocast, take the composite path: matmul (below)
+  // knows both rules.
+  if (autocast::is_enabled() || (x.defined() && detail::is_bf16(x)) ||
+      (weight.defined() && detail::is_bf16(weight))) {
+    const Tensor y = matmul(x, weight.t());
+    return bias.defined() ? y + bias : y;
+  }
   detail::check_float(x, "linear");
   detail::check_float(weight, "linear");
   detail::check_same_device(x, weight, "linear");
@@ -181,7 +188,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return y.reshape(out_shape);  // [..., out]
 }
 
+// bfloat16 @ bfloat16 (see ops.h): the products of bfloat16 values are exact in float32, so the
+// float32 GEMM of the upcast operands is a bfloat16 GEMM with float32 accumulation (what
+// cublasGemmEx does on tensor cores); the result is rounded to bfloat16 once. As in PyTorch the
+// two operands must have the same dtype.
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined(a, "matmul");
+  detail::check_defined(b, "matmul");
+  // Under autocast (autograd/autocast.h) float32 operands are multiplied in bfloat16.
+  if (autocast::is_enabled() && is_floating_point(a.dtype()) && is_floating_point(b.dtype()) &&
+      (a.dtype() == DType::Float32 || b.dtype() == DType::Float32))
+    return matmul(a.to(autocast::get_dtype()), b.to(autocast::get_dtype()));
+  if (detail::is_bf16(a) || detail::is_bf16(b)) {
+    LOOM_CHECK(a.dtype() == b.dtype(),
+               "matmul: operands of dtypes {} and {} (shapes {} and {}); cast one so they match",
+               dtype_name(a.dtype()), dtype_name(b.dtype()), shape_str(a.shape()),
+               shape_str(b.shape()));
+    return detail::bf16_binary(a, b, [](const Tensor& x, const Tensor& y) {
+      AutocastGuard float32(false);  // the upcast product itself must not be autocast again
+      return matmul(x, y);
+    });
+  }
   detail::check_float(a, "matmul");
   detail::check_float(b, "matmul");
   detail::check_same_device(a, b, "matmul");

@@ -5,7 +5,13 @@
 namespace loom {
 
 // Ba et al. 2016: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim.
+// A bfloat16 input (see ops.h) is normalised in float32 (with float32 or bfloat16 weight and
+// bias) and the result rounded to bfloat16; the statistics are float32 throughout.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  if (detail::is_bf16(x) || detail::is_bf16(weight) || detail::is_bf16(bias)) {
+    Tensor y = layer_norm(detail::upcast(x), detail::upcast(weight), detail::upcast(bias), eps);
+    return detail::is_bf16(x) && !autocast::is_enabled() ? y.to(DType::BFloat16) : y;
+  }
   detail::check_float(x, "layer_norm");
   LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim, got shape {}",
              shape_str(x.shape()));
@@ -39,6 +45,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing) {
+  if (detail::is_bf16(logits))  // log-sum-exp and the mean in float32; the loss is bfloat16
+    return detail::bf16_float32_op(logits, [&](const Tensor& xf) {
+      return cross_entropy(xf, target, ignore_index, label_smoothing);
+    });
   detail::check_float(logits, "cross_entropy");
   detail::check_defined(target, "cross_entropy");
   detail::check_same_device(logits, target, "cross_entropy");
@@ -75,7 +85,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 // Inverted dropout (Srivastava et al. 2014): zero each element with probability p and scale
 // the survivors by 1/(1-p), so evaluation needs no rescaling.
 Tensor dropout(const Tensor& x, float p, bool training) {
-  detail::check_float(x, "dropout");
+  if (detail::is_bf16(x) && training && p > 0.0f)
+    return detail::bf16_unary(x, [&](const Tensor& xf) { return dropout(xf, p, training); });
+  if (!detail::is_bf16(x)) detail::check_float(x, "dropout");
   LOOM_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability {} outside [0, 1]", p);
   if (!training || p == 0.0f) return x;
   if (p == 1.0f) return x * 0.0f;

@@ -3,6 +3,8 @@
 
 namespace loom {
 
+using detail::bf16_unary;
+using detail::is_bf16;
 using detail::saved;
 
 namespace {
@@ -38,8 +40,11 @@ Tensor unreduce(const Tensor& g, const Shape& in_shape, int64_t dim, bool keepdi
 
 }  // namespace
 
+// bfloat16 inputs (see ops.h) are reduced in float32, accumulating as float32 inputs are, and
+// the result is rounded to bfloat16 once; argmax/argmin compare the exact upcast values.
 Tensor sum(const Tensor& x) {
   detail::check_defined(x, "sum");
+  if (is_bf16(x)) return detail::bf16_float32_op(x, [](const Tensor& xf) { return sum(xf); });
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x.detach().reshape({1, x.numel()}), 1, false)
                    .reshape({});
   const Shape shape = x.shape();
@@ -48,6 +53,8 @@ Tensor sum(const Tensor& x) {
 }
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
+  if (is_bf16(x))
+    return detail::bf16_float32_op(x, [&](const Tensor& xf) { return sum(xf, dim, keepdim); });
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x, dim, keepdim);
   const Shape shape = x.shape();
   return autograd::record("sum", {x}, out, [shape, dim, keepdim](const Tensor& g) {
@@ -56,12 +63,15 @@ Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x) {
+  if (is_bf16(x)) return bf16_unary(x, [](const Tensor& xf) { return mean(xf); });
   detail::check_float(x, "mean");
   LOOM_CHECK(x.numel() > 0, "mean: empty tensor of shape {}", shape_str(x.shape()));
   return sum(x) * (1.0f / static_cast<float>(x.numel()));
 }
 
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
+  if (is_bf16(x))
+    return bf16_unary(x, [&](const Tensor& xf) { return mean(xf, dim, keepdim); });
   detail::check_float(x, "mean");
   const int64_t d = wrap_dim(dim, x.dim(), "mean");
   const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
@@ -71,6 +81,8 @@ Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
 
 // max/min along a dim: the gradient flows to the (first) arg-extremum, as in PyTorch.
 static Tensor extremum_dim(bool is_max, const Tensor& x, int64_t dim, bool keepdim) {
+  if (is_bf16(x))
+    return bf16_unary(x, [&](const Tensor& xf) { return extremum_dim(is_max, xf, dim, keepdim); });
   const char* name = is_max ? "max" : "min";
   Tensor out = reduce_forward(is_max ? ReduceOp::Max : ReduceOp::Min, name, x, dim, keepdim);
   if (!autograd::any_requires_grad({x})) return out;
@@ -88,6 +100,7 @@ Tensor min(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim(fal
 
 // The maximum of all elements; ties share the gradient evenly (PyTorch's rule for max()).
 Tensor max(const Tensor& x) {
+  if (is_bf16(x)) return bf16_unary(x, [](const Tensor& xf) { return max(xf); });
   detail::check_float(x, "max");
   LOOM_CHECK(x.numel() > 0, "max: empty tensor of shape {}", shape_str(x.shape()));
   Tensor out = reduce_forward(ReduceOp::Max, "max", x.detach().reshape({1, x.numel()}), 1, false)
@@ -100,13 +113,15 @@ Tensor max(const Tensor& x) {
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  return reduce_forward(ReduceOp::ArgMax, "argmax", x, dim, keepdim);
+  return reduce_forward(ReduceOp::ArgMax, "argmax", detail::upcast(x), dim, keepdim);
 }
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
-  return reduce_forward(ReduceOp::ArgMin, "argmin", x, dim, keepdim);
+  return reduce_forward(ReduceOp::ArgMin, "argmin", detail::upcast(x), dim, keepdim);
 }
 
 Tensor var(const Tensor& x, int64_t dim, bool unbiased, bool keepdim) {
+  if (is_bf16(x))
+    return bf16_unary(x, [&](const Tensor& xf) { return var(xf, dim, unbiased, keepdim); });
   detail::check_float(x, "var");
   const int64_t d = wrap_dim(dim, x.dim(), "var");
   const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
@@ -136,6 +151,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 // ---------------------------------------------------------------------------- softmax
 static Tensor softmax_op(bool log, const Tensor& x, int64_t dim) {
+  if (is_bf16(x))
+    return detail::bf16_float32_op(x, [&](const Tensor& xf) { return softmax_op(log, xf, dim); });
   const char* name = log ? "log_softmax" : "softmax";
   detail::check_float(x, name);
   const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), name);

@@ -121,7 +121,7 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   const Shape in_shape = this->shape();
   Tensor v = make_view(*this, shape, strides(), offset() + start * strides()[d]);
   return record_view("narrow", *this, v, [in_shape, d, start, length](const Tensor& g) {
-    Tensor gx = zeros(in_shape, g.device());
+    Tensor gx = zeros(in_shape, g.dtype(), g.device());
     gx.narrow(d, start, length).copy_(g);
     return gx;
   });
@@ -303,6 +303,8 @@ Tensor roll(const Tensor& x, std::vector<int64_t> shifts, std::vector<int64_t> d
 // ---------------------------------------------------------------------------- tril, triu
 // Keeps x where (col - row) <= k (tril) or >= k (triu), zero elsewhere; x is [..., R, C].
 static Tensor triangle(const Tensor& x, int64_t k, bool lower) {
+  if (detail::is_bf16(x))
+    return detail::bf16_unary(x, [&](const Tensor& xf) { return triangle(xf, k, lower); });
   const char* name = lower ? "tril" : "triu";
   detail::check_float(x, name);
   LOOM_CHECK(x.dim() >= 2, "{}: expects at least 2 dims, got shape {}", name, shape_str(x.shape()));

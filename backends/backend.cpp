@@ -12,14 +12,29 @@ namespace loom {
 namespace {
 
 // The checks of one call; `op` names the call in every message, `name` the argument at fault.
+// bfloat16 tensors reach only copy and fill (`bfloat16` set), and only on the CPU so far: the
+// other kernels would read their 2-byte elements as float32 or int64, so they refuse them.
 struct Contract {
   Device device;
   const char* op;
+  bool bfloat16;
+
+  Contract(Device d, const char* name, bool takes_bfloat16 = false)
+      : device(d), op(name), bfloat16(takes_bfloat16) {}
 
   void on_device(const Tensor& t, const char* name) const {
     LOOM_CHECK(t.defined(), "{}: {} is an undefined tensor", op, name);
     LOOM_CHECK(t.device() == device, "{}: {} is on {}, expected {}", op, name,
                device_name(t.device()), device_name(device));
+    if (t.dtype() != DType::BFloat16) return;
+    LOOM_CHECK(bfloat16,
+               "{}: {} (shape {}) is bfloat16, which this kernel does not take (float32 or "
+               "int64); bfloat16 ops compute in float32 (see autograd/ops.h)",
+               op, name, shape_str(t.shape()));
+    LOOM_CHECK(device == Device::CPU,
+               "{}: {} (shape {}) is bfloat16 on {}, which has no bfloat16 kernels yet; convert "
+               "it on the CPU",
+               op, name, shape_str(t.shape()), device_name(device));
   }
   void dtype(const Tensor& t, DType dtype, const char* name) const {
     on_device(t, name);
@@ -110,7 +125,7 @@ Tensor Backend::contiguous(const Tensor& t) {
 
 // ---------------------------------------------------------------------------- layout and fill
 void Backend::copy(const Tensor& src, Tensor& dst) {
-  const Contract c{device_, "copy"};
+  const Contract c{device_, "copy", true};
   c.on_device(src, "src");
   c.on_device(dst, "dst");
   c.same_shape(src, dst, "src");
@@ -118,7 +133,7 @@ void Backend::copy(const Tensor& src, Tensor& dst) {
 }
 
 void Backend::fill(Tensor& dst, double value) {
-  Contract{device_, "fill"}.on_device(dst, "dst");
+  Contract{device_, "fill", true}.on_device(dst, "dst");
   if (dst.numel() > 0) fill_impl(dst, value);
 }
 

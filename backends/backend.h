@@ -5,7 +5,8 @@
 // devices at fault:
 //   * Every tensor is defined and on the backend's device; float32 unless stated (int64 for
 //     indices and targets; copy, fill, where, comparisons, reductions and index kernels also
-//     take int64 data).
+//     take int64 data). bfloat16 tensors are taken by copy (any dtype to any) and fill only,
+//     and so far only by the CPU: the ops on them compute in float32 (autograd/ops.h).
 //   * `out` tensors are allocated by the caller, on the same device as the inputs, with the
 //     stated shape or element count; outputs of row-wise kernels (reductions, softmax, index,
 //     the nn kernels, axpy, rand, adam) must be contiguous.

@@ -169,19 +169,25 @@ Tensor Tensor::to(Device target) const {
                           [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
+// Between float32 and bfloat16 the cast is differentiable, as in PyTorch: its gradient is the
+// incoming gradient cast back to the source dtype. Conversions to or from int64 are not (int64
+// has no gradient).
 Tensor Tensor::to(DType target) const {
   checked(impl_, "to");
   if (dtype() == target) return *this;
   Tensor out = Tensor::empty(shape(), target, device());
   backend(device()).copy(*this, out);
-  return out;  // dtype conversions are not differentiable (int64 has no gradient)
+  if (!is_floating_point(dtype()) || !is_floating_point(target)) return out;
+  const DType from = dtype();
+  return autograd::record("to", {*this}, out,
+                          [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
 // ---------------------------------------------------------------------------- autograd
 Tensor& Tensor::requires_grad_(bool on) {
   TensorImpl& t = checked(impl_, "requires_grad_");
-  LOOM_CHECK(!on || t.dtype() == DType::Float32,
-             "requires_grad_: only float32 tensors can require gradients (got {})",
+  LOOM_CHECK(!on || is_floating_point(t.dtype()),
+             "requires_grad_: only float32 and bfloat16 tensors can require gradients (got {})",
              dtype_name(t.dtype()));
   LOOM_CHECK(t.grad_fn() == nullptr,
              "requires_grad_: can only be set on leaf tensors (this one was produced by '{}'); "
@@ -228,7 +234,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
                "backward: grad can be implicitly created only for one-element outputs; this "
                "tensor has shape {} (pass a gradient tensor)",
                shape_str(t.shape()));
-    g = ones(t.shape(), device());
+    g = ones(t.shape(), t.dtype(), device());
   }
   LOOM_CHECK(g.shape() == t.shape(), "backward: gradient shape {} does not match tensor shape {}",
              shape_str(g.shape()), shape_str(t.shape()));
@@ -294,8 +300,12 @@ Tensor& Tensor::add_(const Tensor& other, float alpha) {
 
 Tensor& Tensor::mul_(float value) {
   check_inplace(*this, "mul_");
-  Tensor out = Tensor::empty(shape(), dtype(), device());
-  backend(device()).unary(UnaryOp::Affine, *this, out, value, 0.0f);
+  LOOM_CHECK(is_floating_point(dtype()), "mul_: needs a float32 or bfloat16 tensor, got {}",
+             dtype_name(dtype()));
+  // bfloat16 is scaled in float32 and rounded back once, as PyTorch does.
+  Tensor x = dtype() == DType::Float32 ? *this : detach().to(DType::Float32);
+  Tensor out = Tensor::empty(shape(), DType::Float32, device());
+  backend(device()).unary(UnaryOp::Affine, x, out, value, 0.0f);
   backend(device()).copy(out, *this);
   return *this;
 }
@@ -304,7 +314,7 @@ Tensor& Tensor::mul_(float value) {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   const Shape& shape = t.shape();
-  const bool is_float = t.dtype() == DType::Float32;
+  const bool is_float = is_floating_point(t.dtype());
   const std::vector<float> f = is_float ? t.to_vector() : std::vector<float>{};
   const std::vector<int64_t> i = is_float ? std::vector<int64_t>{} : t.to_vector_i64();
   const int64_t n = t.numel(), limit = 6;  // elements shown per dim before "..."
@@ -330,7 +340,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (n > 0 || shape.empty()) print(print, 0, 0);
   else out += "[]";
   out += fmt::format(", shape={}", shape_str(shape));
-  if (!is_float) out += ", dtype=int64";
+  if (t.dtype() != DType::Float32) out += fmt::format(", dtype={}", dtype_name(t.dtype()));
   if (t.device() != Device::CPU) out += ", device=cuda";
   if (t.requires_grad()) out += ", requires_grad=True";
   return os << out << ")";

@@ -14,6 +14,10 @@ void ProcessGroup::check_tensor(const char* op, const Tensor& tensor) const {
              device_name(tensor.device()));
   LOOM_CHECK(tensor.is_contiguous(), "{}: the tensor of shape {} is not contiguous", op,
              shape_str(tensor.shape()));
+  LOOM_CHECK(tensor.dtype() != DType::BFloat16,
+             "{}: the tensor of shape {} is bfloat16, which process groups do not reduce yet; "
+             "communicate in float32",
+             op, shape_str(tensor.shape()));
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {

@@ -100,7 +100,8 @@ Tensor causal_mask(int64_t size, Device device = Device::CPU);
 Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t query_offset = 0,
                    Device device = Device::CPU);
 // A boolean mask turned additive: int64, nonzero = blocked (PyTorch's bool True) -> 0/-inf of
-// the same shape. A float mask is already additive and is returned as it is.
+// the same shape. A float32 mask is already additive and is returned as it is (a bfloat16 one
+// as float32).
 Tensor additive_mask(const Tensor& mask);
 // A key padding mask [B, T_k] (int64 nonzero = padding, or float additive, like PyTorch's
 // key_padding_mask) -> the additive mask [B, 1, 1, T_k], which blocks the padded keys of each

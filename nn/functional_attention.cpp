@@ -117,6 +117,7 @@ Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t query_offset, Device de
 Tensor additive_mask(const Tensor& mask) {
   LOOM_CHECK(mask.defined(), "additive_mask: undefined mask");
   if (mask.dtype() == DType::Float32) return mask;
+  if (mask.dtype() == DType::BFloat16) return mask.to(DType::Float32);  // already additive
   // Boolean convention (int64): nonzero = blocked, as a PyTorch bool mask's True.
   const Tensor blocked = mask.to(DType::Float32);
   return masked_fill(zeros(mask.shape(), mask.device()), blocked, -kInf);

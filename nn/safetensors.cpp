@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "core/bfloat16.h"
 #include "core/error.h"
 
 namespace loom::nn {
@@ -196,9 +197,6 @@ float half_to_float(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-// bfloat16 is the top half of a float32, so widening is a shift.
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
 template <typename From, typename To, typename Convert>
 void convert_elements(const unsigned char* src, void* dst, int64_t n, Convert convert) {
   To* out = static_cast<To*>(dst);
@@ -217,7 +215,7 @@ void convert_to_loom(FileDType type, const unsigned char* src, void* dst, int64_
       convert_elements<uint16_t, float>(src, dst, n, half_to_float);
       break;
     case FileDType::BF16:
-      convert_elements<uint16_t, float>(src, dst, n, bf16_to_float);
+      convert_elements<uint16_t, float>(src, dst, n, bfloat16_bits_to_float);  // exact
       break;
     case FileDType::F64:
       convert_elements<double, float>(src, dst, n, [](double v) { return static_cast<float>(v); });
@@ -376,12 +374,15 @@ void read_exact(std::FILE* f, void* dst, size_t bytes, uint64_t at, const std::s
       path, what, bytes, at);
 }
 
-// Reads one tensor's bytes into a new contiguous CPU tensor, widening narrow dtypes.
-Tensor read_tensor(std::FILE* f, const Entry& e, uint64_t data_start, const std::string& path) {
-  Tensor t = Tensor::empty(e.shape, e.dtype->target, Device::CPU);
+// Reads one tensor's bytes into a new contiguous CPU tensor, widening narrow dtypes (BF16 is
+// kept as it is stored when keep_bfloat16 is set).
+Tensor read_tensor(std::FILE* f, const Entry& e, uint64_t data_start, const std::string& path,
+                   bool keep_bfloat16) {
+  const bool keep = keep_bfloat16 && e.dtype->type == FileDType::BF16;
+  Tensor t = Tensor::empty(e.shape, keep ? DType::BFloat16 : e.dtype->target, Device::CPU);
   const size_t bytes = e.end - e.begin;
   const std::string what = "tensor '" + e.name + "'";
-  if (e.dtype->type == FileDType::F32 || e.dtype->type == FileDType::I64) {
+  if (keep || e.dtype->type == FileDType::F32 || e.dtype->type == FileDType::I64) {
     read_exact(f, t.raw_data(), bytes, data_start + e.begin, path, what);
   } else {
     std::vector<unsigned char> raw(bytes);
@@ -447,12 +448,13 @@ Header read_header(const std::string& path) {
 }  // namespace
 
 std::map<std::string, Tensor> read_safetensors(const std::string& path,
-                                               std::map<std::string, std::string>* metadata) {
+                                               std::map<std::string, std::string>* metadata,
+                                               bool keep_bfloat16) {
   Header h = read_header(path);
   // 3. The data, read directly into each tensor's storage.
   std::map<std::string, Tensor> tensors;
   for (const Entry& e : h.entries)
-    tensors.emplace(e.name, read_tensor(h.file.get(), e, h.data_start, path));
+    tensors.emplace(e.name, read_tensor(h.file.get(), e, h.data_start, path, keep_bfloat16));
   if (metadata) *metadata = std::move(h.metadata);
   return tensors;
 }
@@ -465,7 +467,17 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
 
 namespace {
 
-const char* file_dtype_name(DType t) { return t == DType::Float32 ? "F32" : "I64"; }
+const char* file_dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return "F32";
+    case DType::Int64:
+      return "I64";
+    case DType::BFloat16:
+      return "BF16";
+  }
+  LOOM_FAIL("write_safetensors: unknown dtype {}", static_cast<int>(t));
+}
 
 struct Prepared {
   std::string name;

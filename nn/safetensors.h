@@ -9,9 +9,10 @@
 //   [rest]     the data buffer: each tensor's elements, row-major, little-endian, at
 //              [begin, end) relative to the start of the buffer
 //
-// loom keeps values in float32 and indices in int64, so reading converts F16/BF16/F64 to
-// float32 and BOOL/U8/I8/I16/I32 to int64 (real checkpoints contain them); writing always
-// produces F32 or I64.
+// loom computes on values in float32 and keeps indices in int64, so reading converts F16/BF16/F64
+// to float32 and BOOL/U8/I8/I16/I32 to int64 (real checkpoints contain them); BF16 can instead be
+// kept as bfloat16 tensors, bit for bit (keep_bfloat16). Writing produces F32, I64 or, for
+// bfloat16 tensors, BF16.
 #pragma once
 
 #include <map>
@@ -27,9 +28,11 @@ namespace loom::nn {
 // receives the "__metadata__" entries (cleared first). Throws loom::Error naming the file and
 // what is wrong: missing or unreadable file, bad header length, malformed JSON, unknown dtype,
 // data offsets that are out of range, overlap or disagree with shape and dtype, truncated data,
-// a key twice in one JSON object, metadata values that are not strings.
+// a key twice in one JSON object, metadata values that are not strings. BF16 entries are read
+// as float32 (exactly), or as bfloat16 tensors when keep_bfloat16 is set.
 std::map<std::string, Tensor> read_safetensors(
-    const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+    const std::string& path, std::map<std::string, std::string>* metadata = nullptr,
+    bool keep_bfloat16 = false);
 
 // Only the "__metadata__" entries, without reading any tensor data; the header is validated as
 // read_safetensors does (a file it accepts is one read_safetensors accepts, short of truncated

@@ -1,6 +1,6 @@
 // CPU memory: 64-byte aligned blocks (one cache line, one AVX-512 register) through the caching
 // allocator, host copies, the strided copy with dtype conversion behind
-// contiguous()/copy_()/to(dtype), and fill.
+// contiguous()/copy_()/to(dtype) (float32, int64 and bfloat16, each to each), and fill.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/loops.h"
+#include "core/bfloat16.h"
 
 namespace loom {
 
@@ -26,12 +27,35 @@ inline int64_t float_to_int64(float x) {
   return ok ? static_cast<int64_t>(ok ? x : 0.0f) : std::numeric_limits<int64_t>::min();
 }
 
+// bfloat16 converts through float32, as PyTorch's does: to it by rounding to nearest even
+// (core/bfloat16.h), from it exactly; an int64 goes to float32 first (rounding), then to bfloat16.
+// A copy between equal dtypes moves bits (a bfloat16 NaN keeps its payload).
 template <class To, class From>
 inline To convert(From x) {
-  if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, float>)
+  if constexpr (std::is_same_v<To, From>)
+    return x;
+  else if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, float>)
     return float_to_int64(x);
+  else if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, BFloat16>)
+    return float_to_int64(static_cast<float>(x));
+  else if constexpr (std::is_same_v<To, BFloat16>)
+    return BFloat16(static_cast<float>(x));
   else
     return static_cast<To>(x);
+}
+
+// Calls fn(T{}) with T the element type of `dtype`.
+template <class Fn>
+void visit_dtype(DType dtype, const Fn& fn) {
+  switch (dtype) {
+    case DType::Float32:
+      return fn(float{});
+    case DType::Int64:
+      return fn(int64_t{});
+    case DType::BFloat16:
+      return fn(BFloat16{});
+  }
+  LOOM_FAIL("copy: unknown dtype {}", static_cast<int>(dtype));
 }
 
 // dst[i] = convert(src[i]) over one run (ptrs/steps as in cpu::StridedIter).
@@ -160,18 +184,22 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 
 void CpuBackend::copy_impl(const Tensor& src, Tensor& dst) {
   const cpu::StridedIter<2> iter({&dst, &src}, "copy");
-  const bool src_f = src.dtype() == DType::Float32, dst_f = dst.dtype() == DType::Float32;
-  if (dst_f && src_f && blocked_transpose<float>(iter)) return;
-  if (!dst_f && !src_f && blocked_transpose<int64_t>(iter)) return;
-  if (dst_f && src_f) iter.for_each(cpu::kGrainCheap, copy_run<float, float>);
-  if (dst_f && !src_f) iter.for_each(cpu::kGrainCheap, copy_run<float, int64_t>);
-  if (!dst_f && src_f) iter.for_each(cpu::kGrainCheap, copy_run<int64_t, float>);
-  if (!dst_f && !src_f) iter.for_each(cpu::kGrainCheap, copy_run<int64_t, int64_t>);
+  visit_dtype(dst.dtype(), [&]([[maybe_unused]] auto to) {
+    visit_dtype(src.dtype(), [&]([[maybe_unused]] auto from) {
+      using To = decltype(to);
+      using From = decltype(from);
+      if constexpr (std::is_same_v<To, From>)
+        if (blocked_transpose<To>(iter)) return;
+      iter.for_each(cpu::kGrainCheap, copy_run<To, From>);
+    });
+  });
 }
 
 void CpuBackend::fill_impl(Tensor& dst, double value) {
   if (dst.dtype() == DType::Float32)
     fill_typed<float>(dst, static_cast<float>(value));
+  else if (dst.dtype() == DType::BFloat16)
+    fill_typed<BFloat16>(dst, BFloat16(static_cast<float>(value)));
   else
     fill_typed<int64_t>(dst, static_cast<int64_t>(value));
 }

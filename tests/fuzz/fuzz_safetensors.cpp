@@ -7,6 +7,7 @@
 //   With libFuzzer: scripts/fuzz.sh (clang, -DLOOM_FUZZ=ON -DLOOM_SANITIZE=ON).
 //
 // The corpus is written by tests/fuzz/make_corpus.py.
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,13 @@ bool accept(const uint8_t* data, size_t size, std::string& why) {
         // The header-only reader must agree with the full one on an accepted file.
         if (loom::nn::read_safetensors_metadata(path) != metadata)
           throw std::logic_error("read_safetensors_metadata disagrees with read_safetensors");
+        // Kept as bfloat16, a BF16 entry holds the bits that widen to the float32 it reads as.
+        for (const auto& [name, kept] : loom::nn::read_safetensors(path, nullptr, true)) {
+          if (kept.dtype() != loom::DType::BFloat16) continue;
+          const loom::Tensor widened = kept.to(loom::DType::Float32), read = tensors.at(name);
+          if (std::memcmp(widened.raw_data(), read.raw_data(), 4 * read.numel()) != 0)
+            throw std::logic_error("BF16 tensor '" + name + "' kept and widened disagree");
+        }
       },
       why);
 }

@@ -69,6 +69,16 @@ cases.update({
     "valid_rank_64": file_bytes(dumps({"w": entry("F32", [1] * 64, 0, 4)}), f32[:4]),
 })
 
+# BF16, also read as bfloat16 tensors (keep_bfloat16): specials, and entries of the wrong size.
+bf16 = struct.pack("<6H", 0x7F80, 0xFF80, 0x7FC1, 0x0001, 0x8000, 0x3EAB)
+cases.update({
+    "valid_bf16_specials": file_bytes(
+        dumps({"s": entry("BF16", [2, 3], 0, 12), "f": entry("F32", [1], 12, 16)}),
+        bf16 + f32[:4]),
+    "bad_bf16_size_mismatch": file_bytes(dumps({"s": entry("BF16", [3], 0, 4)}), bf16[:4]),
+    "bad_bf16_truncated": file_bytes(dumps({"s": entry("BF16", [6], 0, 12)}), bf16[:10]),
+})
+
 os.makedirs(OUT, exist_ok=True)
 for name, data in sorted(cases.items()):
     with open(os.path.join(OUT, name + ".safetensors"), "wb") as f:

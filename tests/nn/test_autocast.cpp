@@ -1,0 +1,135 @@
+// Autocast (autograd/autocast.h, PyTorch's torch.autocast with dtype=torch.bfloat16): the scope
+// nests and restores; inside it matmul and Linear compute in bfloat16 with float32 accumulation
+// while softmax, layer_norm, cross_entropy and sum return float32; outside nothing changes; and
+// an MLP and a tiny GPT trained a few steps under autocast, float32 master weights and AdamW
+// state, follow the float32 loss.
+#include <cmath>
+
+#include "test_util.h"
+
+using namespace loom;
+using loom::testing::check_close;
+using loom::testing::expect_error;
+
+TEST_CASE("AutocastGuard turns autocast on for its scope, nests, and restores the state") {
+  CHECK_FALSE(autocast::is_enabled());
+  {
+    AutocastGuard amp;
+    CHECK(autocast::is_enabled());
+    CHECK(autocast::get_dtype() == DType::BFloat16);
+    {
+      AutocastGuard off(false);
+      CHECK_FALSE(autocast::is_enabled());
+    }
+    CHECK(autocast::is_enabled());
+  }
+  CHECK_FALSE(autocast::is_enabled());
+  expect_error([] { AutocastGuard amp(true, DType::Float32); }, {"AutocastGuard", "float32"});
+  CHECK_FALSE(autocast::is_enabled());
+}
+
+TEST_CASE("under autocast matmul and Linear run in bfloat16 while softmax, layer_norm, sum and the "
+          "loss return float32") {
+  manual_seed(7);
+  const Tensor x = randn({4, 16}), w = randn({16, 8});
+  nn::Linear linear(16, 8);
+  const Tensor expected = matmul(x.to(DType::BFloat16), w.to(DType::BFloat16));
+  const Tensor plain = matmul(x, w);
+  AutocastGuard amp;
+  const Tensor y = matmul(x, w);
+  CHECK(y.dtype() == DType::BFloat16);
+  CHECK(y.to_vector() == expected.to_vector());
+  check_close(y.to(DType::Float32), plain, 2e-2f, 2e-2f, "matmul vs float32");
+  // Linear: the product in bfloat16, the float32 bias added in float32 (type promotion).
+  const Tensor out = linear.forward(x);
+  CHECK(out.dtype() == DType::Float32);
+  const Tensor by_hand =
+      matmul(x.to(DType::BFloat16), linear.weight.t().to(DType::BFloat16)) + linear.bias;
+  CHECK(out.to_vector() == by_hand.to_vector());
+  CHECK(softmax(y, 1).dtype() == DType::Float32);
+  CHECK(log_softmax(y, 0).dtype() == DType::Float32);
+  CHECK(layer_norm(y, Tensor(), Tensor()).dtype() == DType::Float32);
+  CHECK(sum(y).dtype() == DType::Float32);
+  CHECK(exp(y).dtype() == DType::Float32);
+  CHECK(cross_entropy(y, tensor_i64({0, 1, 2, 3}, {4})).dtype() == DType::Float32);
+  CHECK(gelu(y).dtype() == DType::BFloat16);  // not on either list: the input's dtype
+  CHECK((y + y).dtype() == DType::BFloat16);
+  CHECK(sum(y).item() == sum(y.to(DType::Float32)).item());  // no rounding to bfloat16
+}
+
+TEST_CASE("outside autocast nothing changes: float32 ops stay float32") {
+  manual_seed(8);
+  const Tensor x = randn({3, 5}), w = randn({5, 2});
+  const Tensor before = matmul(x, w);
+  { AutocastGuard amp; }
+  CHECK(matmul(x, w).dtype() == DType::Float32);
+  CHECK(matmul(x, w).to_vector() == before.to_vector());
+}
+
+namespace {
+
+// Trains a fresh model built by `make` (same seed each time) `steps` AdamW steps on one fixed
+// batch and returns the loss of every step; under autocast when `amp` is set.
+template <class Make, class Loss>
+std::vector<float> train_losses(const Make& make, const Loss& loss_of, bool amp, int steps) {
+  manual_seed(11);
+  auto model = make();
+  optim::AdamW opt(model->parameters(), 3e-3f);
+  std::vector<float> losses;
+  for (int step = 0; step < steps; ++step) {
+    Tensor loss;
+    {
+      AutocastGuard scope(amp);
+      loss = loss_of(*model);
+    }
+    REQUIRE(loss.dtype() == DType::Float32);
+    losses.push_back(loss.item());
+    opt.zero_grad();
+    loss.backward();
+    for (const Tensor& p : model->parameters()) {
+      REQUIRE(p.dtype() == DType::Float32);  // master weights ...
+      if (p.grad().defined()) REQUIRE(p.grad().dtype() == DType::Float32);  // ... and gradients
+    }
+    opt.step();
+  }
+  return losses;
+}
+
+void check_tracks(const std::vector<float>& amp, const std::vector<float>& fp32) {
+  REQUIRE(amp.size() == fp32.size());
+  for (size_t i = 0; i < amp.size(); ++i)
+    CHECK_MESSAGE(std::fabs(amp[i] - fp32[i]) <= 0.01f * fp32[i] + 0.005f,
+                  "step " << i << ": autocast loss " << amp[i] << ", float32 " << fp32[i]);
+  CHECK(amp.back() < 0.7f * amp.front());  // and it learns
+}
+
+}  // namespace
+
+TEST_CASE("an MLP trained under autocast follows the float32 loss") {
+  manual_seed(9);
+  const Tensor x = randn({64, 10});
+  const Tensor y = argmax(matmul(x, randn({10, 4})), 1);  // a learnable labelling
+  auto make = [] {
+    auto mlp = std::make_shared<nn::Sequential>();
+    mlp->push_back(std::make_shared<nn::Linear>(10, 64));
+    mlp->push_back(std::make_shared<nn::GELU>());
+    mlp->push_back(std::make_shared<nn::Linear>(64, 4));
+    return mlp;
+  };
+  auto loss_of = [&](nn::Sequential& m) { return cross_entropy(m.forward(x), y); };
+  check_tracks(train_losses(make, loss_of, true, 40), train_losses(make, loss_of, false, 40));
+}
+
+TEST_CASE("a tiny GPT trained under autocast follows the float32 loss") {
+  models::GPTConfig config;
+  config.vocab_size = 32, config.context = 16, config.n_layer = 2, config.n_head = 2;
+  config.d_model = 32;
+  manual_seed(10);
+  const Tensor ids = randint(0, 32, {4, 16});
+  const Tensor inputs = ids.narrow(1, 0, 15), targets = ids.narrow(1, 1, 15);
+  auto make = [&] { return std::make_shared<models::GPT>(config); };
+  auto loss_of = [&](models::GPT& gpt) {
+    return cross_entropy(gpt.forward(inputs).reshape({-1, 32}), targets.reshape({-1}));
+  };
+  check_tracks(train_losses(make, loss_of, true, 15), train_losses(make, loss_of, false, 15));
+}
