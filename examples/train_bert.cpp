@@ -365,6 +365,7 @@ int main(int argc, char** argv) try {
       static_cast<double>(tokens) / static_cast<double>(train_pairs.size()), val_pairs.size(),
       tok.vocab_size());
   if (!o.dump_data.empty()) {
+    if (!distributed::is_main_process()) return 0;  // rank 0 writes the files
     dump_pairs(train_pairs, tok, dir + "/train.safetensors");
     dump_pairs(val_pairs, tok, dir + "/val.safetensors");
     std::string vocab;
