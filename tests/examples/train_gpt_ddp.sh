@@ -6,12 +6,7 @@
 # and only rank 0 may have printed.
 #   train_gpt_ddp.sh BIN_DIR WORK_DIR <mpirun command...>
 set -euo pipefail
-bin=$1
-work=$2
-shift 2
-launcher=("$@")
-rm -rf "$work"
-mkdir -p "$work"
+source "$(dirname "$0")/ddp_lib.sh" "$@"  # $bin, $work (emptied), launcher
 flags=(--n-layer 1 --n-head 2 --d-model 32 --context 32 --tokenizer bpe --bpe-vocab 300
        --steps 12 --warmup 2 --log-every 2 --eval-every 6 --eval-windows 8
        --checkpoint-every 0 --dropout 0 --sample-tokens 8 --threads 1)
