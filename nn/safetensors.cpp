@@ -257,7 +257,7 @@ struct Entry {
 };
 
 // object[key], which must exist and be of the kind `is_kind` accepts.
-const json& member(const json& object, const std::string& key, bool (json::*is_kind)() const,
+const json& member(const json& object, const char* key, bool (json::*is_kind)() const,
                    const char* kind, const std::string& path, const std::string& tensor) {
   const auto it = object.find(key);
   LOOM_CHECK(it != object.end(), "read_safetensors: '{}': tensor '{}' has no \"{}\"", path, tensor,

@@ -2,16 +2,18 @@
 # Builds loom on a GPU machine that has the CUDA toolkit but no package registry, runs the CUDA
 # test suites and the GPU benchmarks side by side with PyTorch (bench/torch_gpu_ref.py).
 #
-#   bash scripts/gpu_session.sh [build|test|bench|profile|train|all]...   (default: all)
+#   bash scripts/gpu_session.sh [build|cuda|test|bench|models|profile|train|all]...  (default: all)
 #   bash scripts/gpu_session.sh fetch      (first, on a machine with apt: see below)
 #
 # Dependencies that the GPU machine lacks (OpenBLAS, fmt, doctest, nlohmann-json, CLI11,
-# fortunes) are taken from Debian .deb files in $LOOM_DEBS (default .devdeps/, git-ignored),
+# zlib, ICU, stb, fortunes) are taken from Debian .deb files in $LOOM_DEBS (default .devdeps/, git-ignored),
 # which `fetch` downloads with apt-get on a machine that has a package registry; carry that
 # folder to the GPU machine.
-# Steps: build (Release, build-gpu/), test (the CUDA suites, then every ctest but the two
+# Steps: build (Release, build-gpu/; $LOOM_GPU_TARGETS names targets to build instead of all),
+# cuda (the CUDA suite alone), test (the CUDA suites, then every ctest but the two
 # consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
-# and TF32), profile (Nsight Compute per-kernel times of one step), train (the README demo).
+# and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
+# models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step), train (the README demo).
 # Logs go to $OUT (default build-gpu/logs). The last lines printed are a summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,8 @@ setup_deps() {
         *) dpkg -x "$f" "$PREFIX" ;;
       esac
     done
+    # zlib1g-dev's libz.so points to /lib absolutely: repoint it to the unpacked zlib.
+    ln -sf "$PREFIX/lib/x86_64-linux-gnu/libz.so.1" "$PREFIX/usr/lib/x86_64-linux-gnu/libz.so"
     touch "$PREFIX/.done"
   fi
   local arch=$PREFIX/usr/lib/x86_64-linux-gnu
@@ -54,7 +58,9 @@ do_build() {
     >"$OUT/machine.txt" 2>&1
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
     "${CMAKE_DEPS[@]}" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$OUT/configure.log"; return 1; }
-  if cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1; then
+  local targets=()
+  for t in ${LOOM_GPU_TARGETS:-}; do targets+=(--target "$t"); done
+  if cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" >"$OUT/build.log" 2>&1; then
     note "build ok ($(grep -c -i 'warning' "$OUT/build.log") warning lines)"
   else
     note "build FAILED"; grep -B2 -A8 -m5 'error' "$OUT/build.log" | head -60; return 1
@@ -78,6 +84,35 @@ do_test() {
   # Everything else too (the consumer tests rebuild loom from scratch: left to CI).
   run_suite ctest_all ctest --test-dir "$BUILD" -j8 --output-on-failure -E consumer
   note "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log")"
+}
+
+do_cuda() {
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+  run_suite test_cuda "$BUILD/tests/test_cuda"
+}
+
+# PyTorch's fast path on GPT-2 (the bar of issue 15): bf16 autocast + SDPA + fused AdamW.
+do_torch_fast() {
+  local j=$OUT/bench.jsonl line
+  for c in ${BENCH_CASES:-gpt-mini gpt2}; do
+    local variants
+    IFS=';' read -ra variants <<<"${TORCH_FAST_VARIANTS:---fast;--fast --compile}"
+    for extra in "${variants[@]}"; do
+      line=$(python3 bench/torch_gpu_ref.py $c --steps 20 $extra 2>&1 | tail -1); echo "$line" >>"$j"
+      note "$c torch $extra: $(grep -o '"tokens_per_s": [0-9.]*' <<<"$line") $(grep -o '"mfu": [0-9.]*' <<<"$line") $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
+    done
+  done
+}
+
+# The other models' benchmarks on the GPU (their PyTorch references time the CPU only).
+do_models() {
+  local j=$OUT/models.jsonl line
+  for spec in "vision vit-fmnist" "vision swin-fmnist" "seq2seq seq2seq-mini" "bert bert-mini" "detr detr-fmnist"; do
+    set -- $spec
+    [ -x "$BUILD/bench/$1" ] || continue
+    line=$("$BUILD/bench/$1" $2 --device cuda --steps 20 2>&1 | tail -1); echo "$line" >>"$j"
+    note "$2 cuda: $(grep -o '"ms_per_step": [0-9.]*' <<<"$line") $(grep -o '"[a-z_]*per_s": [0-9.]*' <<<"$line" | head -1)"
+  done
 }
 
 do_bench() {  # every JSON line goes to $OUT/bench.jsonl
@@ -125,7 +160,8 @@ do_train() {
 if [ "${1:-}" = fetch ]; then
   mkdir -p "$DEBS" && cd "$DEBS"
   apt-get download libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libfmt9 libfmt-dev \
-    doctest-dev nlohmann-json3-dev libcli11-dev libgfortran5 fortunes
+    doctest-dev nlohmann-json3-dev libcli11-dev libgfortran5 fortunes zlib1g zlib1g-dev \
+    libicu-dev libicu72 libstb-dev libstb0
   mv fortunes_*.deb fortunes_all.deb  # the version's epoch puts a '%3a' in the name
   exit 0
 fi
@@ -133,11 +169,14 @@ setup_deps
 for s in "${steps[@]}"; do
   case $s in
     build) do_build || break ;;
+    cuda) do_cuda ;;
+    torchfast) do_torch_fast ;;
+    models) do_models ;;
     test) do_test ;;
     bench) do_bench ;;
     profile) do_profile ;;
     train) do_train ;;
-    all) do_build && { do_test; do_bench; } ;;
+    all) do_build && { do_test; do_bench; do_torch_fast; do_models; } ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
