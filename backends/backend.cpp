@@ -4,6 +4,7 @@
 #include "backends/backend.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -394,6 +395,102 @@ void Backend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad,
              "adam_step: bias corrections must be positive (1 - beta^step), got {} and {}",
              args.bias1, args.bias2);
   if (n > 0) adam_step_impl(args, param, contiguous(grad), m, v);
+}
+
+// ---------------------------------------------------------------------------- attention
+namespace {
+
+// An attention operand: defined, on `device`, of `type` (float32 or bfloat16, on either device),
+// contiguous, of exactly `shape`.
+void attention_operand(const char* op, Device device, const Tensor& t, DType type,
+                       const Shape& shape, const char* name) {
+  LOOM_CHECK(t.defined(), "{}: {} is an undefined tensor", op, name);
+  LOOM_CHECK(t.device() == device, "{}: {} is on {}, expected {}", op, name,
+             device_name(t.device()), device_name(device));
+  LOOM_CHECK(t.dtype() == type, "{}: {} (shape {}) has dtype {}, expected {}", op, name,
+             shape_str(t.shape()), dtype_name(t.dtype()), dtype_name(type));
+  LOOM_CHECK(t.shape() == shape, "{}: {} has shape {}, expected {}", op, name,
+             shape_str(t.shape()), shape_str(shape));
+  LOOM_CHECK(t.is_contiguous(), "{}: {} (shape {}) must be contiguous", op, name,
+             shape_str(t.shape()));
+}
+
+void check_attention(const char* op, Device device, const Tensor& q, const Tensor& k,
+                     const Tensor& v, const Tensor& mask, const AttentionArgs& a) {
+  LOOM_CHECK(a.n > 0 && a.q_len > 0 && a.kv_len > 0 && a.head_dim > 0,
+             "{}: n {}, q_len {}, kv_len {} and head_dim {} must be positive", op, a.n, a.q_len,
+             a.kv_len, a.head_dim);
+  LOOM_CHECK(a.query_offset >= 0 && (a.causal || a.query_offset == 0),
+             "{}: query_offset {} needs causal and must not be negative", op, a.query_offset);
+  LOOM_CHECK(a.dropout_p >= 0.0f && a.dropout_p < 1.0f, "{}: dropout_p {} outside [0, 1)", op,
+             a.dropout_p);
+  LOOM_CHECK(std::isfinite(a.scale), "{}: scale {} is not finite", op, a.scale);
+  LOOM_CHECK(q.defined(), "{}: query is an undefined tensor", op);
+  const DType type = q.dtype();
+  LOOM_CHECK(type == DType::Float32 || type == DType::BFloat16,
+             "{}: query (shape {}) has dtype {}, expected float32 or bfloat16", op,
+             shape_str(q.shape()), dtype_name(type));
+  attention_operand(op, device, q, type, {a.n, a.q_len, a.head_dim}, "query");
+  attention_operand(op, device, k, type, {a.n, a.kv_len, a.head_dim}, "key");
+  attention_operand(op, device, v, type, {a.n, a.kv_len, a.head_dim}, "value");
+  if (!mask.defined()) return;
+  LOOM_CHECK(mask.device() == device, "{}: mask is on {}, expected {}", op,
+             device_name(mask.device()), device_name(device));
+  LOOM_CHECK(mask.dtype() == DType::Float32, "{}: mask has dtype {}, expected float32 (additive)",
+             op, dtype_name(mask.dtype()));
+  int64_t lead = 1;
+  for (int64_t d = 0; d + 2 < mask.dim(); ++d) lead *= mask.size(d);
+  LOOM_CHECK(mask.dim() >= 2 && mask.size(-2) == a.q_len && mask.size(-1) == a.kv_len &&
+                 lead == a.n,
+             "{}: mask of shape {} is not [..., {}, {}] with leading dims of {} elements", op,
+             shape_str(mask.shape()), a.q_len, a.kv_len, a.n);
+  int64_t lead_dims = 0;
+  for (int64_t d = 0; d + 2 < mask.dim(); ++d) lead_dims += mask.size(d) != 1;
+  LOOM_CHECK(lead_dims <= AttentionMaskLayout::kMaxLead,
+             "{}: mask of shape {} has more than {} leading dims", op, shape_str(mask.shape()),
+             AttentionMaskLayout::kMaxLead);
+}
+
+}  // namespace
+
+AttentionMaskLayout attention_mask_layout(const Tensor& mask) {
+  AttentionMaskLayout layout;
+  if (!mask.defined()) return layout;
+  for (int64_t d = 0; d + 2 < mask.dim(); ++d) {
+    if (mask.size(d) == 1) continue;
+    layout.lead_size[layout.nlead] = mask.size(d);
+    layout.lead_stride[layout.nlead] = mask.stride(d);
+    ++layout.nlead;
+  }
+  layout.row_stride = mask.size(-2) == 1 ? 0 : mask.stride(-2);
+  layout.col_stride = mask.size(-1) == 1 ? 0 : mask.stride(-1);
+  return layout;
+}
+
+void Backend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& mask, const AttentionArgs& args, Tensor& out,
+                                Tensor& lse) {
+  const char* op = "attention_forward";
+  check_attention(op, device_, q, k, v, mask, args);
+  attention_operand(op, device_, out, q.dtype(), {args.n, args.q_len, args.head_dim}, "out");
+  attention_operand(op, device_, lse, DType::Float32, {args.n, args.q_len}, "lse");
+  attention_forward_impl(q, k, v, mask, args, out, lse);
+}
+
+void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& mask, const Tensor& out,
+                                 const Tensor& lse, const AttentionArgs& args, Tensor& dq,
+                                 Tensor& dk, Tensor& dv) {
+  const char* op = "attention_backward";
+  check_attention(op, device_, q, k, v, mask, args);
+  const Shape q_shape{args.n, args.q_len, args.head_dim}, kv_shape{args.n, args.kv_len, args.head_dim};
+  attention_operand(op, device_, dout, q.dtype(), q_shape, "grad");
+  attention_operand(op, device_, out, q.dtype(), q_shape, "out");
+  attention_operand(op, device_, lse, DType::Float32, {args.n, args.q_len}, "lse");
+  attention_operand(op, device_, dq, q.dtype(), q_shape, "dq");
+  attention_operand(op, device_, dk, q.dtype(), kv_shape, "dk");
+  attention_operand(op, device_, dv, q.dtype(), kv_shape, "dv");
+  attention_backward_impl(dout, q, k, v, mask, out, lse, args, dq, dk, dv);
 }
 
 }  // namespace loom

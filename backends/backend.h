@@ -70,6 +70,43 @@ struct AdamArgs {
   bool decoupled = false;
 };
 
+struct AttentionArgs {
+  // Fused scaled-dot-product attention (FlashAttention-2, Dao 2023) over n = batch * heads
+  // independent problems: out[b] = dropout(softmax(scale * q[b] k[b]^T + mask[b] + causal)) v[b].
+  // q/out [n, q_len, head_dim], k/v [n, kv_len, head_dim] (d_k = d_v = head_dim).
+  int64_t n = 0, q_len = 0, kv_len = 0, head_dim = 0;
+  float scale = 1.0f;
+  bool causal = false;       // key j is visible to query i iff j <= query_offset + i
+  int64_t query_offset = 0;  // as AttentionOptions::query_offset
+  // Dropout on the probabilities: element (b, i, j) is kept iff
+  // philox_uniform(offset + (b * q_len + i) * kv_len + j, seed) >= dropout_p (core/rng.h), the
+  // same draw as loom::dropout on the [n, q_len, kv_len] probabilities; kept ones are scaled by
+  // 1 / (1 - dropout_p). 0 = no dropout.
+  float dropout_p = 0.0f;
+  uint64_t seed = 0, offset = 0;
+};
+
+// Where a fused attention kernel reads mask element (b, i, j): at
+// batch_offset(b) + i * row_stride + j * col_stride from the mask's data pointer, b split into
+// its coordinates over the mask's leading dims (size-1 dims dropped; stride 0 = broadcast).
+struct AttentionMaskLayout {
+  static constexpr int kMaxLead = 6;
+  int nlead = 0;
+  int64_t lead_size[kMaxLead] = {}, lead_stride[kMaxLead] = {};
+  int64_t row_stride = 0, col_stride = 0;
+
+  LOOM_HOST_DEVICE int64_t batch_offset(int64_t b) const {
+    int64_t offset = 0;
+    for (int d = nlead - 1; d >= 0; --d) {
+      offset += (b % lead_size[d]) * lead_stride[d];
+      b /= lead_size[d];
+    }
+    return offset;
+  }
+};
+// The layout of a mask that passed attention_forward's checks (an empty one if undefined).
+AttentionMaskLayout attention_mask_layout(const Tensor& mask);
+
 class Backend {
  public:
   explicit Backend(Device device) : device_(device) {}
@@ -147,6 +184,18 @@ class Backend {
                               int64_t ignore_index, float label_smoothing, float scale,
                               Tensor& dlogits);
   void adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+  // Fused attention (AttentionArgs). q, k, v, out contiguous [n, T, head_dim], all float32 or
+  // all bfloat16 (computed in float32, out rounded once); lse float32 [n, q_len], the
+  // log-sum-exp of each row's scores (NaN for a row whose every key is blocked; its out is NaN,
+  // as the unfused softmax gives). mask: undefined, or additive float32 [..., q_len, kv_len]
+  // whose leading dims multiply to n, any strides (a broadcast view is read in place).
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                         const AttentionArgs& args, Tensor& out, Tensor& lse);
+  // dq, dk, dv (q's dtype and shapes) from dout and the forward's out and lse (FA2: the
+  // probabilities are recomputed from lse, D_i = rowsum(dout_i * out_i)).
+  void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& mask, const Tensor& out, const Tensor& lse,
+                          const AttentionArgs& args, Tensor& dq, Tensor& dk, Tensor& dv);
 
  protected:
   // The kernels, one per public method above, with the same arguments, called after the checks.
@@ -193,6 +242,14 @@ class Backend {
                                            float label_smoothing, float scale, Tensor& dlogits) = 0;
   virtual void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                               Tensor& v) = 0;
+  // n, q_len, kv_len, head_dim > 0.
+  virtual void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& mask, const AttentionArgs& args, Tensor& out,
+                                      Tensor& lse) = 0;
+  virtual void attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, const Tensor& mask, const Tensor& out,
+                                       const Tensor& lse, const AttentionArgs& args, Tensor& dq,
+                                       Tensor& dk, Tensor& dv) = 0;
 
  private:
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device

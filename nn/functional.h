@@ -92,6 +92,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& mask = Tensor(), float dropout_p = 0.0f,
                                     bool training = false, Tensor* attn_weights = nullptr);
 
+// The fused kernel (FlashAttention-2, Backend::attention_forward/backward): used by
+// scaled_dot_product_attention when it is enabled for the device and the call allows it (no
+// attn_weights requested, q/k/v of one dtype with equal leading dims and d_k = d_v, on the GPU
+// head_dim <= 128, a mask that needs no gradient, dropout_p < 1). It computes the same values
+// without materialising the [..., T_q, T_k] scores; dropout draws the same Philox numbers, so
+// the same seed gives the same result. Default: on for CUDA, off for the CPU (whose BLAS-batched
+// unfused path is faster; its fused kernel is the reference the tests compare with).
+void set_fused_attention(Device device, bool enabled);
+bool fused_attention_enabled(Device device);
+
 // The additive causal mask [T_q, T_k]: 0 where key j <= query_offset + i, -inf above, so each
 // query attends to its own position and earlier ones (see AttentionOptions::query_offset).
 // causal_mask(size) is the square [size, size] one, PyTorch's

@@ -1,9 +1,14 @@
 // Scaled dot-product attention and the masks it takes: the one attention function of loom.
+#include <atomic>
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
+#include "backends/backend.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "nn/functional.h"
 
 namespace loom::nn::functional {
@@ -38,7 +43,83 @@ bool matrices_evenly_spaced(const Tensor& t) {
 // of inside each of the three products (forward and backward) that read it.
 Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t : t.contiguous(); }
 
+std::atomic<bool> fused_on_cpu{false}, fused_on_cuda{true};
+
+std::atomic<bool>& fused_flag(Device device) {
+  return device == Device::CUDA ? fused_on_cuda : fused_on_cpu;
+}
+
+// Whether the fused kernel computes this call (see set_fused_attention in functional.h).
+bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  if (o.attn_weights != nullptr || !fused_attention_enabled(q.device())) return false;
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return false;
+  if (q.dtype() != DType::Float32 && q.dtype() != DType::BFloat16) return false;
+  if (k.device() != q.device() || v.device() != q.device()) return false;
+  const int64_t d = q.size(-1);
+  if (v.size(-1) != d || d < 1 || (q.device() == Device::CUDA && d > 128)) return false;
+  for (int64_t i = 0; i + 2 < q.dim(); ++i)
+    if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) return false;
+  if (q.numel() == 0 || k.size(-2) == 0) return false;
+  if (o.mask.defined() && (o.mask.requires_grad() || o.mask.device() != q.device() ||
+                           o.mask.dtype() != DType::Float32))
+    return false;
+  return !(o.training && o.dropout_p >= 1.0f);
+}
+
+// The fused attention as one recorded op: q, k, v [..., T, d] are made contiguous [n, T, d]
+// (recorded, so their gradients flow back through the reshape), the kernel saves lse [n, T_q]
+// and the backward recomputes the probabilities from it.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionOptions& o) {
+  const int64_t q_len = q.size(-2), kv_len = k.size(-2), d = q.size(-1);
+  const int64_t n = q.numel() / (q_len * d);
+  AttentionArgs args{.n = n, .q_len = q_len, .kv_len = kv_len, .head_dim = d,
+                     .scale = 1.0f / std::sqrt(static_cast<float>(d)), .causal = o.causal,
+                     .query_offset = o.query_offset};
+  if (o.training && o.dropout_p > 0.0f) {
+    // The same counters loom::dropout would reserve for the probabilities [..., T_q, T_k].
+    Generator& g = default_generator();
+    args.dropout_p = o.dropout_p;
+    args.seed = g.seed();
+    args.offset = g.reserve(static_cast<uint64_t>(n * q_len * kv_len));
+  }
+  const Tensor q3 = q.contiguous().reshape({n, q_len, d});     // [n, T_q, d]
+  const Tensor k3 = k.contiguous().reshape({n, kv_len, d});    // [n, T_k, d]
+  const Tensor v3 = v.contiguous().reshape({n, kv_len, d});    // [n, T_k, d]
+  Tensor mask;  // a broadcast view [..., T_q, T_k]: the kernel reads it through its strides
+  if (o.mask.defined()) {
+    Shape scores_shape = q.shape();
+    scores_shape.back() = kv_len;
+    mask = o.mask.detach().expand(scores_shape);
+  }
+  Backend& be = backend(q.device());
+  Tensor out = Tensor::empty({n, q_len, d}, q.dtype(), q.device());
+  Tensor lse = Tensor::empty({n, q_len}, DType::Float32, q.device());
+  const Tensor qd = q3.detach(), kd = k3.detach(), vd = v3.detach();
+  be.attention_forward(qd, kd, vd, mask, args, out, lse);
+  if (autograd::any_requires_grad({q3, k3, v3})) {
+    const Tensor saved_out = out.detach();
+    out = autograd::record(
+        "scaled_dot_product_attention", {q3, k3, v3}, out,
+        [qd, kd, vd, mask, saved_out, lse, args](const Tensor& g) {
+          const Tensor grad = (g.dtype() == qd.dtype() ? g : g.to(qd.dtype())).contiguous();
+          Tensor dq = Tensor::empty(qd.shape(), qd.dtype(), qd.device());
+          Tensor dk = Tensor::empty(kd.shape(), kd.dtype(), kd.device());
+          Tensor dv = Tensor::empty(vd.shape(), vd.dtype(), vd.device());
+          backend(qd.device())
+              .attention_backward(grad, qd, kd, vd, mask, saved_out, lse, args, dq, dk, dv);
+          return std::vector<Tensor>{dq, dk, dv};
+        },
+        {qd, kd, vd, saved_out});
+  }
+  Shape out_shape = q.shape();
+  return out.reshape(out_shape);  // [..., T_q, d]
+}
+
 }  // namespace
+
+void set_fused_attention(Device device, bool enabled) { fused_flag(device) = enabled; }
+bool fused_attention_enabled(Device device) { return fused_flag(device); }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
@@ -56,6 +137,29 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              "scaled_dot_product_attention: query_offset {} needs causal = true and must not be "
              "negative",
              options.query_offset);
+  if (options.mask.defined())
+    LOOM_CHECK(options.mask.dtype() == DType::Float32,
+               "scaled_dot_product_attention: mask must be float32 (additive), got {}; use "
+               "additive_mask() for boolean masks",
+               dtype_name(options.mask.dtype()));
+  // Under autocast (autograd/autocast.h) attention runs in bfloat16, as PyTorch's SDPA: the
+  // casts are recorded, so float32 gradients reach float32 q, k, v.
+  if (autocast::is_enabled() && q.dtype() == DType::Float32 && k.dtype() == DType::Float32 &&
+      v.dtype() == DType::Float32 && use_fused(q, k, v, options)) {
+    const DType low = autocast::get_dtype();
+    return fused_attention(q.to(low), k.to(low), v.to(low), options);
+  }
+  if (use_fused(q, k, v, options)) {
+    if (options.mask.defined()) {
+      Shape scores_shape = q.shape();
+      scores_shape.back() = k.size(-2);
+      LOOM_CHECK(broadcasts_to(options.mask.shape(), scores_shape),
+                 "scaled_dot_product_attention: mask of shape {} does not broadcast to the "
+                 "attention scores {}",
+                 shape_str(options.mask.shape()), shape_str(scores_shape));
+    }
+    return fused_attention(q, k, v, options);
+  }
   const int64_t q_len = q.size(-2), k_len = k.size(-2);
   // Vaswani et al. 2017, eq. 1. Scaling q before the product (as PyTorch) touches T_q*d_k
   // values instead of T_q*T_k.

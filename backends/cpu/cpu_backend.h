@@ -9,6 +9,7 @@
 //   index.cpp            index_select, index_add, gather, scatter_add
 //   random.cpp           Philox uniform and normal numbers
 //   layer_norm.cpp, cross_entropy.cpp, adam.cpp   fused neural-network kernels
+//   attention.cpp        fused scaled-dot-product attention (the reference for the CUDA kernels)
 // The loop machinery they share is in loops.h, the vectorisable math functions in vec_math.h.
 // Every kernel is an *_impl: Backend's public methods (backends/backend.cpp) check the
 // arguments first.
@@ -68,6 +69,13 @@ class CpuBackend final : public Backend {
                                    Tensor& dlogits) override;
   void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                       Tensor& v) override;
+  void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& mask, const AttentionArgs& args, Tensor& out,
+                              Tensor& lse) override;
+  void attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Tensor& mask, const Tensor& out,
+                               const Tensor& lse, const AttentionArgs& args, Tensor& dq,
+                               Tensor& dk, Tensor& dv) override;
 
  private:
   CachingAllocator allocator_;  // freed blocks are kept for reuse (backends/caching_allocator.h)

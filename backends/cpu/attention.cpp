@@ -1,0 +1,175 @@
+// Fused scaled-dot-product attention on the CPU: the reference implementation of
+// Backend::attention_forward/backward (AttentionArgs in backends/backend.h), written for clarity
+// rather than speed (the unfused, BLAS-batched path of nn::functional is faster on the CPU).
+// The CUDA kernels (backends/cuda/attention.cu) compute the same thing tile by tile; the tests
+// compare both with this file and this file with the unfused composite.
+//
+// Forward, per query row i of problem b (two passes over the keys):
+//   s_j = scale * q_i . k_j + mask_bij          (j visible: j <= query_offset + i when causal)
+//   m = max_j s_j,  l = sum_j exp(s_j - m),  lse_i = m + log(l)
+//   out_i = sum_j exp(s_j - lse_i) * z_ij * v_j  (z_ij = keep_ij / (1 - p): the dropout draw)
+// A row whose every score is -inf (all keys blocked) has no softmax: out_i = NaN and lse_i =
+// NaN, as the unfused softmax gives.
+// Backward (FlashAttention-2, Dao 2023, Algorithm 2): P_ij = exp(s_ij - lse_i) is recomputed,
+//   D_i = dout_i . out_i,  dP_ij = z_ij * dout_i . v_j,  dS_ij = P_ij (dP_ij - D_i),
+//   dv_j += P_ij z_ij dout_i,  dq_i += scale dS_ij k_j,  dk_j += scale dS_ij q_i.
+// bfloat16 operands are upcast to float32 on loading; results are rounded once on storing.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/bfloat16.h"
+#include "core/rng.h"
+
+namespace loom {
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The float32 copy of `count` elements of a float32 or bfloat16 tensor's data, from element
+// `first`.
+std::vector<float> load(const Tensor& t, int64_t first, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  if (t.dtype() == DType::BFloat16) {
+    const BFloat16* p = t.data_ptr<BFloat16>() + first;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(p[i]);
+  } else {
+    const float* p = t.data_ptr<float>() + first;
+    for (int64_t i = 0; i < count; ++i) out[i] = p[i];
+  }
+  return out;
+}
+
+void store(const std::vector<float>& values, Tensor& t, int64_t first) {
+  if (t.dtype() == DType::BFloat16) {
+    BFloat16* p = t.data_ptr<BFloat16>() + first;
+    for (size_t i = 0; i < values.size(); ++i) p[i] = BFloat16(values[i]);
+  } else {
+    float* p = t.data_ptr<float>() + first;
+    for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  }
+}
+
+float dot(const float* a, const float* b, int64_t d) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// The scores of one query row against its visible keys, and the dropout factors z_ij.
+struct Row {
+  const AttentionArgs& a;
+  const float* mask;  // mask data, or null
+  const AttentionMaskLayout& layout;
+
+  // Keys 0..visible(i)-1 are visible to query i.
+  int64_t visible(int64_t i) const {
+    return a.causal ? std::min(a.kv_len, a.query_offset + i + 1) : a.kv_len;
+  }
+  void scores(int64_t b, int64_t i, const float* qi, const float* k, float* s) const {
+    const float* mrow = mask ? mask + layout.batch_offset(b) + i * layout.row_stride : nullptr;
+    for (int64_t j = 0; j < visible(i); ++j) {
+      s[j] = a.scale * dot(qi, k + j * a.head_dim, a.head_dim);
+      if (mrow) s[j] += mrow[j * layout.col_stride];
+    }
+  }
+  // 1 / (1 - p) if element (b, i, j) survives dropout, else 0 (1 without dropout).
+  float keep(int64_t b, int64_t i, int64_t j) const {
+    if (a.dropout_p <= 0.0f) return 1.0f;
+    const uint64_t counter = a.offset + static_cast<uint64_t>((b * a.q_len + i) * a.kv_len + j);
+    return philox_uniform(counter, a.seed) >= a.dropout_p ? 1.0f / (1.0f - a.dropout_p) : 0.0f;
+  }
+};
+
+}  // namespace
+
+void CpuBackend::attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& mask, const AttentionArgs& a, Tensor& out,
+                                        Tensor& lse) {
+  const AttentionMaskLayout layout = attention_mask_layout(mask);
+  const Row row{a, mask.defined() ? mask.data_ptr<float>() : nullptr, layout};
+  const int64_t d = a.head_dim;
+  float* lse_data = lse.data_ptr<float>();
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < a.n; ++b) {
+    const std::vector<float> qb = load(q, b * a.q_len * d, a.q_len * d);
+    const std::vector<float> kb = load(k, b * a.kv_len * d, a.kv_len * d);
+    const std::vector<float> vb = load(v, b * a.kv_len * d, a.kv_len * d);
+    std::vector<float> ob(static_cast<size_t>(a.q_len * d), 0.0f), s(a.kv_len);
+    for (int64_t i = 0; i < a.q_len; ++i) {
+      const int64_t visible = row.visible(i);
+      row.scores(b, i, qb.data() + i * d, kb.data(), s.data());
+      float m = -kInf;
+      for (int64_t j = 0; j < visible; ++j) m = std::max(m, s[j]);
+      float* oi = ob.data() + i * d;
+      if (m == -kInf) {  // every key blocked: no softmax (NaN, as the unfused path)
+        for (int64_t c = 0; c < d; ++c) oi[c] = kNaN;
+        lse_data[b * a.q_len + i] = kNaN;
+        continue;
+      }
+      float l = 0.0f;
+      for (int64_t j = 0; j < visible; ++j) l += std::exp(s[j] - m);
+      const float row_lse = m + std::log(l);
+      lse_data[b * a.q_len + i] = row_lse;
+      for (int64_t j = 0; j < visible; ++j) {
+        const float p = std::exp(s[j] - row_lse) * row.keep(b, i, j);
+        if (p == 0.0f) continue;
+        const float* vj = vb.data() + j * d;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) oi[c] += p * vj[c];
+      }
+    }
+    store(ob, out, b * a.q_len * d);
+  }
+}
+
+void CpuBackend::attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& mask, const Tensor& out,
+                                         const Tensor& lse, const AttentionArgs& a, Tensor& dq,
+                                         Tensor& dk, Tensor& dv) {
+  const AttentionMaskLayout layout = attention_mask_layout(mask);
+  const Row row{a, mask.defined() ? mask.data_ptr<float>() : nullptr, layout};
+  const int64_t d = a.head_dim;
+  const float* lse_data = lse.data_ptr<float>();
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < a.n; ++b) {
+    const int64_t qo = b * a.q_len * d, kvo = b * a.kv_len * d;
+    const std::vector<float> qb = load(q, qo, a.q_len * d), kb = load(k, kvo, a.kv_len * d);
+    const std::vector<float> vb = load(v, kvo, a.kv_len * d), ob = load(out, qo, a.q_len * d);
+    const std::vector<float> gb = load(dout, qo, a.q_len * d);
+    std::vector<float> dqb(static_cast<size_t>(a.q_len * d), 0.0f);
+    std::vector<float> dkb(static_cast<size_t>(a.kv_len * d), 0.0f), dvb(dkb.size(), 0.0f);
+    std::vector<float> s(a.kv_len);
+    for (int64_t i = 0; i < a.q_len; ++i) {
+      const float* qi = qb.data() + i * d;
+      const float* gi = gb.data() + i * d;
+      float* dqi = dqb.data() + i * d;
+      row.scores(b, i, qi, kb.data(), s.data());
+      const float row_lse = lse_data[b * a.q_len + i];
+      const float D = dot(gi, ob.data() + i * d, d);  // = sum_j P_ij dP_ij
+      for (int64_t j = 0; j < row.visible(i); ++j) {
+        const float p = std::exp(s[j] - row_lse), z = row.keep(b, i, j);
+        const float* kj = kb.data() + j * d;
+        float* dkj = dkb.data() + j * d;
+        float* dvj = dvb.data() + j * d;
+        const float pz = p * z;
+        const float ds = a.scale * p * (z * dot(gi, vb.data() + j * d, d) - D);
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) {
+          dvj[c] += pz * gi[c];
+          dqi[c] += ds * kj[c];
+          dkj[c] += ds * qi[c];
+        }
+      }
+    }
+    store(dqb, dq, qo);
+    store(dkb, dk, kvo);
+    store(dvb, dv, kvo);
+  }
+}
+
+}  // namespace loom

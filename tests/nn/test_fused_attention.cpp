@@ -1,0 +1,265 @@
+// The fused attention kernel (FlashAttention-2 style, Backend::attention_forward/backward) on the
+// CPU against the unfused composite of scaled_dot_product_attention, its oracle: values and the
+// gradients of q, k and v, with causal masks (offset or not), padding and arbitrary additive
+// masks, lengths that fit no tile, T_q != T_k, dropout (the same Philox draw, so bit for bit the
+// same keep pattern), bfloat16, a fully blocked row (NaN), finite differences, errors, dispatch.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::testing;
+namespace F = loom::nn::functional;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Turns the fused path on for `device` inside a scope, restoring the previous setting.
+struct FusedScope {
+  Device device;
+  bool previous;
+  FusedScope(Device d, bool on) : device(d), previous(F::fused_attention_enabled(d)) {
+    F::set_fused_attention(d, on);
+  }
+  ~FusedScope() { F::set_fused_attention(device, previous); }
+};
+
+// Whether `t` came out of the fused op (its node, or the node of the reshape after it).
+bool from_fused(const Tensor& t) {
+  for (auto node = t.grad_fn(); node; node = node->inputs.empty() ? nullptr : node->inputs[0].node)
+    if (node->name == "scaled_dot_product_attention") return true;
+  return false;
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+  bool fused = false;
+};
+
+// out = attention(q, k, v) and the gradients of sum(out * weight), with fused attention on or
+// off; the same seed before each run gives both the same dropout draw.
+Result attend(const Tensor& q, const Tensor& k, const Tensor& v, const F::AttentionOptions& o,
+              bool fused, uint64_t seed = 7) {
+  FusedScope scope(q.device(), fused);
+  manual_seed(seed);
+  Tensor qq = q.detach().requires_grad_(true), kk = k.detach().requires_grad_(true),
+         vv = v.detach().requires_grad_(true);
+  Tensor out = F::scaled_dot_product_attention(qq, kk, vv, o);
+  const Tensor weight = cos(arange_f(0.0f, static_cast<float>(out.numel()), 1.0f, q.device())
+                                    .reshape(out.shape()) *
+                                0.37f);
+  sum(out.to(DType::Float32) * weight).backward();
+  return {out.detach(), qq.grad(), kk.grad(), vv.grad(), from_fused(out)};
+}
+
+Tensor as_float(const Tensor& t) { return t.to(DType::Float32).to(Device::CPU); }
+
+void check_same(const Result& fused, const Result& ref, float rtol, float atol,
+                const std::string& what) {
+  check_close(as_float(fused.out), as_float(ref.out), rtol, atol, what + " out");
+  check_close(as_float(fused.dq), as_float(ref.dq), rtol, atol, what + " dq");
+  check_close(as_float(fused.dk), as_float(ref.dk), rtol, atol, what + " dk");
+  check_close(as_float(fused.dv), as_float(ref.dv), rtol, atol, what + " dv");
+}
+
+// Fused against unfused on [B, H, T, d] float32 inputs.
+void compare(int64_t tq, int64_t tk, int64_t d, const F::AttentionOptions& o,
+             const std::string& what, int64_t batch = 2, int64_t heads = 3) {
+  manual_seed(tq * 1000 + tk * 10 + d);
+  const Tensor q = randn({batch, heads, tq, d}), k = randn({batch, heads, tk, d}),
+               v = randn({batch, heads, tk, d});
+  const Result fused = attend(q, k, v, o, true), ref = attend(q, k, v, o, false);
+  REQUIRE(fused.fused);
+  REQUIRE_FALSE(ref.fused);
+  check_same(fused, ref, 1e-4f, 2e-5f, what);
+}
+
+}  // namespace
+
+TEST_CASE("fused attention equals the unfused path, values and gradients, at odd lengths") {
+  for (int64_t t : {1, 17, 33, 100})
+    compare(t, t, 16, {}, "T=" + std::to_string(t));
+  compare(5, 23, 8, {}, "T_q 5 != T_k 23");
+  compare(17, 17, 5, {}, "head_dim 5");
+}
+
+TEST_CASE("fused causal attention equals the unfused path, with and without a query offset") {
+  for (int64_t t : {1, 17, 33})
+    compare(t, t, 16, {.causal = true}, "causal T=" + std::to_string(t));
+  compare(7, 40, 16, {.causal = true, .query_offset = 33}, "causal offset 33");
+  compare(9, 40, 8, {.causal = true, .query_offset = 5}, "causal offset 5 (late keys hidden)");
+}
+
+TEST_CASE("fused attention takes a padding mask and an arbitrary additive mask, unmaterialised") {
+  const int64_t batch = 2, tk = 19;
+  // Padding [B, 1, 1, T_k]: the last 4 keys of sequence 1 are padding.
+  std::vector<float> pad(batch * tk, 0.0f);
+  for (int64_t j = tk - 4; j < tk; ++j) pad[tk + j] = -kInf;
+  const Tensor padding = F::padding_mask(tensor(pad, {batch, tk}));  // [B, 1, 1, T_k]
+  compare(11, tk, 16, {.mask = padding}, "padding mask", batch);
+  compare(11, tk, 16, {.mask = padding, .causal = true, .query_offset = 8}, "padding + causal",
+          batch);
+  // A bias broadcast over the batch [H, T_q, T_k] (Swin-like) and one full-size mask.
+  manual_seed(3);
+  compare(11, tk, 8, {.mask = randn({3, 11, tk})}, "bias [H, T_q, T_k]", batch);
+  compare(11, tk, 8, {.mask = randn({batch, 3, 11, tk}) * 2.0f}, "full additive mask", batch);
+}
+
+TEST_CASE("fused attention reads heads split out of a projection (strided views)") {
+  manual_seed(11);
+  const int64_t b = 2, t = 13, h = 4, d = 8;
+  const Tensor x = randn({b, t, 3 * h * d});
+  auto head = [&](int64_t i) {  // [B, T, h*d] slice -> [B, h, T, d], strided
+    return x.narrow(2, i * h * d, h * d).reshape({b, t, h, d}).transpose(1, 2);
+  };
+  const F::AttentionOptions o{.causal = true};
+  check_same(attend(head(0), head(1), head(2), o, true), attend(head(0), head(1), head(2), o, false),
+             1e-4f, 2e-5f, "strided heads");
+}
+
+TEST_CASE("fused attention dropout draws the unfused path's keep pattern from the same seed") {
+  const F::AttentionOptions o{.dropout_p = 0.3f, .training = true, .causal = true};
+  compare(17, 17, 8, o, "dropout causal");
+  compare(6, 33, 16, {.dropout_p = 0.5f, .training = true}, "dropout T_q != T_k");
+  // Both reserve the same counters: the next random number after either is the same.
+  const Tensor q = randn({1, 2, 9, 8});
+  attend(q, q, q, o, true, 99);
+  const float after_fused = rand({1}).item();
+  attend(q, q, q, o, false, 99);
+  CHECK(rand({1}).item() == after_fused);
+  // Not training: no dropout, no counters.
+  manual_seed(5);
+  {
+    FusedScope scope(Device::CPU, true);
+    F::scaled_dot_product_attention(q, q, q, {.dropout_p = 0.3f, .training = false});
+  }
+  const float next = rand({1}).item();
+  manual_seed(5);
+  CHECK(rand({1}).item() == next);
+}
+
+// The oracle is the unfused path on the upcast values: the fused kernel computes in float32 on
+// them and rounds once, so only that rounding (and the inputs' gradients') differs.
+TEST_CASE("fused attention in bfloat16 matches the unfused path within bf16 tolerance") {
+  manual_seed(21);
+  const Tensor q = randn({2, 2, 17, 16}).to(DType::BFloat16),
+               k = randn({2, 2, 33, 16}).to(DType::BFloat16),
+               v = randn({2, 2, 33, 16}).to(DType::BFloat16);
+  for (bool causal : {false, true}) {
+    const F::AttentionOptions o{.causal = causal, .query_offset = causal ? 16 : 0};
+    const Result fused = attend(q, k, v, o, true);
+    const Result ref = attend(as_float(q), as_float(k), as_float(v), o, false);
+    REQUIRE(fused.fused);
+    CHECK(fused.out.dtype() == DType::BFloat16);
+    CHECK(fused.dq.dtype() == DType::BFloat16);
+    check_same(fused, ref, 3e-2f, 3e-2f, causal ? "bf16 causal" : "bf16");
+  }
+}
+
+TEST_CASE("under autocast fused attention on float32 inputs runs in bfloat16") {
+  manual_seed(22);
+  const Tensor q = randn({1, 2, 9, 8}), k = randn({1, 2, 9, 8}), v = randn({1, 2, 9, 8});
+  FusedScope scope(Device::CPU, true);
+  Tensor qq = q.detach().requires_grad_(true);
+  Tensor out;
+  {
+    AutocastGuard amp;
+    out = F::scaled_dot_product_attention(qq, k, v, {.causal = true});
+  }
+  CHECK(out.dtype() == DType::BFloat16);
+  CHECK(from_fused(out));
+  sum(out.to(DType::Float32)).backward();
+  CHECK(qq.grad().dtype() == DType::Float32);  // through the recorded cast
+  const Tensor ref = F::scaled_dot_product_attention(q, k, v, {.causal = true});
+  check_close(as_float(out), ref, 3e-2f, 3e-2f, "autocast");
+}
+
+TEST_CASE("a fully blocked query row gives NaN in the fused path, as in the unfused one") {
+  manual_seed(23);
+  const Tensor q = randn({1, 1, 4, 8}), k = randn({1, 1, 6, 8}), v = randn({1, 1, 6, 8});
+  std::vector<float> m(4 * 6, 0.0f);
+  for (int j = 0; j < 6; ++j) m[2 * 6 + j] = -kInf;  // query 2 sees no key
+  m[0 * 6 + 5] = -kInf;
+  const Tensor mask = tensor(m, {4, 6});
+  FusedScope scope(Device::CPU, true);
+  const Tensor fused = F::scaled_dot_product_attention(q, k, v, {.mask = mask});
+  F::set_fused_attention(Device::CPU, false);
+  const Tensor ref = F::scaled_dot_product_attention(q, k, v, {.mask = mask});
+  const std::vector<float> f = fused.to_vector(), r = ref.to_vector();
+  for (int c = 0; c < 8; ++c) {
+    CHECK(std::isnan(f[2 * 8 + c]));
+    CHECK(std::isnan(r[2 * 8 + c]));
+  }
+  check_close(fused.narrow(2, 0, 2), ref.narrow(2, 0, 2), 1e-5f, 1e-6f, "rows 0-1");
+  check_close(fused.narrow(2, 3, 1), ref.narrow(2, 3, 1), 1e-5f, 1e-6f, "row 3");
+}
+
+TEST_CASE("fused attention gradients match finite differences") {
+  manual_seed(24);
+  FusedScope scope(Device::CPU, true);
+  const Tensor mask = randn({3, 5});
+  gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        const Tensor out = F::scaled_dot_product_attention(
+            in[0], in[1], in[2], {.mask = mask, .causal = true, .query_offset = 2});
+        return sum(out * out);
+      },
+      {randn({1, 2, 3, 4}), randn({1, 2, 5, 4}), randn({1, 2, 5, 4})}, 1e-2f, 2e-2f, 2e-3f,
+      "fused attention");
+}
+
+TEST_CASE("the attention kernels reject bad shapes and dtypes, naming the op") {
+  Backend& be = cpu_backend();
+  const Tensor q = randn({2, 3, 4}), k = randn({2, 5, 4}), v = randn({2, 5, 4});
+  Tensor out = Tensor::empty({2, 3, 4}), lse = Tensor::empty({2, 3});
+  const AttentionArgs args{.n = 2, .q_len = 3, .kv_len = 5, .head_dim = 4};
+  expect_error([&] { be.attention_forward(q, randn({2, 6, 4}), v, Tensor(), args, out, lse); },
+               {"attention_forward", "key", "[2,6,4]", "[2,5,4]"});
+  expect_error([&] { be.attention_forward(q, k, v.to(DType::BFloat16), Tensor(), args, out, lse); },
+               {"attention_forward", "value", "bfloat16", "float32"});
+  expect_error([&] { be.attention_forward(q, k, v, randn({2, 3, 4}), args, out, lse); },
+               {"attention_forward", "mask", "[2,3,4]"});
+  Tensor bad_lse = Tensor::empty({2, 4});
+  expect_error([&] { be.attention_forward(q, k, v, Tensor(), args, out, bad_lse); },
+               {"attention_forward", "lse"});
+  AttentionArgs dropped = args;
+  dropped.dropout_p = 1.0f;
+  expect_error([&] { be.attention_forward(q, k, v, Tensor(), dropped, out, lse); },
+               {"attention_forward", "dropout_p"});
+  Tensor dq = Tensor::empty({2, 3, 4}), dk = Tensor::empty({2, 5, 4}), dv = Tensor::empty({2, 4, 4});
+  expect_error([&] { be.attention_backward(q, q, k, v, Tensor(), out, lse, args, dq, dk, dv); },
+               {"attention_backward", "dv", "[2,4,4]"});
+  FusedScope scope(Device::CPU, true);
+  expect_error(
+      [&] {
+        F::scaled_dot_product_attention(randn({1, 2, 3, 4}), randn({1, 2, 5, 4}),
+                                        randn({1, 2, 5, 4}), {.mask = randn({4, 5})});
+      },
+      {"scaled_dot_product_attention", "[4,5]"});
+}
+
+TEST_CASE("attention dispatch: weights requested or a mask needing its gradient run unfused") {
+  manual_seed(25);
+  const Tensor q = randn({1, 2, 5, 4}).requires_grad_(true);
+  FusedScope scope(Device::CPU, true);
+  CHECK(from_fused(F::scaled_dot_product_attention(q, q, q)));
+  Tensor weights;
+  const Tensor with_weights = F::scaled_dot_product_attention(q, q, q, {.attn_weights = &weights});
+  CHECK_FALSE(from_fused(with_weights));
+  CHECK(weights.shape() == Shape{1, 2, 5, 5});
+  Tensor bias = randn({2, 5, 5}).requires_grad_(true);
+  const Tensor biased = F::scaled_dot_product_attention(q, q, q, {.mask = bias});
+  CHECK_FALSE(from_fused(biased));
+  sum(biased).backward();
+  CHECK(bias.grad().defined());
+  // Off for the CPU by default; on for CUDA.
+  F::set_fused_attention(Device::CPU, false);
+  CHECK_FALSE(from_fused(F::scaled_dot_product_attention(q, q, q)));
+  CHECK(F::fused_attention_enabled(Device::CUDA));
+}
