@@ -74,6 +74,16 @@ int to_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
+// What the CUDA attention kernels (attention.cu) take beyond Backend's checks: head_dim up to
+// 128, and one block per (problem, tile of at least 16 rows) within grid.x's 2^31 - 1.
+void check_attention_launch(const char* op, const AttentionArgs& args) {
+  LOOM_CHECK(args.head_dim <= 128, "{}: head_dim {} is above the CUDA kernel's 128", op,
+             args.head_dim);
+  const int64_t tiles = (std::max(args.q_len, args.kv_len) + 15) / 16;
+  LOOM_CHECK(args.n <= INT_MAX / tiles, "{}: {} problems of {} tiles exceed the CUDA grid", op,
+             args.n, tiles);
+}
+
 // ---------------------------------------------------------------------------- the backend
 class CudaBackend final : public Backend {
  public:
@@ -296,6 +306,27 @@ class CudaBackend final : public Backend {
                       Tensor& v) override {
     cuda::launch_adam(args, param.numel(), param.data_ptr<float>(), grad.data_ptr<float>(),
                       m.data_ptr<float>(), v.data_ptr<float>(), stream_);
+  }
+
+  void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& mask, const AttentionArgs& args, Tensor& out,
+                              Tensor& lse) override {
+    check_attention_launch("attention_forward", args);
+    cuda::launch_attention_forward(args, q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(),
+                                   ptr<float>(mask), attention_mask_layout(mask), out.raw_data(),
+                                   lse.data_ptr<float>(), stream_);
+  }
+
+  void attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Tensor& mask, const Tensor& out,
+                               const Tensor& lse, const AttentionArgs& args, Tensor& dq,
+                               Tensor& dk, Tensor& dv) override {
+    check_attention_launch("attention_backward", args);
+    ScratchBlocks scratch(allocator_);
+    cuda::launch_attention_backward(args, q.dtype(), dout.raw_data(), q.raw_data(), k.raw_data(),
+                                    v.raw_data(), ptr<float>(mask), attention_mask_layout(mask),
+                                    out.raw_data(), lse.data_ptr<float>(), dq.raw_data(),
+                                    dk.raw_data(), dv.raw_data(), scratch, stream_);
   }
 
  private:

@@ -125,4 +125,17 @@ void launch_cross_entropy_backward(const float* logits, const int64_t* target, c
 void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,
                  float* v, cudaStream_t stream);
 
+// ---------------------------------------------------------------------------- attention.cu
+// Fused attention (AttentionArgs, backends/backend.h): q, k, v, out, dout, dq, dk, dv contiguous
+// [n, T, head_dim] of `type` (float32, or bfloat16 as its uint16 bits); lse float32 [n, q_len];
+// mask float32 read through `layout`, or null. head_dim 1..128 (padded to 32, 64 or 128).
+void launch_attention_forward(const AttentionArgs& args, DType type, const void* q, const void* k,
+                              const void* v, const float* mask, const AttentionMaskLayout& layout,
+                              void* out, float* lse, cudaStream_t stream);
+void launch_attention_backward(const AttentionArgs& args, DType type, const void* dout,
+                               const void* q, const void* k, const void* v, const float* mask,
+                               const AttentionMaskLayout& layout, const void* out,
+                               const float* lse, void* dq, void* dk, void* dv, Scratch& scratch,
+                               cudaStream_t stream);
+
 }  // namespace loom::cuda

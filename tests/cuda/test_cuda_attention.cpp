@@ -1,0 +1,177 @@
+// The fused attention kernels of the CUDA backend (backends/cuda/attention.cu) against the CPU
+// reference kernel (backends/cpu/attention.cpp): out, lse, dq, dk, dv for float32 and bfloat16,
+// head dims 32/64/128 and odd ones (padded), causal with and without a query offset, padding
+// and broadcast masks read in place, dropout (the same Philox draw), lengths 1, 17, 64, 129 and
+// one long sequence; and scaled_dot_product_attention on CUDA (fused by default) against its
+// unfused path. bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
+// Without a GPU the cases return at once (test_cuda.cpp's first case reports that once).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::testing;
+namespace F = loom::nn::functional;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// max |a - b| <= tol * max(max |b|, 0.01), NaN where b is NaN.
+void check_near(const Tensor& actual, const Tensor& expected, float tol, const std::string& what) {
+  const std::vector<float> a = actual.to(Device::CPU).to(DType::Float32).to_vector();
+  const std::vector<float> b = expected.to(Device::CPU).to(DType::Float32).to_vector();
+  REQUIRE_MESSAGE(a.size() == b.size(), what);
+  float scale = 1e-2f;
+  for (float x : b)
+    if (!std::isnan(x)) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool ok = std::isnan(b[i]) ? std::isnan(a[i]) : std::fabs(a[i] - b[i]) <= tol * scale;
+    if (!ok) {
+      FAIL_CHECK(what << ": element " << i << " is " << a[i] << ", expected " << b[i]
+                      << " (scale " << scale << ")");
+      return;
+    }
+  }
+  CHECK(true);
+}
+
+struct Outputs {
+  Tensor out, lse, dq, dk, dv;
+};
+
+Outputs run_kernels(Device device, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& dout, const Tensor& mask, const AttentionArgs& args) {
+  Backend& be = backend(device);
+  const Tensor qd = q.to(device), kd = k.to(device), vd = v.to(device), gd = dout.to(device);
+  Outputs o;
+  o.out = Tensor::empty(q.shape(), q.dtype(), device);
+  o.lse = Tensor::empty({args.n, args.q_len}, DType::Float32, device);
+  be.attention_forward(qd, kd, vd, mask, args, o.out, o.lse);
+  o.dq = Tensor::empty(q.shape(), q.dtype(), device);
+  o.dk = Tensor::empty(k.shape(), k.dtype(), device);
+  o.dv = Tensor::empty(v.shape(), v.dtype(), device);
+  be.attention_backward(gd, qd, kd, vd, mask, o.out, o.lse, args, o.dq, o.dk, o.dv);
+  return o;
+}
+
+struct Case {
+  int64_t n = 2, q_len = 17, kv_len = 17, head_dim = 64;
+  bool causal = false;
+  int64_t query_offset = 0;
+  float dropout_p = 0.0f;
+  std::string mask;  // "", "padding" ([n/2, 1, T_q, T_k] broadcast over heads), "bias", "blocked"
+};
+
+// One case on CUDA and on the CPU, for `type`; the inputs are the same values.
+void compare(const Case& c, DType type, float tol) {
+  manual_seed(static_cast<uint64_t>(c.q_len * 131 + c.kv_len * 7 + c.head_dim));
+  const Tensor q = randn({c.n, c.q_len, c.head_dim}).to(type);
+  const Tensor k = randn({c.n, c.kv_len, c.head_dim}).to(type);
+  const Tensor v = randn({c.n, c.kv_len, c.head_dim}).to(type);
+  const Tensor dout = randn({c.n, c.q_len, c.head_dim}).to(type);
+  AttentionArgs args{.n = c.n, .q_len = c.q_len, .kv_len = c.kv_len, .head_dim = c.head_dim,
+                     .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                     .causal = c.causal, .query_offset = c.query_offset,
+                     .dropout_p = c.dropout_p, .seed = 1234, .offset = 77};
+  Tensor mask_cpu, mask_gpu;  // the GPU's is a broadcast view of a small tensor, read in place
+  if (c.mask == "padding") {
+    std::vector<float> pad(2 * c.kv_len, 0.0f);
+    for (int64_t j = c.kv_len * 2 / 3; j < c.kv_len; ++j) pad[c.kv_len + j] = -kInf;
+    const Tensor small = tensor(pad, {2, 1, 1, c.kv_len});
+    const Shape full{2, c.n / 2, c.q_len, c.kv_len};
+    mask_cpu = small.expand(full);
+    mask_gpu = small.to(Device::CUDA).expand(full);
+  } else if (c.mask == "bias" || c.mask == "blocked") {
+    Tensor bias = randn({c.q_len, c.kv_len});
+    if (c.mask == "blocked") {  // query 0 sees nothing
+      std::vector<float> m = bias.to_vector();
+      for (int64_t j = 0; j < c.kv_len; ++j) m[j] = -kInf;
+      bias = tensor(m, {c.q_len, c.kv_len});
+    }
+    const Shape full{c.n, c.q_len, c.kv_len};
+    mask_cpu = bias.expand(full);
+    mask_gpu = bias.to(Device::CUDA).expand(full);
+  }
+  const Outputs gpu = run_kernels(Device::CUDA, q, k, v, dout, mask_gpu, args);
+  const Outputs cpu = run_kernels(Device::CPU, q, k, v, dout, mask_cpu, args);
+  const std::string what = std::string(dtype_name(type)) + " T_q " + std::to_string(c.q_len) +
+                           " T_k " + std::to_string(c.kv_len) + " d " +
+                           std::to_string(c.head_dim) + (c.causal ? " causal" : "") +
+                           (c.dropout_p > 0 ? " dropout" : "") + " " + c.mask;
+  check_near(gpu.out, cpu.out, tol, what + " out");
+  check_near(gpu.lse, cpu.lse, 1e-5f, what + " lse");
+  if (c.mask == "blocked") return;  // NaN rows: the gradients are NaN-laden by definition
+  check_near(gpu.dq, cpu.dq, tol, what + " dq");
+  check_near(gpu.dk, cpu.dk, tol, what + " dk");
+  check_near(gpu.dv, cpu.dv, tol, what + " dv");
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {.n = 1, .q_len = 1, .kv_len = 1, .head_dim = 32},
+      {.n = 3, .q_len = 17, .kv_len = 17, .head_dim = 64},
+      {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 128, .causal = true},
+      {.n = 2, .q_len = 129, .kv_len = 129, .head_dim = 40, .causal = true},
+      {.n = 2, .q_len = 17, .kv_len = 100, .head_dim = 64, .causal = true, .query_offset = 83},
+      {.n = 2, .q_len = 33, .kv_len = 45, .head_dim = 24, .causal = true, .query_offset = 5},
+      {.n = 4, .q_len = 33, .kv_len = 33, .head_dim = 64, .mask = "padding"},
+      {.n = 2, .q_len = 20, .kv_len = 50, .head_dim = 96, .mask = "bias"},
+      {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 64, .causal = true, .dropout_p = 0.2f},
+      {.n = 1, .q_len = 5, .kv_len = 9, .head_dim = 7, .mask = "blocked"},
+  };
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA fused attention in float32 matches the CPU kernel: out, lse, dq, dk, dv") {
+  LOOM_REQUIRE_GPU();
+  for (const Case& c : cases()) compare(c, DType::Float32, 2e-5f);
+}
+
+TEST_CASE("CUDA fused attention in bfloat16 (tensor cores) matches the CPU kernel") {
+  LOOM_REQUIRE_GPU();
+  // The GPU rounds P and dS to bfloat16 for its tensor-core products; the CPU keeps them float.
+  for (const Case& c : cases()) compare(c, DType::BFloat16, 2e-2f);
+}
+
+TEST_CASE("CUDA fused attention on a long causal sequence (T = 1024) matches the CPU kernel") {
+  LOOM_REQUIRE_GPU();
+  const Case c{.n = 2, .q_len = 1024, .kv_len = 1024, .head_dim = 64, .causal = true};
+  compare(c, DType::Float32, 2e-5f);
+  compare(c, DType::BFloat16, 2e-2f);
+}
+
+TEST_CASE("scaled_dot_product_attention on CUDA is fused by default and matches its unfused path") {
+  LOOM_REQUIRE_GPU();
+  REQUIRE(F::fused_attention_enabled(Device::CUDA));
+  manual_seed(5);
+  const int64_t b = 2, t = 33, h = 3, d = 32;
+  const Tensor x = randn({b, t, 3 * h * d}).to(Device::CUDA);
+  std::vector<int64_t> padding(b * t, 0);  // the last 5 tokens of sequence 1 are padding
+  for (int64_t j = t - 5; j < t; ++j) padding[t + j] = 1;
+  const Tensor pad = F::padding_mask(tensor_i64(padding, {b, t})).to(Device::CUDA);
+  std::vector<Tensor> results[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    F::set_fused_attention(Device::CUDA, fused == 1);
+    Tensor xx = x.detach().requires_grad_(true);
+    // Heads split out of one projection: strided [B, h, T, d] views.
+    auto head = [&](int64_t i) {
+      return xx.narrow(2, i * h * d, h * d).reshape({b, t, h, d}).transpose(1, 2);
+    };
+    manual_seed(9);
+    const Tensor out = F::scaled_dot_product_attention(
+        head(0), head(1), head(2),
+        {.mask = pad, .dropout_p = 0.25f, .training = true, .causal = true});
+    sum(out * out).backward();
+    results[fused] = {out.detach(), xx.grad()};
+  }
+  F::set_fused_attention(Device::CUDA, true);
+  check_near(results[1][0], results[0][0], 1e-5f, "fused vs unfused out");
+  check_near(results[1][1], results[0][1], 1e-5f, "fused vs unfused dx");
+}
