@@ -14,6 +14,7 @@
 //                           during backward; compare its tokens/s with `gpt gpt-mini --threads 2`
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
 //            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
+//            --no-fused-attention (CUDA: the unfused attention instead of the fused kernel);
 //            gpt --help lists them all
 #include <cblas.h>
 #include <fmt/format.h>
@@ -40,6 +41,7 @@ struct Args {
   Device device = Device::CPU;
   bool cache = true;
   bool tf32 = false;
+  bool fused_attention = true;  // CUDA: nn::functional::set_fused_attention
   bool distributed = false;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
@@ -50,9 +52,11 @@ std::string common_fields(const bench::Timing& t, const Args& args, int64_t para
                      t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3) +
          fmt::format(
              ", \"steps\": {}, \"warmup\": 3, \"params\": {}, \"threads\": {}, "
-             "\"blas_threads\": {}, \"device\": \"{}\", \"tf32\": {}, \"framework\": \"loom\"",
+             "\"blas_threads\": {}, \"device\": \"{}\", \"tf32\": {}, \"fused_attention\": {}, "
+             "\"framework\": \"loom\"",
              args.steps, params, get_num_threads(), openblas_get_num_threads(),
-             device_name(args.device), args.tf32 ? "true" : "false");
+             device_name(args.device), args.tf32 ? "true" : "false",
+             args.device == Device::CUDA && args.fused_attention ? "true" : "false");
 }
 
 // torch_ref.py's train(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
@@ -186,6 +190,10 @@ int main(int argc, char** argv) {
                "gpt-mini-generate: re-run the whole context for every token, as the PyTorch "
                "reference does");
   app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
+  bool no_fused_attention = false;
+  app.add_flag("--no-fused-attention", no_fused_attention,
+               "CUDA only: attention by the unfused composite (matmul, softmax, matmul) instead "
+               "of the fused FlashAttention kernel");
   app.add_flag("--distributed", args.distributed,
                "gpt-mini: data-parallel over the processes mpirun started (batch 16 split "
                "between them); rank 0 prints");
@@ -195,11 +203,15 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   args.cache = !no_cache;
+  args.fused_attention = !no_fused_attention;
   try {
     LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "--tf32 needs --device cuda");
 #ifdef LOOM_WITH_CUDA
     cuda_set_tf32(args.tf32);
 #endif
+    LOOM_CHECK(args.fused_attention || args.device == Device::CUDA,
+               "--no-fused-attention needs --device cuda");
+    nn::functional::set_fused_attention(Device::CUDA, args.fused_attention);
     LOOM_CHECK(!args.distributed || args.case_name == "gpt-mini",
                "--distributed is for the gpt-mini case only");
     set_num_threads(args.threads);
