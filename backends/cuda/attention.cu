@@ -117,10 +117,29 @@ __device__ void tile_mma(float* C, int ldc, const TA* A, int lda, const TB* B, i
   }
 }
 
+// 16 bytes moved as one (a 128-bit load or store when aligned).
+struct alignas(16) Vec16 {
+  uint32_t word[4];
+};
+
 // rows x D tile of `src` ([*, d] rows from `row0`, `valid` of them) into shared `dst`, zeros
-// past the end and in the padding columns.
+// past the end and in the padding columns. When d = D the existing rows are one contiguous
+// run, copied 16 bytes at a time if it starts 16-byte aligned (shared tiles are 32-byte aligned).
 template <int D, typename T>
 __device__ void load_tile(T* dst, const T* src, int64_t row0, int rows, int64_t valid, int d) {
+  constexpr int kPerVec = static_cast<int>(sizeof(Vec16) / sizeof(T));
+  static_assert(D % kPerVec == 0, "a tile row is whole 16-byte vectors");
+  const T* first = src + row0 * d;
+  if (d == D && reinterpret_cast<uintptr_t>(first) % sizeof(Vec16) == 0) {
+    const int64_t left = valid - row0;
+    const int present = left <= 0 ? 0 : left < rows ? static_cast<int>(left) : rows;
+    const int vecs = present * D / kPerVec;
+    const Vec16* from = reinterpret_cast<const Vec16*>(first);
+    Vec16* to = reinterpret_cast<Vec16*>(dst);
+    for (int e = static_cast<int>(threadIdx.x); e < rows * D / kPerVec; e += kThreads)
+      to[e] = e < vecs ? from[e] : Vec16{{0u, 0u, 0u, 0u}};
+    return;
+  }
   for (int e = static_cast<int>(threadIdx.x); e < rows * D; e += kThreads) {
     const int r = e / D, c = e % D;
     dst[e] = (row0 + r < valid && c < d) ? src[(row0 + r) * d + c] : from_float<T>(0.0f);
