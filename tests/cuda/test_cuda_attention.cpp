@@ -142,9 +142,23 @@ TEST_CASE("CUDA fused attention in bfloat16 (tensor cores) matches the CPU kerne
 
 TEST_CASE("CUDA fused attention on a long causal sequence (T = 1024) matches the CPU kernel") {
   LOOM_REQUIRE_GPU();
-  const Case c{.n = 2, .q_len = 1024, .kv_len = 1024, .head_dim = 64, .causal = true};
+  const Case c{.n = 1, .q_len = 1024, .kv_len = 1024, .head_dim = 64, .causal = true};
   compare(c, DType::Float32, 2e-5f);
   compare(c, DType::BFloat16, 2e-2f);
+}
+
+// GPT-2 small's attention (batch 8 x 12 heads, T = 1024, head_dim 64, causal) with a padded
+// tail and dropout: on a GPU only (run_emulated.sh defines LOOM_CUDA_EMULATED; the emulator
+// would take minutes).
+TEST_CASE("CUDA fused attention at GPT-2 size (96 x 1024 x 64) matches the CPU kernel") {
+  LOOM_REQUIRE_GPU();
+#ifndef LOOM_CUDA_EMULATED
+  compare({.n = 96, .q_len = 1024, .kv_len = 1024, .head_dim = 64, .causal = true},
+          DType::BFloat16, 2e-2f);
+  compare({.n = 96, .q_len = 1000, .kv_len = 1000, .head_dim = 64, .causal = true,
+           .dropout_p = 0.1f},
+          DType::Float32, 2e-5f);
+#endif
 }
 
 TEST_CASE("scaled_dot_product_attention on CUDA is fused by default and matches its unfused path") {

@@ -59,7 +59,7 @@ assert 'int64_t{1} << 20' in utils
 (out / 'src/backends/cuda/device_utils.cuh').write_text(utils.replace('int64_t{1} << 20', 'int64_t{4}'))
 PY
 
-CXX="g++ -std=c++20 -O2 -fopenmp -I$EMU -I$OUT/src -I$ROOT -I$ROOT/tests -DLOOM_WITH_CUDA=1"
+CXX="g++ -std=c++20 -O2 -fopenmp -I$EMU -I$OUT/src -I$ROOT -I$ROOT/tests -DLOOM_WITH_CUDA=1 -DLOOM_CUDA_EMULATED=1"
 objs=()
 for f in "$OUT"/src/backends/cuda/*.cu; do
   o=$OUT/obj/$(basename "$f").o; $CXX -x c++ -c "$f" -o "$o" & objs+=("$o")
