@@ -64,7 +64,7 @@ struct Case {
   bool causal = false;
   int64_t query_offset = 0;
   float dropout_p = 0.0f;
-  std::string mask;  // "", "padding" ([n/2, 1, T_q, T_k] broadcast over heads), "bias", "blocked"
+  std::string mask = "";  // "", "padding" ([n/2, 1, T_q, T_k] broadcast over heads), "bias", "blocked"
 };
 
 // One case on CUDA and on the CPU, for `type`; the inputs are the same values.
