@@ -64,13 +64,14 @@ struct Case {
   bool causal = false;
   int64_t query_offset = 0;
   float dropout_p = 0.0f;
+  float amplitude = 1.0f;  // q is scaled by it: large scores test the online softmax's rescaling
   std::string mask = "";  // "", "padding" ([n/2, 1, T_q, T_k] broadcast over heads), "bias", "blocked"
 };
 
 // One case on CUDA and on the CPU, for `type`; the inputs are the same values.
 void compare(const Case& c, DType type, float tol) {
   manual_seed(static_cast<uint64_t>(c.q_len * 131 + c.kv_len * 7 + c.head_dim));
-  const Tensor q = randn({c.n, c.q_len, c.head_dim}).to(type);
+  const Tensor q = (randn({c.n, c.q_len, c.head_dim}) * c.amplitude).to(type);
   const Tensor k = randn({c.n, c.kv_len, c.head_dim}).to(type);
   const Tensor v = randn({c.n, c.kv_len, c.head_dim}).to(type);
   const Tensor dout = randn({c.n, c.q_len, c.head_dim}).to(type);
@@ -122,6 +123,7 @@ const std::vector<Case>& cases() {
       {.n = 4, .q_len = 33, .kv_len = 33, .head_dim = 64, .mask = "padding"},
       {.n = 2, .q_len = 20, .kv_len = 50, .head_dim = 96, .mask = "bias"},
       {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 64, .causal = true, .dropout_p = 0.2f},
+      {.n = 2, .q_len = 40, .kv_len = 130, .head_dim = 32, .amplitude = 6.0f},
       {.n = 1, .q_len = 5, .kv_len = 9, .head_dim = 7, .mask = "blocked"},
   };
   return all;
