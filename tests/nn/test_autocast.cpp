@@ -40,12 +40,20 @@ TEST_CASE("under autocast matmul and Linear run in bfloat16 while softmax, layer
   CHECK(y.dtype() == DType::BFloat16);
   CHECK(y.to_vector() == expected.to_vector());
   check_close(y.to(DType::Float32), plain, 2e-2f, 2e-2f, "matmul vs float32");
-  // Linear: the product in bfloat16, the float32 bias added in float32 (type promotion).
+  // Linear: the product of the bfloat16 operands accumulated in float32 together with the
+  // float32 bias, and not rounded: a float32 result.
   const Tensor out = linear.forward(x);
   CHECK(out.dtype() == DType::Float32);
-  const Tensor by_hand =
+  const Tensor by_hand = [&] {
+    AutocastGuard off(false);
+    const auto exact = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
+    return matmul(exact(x), exact(linear.weight).t()) + linear.bias;
+  }();
+  check_close(out, by_hand, 1e-5f, 1e-5f, "autocast Linear vs the upcast bfloat16 product");
+  // ... which is not what rounding the product to bfloat16 first would give.
+  const Tensor rounded =
       matmul(x.to(DType::BFloat16), linear.weight.t().to(DType::BFloat16)) + linear.bias;
-  CHECK(out.to_vector() == by_hand.to_vector());
+  CHECK(out.to_vector() != rounded.to_vector());
   CHECK(softmax(y, 1).dtype() == DType::Float32);
   CHECK(log_softmax(y, 0).dtype() == DType::Float32);
   CHECK(layer_norm(y, Tensor(), Tensor()).dtype() == DType::Float32);
