@@ -118,14 +118,20 @@ do_fast() {
   OUT_JSONL=$j do_torch_fast
 }
 
-# The other models' benchmarks on the GPU (their PyTorch references time the CPU only).
+# The other models' benchmarks on the GPU, beside ../shared/bench/torch_ref.py's same models run
+# on the GPU by bench/torch_gpu_models_ref.py ($TORCH_REF: where torch_ref.py is).
+TORCH_REF=${TORCH_REF:-$ROOT/../shared/bench/torch_ref.py}
 do_models() {
   local j=$OUT/models.jsonl line
   for spec in "vision vit-fmnist" "vision swin-fmnist" "seq2seq seq2seq-mini" "bert bert-mini" "detr detr-fmnist"; do
     set -- $spec
     [ -x "$BUILD/bench/$1" ] || continue
     line=$("$BUILD/bench/$1" $2 --device cuda --steps 20 2>&1 | tail -1); echo "$line" >>"$j"
-    note "$2 cuda: $(grep -o '"ms_per_step": [0-9.]*' <<<"$line") $(grep -o '"[a-z_]*per_s": [0-9.]*' <<<"$line" | head -1)"
+    local loom_ms=$(grep -o '"ms_per_step": [0-9.]*' <<<"$line" | cut -d' ' -f2)
+    line=$(python3 bench/torch_gpu_models_ref.py $2 --steps 20 --ref "$TORCH_REF" 2>&1 | tail -1)
+    echo "$line" >>"$j"
+    local torch_ms=$(grep -o '"ms_per_step": [0-9.]*' <<<"$line" | cut -d' ' -f2)
+    note "$2 cuda: loom ${loom_ms:-?} ms, torch ${torch_ms:-?} ms, ratio $(python3 -c "print(round(${torch_ms:-0}/${loom_ms:-1}, 3))")"
   done
 }
 
