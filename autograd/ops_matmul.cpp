@@ -1,5 +1,7 @@
 // matmul with torch.matmul semantics. Every product is one or more cblas/cuBLAS GEMM calls;
 // transposed views are handed to the backend as transpose flags instead of being copied.
+#include <optional>
+
 #include "autograd/internal.h"
 
 namespace loom {
@@ -52,8 +54,10 @@ bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
 
 // C = A @ B for A [..., M, K], B [..., K, N] (both >= 2-D, batch dims broadcast). No autograd.
 // With `init` (contiguous, C's shape) the product is added to it in place and it is returned:
-// C = init + A @ B, a GEMM with beta = 1.
-Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor()) {
+// C = init + A @ B, a GEMM with beta = 1. A and B have one dtype, float32 or bfloat16 (products
+// accumulated in float32 either way); C has init's dtype, else `out_type`, else A's.
+Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
+                    std::optional<DType> out_type = std::nullopt) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -62,7 +66,8 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor()) {
   Shape out_shape = batch_shape;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor c = init.defined() ? init : Tensor::empty(out_shape, DType::Float32, a.device());
+  const DType c_type = init.defined() ? init.dtype() : out_type.value_or(a.dtype());
+  Tensor c = init.defined() ? init : Tensor::empty(out_shape, c_type, a.device());
   if (c.numel() == 0) return c;
   if (k == 0) {  // an empty sum adds nothing
     if (!init.defined()) backend(c.device()).fill(c, 0.0);
@@ -96,21 +101,24 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor()) {
   args.lda = la.ld, args.ldb = lb.ld, args.ldc = n;
   args.stride_c = m * n;
   args.beta = init.defined() ? 1.0f : 0.0f;
-  const float* pa = av.data_ptr<float>();
-  const float* pb = bv.data_ptr<float>();
-  float* pc = c.data_ptr<float>();
+  args.ab_type = a.dtype(), args.c_type = c_type;
+  // Element offsets become byte addresses: the operands' elements are 4 or 2 bytes.
+  const auto* pa = static_cast<const char*>(av.raw_data());
+  const auto* pb = static_cast<const char*>(bv.raw_data());
+  auto* pc = static_cast<char*>(c.raw_data());
+  const int64_t ab_size = element_size(a.dtype()), c_size = element_size(c_type);
   if (uniform_stride(off_a, sa) && uniform_stride(off_b, sb)) {
     args.batch = batch;
-    args.a = pa + off_a[0], args.stride_a = sa;
-    args.b = pb + off_b[0], args.stride_b = sb;
+    args.a = pa + off_a[0] * ab_size, args.stride_a = sa;
+    args.b = pb + off_b[0] * ab_size, args.stride_b = sb;
     args.c = pc;
     backend(c.device()).gemm(args);
   } else {  // irregular batch layout: one GEMM per item
     args.batch = 1;
     for (int64_t i = 0; i < batch; ++i) {
-      args.a = pa + off_a[i];
-      args.b = pb + off_b[i];
-      args.c = pc + i * m * n;
+      args.a = pa + off_a[i] * ab_size;
+      args.b = pb + off_b[i] * ab_size;
+      args.c = pc + i * m * n * c_size;
       backend(c.device()).gemm(args);
     }
   }
@@ -130,26 +138,19 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Tensor as = detail::saved(a), bs = detail::saved(b);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims)
-  return autograd::record("matmul", {a, b}, c, [as, bs, need_a, need_b](const Tensor& g) {
+  return autograd::record("matmul", {a, b}, c, [as, bs, need_a, need_b](const Tensor& grad) {
+    const Tensor g = grad.to(as.dtype());  // the operands' dtype (bfloat16 products stay so)
     Tensor ga = need_a ? sum_to(matmul_nd(g, bs.transpose(-1, -2)), as.shape()) : Tensor();
     Tensor gb = need_b ? sum_to(matmul_nd(as.transpose(-1, -2), g), bs.shape()) : Tensor();
     return std::vector<Tensor>{ga, gb};
   }, {as, bs});
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+// y = x W^T + b as one GEMM that starts from the bias. x and weight are both float32 or both
+// bfloat16 (then multiplied on tensor cores with float32 accumulation); the bias and the result
+// are float32.
+Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
-  // bfloat16 operands, and float32 ones under autocast, take the composite path: matmul (below)
-  // knows both rules.
-  if (autocast::is_enabled() || (x.defined() && detail::is_bf16(x)) ||
-      (weight.defined() && detail::is_bf16(weight))) {
-    const Tensor y = matmul(x, weight.t());
-    return bias.defined() ? y + bias : y;
-  }
-  detail::check_float(x, "linear");
-  detail::check_float(weight, "linear");
   detail::check_same_device(x, weight, "linear");
   LOOM_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
              "linear: input of shape {} does not match weight of shape {} (expected input "
@@ -171,27 +172,53 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
   // to add it, and no pass of the BLAS zeroing the output first.
   const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
-  Tensor y = gemm_forward(x2.detach(), weight.detach().t(), init);  // [rows, out]
+  Tensor y = gemm_forward(x2.detach(), weight.detach().t(), init, DType::Float32);  // [rows, out]
   if (autograd::any_requires_grad({x2, weight, bias})) {
     Tensor xs = detail::saved(x2), ws = detail::saved(weight);
     const bool need_x = x2.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
     // dx = g W; dW = g^T x, computed in weight's own [out, in] layout (no transposed copy);
-    // db = the column sums of g.
+    // db = the column sums of g. With bfloat16 operands the two products are bfloat16 ones too.
     y = autograd::record("linear", {x2, weight, bias}, y,
-                         [xs, ws, need_x, need_w, need_b](const Tensor& g) {
+                         [xs, ws, need_x, need_w, need_b](const Tensor& grad) {
+      const Tensor g = grad.to(xs.dtype());
       return std::vector<Tensor>{need_x ? gemm_forward(g, ws) : Tensor(),
                                  need_w ? gemm_forward(g.t(), xs) : Tensor(),
-                                 need_b ? sum(g, 0) : Tensor()};
+                                 need_b ? sum(grad, 0) : Tensor()};
     }, {xs, ws});
   }
   return y.reshape(out_shape);  // [..., out]
 }
 
-// bfloat16 @ bfloat16 (see ops.h): the products of bfloat16 values are exact in float32, so the
-// float32 GEMM of the upcast operands is a bfloat16 GEMM with float32 accumulation (what
-// cublasGemmEx does on tensor cores); the result is rounded to bfloat16 once. As in PyTorch the
-// two operands must have the same dtype.
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined(x, "linear");
+  detail::check_defined(weight, "linear");
+  // Under autocast (autograd/autocast.h) the product runs in bfloat16 on tensor cores and is
+  // accumulated in float32 together with the float32 bias: the result is float32, never rounded
+  // (PyTorch rounds it to bfloat16; float32 is more exact, and the float32 ops after a Linear,
+  // a residual sum or the loss, need no pass converting it back).
+  if (autocast::is_enabled() && is_floating_point(x.dtype()) &&
+      is_floating_point(weight.dtype())) {
+    const DType low = autocast::get_dtype();
+    return linear_gemm(x.to(low), weight.to(low), bias);
+  }
+  // Explicit bfloat16 operands outside autocast: matmul's rule (a bfloat16 product), then the
+  // bias by type promotion.
+  if (detail::is_bf16(x) || detail::is_bf16(weight)) {
+    const Tensor y = matmul(x, weight.t());
+    return bias.defined() ? y + bias : y;
+  }
+  detail::check_float(x, "linear");
+  detail::check_float(weight, "linear");
+  return linear_gemm(x, weight, bias);
+}
+
+// bfloat16 @ bfloat16 (see ops.h): one bfloat16 GEMM with float32 accumulation (cublasGemmEx on
+// tensor cores; on the CPU float32 BLAS on the exactly upcast operands, since products of
+// bfloat16 values are exact in float32); the result is rounded to bfloat16 once. As in PyTorch
+// the two operands must have the same dtype.
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
@@ -204,13 +231,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                "matmul: operands of dtypes {} and {} (shapes {} and {}); cast one so they match",
                dtype_name(a.dtype()), dtype_name(b.dtype()), shape_str(a.shape()),
                shape_str(b.shape()));
-    return detail::bf16_binary(a, b, [](const Tensor& x, const Tensor& y) {
-      AutocastGuard float32(false);  // the upcast product itself must not be autocast again
-      return matmul(x, y);
-    });
+  } else {
+    detail::check_float(a, "matmul");
+    detail::check_float(b, "matmul");
   }
-  detail::check_float(a, "matmul");
-  detail::check_float(b, "matmul");
   detail::check_same_device(a, b, "matmul");
   LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got {} and {}",
              shape_str(a.shape()), shape_str(b.shape()));

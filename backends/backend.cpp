@@ -13,7 +13,7 @@ namespace loom {
 namespace {
 
 // The checks of one call; `op` names the call in every message, `name` the argument at fault.
-// bfloat16 tensors reach only copy and fill (`bfloat16` set), and only on the CPU so far: the
+// bfloat16 tensors reach only copy and fill (`bfloat16` set) and gemm (GemmArgs' types): the
 // other kernels would read their 2-byte elements as float32 or int64, so they refuse them.
 struct Contract {
   Device device;
@@ -32,10 +32,6 @@ struct Contract {
                "{}: {} (shape {}) is bfloat16, which this kernel does not take (float32 or "
                "int64); bfloat16 ops compute in float32 (see autograd/ops.h)",
                op, name, shape_str(t.shape()));
-    LOOM_CHECK(device == Device::CPU,
-               "{}: {} (shape {}) is bfloat16 on {}, which has no bfloat16 kernels yet; convert "
-               "it on the CPU",
-               op, name, shape_str(t.shape()), device_name(device));
   }
   void dtype(const Tensor& t, DType dtype, const char* name) const {
     on_device(t, name);
@@ -264,6 +260,12 @@ void Backend::gemm(const GemmArgs& g) {
   LOOM_CHECK(g.batch == 1 || g.stride_c != 0,
              "gemm: the {} batch items would all write the same output matrix (stride_c = 0)",
              g.batch);
+  const auto float_type = [](DType t) { return t == DType::Float32 || t == DType::BFloat16; };
+  LOOM_CHECK(float_type(g.ab_type) && float_type(g.c_type),
+             "gemm: operands of dtype {} and result of dtype {} (float32 or bfloat16 expected)",
+             dtype_name(g.ab_type), dtype_name(g.c_type));
+  LOOM_CHECK(g.c_type == DType::Float32 || g.ab_type == DType::BFloat16,
+             "gemm: a bfloat16 result needs bfloat16 operands (got {})", dtype_name(g.ab_type));
   gemm_impl(g);
 }
 

@@ -5,8 +5,8 @@
 // devices at fault:
 //   * Every tensor is defined and on the backend's device; float32 unless stated (int64 for
 //     indices and targets; copy, fill, where, comparisons, reductions and index kernels also
-//     take int64 data). bfloat16 tensors are taken by copy (any dtype to any) and fill only,
-//     and so far only by the CPU: the ops on them compute in float32 (autograd/ops.h).
+//     take int64 data). bfloat16 tensors are taken by copy (any dtype to any), fill and gemm
+//     (GemmArgs) on every device: the other ops on them compute in float32 (autograd/ops.h).
 //   * `out` tensors are allocated by the caller, on the same device as the inputs, with the
 //     stated shape or element count; outputs of row-wise kernels (reductions, softmax, index,
 //     the nn kernels, axpy, rand, adam) must be contiguous.
@@ -51,11 +51,16 @@ struct GemmArgs {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   float alpha = 1.0f, beta = 0.0f;
-  const float* a = nullptr;
+  // Element types: A and B are both float32 or both bfloat16, C is float32 or bfloat16. Products
+  // are always accumulated in float32 (bfloat16 products are exact in float32: cuBLAS's
+  // CUBLAS_COMPUTE_32F on tensor cores, float32 BLAS on the upcast values on the CPU); a
+  // bfloat16 C is rounded once, at the end.
+  DType ab_type = DType::Float32, c_type = DType::Float32;
+  const void* a = nullptr;
   int64_t lda = 0, stride_a = 0;
-  const float* b = nullptr;
+  const void* b = nullptr;
   int64_t ldb = 0, stride_b = 0;
-  float* c = nullptr;
+  void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
 };
 

@@ -15,7 +15,11 @@
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
 //            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
 //            --no-fused-attention (CUDA: the unfused attention instead of the fused kernel);
-//            gpt --help lists them all
+//            --bf16 (the forward pass under AutocastGuard: bfloat16 matrix products, as
+//            torch_gpu_ref.py --bf16); gpt --help lists them all
+// Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
+// d_model x seq per token, PaLM's count) over the H100/H200 bf16 dense peak of 989 TFLOP/s,
+// the same figure bench/torch_gpu_ref.py prints.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -42,6 +46,7 @@ struct Args {
   bool cache = true;
   bool tf32 = false;
   bool fused_attention = true;  // CUDA: nn::functional::set_fused_attention
+  bool bf16 = false;
   bool distributed = false;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
@@ -52,10 +57,10 @@ std::string common_fields(const bench::Timing& t, const Args& args, int64_t para
                      t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3) +
          fmt::format(
              ", \"steps\": {}, \"warmup\": 3, \"params\": {}, \"threads\": {}, "
-             "\"blas_threads\": {}, \"device\": \"{}\", \"tf32\": {}, \"fused_attention\": {}, "
-             "\"framework\": \"loom\"",
+             "\"blas_threads\": {}, \"device\": \"{}\", \"tf32\": {}, \"bf16\": {}, "
+             "\"fused_attention\": {}, \"framework\": \"loom\"",
              args.steps, params, get_num_threads(), openblas_get_num_threads(),
-             device_name(args.device), args.tf32 ? "true" : "false",
+             device_name(args.device), args.tf32 ? "true" : "false", args.bf16 ? "true" : "false",
              args.device == Device::CUDA && args.fused_attention ? "true" : "false");
 }
 
@@ -71,19 +76,26 @@ void train_case(const Args& args, const std::string& preset, int64_t batch, int6
   optim::AdamW opt(model.parameters(), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f);
   std::vector<float> losses;
   auto step = [&] {
-    Tensor logits = model.forward(x);  // (B, T, V)
-    Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
+    Tensor loss;
+    {
+      AutocastGuard amp(args.bf16);  // torch.autocast("cuda", dtype=torch.bfloat16) with --bf16
+      Tensor logits = model.forward(x);  // (B, T, V)
+      loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
+    }
     loss.backward();
     opt.step();
     opt.zero_grad(false);
     losses.push_back(loss.item());
   };
   const bench::Timing t = time_steps(step, args.steps);
+  const double tokens_per_s = static_cast<double>(batch * seq) / t.median_s;
+  const double flops_per_token = 6.0 * static_cast<double>(model.num_parameters()) +
+                                 12.0 * config.n_layer * config.d_model * seq;
   fmt::print(
       "{{\"case\": \"{}\", \"batch\": {}, \"seq\": {}, \"tokens_per_s\": {:.2f}, {}, "
-      "\"loss_first\": {:.5f}, \"loss_last\": {:.5f}}}\n",
-      args.case_name, batch, seq, static_cast<double>(batch * seq) / t.median_s,
-      common_fields(t, args, model.num_parameters()), losses.front(), losses.back());
+      "\"mfu\": {:.4f}, \"loss_first\": {:.5f}, \"loss_last\": {:.5f}}}\n",
+      args.case_name, batch, seq, tokens_per_s, common_fields(t, args, model.num_parameters()),
+      flops_per_token * tokens_per_s / 989e12, losses.front(), losses.back());
 }
 
 // gpt-mini's training step under nn::DistributedDataParallel: the global batch of 16 x 128 is
@@ -190,6 +202,8 @@ int main(int argc, char** argv) {
                "gpt-mini-generate: re-run the whole context for every token, as the PyTorch "
                "reference does");
   app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
+  app.add_flag("--bf16", args.bf16,
+               "training cases: the forward pass under autocast (bfloat16 matrix products)");
   bool no_fused_attention = false;
   app.add_flag("--no-fused-attention", no_fused_attention,
                "CUDA only: attention by the unfused composite (matmul, softmax, matmul) instead "

@@ -13,6 +13,7 @@
 # cuda (the CUDA suite alone), test (the CUDA suites, then every ctest but the two
 # consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
 # and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
+# fast (loom --bf16 with and without fused attention, then torchfast: the comparison of issue 15),
 # models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step), train (the README demo).
 # Logs go to $OUT (default build-gpu/logs). The last lines printed are a summary.
 set -uo pipefail
@@ -93,7 +94,7 @@ do_cuda() {
 
 # PyTorch's fast path on GPT-2 (the bar of issue 15): bf16 autocast + SDPA + fused AdamW.
 do_torch_fast() {
-  local j=$OUT/bench.jsonl line
+  local j=${OUT_JSONL:-$OUT/bench.jsonl} line
   for c in ${BENCH_CASES:-gpt-mini gpt2}; do
     local variants
     IFS=';' read -ra variants <<<"${TORCH_FAST_VARIANTS:---fast;--fast --compile}"
@@ -104,14 +105,33 @@ do_torch_fast() {
   done
 }
 
-# The other models' benchmarks on the GPU (their PyTorch references time the CPU only).
+# loom's fast path (bf16 autocast + fused attention) side by side with PyTorch's, same machine.
+do_fast() {
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+  local j=$OUT/fast.jsonl line
+  for c in ${BENCH_CASES:-gpt-mini gpt2}; do
+    for extra in "--tf32" "--bf16" "--bf16 --no-fused-attention" "--bf16 --tf32"; do
+      line=$("$BUILD/bench/gpt" $c --device cuda --steps 20 $extra 2>&1 | tail -1); echo "$line" >>"$j"
+      note "$c loom $extra: $(grep -o '"tokens_per_s": [0-9.]*' <<<"$line") $(grep -o '"mfu": [0-9.]*' <<<"$line") $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
+    done
+  done
+  OUT_JSONL=$j do_torch_fast
+}
+
+# The other models' benchmarks on the GPU, beside ../shared/bench/torch_ref.py's same models run
+# on the GPU by bench/torch_gpu_models_ref.py ($TORCH_REF: where torch_ref.py is).
+TORCH_REF=${TORCH_REF:-$ROOT/../shared/bench/torch_ref.py}
 do_models() {
   local j=$OUT/models.jsonl line
   for spec in "vision vit-fmnist" "vision swin-fmnist" "seq2seq seq2seq-mini" "bert bert-mini" "detr detr-fmnist"; do
     set -- $spec
     [ -x "$BUILD/bench/$1" ] || continue
     line=$("$BUILD/bench/$1" $2 --device cuda --steps 20 2>&1 | tail -1); echo "$line" >>"$j"
-    note "$2 cuda: $(grep -o '"ms_per_step": [0-9.]*' <<<"$line") $(grep -o '"[a-z_]*per_s": [0-9.]*' <<<"$line" | head -1)"
+    local loom_ms=$(grep -o '"ms_per_step": [0-9.]*' <<<"$line" | cut -d' ' -f2)
+    line=$(python3 bench/torch_gpu_models_ref.py $2 --steps 20 --ref "$TORCH_REF" 2>&1 | tail -1)
+    echo "$line" >>"$j"
+    local torch_ms=$(grep -o '"ms_per_step": [0-9.]*' <<<"$line" | cut -d' ' -f2)
+    note "$2 cuda: loom ${loom_ms:-?} ms, torch ${torch_ms:-?} ms, ratio $(python3 -c "print(round(${torch_ms:-0}/${loom_ms:-1}, 3))")"
   done
 }
 
@@ -171,6 +191,7 @@ for s in "${steps[@]}"; do
     build) do_build || break ;;
     cuda) do_cuda ;;
     torchfast) do_torch_fast ;;
+    fast) do_fast ;;
     models) do_models ;;
     test) do_test ;;
     bench) do_bench ;;

@@ -4,6 +4,8 @@
 // single-threaded when called inside an OpenMP parallel region. So a batch of small products
 // (attention scores: batch*heads matrices of [T, head_dim]) is spread over threads one product
 // each, while large products run one after another with BLAS threading each.
+// bfloat16 operands or results (GemmArgs' types) go through float32 buffers: the operands are
+// upcast exactly, multiplied by the same float32 BLAS, and a bfloat16 result is rounded once.
 #include <cblas.h>
 
 #include <cstring>
@@ -11,6 +13,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/loops.h"
+#include "core/bfloat16.h"
 
 namespace loom {
 
@@ -49,7 +52,7 @@ Operand legal_operand(Operand op, int64_t batch, std::vector<float>& buffer) {
 void scale_output(const GemmArgs& g, int64_t ldc) {
   for (int64_t b = 0; b < g.batch; ++b)
     for (int64_t r = 0; r < g.m; ++r) {
-      float* row = g.c + b * g.stride_c + r * ldc;
+      float* row = static_cast<float*>(g.c) + b * g.stride_c + r * ldc;
       for (int64_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
     }
 }
@@ -63,19 +66,68 @@ void check_int_sizes(const GemmArgs& g) {
              g.k, g.lda, g.ldb, g.ldc);
 }
 
+// The batch items of a stored bfloat16 matrix (rows x cols, row stride ld, items `stride` apart;
+// one item when stride is 0) upcast into a dense float32 buffer.
+std::vector<float> upcast_matrices(const void* data, int64_t rows, int64_t cols, int64_t ld,
+                                   int64_t stride, int64_t batch) {
+  const auto* src = static_cast<const BFloat16*>(data);
+  const int64_t items = stride == 0 ? 1 : batch, size = rows * cols;
+  std::vector<float> dense(static_cast<size_t>(items * size));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < items; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j)
+        dense[b * size + r * cols + j] = src[b * stride + r * ld + j];
+  return dense;
+}
+
 }  // namespace
 
+// A product with bfloat16 operands or result: the same product in float32 on exactly upcast
+// operands (bfloat16 products are exact in float32), then a bfloat16 C rounded once.
+void CpuBackend::gemm_bfloat16(const GemmArgs& g) {
+  GemmArgs f = g;
+  f.ab_type = f.c_type = DType::Float32;
+  std::vector<float> a, b, c;
+  if (g.ab_type == DType::BFloat16) {
+    a = upcast_matrices(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a,
+                        g.batch);
+    b = upcast_matrices(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b,
+                        g.batch);
+    f.a = a.data(), f.lda = g.trans_a ? g.m : g.k, f.stride_a = g.stride_a == 0 ? 0 : g.m * g.k;
+    f.b = b.data(), f.ldb = g.trans_b ? g.k : g.n, f.stride_b = g.stride_b == 0 ? 0 : g.k * g.n;
+  }
+  if (g.c_type == DType::BFloat16) {  // a dense float32 C (holding beta's old C), rounded back
+    const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+    c = g.beta == 0.0f ? std::vector<float>(static_cast<size_t>(g.batch * g.m * g.n))
+                       : upcast_matrices(g.c, g.m, g.n, ldc, g.stride_c, g.batch);
+    f.c = c.data(), f.ldc = g.n, f.stride_c = g.m * g.n;
+    gemm_impl(f);
+    auto* out = static_cast<BFloat16*>(g.c);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < g.batch; ++i)
+      for (int64_t r = 0; r < g.m; ++r)
+        for (int64_t j = 0; j < g.n; ++j)
+          out[i * g.stride_c + r * ldc + j] = BFloat16(c[(i * g.m + r) * g.n + j]);
+    return;
+  }
+  gemm_impl(f);
+}
+
 void CpuBackend::gemm_impl(const GemmArgs& g) {
+  if (g.ab_type != DType::Float32 || g.c_type != DType::Float32) return gemm_bfloat16(g);
   check_int_sizes(g);
   const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
   if (g.k == 0) return scale_output(g, ldc);
 
   // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
   std::vector<float> a_buffer, b_buffer;
-  const Operand a = legal_operand(
-      {g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a}, g.batch, a_buffer);
-  const Operand b = legal_operand(
-      {g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b}, g.batch, b_buffer);
+  const Operand a = legal_operand({static_cast<const float*>(g.a), g.trans_a ? g.k : g.m,
+                                   g.trans_a ? g.m : g.k, g.lda, g.stride_a},
+                                  g.batch, a_buffer);
+  const Operand b = legal_operand({static_cast<const float*>(g.b), g.trans_b ? g.n : g.k,
+                                   g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
+                                  g.batch, b_buffer);
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
   // A one-row or one-column product is a matrix-vector product: cblas_sgemv streams the matrix
@@ -83,7 +135,7 @@ void CpuBackend::gemm_impl(const GemmArgs& g) {
   auto product = [&](int64_t i) {
     const float* ai = a.data + i * a.stride;
     const float* bi = b.data + i * b.stride;
-    float* ci = g.c + i * g.stride_c;
+    float* ci = static_cast<float*>(g.c) + i * g.stride_c;
     if ((g.m == 1 || g.n == 1) && g.beta == 0.0f) {  // so NaNs in fresh memory cannot leak in
       const int64_t count = g.m == 1 ? g.n : g.m, step = g.m == 1 ? 1 : ldc;
       for (int64_t j = 0; j < count; ++j) ci[j * step] = 0.0f;

@@ -64,9 +64,11 @@ class ScratchBlocks final : public cuda::Scratch {
 
 // A stored gemm operand: `rows` x `cols` with row stride `ld`, batch items `stride` apart.
 struct Matrix {
-  const float* data;
+  const void* data;
   int64_t rows, cols, ld, stride;
 };
+
+cudaDataType cuda_type(DType type) { return type == DType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 int to_int(int64_t value, const char* what) {
   LOOM_CHECK(value >= 0 && value <= INT_MAX,
@@ -200,21 +202,39 @@ class CudaBackend final : public Backend {
   void gemm_impl(const GemmArgs& g) override {
     const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
     if (g.k == 0) {  // an empty sum: C = beta * C
+      LOOM_CHECK(g.c_type == DType::Float32,
+                 "gemm: an empty product (k = 0) into a bfloat16 result is not supported on cuda "
+                 "(m={} n={})",
+                 g.m, g.n);
       cuda::launch_scale(matrix_layout(g.batch, g.m, g.n), matrix_operand(g.c, g.stride_c, ldc),
                          g.beta, stream_);
       return;
     }
     ScratchBlocks scratch(allocator_);
-    const Matrix a = legal_operand(
-        {g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a}, g.batch, scratch);
-    const Matrix b = legal_operand(
-        {g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b}, g.batch, scratch);
+    const Matrix a =
+        legal_operand({g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a},
+                      g.ab_type, g.batch, scratch);
+    const Matrix b =
+        legal_operand({g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
+                      g.ab_type, g.batch, scratch);
+    // cuBLAS is column-major: the row-major C = A B is computed as C^T = B^T A^T.
+    const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (g.ab_type == DType::BFloat16) {
+      // bfloat16 operands on tensor cores, accumulated in float32; C float32 or bfloat16.
+      LOOM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          cublas_, op_b, op_a, to_int(g.n, "n"), to_int(g.m, "m"), to_int(g.k, "k"), &g.alpha,
+          b.data, CUDA_R_16BF, to_int(b.ld, "ldb"), b.stride, a.data, CUDA_R_16BF,
+          to_int(a.ld, "lda"), a.stride, &g.beta, g.c, cuda_type(g.c_type), to_int(ldc, "ldc"),
+          g.stride_c, to_int(g.batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
     set_math_mode();
     LOOM_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        cublas_, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        to_int(g.n, "n"), to_int(g.m, "m"), to_int(g.k, "k"), &g.alpha, b.data, to_int(b.ld, "ldb"),
-        b.stride, a.data, to_int(a.ld, "lda"), a.stride, &g.beta, g.c, to_int(ldc, "ldc"),
-        g.stride_c, to_int(g.batch, "batch")));
+        cublas_, op_b, op_a, to_int(g.n, "n"), to_int(g.m, "m"), to_int(g.k, "k"), &g.alpha,
+        static_cast<const float*>(b.data), to_int(b.ld, "ldb"), b.stride,
+        static_cast<const float*>(a.data), to_int(a.ld, "lda"), a.stride, &g.beta,
+        static_cast<float*>(g.c), to_int(ldc, "ldc"), g.stride_c, to_int(g.batch, "batch")));
   }
 
   // --- indexing ---
@@ -333,18 +353,18 @@ class CudaBackend final : public Backend {
   // BLAS requires ld >= max(1, cols). A single row may carry any stride (the stride of a size-1
   // dim), so it gets the minimum; a real multi-row operand with ld < cols (a broadcast row,
   // stride 0) is copied into a dense scratch buffer first.
-  Matrix legal_operand(Matrix op, int64_t batch, cuda::Scratch& scratch) {
+  Matrix legal_operand(Matrix op, DType type, int64_t batch, cuda::Scratch& scratch) {
     if (op.rows == 1) {
       op.ld = std::max(op.ld, op.cols);
       return op;
     }
     if (op.ld >= op.cols) return op;
     const int64_t items = op.stride == 0 ? 1 : batch, size = op.rows * op.cols;
-    void* dense = scratch.get(static_cast<size_t>(items * size) * sizeof(float));
+    void* dense = scratch.get(static_cast<size_t>(items * size) * element_size(type));
     cuda::launch_copy(matrix_layout(items, op.rows, op.cols),
-                      matrix_operand(op.data, op.stride, op.ld), DType::Float32,
-                      matrix_operand(dense, size, op.cols), DType::Float32, stream_);
-    return {static_cast<const float*>(dense), op.rows, op.cols, op.cols, op.stride == 0 ? 0 : size};
+                      matrix_operand(op.data, op.stride, op.ld), type,
+                      matrix_operand(dense, size, op.cols), type, stream_);
+    return {dense, op.rows, op.cols, op.cols, op.stride == 0 ? 0 : size};
   }
 
   // k of an index that splits into [outer, k, inner] (Backend has checked that it does).

@@ -1,4 +1,4 @@
-// Elementwise kernels: copy/cast, fill, unary functions and their derivatives, binary
+// Elementwise kernels: copy/cast (float32, bfloat16, int64), fill, unary functions and their derivatives, binary
 // arithmetic and comparisons, where, axpy.
 //
 // Thread mapping (every kernel in this file): a grid-stride loop over the row-major index
@@ -14,6 +14,7 @@
 
 #include "backends/cuda/device_utils.cuh"
 #include "backends/unary_math.h"
+#include "core/bfloat16.h"
 
 namespace loom::cuda {
 namespace {
@@ -26,9 +27,17 @@ __device__ __forceinline__ T& at(const Operand& operand, int64_t offset) {
 // ---------------------------------------------------------------------------- copy, fill
 // float -> int64 truncates toward zero; NaN and values beyond int64 give INT64_MIN, as on the
 // CPU backend (that is what x86 produces; the GPU's own conversion would saturate instead).
+// bfloat16 (core/bfloat16.h) converts through float32: exactly from bfloat16, rounding to nearest
+// even into it; a bfloat16 -> bfloat16 copy keeps the bits (NaN payloads included).
 template <typename Dst, typename Src>
 __device__ __forceinline__ Dst convert(Src x) {
-  if constexpr (std::is_same_v<Dst, int64_t> && std::is_same_v<Src, float>) {
+  if constexpr (std::is_same_v<Dst, Src>) {
+    return x;
+  } else if constexpr (std::is_same_v<Src, BFloat16>) {
+    return convert<Dst>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<Dst, BFloat16>) {
+    return BFloat16(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<Dst, int64_t> && std::is_same_v<Src, float>) {
     constexpr float kLimit = 9.2233720368547758e18f;  // 2^63
     return x > -kLimit && x < kLimit ? static_cast<int64_t>(x) : LLONG_MIN;
   } else {
@@ -170,6 +179,8 @@ void copy_from(const Layout& layout, const Operand& src, const Operand& dst, DTy
   const unsigned grid = grid_for(layout.numel);
   if (dst_type == DType::Float32)
     copy_kernel<Src, float><<<grid, kBlock, 0, stream>>>(layout, src, dst);
+  else if (dst_type == DType::BFloat16)
+    copy_kernel<Src, BFloat16><<<grid, kBlock, 0, stream>>>(layout, src, dst);
   else
     copy_kernel<Src, int64_t><<<grid, kBlock, 0, stream>>>(layout, src, dst);
 }
@@ -191,6 +202,8 @@ void launch_copy(const Layout& layout, const Operand& src, DType src_type, const
                  DType dst_type, cudaStream_t stream) {
   if (src_type == DType::Float32)
     copy_from<float>(layout, src, dst, dst_type, stream);
+  else if (src_type == DType::BFloat16)
+    copy_from<BFloat16>(layout, src, dst, dst_type, stream);
   else
     copy_from<int64_t>(layout, src, dst, dst_type, stream);
   LOOM_CUDA_CHECK_LAUNCH();
@@ -201,6 +214,9 @@ void launch_fill(const Layout& layout, const Operand& dst, DType type, double va
   const unsigned grid = grid_for(layout.numel);
   if (type == DType::Float32)
     fill_kernel<float><<<grid, kBlock, 0, stream>>>(layout, dst, static_cast<float>(value));
+  else if (type == DType::BFloat16)
+    fill_kernel<BFloat16><<<grid, kBlock, 0, stream>>>(layout, dst,
+                                                       BFloat16(static_cast<float>(value)));
   else
     fill_kernel<int64_t><<<grid, kBlock, 0, stream>>>(layout, dst, static_cast<int64_t>(value));
   LOOM_CUDA_CHECK_LAUNCH();

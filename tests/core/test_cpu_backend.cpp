@@ -153,15 +153,17 @@ double ref_derivative(const UnaryCase& c, double x) {
 // C[b] = alpha op(A[b]) op(B[b]) + beta C[b], straight from the definition.
 std::vector<double> ref_gemm(const GemmArgs& g, const std::vector<float>& c0) {
   std::vector<double> c(c0.begin(), c0.end());
+  const auto* a = static_cast<const float*>(g.a);
+  const auto* b = static_cast<const float*>(g.b);
   for (int64_t bt = 0; bt < g.batch; ++bt)
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) {
         double acc = 0;
         for (int64_t p = 0; p < g.k; ++p) {
-          const float av = g.trans_a ? g.a[bt * g.stride_a + p * g.lda + i]
-                                     : g.a[bt * g.stride_a + i * g.lda + p];
-          const float bv = g.trans_b ? g.b[bt * g.stride_b + j * g.ldb + p]
-                                     : g.b[bt * g.stride_b + p * g.ldb + j];
+          const float av = g.trans_a ? a[bt * g.stride_a + p * g.lda + i]
+                                     : a[bt * g.stride_a + i * g.lda + p];
+          const float bv = g.trans_b ? b[bt * g.stride_b + j * g.ldb + p]
+                                     : b[bt * g.stride_b + p * g.ldb + j];
           acc += static_cast<double>(av) * bv;
         }
         double& out = c[static_cast<size_t>(bt * g.stride_c + i * g.ldc + j)];

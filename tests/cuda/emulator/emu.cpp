@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/bfloat16.h"
+
 namespace emu {
 
 uint3 block_idx{0, 0, 0};
@@ -190,6 +192,51 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_S
 const char* cublasGetStatusString(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
 }
+namespace {
+float load(const void* data, cudaDataType type, long long i) {
+  return type == CUDA_R_16BF ? static_cast<float>(static_cast<const loom::BFloat16*>(data)[i])
+                             : static_cast<const float*>(data)[i];
+}
+void store(void* data, cudaDataType type, long long i, float value) {
+  if (type == CUDA_R_16BF)
+    static_cast<loom::BFloat16*>(data)[i] = loom::BFloat16(value);
+  else
+    static_cast<float*>(data)[i] = value;
+}
+}  // namespace
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType a_type,
+                                          int lda, long long stride_a, const void* B,
+                                          cudaDataType b_type, int ldb, long long stride_b,
+                                          const void* beta, void* C, cudaDataType c_type, int ldc,
+                                          long long stride_c, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t) {
+  const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
+      ldb < std::max(1, b_rows) || ldc < std::max(1, m) || a_type != b_type ||
+      compute != CUBLAS_COMPUTE_32F)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  for (long long p = 0; p < batch; ++p)
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double acc = 0.0;
+        for (int l = 0; l < k; ++l) {
+          const float av = load(A, a_type, p * stride_a + (transa == CUBLAS_OP_N ? i + l * lda
+                                                                                  : l + i * lda));
+          const float bv = load(B, b_type, p * stride_b + (transb == CUBLAS_OP_N ? l + j * ldb
+                                                                                  : j + l * ldb));
+          acc += static_cast<double>(av) * bv;
+        }
+        const long long at = p * stride_c + i + static_cast<long long>(j) * ldc;
+        const float old = be == 0.0f ? 0.0f : be * load(C, c_type, at);
+        store(C, c_type, at, al * static_cast<float>(acc) + old);
+      }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t transa,
                                          cublasOperation_t transb, int m, int n, int k,
                                          const float* alpha, const float* A, int lda,

@@ -126,3 +126,16 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long stride_a, const float* B, int ldb,
                                          long long stride_b, const float* beta, float* C, int ldc,
                                          long long stride_c, int batch);
+// The mixed-precision GEMM, for float32 and bfloat16 (CUDA_R_16BF) operands and results,
+// accumulated in float32 (CUBLAS_COMPUTE_32F; the emulator sums in double and rounds once).
+enum cudaDataType { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType a_type,
+                                          int lda, long long stride_a, const void* B,
+                                          cudaDataType b_type, int ldb, long long stride_b,
+                                          const void* beta, void* C, cudaDataType c_type, int ldc,
+                                          long long stride_c, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);

@@ -60,20 +60,25 @@ assert 'int64_t{1} << 20' in utils
 PY
 
 CXX="g++ -std=c++20 -O2 -fopenmp -I$EMU -I$OUT/src -I$ROOT -I$ROOT/tests -DLOOM_WITH_CUDA=1 -DLOOM_CUDA_EMULATED=1"
+# Every object is rebuilt (a stale one from an older layout of a struct would link and misbehave),
+# and a failed compile stops the script.
+rm -f "$OUT"/obj/*.o
+pids=()
 objs=()
 for f in "$OUT"/src/backends/cuda/*.cu; do
-  o=$OUT/obj/$(basename "$f").o; $CXX -x c++ -c "$f" -o "$o" & objs+=("$o")
+  o=$OUT/obj/$(basename "$f").o; $CXX -x c++ -c "$f" -o "$o" & pids+=($!); objs+=("$o")
 done
 for f in "$ROOT"/backends/cuda/*.cpp "$EMU/emu.cpp"; do
-  o=$OUT/obj/$(basename "$f").o; $CXX -c "$f" -o "$o" & objs+=("$o")
+  o=$OUT/obj/$(basename "$f").o; $CXX -c "$f" -o "$o" & pids+=($!); objs+=("$o")
 done
 tests=()
 for f in "$ROOT"/tests/cuda/*.cpp; do
   o=$OUT/obj/$(basename "$f").o; tests+=("$o")
   $CXX -DLOOM_TEST_DATA="\"$ROOT/tests/golden\"" -DLOOM_SOURCE_DIR="\"$ROOT\"" -c "$f" -o "$o" &
+  pids+=($!)
 done
-$CXX -c "$ROOT/tests/main.cpp" -o "$OUT/obj/main.o" &
-wait
+$CXX -c "$ROOT/tests/main.cpp" -o "$OUT/obj/main.o" & pids+=($!)
+for pid in "${pids[@]}"; do wait "$pid"; done  # set -e: a failed compile ends the script
 $CXX "${tests[@]}" "$OUT/obj/main.o" "$LIB" "${objs[@]}" -lfmt -lopenblas \
   -o "$OUT/test_cuda_emulated"
 "$OUT/test_cuda_emulated" "$@"
