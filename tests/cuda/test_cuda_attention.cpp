@@ -191,3 +191,34 @@ TEST_CASE("scaled_dot_product_attention on CUDA is fused by default and matches 
   check_near(results[1][0], results[0][0], 1e-5f, "fused vs unfused out");
   check_near(results[1][1], results[0][1], 1e-5f, "fused vs unfused dx");
 }
+
+TEST_CASE("scaled_dot_product_attention on bfloat16 CUDA tensors and under autocast matches the CPU") {
+  LOOM_REQUIRE_GPU();
+  manual_seed(6);
+  const Tensor q = randn({2, 3, 40, 64}), k = randn({2, 3, 40, 64}), v = randn({2, 3, 40, 64});
+  // CPU: the fused reference kernel on the same bfloat16 values.
+  F::set_fused_attention(Device::CPU, true);
+  std::vector<Tensor> results[2];
+  for (Device device : {Device::CPU, Device::CUDA}) {
+    const int i = device == Device::CUDA;
+    Tensor qb = q.to(DType::BFloat16).to(device).detach().requires_grad_(true);
+    Tensor kb = k.to(DType::BFloat16).to(device).detach().requires_grad_(true);
+    Tensor vb = v.to(DType::BFloat16).to(device).detach().requires_grad_(true);
+    const Tensor out = F::scaled_dot_product_attention(qb, kb, vb, {.causal = true});
+    CHECK(out.dtype() == DType::BFloat16);
+    sum(out.to(DType::Float32) * out.to(DType::Float32)).backward();
+    Tensor qf = q.to(device).detach().requires_grad_(true);
+    Tensor amp_out;
+    {
+      AutocastGuard amp;
+      amp_out = F::scaled_dot_product_attention(qf, k.to(device), v.to(device), {.causal = true});
+    }
+    CHECK(amp_out.dtype() == DType::BFloat16);
+    sum(amp_out.to(DType::Float32)).backward();
+    CHECK(qf.grad().dtype() == DType::Float32);
+    results[i] = {out, qb.grad(), kb.grad(), vb.grad(), amp_out, qf.grad()};
+  }
+  F::set_fused_attention(Device::CPU, false);
+  const char* names[] = {"out", "dq", "dk", "dv", "autocast out", "autocast dq"};
+  for (int j = 0; j < 6; ++j) check_near(results[1][j], results[0][j], 2e-2f, names[j]);
+}
