@@ -95,7 +95,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The fused kernel (FlashAttention-2, Backend::attention_forward/backward): used by
 // scaled_dot_product_attention when it is enabled for the device and the call allows it (no
 // attn_weights requested, q/k/v of one dtype with equal leading dims and d_k = d_v, on the GPU
-// head_dim <= 128, a mask that needs no gradient, dropout_p < 1). It computes the same values
+// head_dim <= 128 and at least 16 queries (not KV-cache decoding), a mask that needs no
+// gradient, dropout_p < 1). It computes the same values
 // without materialising the [..., T_q, T_k] scores; dropout draws the same Philox numbers, so
 // the same seed gives the same result. Default: on for CUDA, off for the CPU (whose BLAS-batched
 // unfused path is faster; its fused kernel is the reference the tests compare with).

@@ -57,6 +57,10 @@ bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Attentio
   if (k.device() != q.device() || v.device() != q.device()) return false;
   const int64_t d = q.size(-1);
   if (v.size(-1) != d || d < 1 || (q.device() == Device::CUDA && d > 128)) return false;
+  // A few queries against many keys (KV-cache decoding: one query per step) would leave the
+  // GPU kernel's 16-64-row query tiles nearly empty and its blocks few, and would copy the
+  // cache's strided views; cuBLAS's batched products do that case better.
+  if (q.device() == Device::CUDA && q.size(-2) < 16) return false;
   for (int64_t i = 0; i + 2 < q.dim(); ++i)
     if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) return false;
   if (q.numel() == 0 || k.size(-2) == 0) return false;

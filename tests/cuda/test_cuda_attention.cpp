@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/node.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -188,6 +189,7 @@ TEST_CASE("scaled_dot_product_attention on CUDA is fused by default and matches 
     results[fused] = {out.detach(), xx.grad()};
   }
   F::set_fused_attention(Device::CUDA, true);
+  CHECK(results[1][0].shape() == Shape{b, h, t, d});
   check_near(results[1][0], results[0][0], 1e-5f, "fused vs unfused out");
   check_near(results[1][1], results[0][1], 1e-5f, "fused vs unfused dx");
 }
@@ -221,4 +223,20 @@ TEST_CASE("scaled_dot_product_attention on bfloat16 CUDA tensors and under autoc
   F::set_fused_attention(Device::CPU, false);
   const char* names[] = {"out", "dq", "dk", "dv", "autocast out", "autocast dq"};
   for (int j = 0; j < 6; ++j) check_near(results[1][j], results[0][j], 2e-2f, names[j]);
+}
+
+TEST_CASE("on CUDA, fewer than 16 queries (KV-cache decoding) take the unfused path") {
+  LOOM_REQUIRE_GPU();
+  const Tensor q = randn({1, 2, 16, 32}).to(Device::CUDA).requires_grad_(true);
+  const Tensor k = randn({1, 2, 40, 32}).to(Device::CUDA);
+  auto fused = [](const Tensor& t) {
+    for (auto node = t.grad_fn(); node;
+         node = node->inputs.empty() ? nullptr : node->inputs[0].node)
+      if (node->name == "scaled_dot_product_attention") return true;
+    return false;
+  };
+  CHECK(fused(F::scaled_dot_product_attention(q, k, k, {.causal = true, .query_offset = 24})));
+  const Tensor step = q.narrow(2, 15, 1);  // one decoding step
+  CHECK_FALSE(fused(F::scaled_dot_product_attention(step, k, k, {.causal = true,
+                                                                 .query_offset = 39})));
 }
