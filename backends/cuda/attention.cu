@@ -13,7 +13,7 @@
 // of BC keys; head_dim d is padded with zeros to D = 32, 64 or 128 (zeros change no dot
 // product, and the padded output columns are not stored). Everything a block touches lives in
 // static shared memory (<= 48 KB, so no opt-in is needed); the tile sizes per (dtype, D) are in
-// ForwardTiles / BackwardTiles below and were chosen to fit that budget.
+// forward_tiles / backward_tiles below and were chosen to fit that budget.
 //
 // The two matrix products of each step go through tile_mma():
 //   * bfloat16: tensor cores through WMMA, 16x16x16 bf16 fragments with float accumulators;
@@ -73,8 +73,10 @@ __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(Bits x) { return bfloat16_bits_to_float(x); }
 template <typename T>
 __device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, Bits>) return float_to_bfloat16_bits(x);
-  else return x;
+  if constexpr (std::is_same_v<T, Bits>)
+    return float_to_bfloat16_bits(x);
+  else
+    return x;
 }
 
 // C (float, [M, N], row stride ldc) = (or += when kAccumulate) op(A) op(B), with op(A) [M, K]
@@ -94,8 +96,10 @@ __device__ void tile_mma(float* C, int ldc, const TA* A, int lda, const TB* B, i
     for (int t = static_cast<int>(threadIdx.x) / kWarp; t < tiles; t += kThreads / kWarp) {
       const int i0 = (t / tiles_n) * 16, j0 = (t % tiles_n) * 16;
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-      if (kAccumulate) wmma::load_matrix_sync(c, C + i0 * ldc + j0, ldc, wmma::mem_row_major);
-      else wmma::fill_fragment(c, 0.0f);
+      if (kAccumulate)
+        wmma::load_matrix_sync(c, C + i0 * ldc + j0, ldc, wmma::mem_row_major);
+      else
+        wmma::fill_fragment(c, 0.0f);
       for (int k0 = 0; k0 < K; k0 += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> fa;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> fb;
@@ -173,8 +177,7 @@ struct Problem {
     return i < args.q_len && j < args.kv_len && (!args.causal || j <= args.query_offset + i);
   }
   // The score of (b, i, j) from its raw dot product, -inf where j is not visible to i.
-  __device__ __forceinline__ float score(float dot, int64_t mask_base, int64_t i,
-                                         int64_t j) const {
+  __device__ __forceinline__ float score(float dot, int64_t mask_base, int64_t i, int64_t j) const {
     if (!visible(i, j)) return -INFINITY;
     float s = dot * args.scale;
     if (mask) s += mask[mask_base + i * layout.row_stride + j * layout.col_stride];
@@ -186,40 +189,41 @@ struct Problem {
     const uint64_t counter =
         args.offset + static_cast<uint64_t>((b * args.q_len + i) * args.kv_len + j);
     return philox_uniform(counter, args.seed) >= args.dropout_p ? 1.0f / (1.0f - args.dropout_p)
-                                                                 : 0.0f;
+                                                                : 0.0f;
   }
 };
 
 // Tile sizes (rows of queries BR, keys BC) per element type and padded head dim, sized so the
 // static shared memory of each kernel stays under 48 KB (the bytes are summed in the comments).
+struct Tiles {
+  int BR, BC;
+};
+// bfloat16: Q, K, V (2 bytes), S and O (float), P (2 bytes): 44, 44, 46 KB for D = 32, 64, 128.
+// float32: Q, K, V, S (P in place), O: 32, 36, 33 KB.
 template <typename T, int D>
-struct ForwardTiles;
-// bfloat16: Q, K, V (2 bytes), S and O (float), P (2 bytes).
-template <> struct ForwardTiles<Bits, 32> { static constexpr int BR = 64, BC = 64; };   // 44 KB
-template <> struct ForwardTiles<Bits, 64> { static constexpr int BR = 64, BC = 32; };   // 44 KB
-template <> struct ForwardTiles<Bits, 128> { static constexpr int BR = 32, BC = 32; };  // 46 KB
-// float32: Q, K, V, S (P in place), O.
-template <> struct ForwardTiles<float, 32> { static constexpr int BR = 64, BC = 32; };   // 32 KB
-template <> struct ForwardTiles<float, 64> { static constexpr int BR = 32, BC = 32; };   // 36 KB
-template <> struct ForwardTiles<float, 128> { static constexpr int BR = 16, BC = 16; };  // 33 KB
-
+__host__ __device__ constexpr Tiles forward_tiles() {
+  if constexpr (std::is_same_v<T, Bits>)
+    return D == 32 ? Tiles{64, 64} : D == 64 ? Tiles{64, 32} : Tiles{32, 32};
+  else
+    return D == 32 ? Tiles{64, 32} : D == 64 ? Tiles{32, 32} : Tiles{16, 16};
+}
+// bfloat16: K, V, Q, dO (2 bytes), dK, dV, S, dP, dQ (float), P, dS (2 bytes): 32, 38, 43 KB.
+// float32: the same without P and dS (they overwrite S and dP in place): 36, 40, 45 KB.
 template <typename T, int D>
-struct BackwardTiles;
-// bfloat16: K, V, Q, dO (2 bytes), dK, dV, S, dP, dQ (float), P, dS (2 bytes).
-template <> struct BackwardTiles<Bits, 32> { static constexpr int BR = 32, BC = 32; };   // 32 KB
-template <> struct BackwardTiles<Bits, 64> { static constexpr int BR = 16, BC = 32; };   // 38 KB
-template <> struct BackwardTiles<Bits, 128> { static constexpr int BR = 16, BC = 16; };  // 43 KB
-// float32: the same without P, dS (they overwrite S, dP in place).
-template <> struct BackwardTiles<float, 32> { static constexpr int BR = 32, BC = 32; };   // 36 KB
-template <> struct BackwardTiles<float, 64> { static constexpr int BR = 8, BC = 32; };    // 40 KB
-template <> struct BackwardTiles<float, 128> { static constexpr int BR = 8, BC = 16; };   // 45 KB
+__host__ __device__ constexpr Tiles backward_tiles() {
+  if constexpr (std::is_same_v<T, Bits>)
+    return D == 32 ? Tiles{32, 32} : D == 64 ? Tiles{16, 32} : Tiles{16, 16};
+  else
+    return D == 32 ? Tiles{32, 32} : D == 64 ? Tiles{8, 32} : Tiles{8, 16};
+}
 
 // ---------------------------------------------------------------------------- forward
 template <typename T, int D>
-__global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q, const T* __restrict__ k,
-                             const T* __restrict__ v, T* __restrict__ out,
-                             float* __restrict__ lse, int64_t q_tiles) {
-  constexpr int BR = ForwardTiles<T, D>::BR, BC = ForwardTiles<T, D>::BC;
+__global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q,
+                                         const T* __restrict__ k, const T* __restrict__ v,
+                                         T* __restrict__ out, float* __restrict__ lse,
+                                         int64_t q_tiles) {
+  constexpr int BR = forward_tiles<T, D>().BR, BC = forward_tiles<T, D>().BC;
   constexpr int kLanes = kThreads / BR;  // threads per query row
   constexpr bool kBf16 = std::is_same_v<T, Bits>;
   static_assert(kLanes >= 1 && kLanes <= kWarp && kThreads % BR == 0, "rows per block");
@@ -232,7 +236,9 @@ __global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q, co
 
   const AttentionArgs& a = pb.args;
   const int d = static_cast<int>(a.head_dim);
-  const int64_t b = blockIdx.x / q_tiles, q0 = (blockIdx.x % q_tiles) * BR;
+  // The last query tiles first: with causal masking they have the most key tiles to visit, and
+  // starting them early shortens the tail of the launch.
+  const int64_t b = blockIdx.x / q_tiles, q0 = (q_tiles - 1 - blockIdx.x % q_tiles) * BR;
   const int64_t mask_base = pb.mask ? pb.layout.batch_offset(b) : 0;
   const int tid = static_cast<int>(threadIdx.x), row = tid / kLanes, lane = tid % kLanes;
   const int64_t qi = q0 + row;
@@ -270,15 +276,19 @@ __global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q, co
       const float p = none ? 0.0f : expf(s_row[j] - m_new);
       tile_sum += p;
       const float kept = p == 0.0f ? 0.0f : p * pb.keep(b, qi, k0 + j);
-      if constexpr (kBf16) sP[row * BC + j] = from_float<T>(kept);
-      else s_row[j] = kept;
+      if constexpr (kBf16)
+        sP[row * BC + j] = from_float<T>(kept);
+      else
+        s_row[j] = kept;
     }
     l = l * alpha + group_sum<kLanes>(tile_sum);
     m = m_new;
     for (int c = lane; c < D; c += kLanes) sO[row * D + c] *= alpha;
     __syncthreads();
-    if constexpr (kBf16) tile_mma<false, false, true>(sO, D, sP, BC, sV, D, BR, D, BC);
-    else tile_mma<false, false, true>(sO, D, sS, BC, sV, D, BR, D, BC);  // O += P V
+    if constexpr (kBf16)
+      tile_mma<false, false, true>(sO, D, sP, BC, sV, D, BR, D, BC);
+    else
+      tile_mma<false, false, true>(sO, D, sS, BC, sV, D, BR, D, BC);  // O += P V
   }
   __syncthreads();
   if (qi < a.q_len) {
@@ -310,12 +320,13 @@ __global__ void attention_rowdot_kernel(const T* __restrict__ dout, const T* __r
 }
 
 template <typename T, int D>
-__global__ void attention_backward_kernel(Problem pb, const T* __restrict__ dout, const T* __restrict__ q,
-                              const T* __restrict__ k, const T* __restrict__ v,
-                              const float* __restrict__ lse, const float* __restrict__ rowdot,
-                              float* __restrict__ dq_acc, T* __restrict__ dk,
-                              T* __restrict__ dv, int64_t kv_tiles) {
-  constexpr int BR = BackwardTiles<T, D>::BR, BC = BackwardTiles<T, D>::BC;
+__global__ void attention_backward_kernel(Problem pb, const T* __restrict__ dout,
+                                          const T* __restrict__ q, const T* __restrict__ k,
+                                          const T* __restrict__ v, const float* __restrict__ lse,
+                                          const float* __restrict__ rowdot,
+                                          float* __restrict__ dq_acc, T* __restrict__ dk,
+                                          T* __restrict__ dv, int64_t kv_tiles) {
+  constexpr int BR = backward_tiles<T, D>().BR, BC = backward_tiles<T, D>().BC;
   constexpr bool kBf16 = std::is_same_v<T, Bits>;
   alignas(32) __shared__ T sK[BC * D];
   alignas(32) __shared__ T sV[BC * D];
@@ -414,14 +425,13 @@ int padded_dim(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 unsigned grid_of(int64_t n, int64_t tiles) { return static_cast<unsigned>(n * tiles); }
 
 template <typename T, int D>
-void forward(const Problem& pb, const void* q, const void* k, const void* v, void* out,
-             float* lse, cudaStream_t stream) {
-  constexpr int BR = ForwardTiles<T, D>::BR;
+void forward(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
+             cudaStream_t stream) {
+  constexpr int BR = forward_tiles<T, D>().BR;
   const int64_t q_tiles = ceil_div(pb.args.q_len, BR);
-  attention_forward_kernel<T, D><<<grid_of(pb.args.n, q_tiles), kThreads, 0,
-                                   stream>>>(pb, static_cast<const T*>(q), static_cast<const T*>(k),
-                                             static_cast<const T*>(v), static_cast<T*>(out), lse,
-                                             q_tiles);
+  attention_forward_kernel<T, D><<<grid_of(pb.args.n, q_tiles), kThreads, 0, stream>>>(
+      pb, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+      static_cast<T*>(out), lse, q_tiles);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -429,25 +439,24 @@ template <typename T, int D>
 void backward(const Problem& pb, const void* dout, const void* q, const void* k, const void* v,
               const void* out, const float* lse, void* dq, void* dk, void* dv, Scratch& scratch,
               cudaStream_t stream) {
-  constexpr int BC = BackwardTiles<T, D>::BC;
+  constexpr int BC = backward_tiles<T, D>().BC;
   const AttentionArgs& a = pb.args;
   const int64_t rows = a.n * a.q_len, dq_count = rows * a.head_dim;
   float* rowdot = static_cast<float*>(scratch.get(sizeof(float) * rows));
   float* dq_acc = static_cast<float*>(scratch.get(sizeof(float) * dq_count));
   LOOM_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, sizeof(float) * dq_count, stream));
   attention_rowdot_kernel<T><<<grid_for(rows, kThreads / kWarp), kThreads, 0, stream>>>(
-      static_cast<const T*>(dout), static_cast<const T*>(out), rows,
-      static_cast<int>(a.head_dim), rowdot);
+      static_cast<const T*>(dout), static_cast<const T*>(out), rows, static_cast<int>(a.head_dim),
+      rowdot);
   LOOM_CUDA_CHECK_LAUNCH();
   const int64_t kv_tiles = ceil_div(a.kv_len, BC);
-  attention_backward_kernel<T, D>
-      <<<grid_of(a.n, kv_tiles), kThreads, 0, stream>>>(
-          pb, static_cast<const T*>(dout), static_cast<const T*>(q), static_cast<const T*>(k),
-          static_cast<const T*>(v), lse, rowdot, dq_acc, static_cast<T*>(dk), static_cast<T*>(dv),
-          kv_tiles);
+  attention_backward_kernel<T, D><<<grid_of(a.n, kv_tiles), kThreads, 0, stream>>>(
+      pb, static_cast<const T*>(dout), static_cast<const T*>(q), static_cast<const T*>(k),
+      static_cast<const T*>(v), lse, rowdot, dq_acc, static_cast<T*>(dk), static_cast<T*>(dv),
+      kv_tiles);
   LOOM_CUDA_CHECK_LAUNCH();
-  attention_store_dq_kernel<T><<<grid_for(dq_count), kBlock, 0, stream>>>(dq_acc, dq_count,
-                                                                          static_cast<T*>(dq));
+  attention_store_dq_kernel<T>
+      <<<grid_for(dq_count), kBlock, 0, stream>>>(dq_acc, dq_count, static_cast<T*>(dq));
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -457,13 +466,19 @@ template <typename F>
 void dispatch(DType type, int64_t head_dim, const F& f) {
   const int D = padded_dim(head_dim);
   if (type == DType::BFloat16) {
-    if (D == 32) f.template operator()<Bits, 32>();
-    else if (D == 64) f.template operator()<Bits, 64>();
-    else f.template operator()<Bits, 128>();
+    if (D == 32)
+      f.template operator()<Bits, 32>();
+    else if (D == 64)
+      f.template operator()<Bits, 64>();
+    else
+      f.template operator()<Bits, 128>();
   } else {
-    if (D == 32) f.template operator()<float, 32>();
-    else if (D == 64) f.template operator()<float, 64>();
-    else f.template operator()<float, 128>();
+    if (D == 32)
+      f.template operator()<float, 32>();
+    else if (D == 64)
+      f.template operator()<float, 64>();
+    else
+      f.template operator()<float, 128>();
   }
 }
 
@@ -473,15 +488,14 @@ void launch_attention_forward(const AttentionArgs& args, DType type, const void*
                               const void* v, const float* mask, const AttentionMaskLayout& layout,
                               void* out, float* lse, cudaStream_t stream) {
   const Problem pb{args, mask, layout};
-  dispatch(type, args.head_dim, [&]<typename T, int D>() {
-    forward<T, D>(pb, q, k, v, out, lse, stream);
-  });
+  dispatch(type, args.head_dim,
+           [&]<typename T, int D>() { forward<T, D>(pb, q, k, v, out, lse, stream); });
 }
 
 void launch_attention_backward(const AttentionArgs& args, DType type, const void* dout,
                                const void* q, const void* k, const void* v, const float* mask,
-                               const AttentionMaskLayout& layout, const void* out,
-                               const float* lse, void* dq, void* dk, void* dv, Scratch& scratch,
+                               const AttentionMaskLayout& layout, const void* out, const float* lse,
+                               void* dq, void* dk, void* dv, Scratch& scratch,
                                cudaStream_t stream) {
   const Problem pb{args, mask, layout};
   dispatch(type, args.head_dim, [&]<typename T, int D>() {

@@ -33,8 +33,8 @@ void check_near(const Tensor& actual, const Tensor& expected, float tol, const s
   for (size_t i = 0; i < a.size(); ++i) {
     const bool ok = std::isnan(b[i]) ? std::isnan(a[i]) : std::fabs(a[i] - b[i]) <= tol * scale;
     if (!ok) {
-      FAIL_CHECK(what << ": element " << i << " is " << a[i] << ", expected " << b[i]
-                      << " (scale " << scale << ")");
+      FAIL_CHECK(what << ": element " << i << " is " << a[i] << ", expected " << b[i] << " (scale "
+                      << scale << ")");
       return;
     }
   }
@@ -66,7 +66,8 @@ struct Case {
   int64_t query_offset = 0;
   float dropout_p = 0.0f;
   float amplitude = 1.0f;  // q is scaled by it: large scores test the online softmax's rescaling
-  std::string mask = "";  // "", "padding" ([n/2, 1, T_q, T_k] broadcast over heads), "bias", "blocked"
+  std::string mask =
+      "";  // "", "padding" ([n/2, 1, T_q, T_k] broadcast over heads), "bias", "blocked"
 };
 
 // One case on CUDA and on the CPU, for `type`; the inputs are the same values.
@@ -76,10 +77,16 @@ void compare(const Case& c, DType type, float tol) {
   const Tensor k = randn({c.n, c.kv_len, c.head_dim}).to(type);
   const Tensor v = randn({c.n, c.kv_len, c.head_dim}).to(type);
   const Tensor dout = randn({c.n, c.q_len, c.head_dim}).to(type);
-  AttentionArgs args{.n = c.n, .q_len = c.q_len, .kv_len = c.kv_len, .head_dim = c.head_dim,
+  AttentionArgs args{.n = c.n,
+                     .q_len = c.q_len,
+                     .kv_len = c.kv_len,
+                     .head_dim = c.head_dim,
                      .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                     .causal = c.causal, .query_offset = c.query_offset,
-                     .dropout_p = c.dropout_p, .seed = 1234, .offset = 77};
+                     .causal = c.causal,
+                     .query_offset = c.query_offset,
+                     .dropout_p = c.dropout_p,
+                     .seed = 1234,
+                     .offset = 77};
   Tensor mask_cpu, mask_gpu;  // the GPU's is a broadcast view of a small tensor, read in place
   if (c.mask == "padding") {
     std::vector<float> pad(2 * c.kv_len, 0.0f);
@@ -102,9 +109,9 @@ void compare(const Case& c, DType type, float tol) {
   const Outputs gpu = run_kernels(Device::CUDA, q, k, v, dout, mask_gpu, args);
   const Outputs cpu = run_kernels(Device::CPU, q, k, v, dout, mask_cpu, args);
   const std::string what = std::string(dtype_name(type)) + " T_q " + std::to_string(c.q_len) +
-                           " T_k " + std::to_string(c.kv_len) + " d " +
-                           std::to_string(c.head_dim) + (c.causal ? " causal" : "") +
-                           (c.dropout_p > 0 ? " dropout" : "") + " " + c.mask;
+                           " T_k " + std::to_string(c.kv_len) + " d " + std::to_string(c.head_dim) +
+                           (c.causal ? " causal" : "") + (c.dropout_p > 0 ? " dropout" : "") + " " +
+                           c.mask;
   check_near(gpu.out, cpu.out, tol, what + " out");
   check_near(gpu.lse, cpu.lse, 1e-5f, what + " lse");
   if (c.mask == "blocked") return;  // NaN rows: the gradients are NaN-laden by definition
@@ -156,11 +163,11 @@ TEST_CASE("CUDA fused attention on a long causal sequence (T = 1024) matches the
 TEST_CASE("CUDA fused attention at GPT-2 size (96 x 1024 x 64) matches the CPU kernel") {
   LOOM_REQUIRE_GPU();
 #ifndef LOOM_CUDA_EMULATED
-  compare({.n = 96, .q_len = 1024, .kv_len = 1024, .head_dim = 64, .causal = true},
-          DType::BFloat16, 2e-2f);
-  compare({.n = 96, .q_len = 1000, .kv_len = 1000, .head_dim = 64, .causal = true,
-           .dropout_p = 0.1f},
-          DType::Float32, 2e-5f);
+  compare({.n = 96, .q_len = 1024, .kv_len = 1024, .head_dim = 64, .causal = true}, DType::BFloat16,
+          2e-2f);
+  compare(
+      {.n = 96, .q_len = 1000, .kv_len = 1000, .head_dim = 64, .causal = true, .dropout_p = 0.1f},
+      DType::Float32, 2e-5f);
 #endif
 }
 
@@ -194,7 +201,8 @@ TEST_CASE("scaled_dot_product_attention on CUDA is fused by default and matches 
   check_near(results[1][1], results[0][1], 1e-5f, "fused vs unfused dx");
 }
 
-TEST_CASE("scaled_dot_product_attention on bfloat16 CUDA tensors and under autocast matches the CPU") {
+TEST_CASE(
+    "scaled_dot_product_attention on bfloat16 CUDA tensors and under autocast matches the CPU") {
   LOOM_REQUIRE_GPU();
   manual_seed(6);
   const Tensor q = randn({2, 3, 40, 64}), k = randn({2, 3, 40, 64}), v = randn({2, 3, 40, 64});
@@ -237,6 +245,6 @@ TEST_CASE("on CUDA, fewer than 16 queries (KV-cache decoding) take the unfused p
   };
   CHECK(fused(F::scaled_dot_product_attention(q, k, k, {.causal = true, .query_offset = 24})));
   const Tensor step = q.narrow(2, 15, 1);  // one decoding step
-  CHECK_FALSE(fused(F::scaled_dot_product_attention(step, k, k, {.causal = true,
-                                                                 .query_offset = 39})));
+  CHECK_FALSE(
+      fused(F::scaled_dot_product_attention(step, k, k, {.causal = true, .query_offset = 39})));
 }

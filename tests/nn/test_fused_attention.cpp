@@ -51,9 +51,9 @@ Result attend(const Tensor& q, const Tensor& k, const Tensor& v, const F::Attent
   Tensor qq = q.detach().requires_grad_(true), kk = k.detach().requires_grad_(true),
          vv = v.detach().requires_grad_(true);
   Tensor out = F::scaled_dot_product_attention(qq, kk, vv, o);
-  const Tensor weight = cos(arange_f(0.0f, static_cast<float>(out.numel()), 1.0f, q.device())
-                                    .reshape(out.shape()) *
-                                0.37f);
+  const Tensor weight =
+      cos(arange_f(0.0f, static_cast<float>(out.numel()), 1.0f, q.device()).reshape(out.shape()) *
+          0.37f);
   sum(out.to(DType::Float32) * weight).backward();
   return {out.detach(), qq.grad(), kk.grad(), vv.grad(), from_fused(out)};
 }
@@ -83,8 +83,7 @@ void compare(int64_t tq, int64_t tk, int64_t d, const F::AttentionOptions& o,
 }  // namespace
 
 TEST_CASE("fused attention equals the unfused path, values and gradients, at odd lengths") {
-  for (int64_t t : {1, 17, 33, 100})
-    compare(t, t, 16, {}, "T=" + std::to_string(t));
+  for (int64_t t : {1, 17, 33, 100}) compare(t, t, 16, {}, "T=" + std::to_string(t));
   compare(5, 23, 8, {}, "T_q 5 != T_k 23");
   compare(17, 17, 5, {}, "head_dim 5");
 }
@@ -119,8 +118,8 @@ TEST_CASE("fused attention reads heads split out of a projection (strided views)
     return x.narrow(2, i * h * d, h * d).reshape({b, t, h, d}).transpose(1, 2);
   };
   const F::AttentionOptions o{.causal = true};
-  check_same(attend(head(0), head(1), head(2), o, true), attend(head(0), head(1), head(2), o, false),
-             1e-4f, 2e-5f, "strided heads");
+  check_same(attend(head(0), head(1), head(2), o, true),
+             attend(head(0), head(1), head(2), o, false), 1e-4f, 2e-5f, "strided heads");
 }
 
 TEST_CASE("fused attention dropout draws the unfused path's keep pattern from the same seed") {
@@ -219,12 +218,18 @@ TEST_CASE("the attention kernels reject bad shapes and dtypes, naming the op") {
   const Tensor q = randn({2, 3, 4}), k = randn({2, 5, 4}), v = randn({2, 5, 4});
   Tensor out = Tensor::empty({2, 3, 4}), lse = Tensor::empty({2, 3});
   const AttentionArgs args{.n = 2, .q_len = 3, .kv_len = 5, .head_dim = 4};
-  expect_error([&] { be.attention_forward(q, randn({2, 6, 4}), v, Tensor(), args, out, lse); },
-               {"attention_forward", "key", "[2,6,4]", "[2,5,4]"});
+  expect_error(
+      [&] {
+        be.attention_forward(q, randn({2, 6, 4}), v, Tensor(), args, out, lse);
+      },
+      {"attention_forward", "key", "[2,6,4]", "[2,5,4]"});
   expect_error([&] { be.attention_forward(q, k, v.to(DType::BFloat16), Tensor(), args, out, lse); },
                {"attention_forward", "value", "bfloat16", "float32"});
-  expect_error([&] { be.attention_forward(q, k, v, randn({2, 3, 4}), args, out, lse); },
-               {"attention_forward", "mask", "[2,3,4]"});
+  expect_error(
+      [&] {
+        be.attention_forward(q, k, v, randn({2, 3, 4}), args, out, lse);
+      },
+      {"attention_forward", "mask", "[2,3,4]"});
   Tensor bad_lse = Tensor::empty({2, 4});
   expect_error([&] { be.attention_forward(q, k, v, Tensor(), args, out, bad_lse); },
                {"attention_forward", "lse"});
@@ -232,7 +237,8 @@ TEST_CASE("the attention kernels reject bad shapes and dtypes, naming the op") {
   dropped.dropout_p = 1.0f;
   expect_error([&] { be.attention_forward(q, k, v, Tensor(), dropped, out, lse); },
                {"attention_forward", "dropout_p"});
-  Tensor dq = Tensor::empty({2, 3, 4}), dk = Tensor::empty({2, 5, 4}), dv = Tensor::empty({2, 4, 4});
+  Tensor dq = Tensor::empty({2, 3, 4}), dk = Tensor::empty({2, 5, 4}),
+         dv = Tensor::empty({2, 4, 4});
   expect_error([&] { be.attention_backward(q, q, k, v, Tensor(), out, lse, args, dq, dk, dv); },
                {"attention_backward", "dv", "[2,4,4]"});
   FusedScope scope(Device::CPU, true);

@@ -14,4 +14,6 @@ static_assert(sizeof(__nv_bfloat16) == 2, "__nv_bfloat16 is 2 bytes");
 inline __nv_bfloat16 __float2bfloat16(float value) {
   return __nv_bfloat16{loom::float_to_bfloat16_bits(value)};
 }
-inline float __bfloat162float(__nv_bfloat16 value) { return loom::bfloat16_bits_to_float(value.__x); }
+inline float __bfloat162float(__nv_bfloat16 value) {
+  return loom::bfloat16_bits_to_float(value.__x);
+}

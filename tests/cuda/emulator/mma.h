@@ -46,8 +46,8 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const P* p, unsig
   static_assert(!std::is_same_v<Use, accumulator>, "an accumulator load takes a layout_t");
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] = detail::value(std::is_same_v<Layout, col_major> ? p[r + c * ldm]
-                                                                         : p[r * ldm + c]);
+      f.x[r * 16 + c] =
+          detail::value(std::is_same_v<Layout, col_major> ? p[r + c * ldm] : p[r * ldm + c]);
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p,
