@@ -23,8 +23,8 @@
 // MLM mean is weighted by the rank's share of the batch's predicted positions
 // (distributed::global_mean_loss), NSP is a mean over equal shares, so N processes train what one
 // process at N x --batch does, to float rounding (with --dropout 0: masks differ by rank). Rank 0
-// alone prints, evaluates (in chunks of the global batch) and writes. The batches depend on their size, so --resume takes any N
-// whose N x --batch equals the checkpoint's.
+// alone prints, evaluates (in chunks of the global batch) and writes. The batches depend on their
+// size, so --resume takes any N whose N x --batch equals the checkpoint's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,11 +34,13 @@
 #include <string>
 #include <vector>
 
+#include "bert_dump.h"
 #include "bert_files.h"
 #include "cli.h"
 #include "loom.h"
 
 using namespace loom;
+using examples::dump_data;
 namespace fs = std::filesystem;
 
 namespace {
@@ -183,48 +185,6 @@ class BatchPlanner {
   int64_t epoch_ = -1;
 };
 
-// --dump-data: vocab.txt, and train/val.safetensors holding the unmasked pairs: ids int64
-// [N, L] ([CLS] A [SEP] B [SEP] padded with [PAD]), lengths [N], segment_a [N] (the length of
-// [CLS] A [SEP]), nsp_labels [N] (0 = IsNext); the masking rule and its seed are in the
-// metadata. bench/torch_bert_train_ref.py reads them.
-void dump_pairs(const data::BertPretrainingData& pairs, const data::WordPieceTokenizer& tok,
-                const std::string& path) {
-  // Also the examples as masked in epoch 0 (masked_ids, mlm_labels [N, L]), so that a reference
-  // trainer re-implementing the masking (SplitMix64, data/bert_pretraining.cpp) can check itself.
-  const int64_t n = pairs.size();
-  int64_t longest = 0;
-  for (int64_t i = 0; i < n; ++i)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(pairs.unmasked_ids(i).size()));
-  std::vector<int64_t> ids(static_cast<size_t>(n * longest), tok.token_id("[PAD]")), lengths,
-      segment_a, nsp, masked = ids, labels(ids.size(), -100);
-  for (int64_t i = 0; i < n; ++i) {
-    const data::BertExample e = pairs.example(i, 0);
-    const std::vector<int64_t> plain = pairs.unmasked_ids(i);
-    std::copy(plain.begin(), plain.end(), ids.begin() + i * longest);
-    std::copy(e.ids.begin(), e.ids.end(), masked.begin() + i * longest);
-    std::copy(e.mlm_labels.begin(), e.mlm_labels.end(), labels.begin() + i * longest);
-    lengths.push_back(static_cast<int64_t>(plain.size()));
-    segment_a.push_back(std::count(e.token_types.begin(), e.token_types.end(), 0));
-    nsp.push_back(e.next_sentence_label);
-  }
-  const data::MaskingRule& r = pairs.masking_rule();
-  nn::write_safetensors(path,
-                        {{"ids", tensor_i64(ids, {n, longest})},
-                         {"lengths", tensor_i64(lengths, {n})},
-                         {"segment_a", tensor_i64(segment_a, {n})},
-                         {"nsp_labels", tensor_i64(nsp, {n})},
-                         {"masked_ids", tensor_i64(masked, {n, longest})},
-                         {"mlm_labels", tensor_i64(labels, {n, longest})}},
-                        {{"cls_id", std::to_string(r.cls_id)},
-                         {"sep_id", std::to_string(r.sep_id)},
-                         {"mask_id", std::to_string(r.mask_id)},
-                         {"pad_id", std::to_string(tok.token_id("[PAD]"))},
-                         {"vocab_size", std::to_string(r.vocab_size)},
-                         {"masked_lm_prob", fmt::format("{}", r.masked_lm_prob)},
-                         {"max_predictions", std::to_string(r.max_predictions)},
-                         {"seed", std::to_string(pairs.config().seed)}});
-}
-
 // ============================================================================ model
 
 // Decayed: weight matrices and embeddings; not decayed: LayerNorm parameters and biases
@@ -281,18 +241,11 @@ Eval evaluate(models::Bert& model, const data::BertPretrainingData& val, int64_t
 
 void plot_curves(const std::string& csv, const std::string& png) {
   const data::CsvTable log = data::read_csv(csv);
-  const std::vector<double> step = log.column("step"), loss = log.column("loss"),
-                            mlm = log.column("val_mlm_accuracy"),
-                            nsp = log.column("val_nsp_accuracy");
-  std::vector<double> eval_step, eval_mlm, eval_nsp;
-  for (size_t i = 0; i < mlm.size(); ++i)
-    if (!std::isnan(mlm[i]))
-      eval_step.push_back(step[i]), eval_mlm.push_back(100 * mlm[i]),
-          eval_nsp.push_back(100 * nsp[i]);
   data::save_plots(
-      png, {{{{"train loss (MLM + NSP)", step, loss}}, {"BERT pre-training: loss", "step", "loss"}},
-            {{{"held-out MLM accuracy", eval_step, eval_mlm},
-              {"held-out NSP accuracy", eval_step, eval_nsp}},
+      png, {{{log.series("step", "loss", "train loss (MLM + NSP)")},
+             {"BERT pre-training: loss", "step", "loss"}},
+            {{log.series("step", "val_mlm_accuracy", "held-out MLM accuracy", 100),
+              log.series("step", "val_nsp_accuracy", "held-out NSP accuracy", 100)},
              {"BERT pre-training: held-out accuracy", "step", "%"}}});
 }
 
@@ -340,13 +293,7 @@ int main(int argc, char** argv) try {
       static_cast<double>(tokens) / static_cast<double>(train_pairs.size()), val_pairs.size(),
       tok.vocab_size());
   if (!o.dump_data.empty()) {
-    if (!run.main_process()) return 0;  // rank 0 writes the files
-    dump_pairs(train_pairs, tok, dir + "/train.safetensors");
-    dump_pairs(val_pairs, tok, dir + "/val.safetensors");
-    std::string vocab;
-    for (const std::string& t : tok.vocab()) vocab += t + "\n";
-    data::write_file_atomic(dir + "/vocab.txt", vocab, "train_bert --dump-data");
-    fmt::print("wrote {}/{{vocab.txt, tokenizer.txt, train.safetensors, val.safetensors}}\n", dir);
+    if (run.main_process()) dump_data(train_pairs, val_pairs, tok, dir);  // rank 0 writes
     return 0;
   }
 
@@ -391,9 +338,11 @@ int main(int argc, char** argv) try {
   // ---- training loop
   model.train();
   BatchPlanner planner(train_pairs, global_batch, seed);  // the same on every rank
-  run.begin(global_batch * tokens / train_pairs.size(), "tok/s", /*plan_minutes=*/false);
-  const bool plan = o.run.minutes > 0 && !o.run.resume;  // planned here, from padded tokens
-  double t_step1 = 0, planned_tokens = 0;                 // padded tokens of steps 2-21
+  // --minutes plans from the time per padded token: batches of short and of long pairs differ up
+  // to 10x in time, so the expected step is the epoch's mean (this rank's share of it).
+  if (o.run.minutes > 0 && !o.run.resume)
+    run.plan_by_work(planner.mean_padded_tokens() / distributed::world_size(), " expected");
+  run.begin(global_batch * tokens / train_pairs.size(), "tok/s");
   for (int64_t step = run.start(); step < run.total(); ++step) {
     const int64_t total = run.total();
     const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, total), total, o.lr);
@@ -414,18 +363,8 @@ int main(int argc, char** argv) try {
     opt.step();
 
     const int64_t done = step + 1;
-    const float loss_value = run.step_done(done, loss.item());  // the global batch's
-    if (plan && done == 1) t_step1 = run.elapsed();
-    if (plan && done > 1 && done <= 21) planned_tokens += static_cast<double>(b.ids.numel());
-    if (plan && done == 21) {
-      // The speed of steps 2-21 (torch_train_ref.py's plan), per padded token: batches of short
-      // and of long pairs differ up to 10x in time, so the expected step is the epoch's mean.
-      const double per_token = (run.elapsed() - t_step1) / planned_tokens;
-      const double per_step = per_token * planner.mean_padded_tokens() / distributed::world_size();
-      run.plan(std::max(done + 1, done + static_cast<int64_t>((o.run.minutes * 60 - run.elapsed()) /
-                                                               per_step)),
-               per_step, " expected");
-    }
+    const float loss_value =  // the global batch's; the step's work: its padded tokens
+        run.step_done(done, loss.item(), static_cast<double>(b.ids.numel()));
     run.log(done, lr, fmt::format(" | epoch {}", epoch));
     Eval eval{std::nan(""), std::nan(""), std::nan("")};
     if (((o.eval_every > 0 && done % o.eval_every == 0) || done == run.total()) &&

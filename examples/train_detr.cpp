@@ -53,6 +53,8 @@
 using namespace loom;
 namespace fs = std::filesystem;
 using detr_example::ImageDetections;
+using detr_example::average_precision;
+using detr_example::detect;
 
 namespace {
 
@@ -181,45 +183,6 @@ StepLoss set_loss(models::DETR& model, const data::SceneBatch& batch, Device dev
 
 // ============================================================================ evaluation
 
-// DETR's PostProcess on scenes[0, count), in eval mode, in chunks of 100.
-std::vector<ImageDetections> detect(models::DETR& model, const std::vector<data::Scene>& scenes,
-                                    int64_t count, Device device) {
-  NoGradGuard no_grad;
-  model.eval();
-  std::vector<ImageDetections> all;
-  const int64_t chunk = 100;
-  for (int64_t s = 0; s < count; s += chunk) {
-    std::vector<Tensor> images;
-    for (int64_t i = s; i < std::min(count, s + chunk); ++i)
-      images.push_back(scenes[static_cast<size_t>(i)].image);
-    const models::DETROutput out = model.forward(stack(images, 0).to(device));  // (n, 1, 64, 64)
-    for (ImageDetections& d : detr_example::postprocess(out.logits, out.boxes))
-      all.push_back(std::move(d));
-  }
-  model.train();
-  return all;
-}
-
-// COCO AP, AP50, AP75 of the detections of scenes[0, count) (metrics/coco.h).
-metrics::APResult average_precision(const std::vector<ImageDetections>& detections,
-                                    const std::vector<data::Scene>& scenes) {
-  std::vector<metrics::Box> dets, truth;
-  for (size_t i = 0; i < detections.size(); ++i) {
-    const data::Scene& s = scenes[i];
-    const auto side = static_cast<float>(s.image.size(2));
-    for (int64_t q = 0; q < detections[i].size(); ++q)
-      dets.push_back(detections[i].pixel_box(q, static_cast<int64_t>(i), side));
-    const std::vector<int64_t> labels = s.labels.to_vector_i64();
-    for (size_t k = 0; k < labels.size(); ++k) {
-      const auto& b = s.pixel_boxes[k];
-      truth.push_back({static_cast<int64_t>(i), labels[k], static_cast<float>(b[0]),
-                       static_cast<float>(b[1]), static_cast<float>(b[2]),
-                       static_cast<float>(b[3])});
-    }
-  }
-  return metrics::coco_average_precision(dets, truth);
-}
-
 metrics::APResult evaluate(models::DETR& model, const std::vector<data::Scene>& scenes,
                            int64_t count, Device device) {
   return average_precision(detect(model, scenes, count, device), scenes);
@@ -232,19 +195,14 @@ std::string format_ap(const metrics::APResult& r) {
 // Loss and its terms, and AP / AP50 / AP75 against the step, from the CSV log.
 void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
   const data::CsvTable log = data::read_csv(csv);
-  const std::vector<double> step = log.column("step");
-  auto present = [&](const std::string& column, double scale) {
-    const std::vector<double> v = log.column(column);
-    data::Series s{column, {}, {}};
-    for (size_t i = 0; i < v.size(); ++i)
-      if (!std::isnan(v[i])) s.x.push_back(step[i]), s.y.push_back(scale * v[i]);
-    return s;
+  auto curve = [&](const std::string& column, double scale = 1) {
+    return log.series("step", column, column, scale);
   };
   data::save_plots(
-      png, {{{present("loss", 1)}, {title + ": training loss (all layers)", "step", "loss"}},
-            {{present("loss_ce", 1), present("loss_bbox", 1), present("loss_giou", 1)},
+      png, {{{curve("loss")}, {title + ": training loss (all layers)", "step", "loss"}},
+            {{curve("loss_ce"), curve("loss_bbox"), curve("loss_giou")},
              {"last layer's terms (unweighted)", "step", "loss"}},
-            {{present("ap50", 100), present("ap", 100), present("ap75", 100)},
+            {{curve("ap50", 100), curve("ap", 100), curve("ap75", 100)},
              {"held-out scenes: COCO AP", "step", "%"}}});
 }
 

@@ -268,13 +268,9 @@ void draw_attention_maps(models::ViT& vit, const data::FashionMNIST& test, int64
 // Loss and test accuracy against the step, from the CSV log.
 void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
   const data::CsvTable log = data::read_csv(csv);
-  const std::vector<double> step = log.column("step"), loss = log.column("loss"),
-                            acc = log.column("test_accuracy");
-  std::vector<double> eval_step, eval_acc;
-  for (size_t i = 0; i < acc.size(); ++i)
-    if (!std::isnan(acc[i])) eval_step.push_back(step[i]), eval_acc.push_back(100 * acc[i]);
-  data::save_plots(png, {{{{"train loss", step, loss}}, {title + ": training loss", "step", "loss"}},
-                         {{{"test accuracy", eval_step, eval_acc}},
+  data::save_plots(png, {{{log.series("step", "loss", "train loss")},
+                          {title + ": training loss", "step", "loss"}},
+                         {{log.series("step", "test_accuracy", "test accuracy", 100)},
                           {title + ": test accuracy", "step", "%"}}});
 }
 

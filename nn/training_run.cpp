@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -83,14 +84,31 @@ void TrainingRun::begin(int64_t items_per_step, std::string unit, bool plan_minu
   budget_.emplace(plan_minutes && !options_.resume ? options_.minutes : 0.0);
 }
 
-float TrainingRun::step_done(int64_t done, double local_loss) {
+void TrainingRun::plan_by_work(double mean_work_per_step, std::string note) {
+  LOOM_CHECK(mean_work_per_step > 0, "{}: plan_by_work: the mean work of a step must be > 0, got {}",
+             program_, mean_work_per_step);
+  mean_work_ = mean_work_per_step;
+  work_note_ = std::move(note);
+}
+
+float TrainingRun::step_done(int64_t done, double local_loss, double work) {
   LOOM_CHECK(progress_.has_value(), "{}: step_done() before begin()", program_);
   const auto loss =  // the global batch's: the mean over the ranks
       static_cast<float>(distributed::all_reduce_value(local_loss, distributed::ReduceOp::Mean));
   LOOM_CHECK(std::isfinite(loss), "{}: the loss became {} at step {}", program_, loss, done - 1);
   progress_->add(loss);
-  if (const auto planned = budget_->observe(done, progress_->elapsed()))
+  if (mean_work_ > 0 && budget_->active()) {  // TimeBudget's plan, per unit of work
+    constexpr int64_t kFirst = 1, kLast = 21;  // time steps 2..21
+    if (done == kFirst) t_step1_ = progress_->elapsed();
+    if (done > kFirst && done <= kLast) work_ += work;
+    if (done == kLast) {
+      const double per_step = (progress_->elapsed() - t_step1_) / work_ * mean_work_;
+      const double left = options_.minutes * 60 - progress_->elapsed();
+      plan(std::max(done + 1, done + static_cast<int64_t>(left / per_step)), per_step, work_note_);
+    }
+  } else if (const auto planned = budget_->observe(done, progress_->elapsed())) {
     plan(*planned, budget_->seconds_per_step(), plan_note ? plan_note(*planned) : "");
+  }
   return loss;
 }
 

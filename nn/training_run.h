@@ -118,10 +118,14 @@ class TrainingRun {
   // Starts the clock: the progress line counts `items_per_step` `unit` a step ("tok/s",
   // "img/s"); with `plan_minutes`, --minutes (unless resumed) plans the total at step 21.
   void begin(int64_t items_per_step, std::string unit = "tok/s", bool plan_minutes = true);
+  // For steps of unequal cost (batches of short and of long sequences): --minutes plans from the
+  // time per unit of `work` (step_done's) over steps 2-21 times `mean_work_per_step`, the cost
+  // of the average step, instead of from the time per step; `note` ends the "planned" line.
+  void plan_by_work(double mean_work_per_step, std::string note = "");
   // After the optimizer step `done` (1-based): the global loss (the mean of `local_loss` over
   // the ranks, which it returns) is checked finite and added to the progress line; the plan of
-  // --minutes is made when its time comes.
-  float step_done(int64_t done, double local_loss);
+  // --minutes is made when its time comes. `work`: what this step cost (see plan_by_work).
+  float step_done(int64_t done, double local_loss, double work = 1);
   // Fixes the total (every rank takes rank 0's) and prints "planned steps: N (x ms/step...)";
   // for a trainer that plans --minutes itself.
   void plan(int64_t total, double seconds_per_step, const std::string& note = "");
@@ -153,6 +157,8 @@ class TrainingRun {
   ContentFn content_;
   std::optional<optim::ProgressMeter> progress_;
   std::optional<optim::TimeBudget> budget_;
+  double mean_work_ = 0, work_ = 0, t_step1_ = 0;  // plan_by_work's
+  std::string work_note_;
 };
 
 }  // namespace loom::nn

@@ -258,6 +258,26 @@ TEST_CASE("TrainingRun: --minutes plans the total at step 21, never on a resumed
   CHECK(off.total() == 40);
 }
 
+TEST_CASE("TrainingRun: plan_by_work plans --minutes from the time per unit of work") {
+  TempDir dir("work");
+  nn::RunOptions o = options_in(dir.path, 1000000);
+  o.minutes = 1;
+  auto planned = [&](double mean_work) {  // 20 timed steps of 1 unit, ~0.2 ms each
+    nn::TrainingRun run("train_toy", o);
+    run.plan_by_work(mean_work, " expected");
+    run.begin(1);
+    for (int64_t done = 1; done <= 21; ++done) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      run.step_done(done, 1.0, 1.0);
+    }
+    return run.total();
+  };
+  CHECK(planned(1e6) == 22);           // an average step of 10^6 units: > 60 s, the minimum
+  CHECK(planned(1e-3) > 1000000);      // of 10^-3 units: far more than 10^6 steps in a minute
+  nn::TrainingRun run("train_toy", o);
+  CHECK_THROWS_WITH_AS(run.plan_by_work(0), doctest::Contains("must be > 0"), Error);
+}
+
 TEST_CASE("TrainingRun: a non-finite loss stops the run naming the step; progress lines when due") {
   TempDir dir("nan");
   nn::RunOptions o = options_in(dir.path, 10);
