@@ -55,8 +55,7 @@ struct Options {
   int64_t epochs = 0, batch = 0, warmup = 200;  // 0 = the model's default
   float lr = 0, min_lr = 1e-5f, weight_decay = 0.05f, label_smoothing = 0.0f, grad_clip = -1;
   // evaluation and pictures (steps, checkpoints, --out, --resume, machine: nn::RunOptions)
-  int64_t eval_every = 0;  // 0 = every epoch
-  int64_t attention_images = 4;
+  int64_t eval_every = 0, attention_images = 4;  // eval_every 0: every epoch
   nn::RunOptions run{.checkpoint_every = 500, .log_every = 50};  // --out: the family's
 };
 
@@ -117,9 +116,8 @@ void add_options(CLI::App& app, Options& o) {
   g.progress->add_option("--eval-every", o.eval_every,
                          "steps between test evaluations (0 = at the end of every epoch)")
       ->check(non_negative);
-  g.progress
-      ->add_option("--attention-images", o.attention_images,
-                   "ViT: test images whose class-token attention maps are drawn at the end")
+  g.progress->add_option("--attention-images", o.attention_images,
+                         "ViT: test images whose class-token attention maps are drawn at the end")
       ->check(non_negative);
 }
 
@@ -163,12 +161,9 @@ struct Classifier {
 // the class token and Swin's relative position bias table (timm's no_weight_decay lists).
 std::vector<optim::ParamGroup> param_groups(nn::Module& model, float lr, float weight_decay) {
   optim::ParamGroup decay{{}, lr, weight_decay}, no_decay{{}, lr, 0.0f};
-  auto ends_with = [](const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-  };
   for (auto& [name, p] : model.named_parameters()) {
     const bool skip = p.dim() < 2 || name == "pos_embed" || name == "cls_token" ||
-                      ends_with(name, "relative_position_bias_table");
+                      name.ends_with("relative_position_bias_table");
     (skip ? no_decay : decay).params.push_back(p);
   }
   return {decay, no_decay};
@@ -176,8 +171,7 @@ std::vector<optim::ParamGroup> param_groups(nn::Module& model, float lr, float w
 
 // ============================================================================ evaluation
 
-// Predicted class of every test image, in evaluation mode, in chunks.
-// The first `count` test images (0 = all).
+// The predicted class of the first `count` test images (0 = all), in evaluation mode, in chunks.
 std::vector<int64_t> predict(Classifier& model, const data::FashionMNIST& test, int64_t count,
                              Device device) {
   NoGradGuard no_grad;
@@ -295,6 +289,7 @@ int main(int argc, char** argv) try {
   // ---- data: 60,000 training and 10,000 test images, normalised
   const auto train_set = std::make_shared<data::FashionMNIST>(o.data, "train");
   const data::FashionMNIST test_set(o.data, "test");
+  const std::vector<int64_t>& labels = test_set.label_vector();
   const int64_t global_batch = o.batch * distributed::world_size();  // every rank draws it
   LOOM_CHECK(global_batch <= train_set->size(),
              "train_vision: --batch {} x {} processes is more than the {} training images", o.batch,
@@ -302,9 +297,8 @@ int main(int argc, char** argv) try {
   data::BatchStream batches(
       data::DataLoader(train_set, global_batch, /*shuffle=*/true, o.run.seed, /*drop_last=*/true));
   const int64_t steps_per_epoch = train_set->size() / global_batch;
-  auto epochs = [&](int64_t steps) {
-    return static_cast<double>(steps) / static_cast<double>(steps_per_epoch);
-  };
+  const auto per_epoch = static_cast<double>(steps_per_epoch);
+  auto epochs = [&](int64_t steps) { return static_cast<double>(steps) / per_epoch; };
   // A padded pixel is black: the normalised value of 0.
   const data::AugmentOptions augment{o.crop_padding, o.flip, train_set->black_value()};
 
@@ -349,9 +343,8 @@ int main(int argc, char** argv) try {
   run.plan_note = [&](int64_t total) { return fmt::format(", {:.1f} epochs", epochs(total)); };
   run.begin(global_batch, "img/s");
   for (int64_t step = run.start(); step < run.total(); ++step) {
-    const int64_t total = run.total();
-    const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, total), total, o.lr,
-                                             o.min_lr);
+    const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, run.total()),
+                                             run.total(), o.lr, o.min_lr);
     opt.set_lr(lr);
     const data::Batch batch = batches.next();  // the global batch; this rank's rows of it:
     const Tensor x = distributed::rank_chunk(data::augment_images(batch[0], augment, o.run.seed,
@@ -371,10 +364,8 @@ int main(int argc, char** argv) try {
     double test_accuracy = std::nan("");
     const bool eval_now = o.eval_every > 0 ? done % o.eval_every == 0 : done % steps_per_epoch == 0;
     if (eval_now && done != run.total() && run.main_process()) {
-      const double seconds = run.untimed([&] {
-        test_accuracy =
-            accuracy(predict(model, test_set, o.test_images, device), test_set.label_vector());
-      });
+      const double seconds = run.untimed(
+          [&] { test_accuracy = accuracy(predict(model, test_set, o.test_images, device), labels); });
       fmt::print("eval step {} (epoch {:.2f}) | test accuracy {:.2f}% ({:.1f} s)\n", done,
                  epochs(done), 100 * test_accuracy, seconds);
     }
@@ -388,14 +379,14 @@ int main(int argc, char** argv) try {
   if (!run.main_process()) return 0;
   const int64_t total = run.total();
   const std::vector<int64_t> predictions = predict(model, test_set, o.test_images, device);
-  const double final_accuracy = accuracy(predictions, test_set.label_vector());
+  const double final_accuracy = accuracy(predictions, labels);
   csv.row({static_cast<double>(total), static_cast<double>(batches.epoch()), std::nan(""),
            std::nan(""), final_accuracy});
   fmt::print("final (step {}, {:.2f} epochs, {} training): test accuracy {:.2f}%\n", total,
              epochs(total), optim::format_duration(train_s), 100 * final_accuracy);
   run.save(total);
   const std::string& out = o.run.out;
-  report_confusion(predictions, test_set.label_vector(), out + "/confusion.png");
+  report_confusion(predictions, labels, out + "/confusion.png");
   plot_curves(run.log_path(), out + "/curves.png", o.model);
   const bool maps = model.vit && o.attention_images > 0;
   if (maps) draw_attention_maps(*model.vit, test_set, o.attention_images, device, out);
