@@ -3,13 +3,13 @@
 // schedule, the --minutes plan, the progress line and the CSV log; the trainer owns the loop:
 //
 //   nn::TrainingRun run("train_gpt", o.run);              // threads; --resume finds its file
-//   run.set_total(o.run.steps);                            // the plan (--steps, epochs, ...)
+//   run.set_total(epochs * steps_per_epoch);               // when not --steps (its default)
 //   run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t step) {
 //     return nn::CheckpointContent{config.to_metadata(), batches.epoch(), batches.index(),
 //                                  global_batch};          // beside the TrainerState
 //   });
-//   if (o.run.resume) {
-//     const nn::TrainerState state = run.resume({{"model", &model}}, &opt);  // step, RNG, total
+//   if (o.run.resume) {  // model, optimizer, RNG, start() and total(); `check` may refuse it
+//     const nn::TrainerState state = run.resume({{"model", &model}}, &opt, check);
 //     batches.seek(state.epoch, state.batch_index_for(global_batch, n, run.source()));
 //   }
 //   data::CsvLog log = run.open_log({"step", "loss"});    // rank 0's; continues on resume
@@ -19,7 +19,7 @@
 //     const int64_t done = step + 1;
 //     const float loss_value = run.step_done(done, loss.item());  // mean over the ranks
 //     run.log(done, lr);                                   // every --log-every, and the last
-//     if (eval due) run.untimed([&] { evaluate(...); });    // out of tokens/s and the ETA
+//     if (eval_due) run.untimed([&] { evaluate(); });      // out of tokens/s and the ETA
 //     log.row({double(done), loss_value});
 //     if (run.checkpoint(done)) return 0;                  // --checkpoint-every; --stop-at
 //   }
