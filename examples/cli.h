@@ -101,7 +101,8 @@ struct RunHelp {
       "plan the steps so that training takes this long, from the speed of steps 2-21, as "
       "torch_train_ref.py does (0 = use --steps)";
   std::string minutes_group = "";  // "" = Optimisation
-  std::string stop_at = "end this run after that step with a checkpoint, as if interrupted (0 = off)";
+  std::string stop_at =
+      "end this run after that step with a checkpoint, as if interrupted (0 = off)";
   std::string checkpoint_every = "steps between checkpoints (0 = only at the end)";
 };
 struct RunGroups {
@@ -119,7 +120,9 @@ inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHe
   if (!help.minutes_group.empty())
     g.reference = app.add_option_group(
         help.minutes_group, "for runs side by side with ../shared/bench/torch_train_ref.py");
-  (g.reference ? g.reference : g.optimisation)->add_option("--minutes", run.minutes, help.minutes)->check(finite_non_negative);
+  (g.reference ? g.reference : g.optimisation)
+      ->add_option("--minutes", run.minutes, help.minutes)
+      ->check(finite_non_negative);
   g.progress->add_option("--log-every", run.log_every, "steps between progress lines")
       ->check(CLI::PositiveNumber);
   g.progress->add_option("--checkpoint-every", run.checkpoint_every, help.checkpoint_every)

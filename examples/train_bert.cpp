@@ -103,7 +103,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(cli::finite_non_negative);
   t->add_option("--grad-clip", o.grad_clip, "clip the gradient norm (0 = off)")
       ->check(cli::finite_non_negative);
-  g.progress->add_option("--eval-every", o.eval_every, "steps between held-out evaluations (0 = end)")
+  g.progress
+      ->add_option("--eval-every", o.eval_every, "steps between held-out evaluations (0 = end)")
       ->check(non_negative);
   g.progress->add_option("--eval-pairs", o.eval_pairs, "held-out pairs evaluated")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
@@ -277,9 +278,7 @@ int main(int argc, char** argv) try {
       o.run.resume ? data::WordPieceTokenizer::load(tok_path)
                    : data::WordPieceTokenizer::train(split.train, o.vocab_size);
   if (!o.run.resume && run.main_process()) tok.save(tok_path);
-  data::BertPretrainingConfig data_config;
-  data_config.max_seq_len = o.max_seq_len;
-  data_config.seed = seed;
+  data::BertPretrainingConfig data_config{.max_seq_len = o.max_seq_len, .seed = seed};
   const data::BertPretrainingData train_pairs(split.train, tok, data_config);
   data_config.seed = seed + 1;
   const data::BertPretrainingData val_pairs(split.val, tok, data_config);
@@ -330,8 +329,9 @@ int main(int argc, char** argv) try {
           state.check_global_batch(global_batch, "pairs", run.source());
         },
         /*print_position=*/false);
-  LOOM_CHECK(run.start() < run.total(), "train_bert: the checkpoint is at step {}, the run has {} steps",
-             run.start(), run.total());
+  LOOM_CHECK(run.start() < run.total(),
+             "train_bert: the checkpoint is at step {}, the run has {} steps", run.start(),
+             run.total());
   data::CsvLog csv = run.open_log(
       {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"});
 

@@ -24,18 +24,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "data/dictd.h"
-#include "data/text_file.h"
 #include "loom.h"
 #include "models/beam_search.h"
 #include "models/transformer.h"

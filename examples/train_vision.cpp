@@ -364,8 +364,9 @@ int main(int argc, char** argv) try {
     double test_accuracy = std::nan("");
     const bool eval_now = o.eval_every > 0 ? done % o.eval_every == 0 : done % steps_per_epoch == 0;
     if (eval_now && done != run.total() && run.main_process()) {
-      const double seconds = run.untimed(
-          [&] { test_accuracy = accuracy(predict(model, test_set, o.test_images, device), labels); });
+      const double seconds = run.untimed([&] {
+        test_accuracy = accuracy(predict(model, test_set, o.test_images, device), labels);
+      });
       fmt::print("eval step {} (epoch {:.2f}) | test accuracy {:.2f}% ({:.1f} s)\n", done,
                  epochs(done), 100 * test_accuracy, seconds);
     }
@@ -385,13 +386,12 @@ int main(int argc, char** argv) try {
   fmt::print("final (step {}, {:.2f} epochs, {} training): test accuracy {:.2f}%\n", total,
              epochs(total), optim::format_duration(train_s), 100 * final_accuracy);
   run.save(total);
-  const std::string& out = o.run.out;
-  report_confusion(predictions, labels, out + "/confusion.png");
-  plot_curves(run.log_path(), out + "/curves.png", o.model);
+  report_confusion(predictions, labels, o.run.out + "/confusion.png");
+  plot_curves(run.log_path(), o.run.out + "/curves.png", o.model);
   const bool maps = model.vit && o.attention_images > 0;
-  if (maps) draw_attention_maps(*model.vit, test_set, o.attention_images, device, out);
+  if (maps) draw_attention_maps(*model.vit, test_set, o.attention_images, device, o.run.out);
   fmt::print("saved {}, {}, {}/curves.png, {}/confusion.png{}\n", run.checkpoint_path(),
-             run.log_path(), out, out, maps ? " and attention_*.png" : "");
+             run.log_path(), o.run.out, o.run.out, maps ? " and attention_*.png" : "");
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "error: {}\n", e.what());

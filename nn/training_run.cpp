@@ -85,8 +85,9 @@ void TrainingRun::begin(int64_t items_per_step, std::string unit, bool plan_minu
 }
 
 void TrainingRun::plan_by_work(double mean_work_per_step, std::string note) {
-  LOOM_CHECK(mean_work_per_step > 0, "{}: plan_by_work: the mean work of a step must be > 0, got {}",
-             program_, mean_work_per_step);
+  LOOM_CHECK(mean_work_per_step > 0,
+             "{}: plan_by_work: the mean work of a step must be > 0, got {}", program_,
+             mean_work_per_step);
   mean_work_ = mean_work_per_step;
   work_note_ = std::move(note);
 }
@@ -97,7 +98,7 @@ float TrainingRun::step_done(int64_t done, double local_loss, double work) {
       static_cast<float>(distributed::all_reduce_value(local_loss, distributed::ReduceOp::Mean));
   LOOM_CHECK(std::isfinite(loss), "{}: the loss became {} at step {}", program_, loss, done - 1);
   progress_->add(loss);
-  if (mean_work_ > 0 && budget_->active()) {  // TimeBudget's plan, per unit of work
+  if (mean_work_ > 0 && budget_->active()) {   // TimeBudget's plan, per unit of work
     constexpr int64_t kFirst = 1, kLast = 21;  // time steps 2..21
     if (done == kFirst) t_step1_ = progress_->elapsed();
     if (done > kFirst && done <= kLast) work_ += work;

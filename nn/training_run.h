@@ -54,16 +54,16 @@ namespace loom::nn {
 // The options every trainer has (examples/cli.h's add_run_options makes them flags). A trainer
 // sets its own defaults before parsing.
 struct RunOptions {
-  std::string out = "";         // directory of ckpt.safetensors, log.csv and the pictures
-  bool resume = false;          // continue from <out>/ckpt.safetensors
-  int64_t steps = 0;            // optimizer steps in total (the trainer may derive it)
-  bool steps_given = false;     // --steps was on the command line: overrides a resumed plan
-  double minutes = 0;           // > 0: plan the steps to fill this much training time
-  int64_t stop_at = 0;          // > 0: end after that step with a checkpoint
-  int64_t checkpoint_every = 0; // 0: only at the end (and at --stop-at)
-  int64_t log_every = 20;       // steps between progress lines
-  std::string device = "cpu";   // cpu | cuda
-  int64_t threads = 0;          // 0: OpenMP's default
+  std::string out = "";          // directory of ckpt.safetensors, log.csv and the pictures
+  bool resume = false;           // continue from <out>/ckpt.safetensors
+  int64_t steps = 0;             // optimizer steps in total (the trainer may derive it)
+  bool steps_given = false;      // --steps was on the command line: overrides a resumed plan
+  double minutes = 0;            // > 0: plan the steps to fill this much training time
+  int64_t stop_at = 0;           // > 0: end after that step with a checkpoint
+  int64_t checkpoint_every = 0;  // 0: only at the end (and at --stop-at)
+  int64_t log_every = 20;        // steps between progress lines
+  std::string device = "cpu";    // cpu | cuda
+  int64_t threads = 0;           // 0: OpenMP's default
   uint64_t seed = 0;
 };
 

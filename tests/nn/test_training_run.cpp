@@ -99,8 +99,8 @@ TEST_CASE("add_run_options: the shared flags, their defaults and the exact error
   CHECK(run.steps == 100);
   CHECK(run.log_every == 7);
   CHECK_FALSE(run.steps_given);
-  CHECK(parse_error(run, {"--steps", "12", "--resume", "--stop-at", "6", "--seed", "3",
-                          "--threads", "2", "--checkpoint-every", "0", "--minutes", "1.5"})
+  CHECK(parse_error(run, {"--steps", "12", "--resume", "--stop-at", "6", "--seed", "3", "--threads",
+                          "2", "--checkpoint-every", "0", "--minutes", "1.5"})
             .empty());
   CHECK(run.steps == 12);
   CHECK(run.steps_given);
@@ -134,7 +134,7 @@ TEST_CASE("TrainingRun: --resume without a checkpoint is refused before any work
   CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o), doctest::Contains("--log-every"), Error);
 }
 
-TEST_CASE("TrainingRun: checkpoints every N steps but the last, and at --stop-at, which ends the run") {
+TEST_CASE("TrainingRun: checkpoints every N steps but the last, and at --stop-at, the end") {
   TempDir dir("schedule");
   nn::RunOptions o = options_in(dir.path, 5);
   o.checkpoint_every = 2;
@@ -218,12 +218,11 @@ TEST_CASE("TrainingRun: a run stopped and resumed computes what the uninterrupte
   nn::TrainingRun longer("train_toy", o);
   Toy third;
   const std::vector<float> before = third.model->weight.to_vector();
-  CHECK_THROWS_WITH_AS(
-      longer.resume({{"model", third.model.get()}}, third.opt.get(),
-                    [](const nn::Metadata& meta, const nn::TrainerState&) {
-                      LOOM_CHECK(meta.at("toy") == "2", "train_toy: not my model");
-                    }),
-      doctest::Contains("not my model"), Error);
+  CHECK_THROWS_WITH_AS(longer.resume({{"model", third.model.get()}}, third.opt.get(),
+                                     [](const nn::Metadata& meta, const nn::TrainerState&) {
+                                       LOOM_CHECK(meta.at("toy") == "2", "train_toy: not my model");
+                                     }),
+                       doctest::Contains("not my model"), Error);
   CHECK(third.model->weight.to_vector() == before);
   longer.resume({{"model", third.model.get()}}, third.opt.get());
   CHECK(longer.total() == 8);
@@ -272,13 +271,13 @@ TEST_CASE("TrainingRun: plan_by_work plans --minutes from the time per unit of w
     }
     return run.total();
   };
-  CHECK(planned(1e6) == 22);           // an average step of 10^6 units: > 60 s, the minimum
-  CHECK(planned(1e-3) > 1000000);      // of 10^-3 units: far more than 10^6 steps in a minute
+  CHECK(planned(1e6) == 22);       // an average step of 10^6 units: > 60 s, the minimum
+  CHECK(planned(1e-3) > 1000000);  // of 10^-3 units: far more than 10^6 steps in a minute
   nn::TrainingRun run("train_toy", o);
   CHECK_THROWS_WITH_AS(run.plan_by_work(0), doctest::Contains("must be > 0"), Error);
 }
 
-TEST_CASE("TrainingRun: a non-finite loss stops the run naming the step; progress lines when due") {
+TEST_CASE("TrainingRun: progress lines when due, and a non-finite loss naming its step") {
   TempDir dir("nan");
   nn::RunOptions o = options_in(dir.path, 10);
   o.log_every = 4;
@@ -303,7 +302,8 @@ TEST_CASE("TrainingRun: the log starts afresh, and a resumed run keeps the rows 
   toy.checkpoint_into(run);
   {
     data::CsvLog log = run.open_log({"step", "loss"});
-    for (int64_t s = 1; s <= 4; ++s) log.row({static_cast<double>(s), 1.0 / static_cast<double>(s)});
+    for (int64_t s = 1; s <= 4; ++s)
+      log.row({static_cast<double>(s), 1.0 / static_cast<double>(s)});
     run.save(2);
   }
   CHECK(data::read_csv(run.log_path()).rows.size() == 4);
