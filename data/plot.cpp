@@ -392,6 +392,15 @@ std::vector<double> CsvTable::column(const std::string& name) const {
   return values;
 }
 
+Series CsvTable::series(const std::string& x, const std::string& y, std::string name,
+                        double scale) const {
+  const std::vector<double> xs = column(x), ys = column(y);
+  Series s{name.empty() ? y : std::move(name), {}, {}};
+  for (size_t i = 0; i < ys.size(); ++i)
+    if (!std::isnan(ys[i])) s.x.push_back(xs[i]), s.y.push_back(scale * ys[i]);
+  return s;
+}
+
 CsvTable read_csv(const std::string& path) {
   LineReader reader(path, "read_csv");
   CsvTable table;

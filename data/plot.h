@@ -71,6 +71,11 @@ struct CsvTable {
   std::vector<std::vector<double>> rows;
   // The values of the column called `name`; throws naming the columns there are.
   std::vector<double> column(const std::string& name) const;
+  // The curve of column `y` against column `x`, its values times `scale`, named `name` (default:
+  // `y`), without the rows where `y` is NaN: a value logged only at some steps (an evaluation)
+  // draws as a line through those steps.
+  Series series(const std::string& x, const std::string& y, std::string name = "",
+                double scale = 1) const;
 };
 
 // Reads a CsvLog file (or any CSV of numbers with a header line). Throws loom::Error naming the

@@ -83,6 +83,62 @@ inline const CLI::Validator non_negative_integer(
     },
     "INT >= 0", "non_negative_integer");
 
+// The flags of nn::RunOptions, the ones every trainer shares, with the same names, checks and
+// messages everywhere; defaults are the values `run` holds. The groups are created here, in this
+// order, and returned so that a trainer adds its own flags to them:
+//   Optimisation                        --steps [--minutes]
+//   Progress, evaluation, checkpoints   --log-every --checkpoint-every --out --resume --stop-at
+//   Machine                             --device --threads --seed
+// Help texts that differ between trainers (what --out holds, what --seed seeds, what --steps 0
+// and --minutes mean) come from `help`; --minutes goes to its own group when help.minutes_group
+// is set (the trainers whose --minutes is for runs beside the PyTorch reference).
+struct RunHelp {
+  std::string out = "directory for checkpoint, log and pictures";
+  std::string seed = "seed of the weights, the batch order and dropout";
+  std::string steps = "optimizer steps in total";
+  bool steps_may_be_zero = false;  // 0 = derived (from --epochs, or planned by --minutes)
+  std::string minutes =
+      "plan the steps so that training takes this long, from the speed of steps 2-21, as "
+      "torch_train_ref.py does (0 = use --steps)";
+  std::string minutes_group = "";  // "" = Optimisation
+  std::string stop_at =
+      "end this run after that step with a checkpoint, as if interrupted (0 = off)";
+  std::string checkpoint_every = "steps between checkpoints (0 = only at the end)";
+};
+struct RunGroups {
+  CLI::App *optimisation, *progress, *machine;
+  CLI::App* reference = nullptr;  // help.minutes_group's, when set
+};
+inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHelp& help = {}) {
+  show_defaults(app);
+  RunGroups g{app.add_option_group("Optimisation"),
+              app.add_option_group("Progress, evaluation, checkpoints"),
+              app.add_option_group("Machine")};
+  g.optimisation->add_option("--steps", run.steps, help.steps)
+      ->check(help.steps_may_be_zero ? non_negative_integer : CLI::PositiveNumber)
+      ->each([&run](const std::string&) { run.steps_given = true; });
+  if (!help.minutes_group.empty())
+    g.reference = app.add_option_group(
+        help.minutes_group, "for runs side by side with ../shared/bench/torch_train_ref.py");
+  (g.reference ? g.reference : g.optimisation)
+      ->add_option("--minutes", run.minutes, help.minutes)
+      ->check(finite_non_negative);
+  g.progress->add_option("--log-every", run.log_every, "steps between progress lines")
+      ->check(CLI::PositiveNumber);
+  g.progress->add_option("--checkpoint-every", run.checkpoint_every, help.checkpoint_every)
+      ->check(non_negative_integer);
+  g.progress->add_option("--out", run.out, help.out);
+  g.progress->add_flag("--resume", run.resume,
+                       "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
+      ->expected(0, 1);
+  g.progress->add_option("--stop-at", run.stop_at, help.stop_at)->check(non_negative_integer);
+  add_device(*g.machine, run.device);
+  g.machine->add_option("--threads", run.threads, "CPU threads (0 = OpenMP's default)")
+      ->check(non_negative_integer);
+  g.machine->add_option("--seed", run.seed, help.seed)->check(non_negative_integer);
+  return g;
+}
+
 // Prints every option's value after parsing, given or default, one "  key=value" a line.
 inline void print_config(const CLI::App& app) {
   std::istringstream lines(app.config_to_str(/*default_also=*/true, /*write_description=*/false));

@@ -2,9 +2,11 @@
 // detect() applies it), shared by train_detr and detect: the last decoder layer's logits through
 // a softmax, "no object" dropped, score = the best class probability, label = its class; every
 // query is a detection. Boxes stay normalised (cx, cy, w, h) for drawing and are turned into
-// pixel corners (x0, y0, x1, y1) = (cx -+ w/2, cy -+ h/2) * side for COCO AP.
+// pixel corners (x0, y0, x1, y1) = (cx -+ w/2, cy -+ h/2) * side for COCO AP. Below: the
+// detections of a model on scenes, and their COCO AP (metrics/coco.h) against the scenes' boxes.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -63,6 +65,46 @@ inline std::vector<ImageDetections> postprocess(const Tensor& logits, const Tens
     }
   }
   return out;
+}
+
+// DETR's PostProcess on scenes[0, count), in eval mode, in chunks of 100.
+inline std::vector<ImageDetections> detect(models::DETR& model,
+                                           const std::vector<data::Scene>& scenes, int64_t count,
+                                           Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  std::vector<ImageDetections> all;
+  const int64_t chunk = 100;
+  for (int64_t s = 0; s < count; s += chunk) {
+    std::vector<Tensor> images;
+    for (int64_t i = s; i < std::min(count, s + chunk); ++i)
+      images.push_back(scenes[static_cast<size_t>(i)].image);
+    const models::DETROutput out = model.forward(stack(images, 0).to(device));  // (n, 1, 64, 64)
+    for (ImageDetections& d : postprocess(out.logits, out.boxes))
+      all.push_back(std::move(d));
+  }
+  model.train();
+  return all;
+}
+
+// COCO AP, AP50, AP75 of the detections of scenes[0, count) (metrics/coco.h).
+inline metrics::APResult average_precision(const std::vector<ImageDetections>& detections,
+                                           const std::vector<data::Scene>& scenes) {
+  std::vector<metrics::Box> dets, truth;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    const data::Scene& s = scenes[i];
+    const auto side = static_cast<float>(s.image.size(2));
+    for (int64_t q = 0; q < detections[i].size(); ++q)
+      dets.push_back(detections[i].pixel_box(q, static_cast<int64_t>(i), side));
+    const std::vector<int64_t> labels = s.labels.to_vector_i64();
+    for (size_t k = 0; k < labels.size(); ++k) {
+      const auto& b = s.pixel_boxes[k];
+      truth.push_back({static_cast<int64_t>(i), labels[k], static_cast<float>(b[0]),
+                       static_cast<float>(b[1]), static_cast<float>(b[2]),
+                       static_cast<float>(b[3])});
+    }
+  }
+  return metrics::coco_average_precision(dets, truth);
 }
 
 }  // namespace loom::detr_example

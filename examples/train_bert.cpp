@@ -23,8 +23,8 @@
 // MLM mean is weighted by the rank's share of the batch's predicted positions
 // (distributed::global_mean_loss), NSP is a mean over equal shares, so N processes train what one
 // process at N x --batch does, to float rounding (with --dropout 0: masks differ by rank). Rank 0
-// alone prints, evaluates (in chunks of the global batch) and writes. The batches depend on their size, so --resume takes any N
-// whose N x --batch equals the checkpoint's.
+// alone prints, evaluates (in chunks of the global batch) and writes. The batches depend on their
+// size, so --resume takes any N whose N x --batch equals the checkpoint's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,11 +34,13 @@
 #include <string>
 #include <vector>
 
+#include "bert_dump.h"
 #include "bert_files.h"
 #include "cli.h"
 #include "loom.h"
 
 using namespace loom;
+using examples::dump_data;
 namespace fs = std::filesystem;
 
 namespace {
@@ -55,25 +57,16 @@ struct Options {
   int64_t vocab_size = 8192, max_seq_len = 128;
   double val_fraction = 0.05;
   std::string dump_data;
-  // optimisation
-  int64_t steps = 3000, batch = 32, warmup = 300;
-  double minutes = 0;  // > 0: plan the steps to fill this much training time
+  // optimisation (--steps 3000 and --minutes in `run`)
+  int64_t batch = 32, warmup = 300;
   float lr = 5e-4f, weight_decay = 0.01f, grad_clip = 1.0f;
-  // progress, evaluation, checkpoints
-  int64_t log_every = 20, eval_every = 250, eval_pairs = 512, checkpoint_every = 500;
-  std::string out = "out-bert";
-  bool resume = false;
-  int64_t stop_at = 0;
-  // machine
-  std::string device = "cpu";
-  int64_t threads = 0;
-  uint64_t seed = 0;
+  // evaluation (checkpoints, --out, --resume, machine: nn::RunOptions)
+  int64_t eval_every = 250, eval_pairs = 512;
+  nn::RunOptions run{.out = "out-bert", .steps = 3000, .checkpoint_every = 500};
 };
 
-// Returns the --steps option, to tell whether it was given.
-CLI::Option* add_options(CLI::App& app, Options& o) {
+void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto positive = CLI::PositiveNumber;
   const auto non_negative = CLI::NonNegativeNumber;
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "BertConfig preset")
@@ -94,40 +87,27 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.001, 0.5));
   d->add_option("--dump-data", o.dump_data,
                 "write the tokenizer and the tokenized pairs to this directory and exit");
-  CLI::App* t = app.add_option_group("Optimisation");
-  CLI::Option* steps =
-      t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
-  t->add_option("--minutes", o.minutes,
-                "plan the steps so that training takes this long, from the speed of steps 2-21, "
-                "as bench/torch_bert_train_ref.py does (overrides --steps)")
-      ->check(cli::finite_non_negative);
-  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(positive);
+  const cli::RunGroups g = cli::add_run_options(
+      app, o.run,
+      {.out = "directory for tokenizer, checkpoint, log and curves",
+       .seed = "seed of the split, pairs, masking, weights, dropout",
+       .minutes = "plan the steps so that training takes this long, from the speed of steps "
+                  "2-21, as bench/torch_bert_train_ref.py does (overrides --steps)",
+       .stop_at = "end after that step with a checkpoint (0 = off)",
+       .checkpoint_every = "steps between checkpoints (0 = end)"});
+  CLI::App* t = g.optimisation;
+  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(CLI::PositiveNumber);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
   t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on LayerNorm, biases)")
       ->check(cli::finite_non_negative);
   t->add_option("--grad-clip", o.grad_clip, "clip the gradient norm (0 = off)")
       ->check(cli::finite_non_negative);
-  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
-  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
-  p->add_option("--eval-every", o.eval_every, "steps between held-out evaluations (0 = end)")
+  g.progress
+      ->add_option("--eval-every", o.eval_every, "steps between held-out evaluations (0 = end)")
       ->check(non_negative);
-  p->add_option("--eval-pairs", o.eval_pairs, "held-out pairs evaluated")
+  g.progress->add_option("--eval-pairs", o.eval_pairs, "held-out pairs evaluated")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
-  p->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0 = end)")
-      ->check(non_negative);
-  p->add_option("--out", o.out, "directory for tokenizer, checkpoint, log and curves");
-  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
-      ->expected(0, 1);
-  p->add_option("--stop-at", o.stop_at, "end after that step with a checkpoint (0 = off)")
-      ->check(non_negative);
-  CLI::App* machine = app.add_option_group("Machine");
-  cli::add_device(*machine, o.device);
-  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(non_negative);
-  machine->add_option("--seed", o.seed, "seed of the split, pairs, masking, weights, dropout")
-      ->check(cli::non_negative_integer);
-  return steps;
 }
 
 models::BertConfig model_config(const Options& o, int64_t vocab_size) {
@@ -206,48 +186,6 @@ class BatchPlanner {
   int64_t epoch_ = -1;
 };
 
-// --dump-data: vocab.txt, and train/val.safetensors holding the unmasked pairs: ids int64
-// [N, L] ([CLS] A [SEP] B [SEP] padded with [PAD]), lengths [N], segment_a [N] (the length of
-// [CLS] A [SEP]), nsp_labels [N] (0 = IsNext); the masking rule and its seed are in the
-// metadata. bench/torch_bert_train_ref.py reads them.
-void dump_pairs(const data::BertPretrainingData& pairs, const data::WordPieceTokenizer& tok,
-                const std::string& path) {
-  // Also the examples as masked in epoch 0 (masked_ids, mlm_labels [N, L]), so that a reference
-  // trainer re-implementing the masking (SplitMix64, data/bert_pretraining.cpp) can check itself.
-  const int64_t n = pairs.size();
-  int64_t longest = 0;
-  for (int64_t i = 0; i < n; ++i)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(pairs.unmasked_ids(i).size()));
-  std::vector<int64_t> ids(static_cast<size_t>(n * longest), tok.token_id("[PAD]")), lengths,
-      segment_a, nsp, masked = ids, labels(ids.size(), -100);
-  for (int64_t i = 0; i < n; ++i) {
-    const data::BertExample e = pairs.example(i, 0);
-    const std::vector<int64_t> plain = pairs.unmasked_ids(i);
-    std::copy(plain.begin(), plain.end(), ids.begin() + i * longest);
-    std::copy(e.ids.begin(), e.ids.end(), masked.begin() + i * longest);
-    std::copy(e.mlm_labels.begin(), e.mlm_labels.end(), labels.begin() + i * longest);
-    lengths.push_back(static_cast<int64_t>(plain.size()));
-    segment_a.push_back(std::count(e.token_types.begin(), e.token_types.end(), 0));
-    nsp.push_back(e.next_sentence_label);
-  }
-  const data::MaskingRule& r = pairs.masking_rule();
-  nn::write_safetensors(path,
-                        {{"ids", tensor_i64(ids, {n, longest})},
-                         {"lengths", tensor_i64(lengths, {n})},
-                         {"segment_a", tensor_i64(segment_a, {n})},
-                         {"nsp_labels", tensor_i64(nsp, {n})},
-                         {"masked_ids", tensor_i64(masked, {n, longest})},
-                         {"mlm_labels", tensor_i64(labels, {n, longest})}},
-                        {{"cls_id", std::to_string(r.cls_id)},
-                         {"sep_id", std::to_string(r.sep_id)},
-                         {"mask_id", std::to_string(r.mask_id)},
-                         {"pad_id", std::to_string(tok.token_id("[PAD]"))},
-                         {"vocab_size", std::to_string(r.vocab_size)},
-                         {"masked_lm_prob", fmt::format("{}", r.masked_lm_prob)},
-                         {"max_predictions", std::to_string(r.max_predictions)},
-                         {"seed", std::to_string(pairs.config().seed)}});
-}
-
 // ============================================================================ model
 
 // Decayed: weight matrices and embeddings; not decayed: LayerNorm parameters and biases
@@ -304,18 +242,11 @@ Eval evaluate(models::Bert& model, const data::BertPretrainingData& val, int64_t
 
 void plot_curves(const std::string& csv, const std::string& png) {
   const data::CsvTable log = data::read_csv(csv);
-  const std::vector<double> step = log.column("step"), loss = log.column("loss"),
-                            mlm = log.column("val_mlm_accuracy"),
-                            nsp = log.column("val_nsp_accuracy");
-  std::vector<double> eval_step, eval_mlm, eval_nsp;
-  for (size_t i = 0; i < mlm.size(); ++i)
-    if (!std::isnan(mlm[i]))
-      eval_step.push_back(step[i]), eval_mlm.push_back(100 * mlm[i]),
-          eval_nsp.push_back(100 * nsp[i]);
   data::save_plots(
-      png, {{{{"train loss (MLM + NSP)", step, loss}}, {"BERT pre-training: loss", "step", "loss"}},
-            {{{"held-out MLM accuracy", eval_step, eval_mlm},
-              {"held-out NSP accuracy", eval_step, eval_nsp}},
+      png, {{{log.series("step", "loss", "train loss (MLM + NSP)")},
+             {"BERT pre-training: loss", "step", "loss"}},
+            {{log.series("step", "val_mlm_accuracy", "held-out MLM accuracy", 100),
+              log.series("step", "val_nsp_accuracy", "held-out NSP accuracy", 100)},
              {"BERT pre-training: held-out accuracy", "step", "%"}}});
 }
 
@@ -328,32 +259,28 @@ int main(int argc, char** argv) try {
   // ---- options
   Options o;
   CLI::App app{"train_bert: pre-trains BERT (masked LM + next sentence) on the fortunes"};
-  const CLI::Option* steps_flag = add_options(app, o);
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const Device device = cli::device_of(o.device);
+  nn::TrainingRun run("train_bert", o.run);  // threads; --resume finds its checkpoint
+  const Device device = run.device();
+  const uint64_t seed = o.run.seed;
   models::BertConfig config = model_config(o, o.vocab_size);  // checked before any work
-  const std::string dir = o.dump_data.empty() ? o.out : o.dump_data;
+  const std::string dir = o.dump_data.empty() ? o.run.out : o.dump_data;
   fs::create_directories(dir);
-  const std::string ckpt_path = examples::checkpoint_path(o.out), csv_path = o.out + "/log.csv";
-  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_bert: --resume but there is no '{}'",
-             ckpt_path);
 
   // ---- data: fortunes split, a WordPiece vocabulary from the training part, sentence pairs
   const data::TrainValSplit split =
-      data::split_train_val(data::read_fortunes(o.fortunes), o.val_fraction, o.seed);
+      data::split_train_val(data::read_fortunes(o.fortunes), o.val_fraction, seed);
   const std::string tok_path = examples::tokenizer_path(dir);
   const data::WordPieceTokenizer tok =
-      o.resume ? data::WordPieceTokenizer::load(tok_path)
-               : data::WordPieceTokenizer::train(split.train, o.vocab_size);
-  if (!o.resume && distributed::is_main_process()) tok.save(tok_path);
-  data::BertPretrainingConfig data_config;
-  data_config.max_seq_len = o.max_seq_len;
-  data_config.seed = o.seed;
+      o.run.resume ? data::WordPieceTokenizer::load(tok_path)
+                   : data::WordPieceTokenizer::train(split.train, o.vocab_size);
+  if (!o.run.resume && run.main_process()) tok.save(tok_path);
+  data::BertPretrainingConfig data_config{.max_seq_len = o.max_seq_len, .seed = seed};
   const data::BertPretrainingData train_pairs(split.train, tok, data_config);
-  data_config.seed = o.seed + 1;
+  data_config.seed = seed + 1;
   const data::BertPretrainingData val_pairs(split.val, tok, data_config);
   int64_t tokens = 0;
   for (int64_t i = 0; i < train_pairs.size(); ++i)
@@ -365,18 +292,12 @@ int main(int argc, char** argv) try {
       static_cast<double>(tokens) / static_cast<double>(train_pairs.size()), val_pairs.size(),
       tok.vocab_size());
   if (!o.dump_data.empty()) {
-    if (!distributed::is_main_process()) return 0;  // rank 0 writes the files
-    dump_pairs(train_pairs, tok, dir + "/train.safetensors");
-    dump_pairs(val_pairs, tok, dir + "/val.safetensors");
-    std::string vocab;
-    for (const std::string& t : tok.vocab()) vocab += t + "\n";
-    data::write_file_atomic(dir + "/vocab.txt", vocab, "train_bert --dump-data");
-    fmt::print("wrote {}/{{vocab.txt, tokenizer.txt, train.safetensors, val.safetensors}}\n", dir);
+    if (run.main_process()) dump_data(train_pairs, val_pairs, tok, dir);  // rank 0 writes
     return 0;
   }
 
   // ---- model and optimizer
-  manual_seed(o.seed);
+  manual_seed(seed);
   config.vocab_size = tok.vocab_size();  // train() stops early if the text runs out of pairs
   const auto model_ptr = std::make_shared<models::Bert>(config);
   models::Bert& model = *model_ptr;
@@ -386,48 +307,44 @@ int main(int argc, char** argv) try {
   fmt::print("train_bert: {} | {} parameters | {} threads\n", config.to_string(),
              model.num_parameters(), get_num_threads());
 
-  // ---- resume
+  // ---- checkpoints (model, AdamW, config, the fortune split, the step) and resume
   const int64_t global_batch = o.batch * distributed::world_size();  // pairs a step
-  int64_t start = 0, total = o.minutes > 0 ? std::numeric_limits<int32_t>::max() : o.steps;
-  if (o.resume) {
-    const nn::Metadata meta = nn::read_metadata(ckpt_path);
-    LOOM_CHECK(models::BertConfig::from_metadata(meta, ckpt_path).to_string() == config.to_string(),
-               "train_bert: '{}' holds a different model: {}", ckpt_path,
-               models::BertConfig::from_metadata(meta, ckpt_path).to_string());
-    const nn::TrainerState state =
-        nn::TrainerState::from_metadata(meta, "train_bert: " + ckpt_path);
-    state.check_global_batch(global_batch, "pairs", "train_bert: " + ckpt_path);
-    nn::load_checkpoint(ckpt_path, {{"model", &model}}, &opt);
-    start = state.step;
-    if (steps_flag->count() == 0) total = state.total_steps;  // as planned by the first run
-    state.restore_rng();
-    fmt::print("resumed from {} at step {}\n", ckpt_path, start);
-  }
-  LOOM_CHECK(start < total, "train_bert: the checkpoint is at step {}, the run has {} steps", start,
-             total);
-  const bool main_process = distributed::is_main_process();  // the one that writes files
-  auto checkpoint = [&](int64_t step) {
+  if (o.run.minutes > 0) run.set_total(std::numeric_limits<int32_t>::max());  // planned at 21
+  run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t step) {
     nn::Metadata meta = config.to_metadata();
     // The fortune split, so that finetune_bert can test on fortunes pre-training never saw.
     meta.insert({{"fortunes", o.fortunes},
                  {"val_fraction", fmt::format("{}", o.val_fraction)},
-                 {"split_seed", std::to_string(o.seed)}});
-    const int64_t epoch = step / (train_pairs.size() / global_batch);
-    meta.merge(nn::TrainerState::capture(step, total, epoch, 0, global_batch).to_metadata());
-    if (main_process) nn::save_checkpoint(ckpt_path, {{"model", &model}}, &opt, meta);
-  };
-  data::CsvLog csv(
-      main_process ? csv_path : "",
-      {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"},
-      o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+                 {"split_seed", std::to_string(seed)}});
+    return nn::CheckpointContent{meta, step / (train_pairs.size() / global_batch), 0, global_batch};
+  });
+  if (o.run.resume)
+    run.resume(
+        {{"model", &model}}, &opt,
+        [&](const nn::Metadata& meta, const nn::TrainerState& state) {
+          const auto saved = models::BertConfig::from_metadata(meta, run.checkpoint_path());
+          LOOM_CHECK(saved.to_string() == config.to_string(),
+                     "train_bert: '{}' holds a different model: {}", run.checkpoint_path(),
+                     saved.to_string());
+          state.check_global_batch(global_batch, "pairs", run.source());
+        },
+        /*print_position=*/false);
+  LOOM_CHECK(run.start() < run.total(),
+             "train_bert: the checkpoint is at step {}, the run has {} steps", run.start(),
+             run.total());
+  data::CsvLog csv = run.open_log(
+      {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"});
 
   // ---- training loop
   model.train();
-  BatchPlanner planner(train_pairs, global_batch, o.seed);  // the same on every rank
-  optim::ProgressMeter progress(global_batch * tokens / train_pairs.size(), "tok/s");
-  const bool plan = o.minutes > 0 && !o.resume;
-  double t_step1 = 0, planned_tokens = 0;  // padded tokens of steps 2-21
-  for (int64_t step = start; step < total; ++step) {
+  BatchPlanner planner(train_pairs, global_batch, seed);  // the same on every rank
+  // --minutes plans from the time per padded token: batches of short and of long pairs differ up
+  // to 10x in time, so the expected step is the epoch's mean (this rank's share of it).
+  if (o.run.minutes > 0 && !o.run.resume)
+    run.plan_by_work(planner.mean_padded_tokens() / distributed::world_size(), " expected");
+  run.begin(global_batch * tokens / train_pairs.size(), "tok/s");
+  for (int64_t step = run.start(); step < run.total(); ++step) {
+    const int64_t total = run.total();
     const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, total), total, o.lr);
     opt.set_lr(lr);
     const auto [indices, epoch] = planner(step);
@@ -444,60 +361,37 @@ int main(int argc, char** argv) try {
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const auto loss_value =  // the global batch's: the mean over the ranks
-        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
-    LOOM_CHECK(std::isfinite(loss_value), "train_bert: the loss became {} at step {}", loss_value,
-               step);
-    progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (plan && done == 1) t_step1 = progress.elapsed();
-    if (plan && done > 1 && done <= 21) planned_tokens += static_cast<double>(b.ids.numel());
-    if (plan && done == 21) {
-      // The speed of steps 2-21 (torch_train_ref.py's plan), per padded token: batches of short
-      // and of long pairs differ up to 10x in time, so the expected step is the epoch's mean.
-      const double per_token = (progress.elapsed() - t_step1) / planned_tokens;
-      const double per_step = per_token * planner.mean_padded_tokens() / distributed::world_size();
-      total = distributed::broadcast_value(std::max(  // every process stops at the same step
-          done + 1, done + static_cast<int64_t>((o.minutes * 60 - progress.elapsed()) / per_step)));
-      fmt::print("planned steps: {} ({:.1f} ms/step expected)\n", total, per_step * 1e3);
-    }
-    if (done % o.log_every == 0 || done == total) {
-      fmt::print("{} | epoch {}\n", progress.line(done, total, lr), epoch);
-      std::fflush(stdout);
-    }
+    const float loss_value =  // the global batch's; the step's work: its padded tokens
+        run.step_done(done, loss.item(), static_cast<double>(b.ids.numel()));
+    run.log(done, lr, fmt::format(" | epoch {}", epoch));
     Eval eval{std::nan(""), std::nan(""), std::nan("")};
-    if (((o.eval_every > 0 && done % o.eval_every == 0) || done == total) && main_process) {
-      const double t0 = progress.elapsed();
-      eval = evaluate(model, val_pairs, o.eval_pairs, global_batch, device);
+    if (((o.eval_every > 0 && done % o.eval_every == 0) || done == run.total()) &&
+        run.main_process()) {
+      const double seconds = run.untimed(
+          [&] { eval = evaluate(model, val_pairs, o.eval_pairs, global_batch, device); });
       fmt::print(
           "eval step {} | held-out loss {:.4f} | MLM accuracy {:.2f}% | NSP accuracy "
           "{:.2f}% ({:.1f} s)\n",
-          done, eval.loss, 100 * eval.mlm_accuracy, 100 * eval.nsp_accuracy,
-          progress.elapsed() - t0);
-      progress.exclude(progress.elapsed() - t0);  // evaluation stays out of tok/s and ETA
+          done, eval.loss, 100 * eval.mlm_accuracy, 100 * eval.nsp_accuracy, seconds);
     }
     csv.row({static_cast<double>(done), static_cast<double>(epoch), loss_value, lr, eval.loss,
              eval.mlm_accuracy, eval.nsp_accuracy});
-    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
-    if (done == o.stop_at && done != total) {
-      checkpoint(done);
-      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
-                 ckpt_path);
-      return 0;
-    }
+    if (run.checkpoint(done)) return 0;  // --stop-at
   }
 
   // ---- final report (rank 0's)
-  if (!main_process) return 0;
-  checkpoint(total);
-  models::save_bert_hf(model, o.out + "/bert.safetensors");
-  plot_curves(csv_path, o.out + "/curves.png");
+  if (!run.main_process()) return 0;
+  run.save(run.total());
+  const std::string& out = o.run.out;
+  models::save_bert_hf(model, out + "/bert.safetensors");
+  plot_curves(run.log_path(), out + "/curves.png");
   fmt::print(
       "final (step {}, {} training): see the last eval line; saved {}, {}/bert.safetensors, "
       "{}, {}/curves.png, {}\n",
-      total, optim::format_duration(progress.elapsed()), ckpt_path, o.out, csv_path, o.out,
-      tok_path);
+      run.total(), optim::format_duration(run.elapsed()), run.checkpoint_path(), out,
+      run.log_path(), out, tok_path);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "error: {}\n", e.what());

@@ -53,6 +53,8 @@
 using namespace loom;
 namespace fs = std::filesystem;
 using detr_example::ImageDetections;
+using detr_example::average_precision;
+using detr_example::detect;
 
 namespace {
 
@@ -63,23 +65,17 @@ struct Options {
   float dropout = 0.1f;
   std::string data = data::kFashionMnistDir;
   int64_t eval_scenes = 1000, curve_scenes = 200;  // held-out t10k scenes: final, periodic
-  int64_t steps = 0, batch = 32;
-  double minutes = 0;  // > 0 (the default when --steps is not given: 10): plan the steps
+  int64_t batch = 32;
   float lr = 1e-4f, backbone_lr = 1e-4f, min_lr = 1e-6f, weight_decay = 1e-4f, grad_clip = 0.1f;
   bool overfit_one = false;
-  int64_t log_every = 20, eval_every = 200, checkpoint_every = 200;
-  std::string out = "out-detr";
-  bool resume = false;
-  int64_t stop_at = 0, dump = 0, draw_scenes = 6;
+  int64_t eval_every = 200, dump = 0, draw_scenes = 6;
   float draw_threshold = 0.5f;
-  std::string device = "cpu";
-  int64_t threads = 0;
-  uint64_t seed = 0;
+  // --steps (0: --minutes plans them, 10 by default), checkpoints, --out, --resume, machine
+  nn::RunOptions run{.out = "out-detr", .checkpoint_every = 200};
 };
 
-CLI::Option* add_options(CLI::App& app, Options& o) {
+void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto positive = CLI::PositiveNumber;
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "DETR preset (one-channel scenes: detr-fmnist)")
       ->check(CLI::IsMember({"detr-fmnist"}));
@@ -95,14 +91,15 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   d->add_option("--dump", o.dump, "write N training scenes with their boxes as PNG and exit")
       ->check(cli::non_negative_integer);
-  CLI::App* t = app.add_option_group("Optimisation");
-  CLI::Option* steps = t->add_option("--steps", o.steps, "optimizer steps (0 = plan --minutes)")
-                           ->check(cli::non_negative_integer);
-  t->add_option("--minutes", o.minutes,
-                "plan the steps so that training takes this long, from the speed of steps 2-21, "
-                "as torch_train_ref.py does (default 10 when --steps is 0)")
-      ->check(cli::finite_non_negative);
-  t->add_option("--batch", o.batch, "scenes per batch")->check(positive);
+  const cli::RunGroups g = cli::add_run_options(
+      app, o.run,
+      {.seed = "seed of the weights, the training scenes and dropout",
+       .steps = "optimizer steps (0 = plan --minutes)",
+       .steps_may_be_zero = true,
+       .minutes = "plan the steps so that training takes this long, from the speed of steps "
+                  "2-21, as torch_train_ref.py does (default 10 when --steps is 0)"});
+  CLI::App* t = g.optimisation;
+  t->add_option("--batch", o.batch, "scenes per batch")->check(CLI::PositiveNumber);
   t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")
       ->check(cli::finite_non_negative);
   t->add_option("--backbone-lr", o.backbone_lr, "learning rate of the CNN backbone")
@@ -116,31 +113,14 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   t->add_flag("--overfit-one", o.overfit_one,
               "train on one fixed 4-item training scene (batch 1, constant lr): the loss must "
               "go to ~0, DETR users' first sanity check");
-  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
-  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
+  CLI::App* p = g.progress;
   p->add_option("--eval-every", o.eval_every, "steps between AP evaluations (0 = only at the end)")
-      ->check(cli::non_negative_integer);
-  p->add_option("--checkpoint-every", o.checkpoint_every,
-                "steps between checkpoints (0 = only at the end)")
-      ->check(cli::non_negative_integer);
-  p->add_option("--out", o.out, "directory for checkpoint, log and pictures");
-  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
-      ->expected(0, 1);
-  p->add_option("--stop-at", o.stop_at,
-                "end this run after that step with a checkpoint, as if interrupted (0 = off)")
       ->check(cli::non_negative_integer);
   p->add_option("--draw-scenes", o.draw_scenes,
                 "held-out scenes drawn with their predicted boxes at the end")
       ->check(cli::non_negative_integer);
   p->add_option("--draw-threshold", o.draw_threshold, "smallest score of a drawn prediction")
       ->check(CLI::Range(0.0, 1.0));
-  CLI::App* machine = app.add_option_group("Machine");
-  cli::add_device(*machine, o.device);
-  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(cli::non_negative_integer);
-  machine->add_option("--seed", o.seed, "seed of the weights, the training scenes and dropout")
-      ->check(cli::non_negative_integer);
-  return steps;
 }
 
 // ============================================================================ data
@@ -153,11 +133,11 @@ struct TrainingScenes {
 
   TrainingScenes(const data::FashionMNIST& train, const Options& o) {
     if (!o.overfit_one) {
-      stream.emplace(train, std::numeric_limits<int64_t>::max(), o.seed);
+      stream.emplace(train, std::numeric_limits<int64_t>::max(), o.run.seed);
       return;
     }
     std::vector<uint32_t> entropy{2};
-    for (uint32_t w : data::numpy_int_words(o.seed)) entropy.push_back(w);
+    for (uint32_t w : data::numpy_int_words(o.run.seed)) entropy.push_back(w);
     data::NumpyPCG64 rng(entropy);
     data::SceneConfig four;
     four.min_items = four.max_items = 4;  // n forced to 4: integers(4, 5) draws nothing
@@ -203,45 +183,6 @@ StepLoss set_loss(models::DETR& model, const data::SceneBatch& batch, Device dev
 
 // ============================================================================ evaluation
 
-// DETR's PostProcess on scenes[0, count), in eval mode, in chunks of 100.
-std::vector<ImageDetections> detect(models::DETR& model, const std::vector<data::Scene>& scenes,
-                                    int64_t count, Device device) {
-  NoGradGuard no_grad;
-  model.eval();
-  std::vector<ImageDetections> all;
-  const int64_t chunk = 100;
-  for (int64_t s = 0; s < count; s += chunk) {
-    std::vector<Tensor> images;
-    for (int64_t i = s; i < std::min(count, s + chunk); ++i)
-      images.push_back(scenes[static_cast<size_t>(i)].image);
-    const models::DETROutput out = model.forward(stack(images, 0).to(device));  // (n, 1, 64, 64)
-    for (ImageDetections& d : detr_example::postprocess(out.logits, out.boxes))
-      all.push_back(std::move(d));
-  }
-  model.train();
-  return all;
-}
-
-// COCO AP, AP50, AP75 of the detections of scenes[0, count) (metrics/coco.h).
-metrics::APResult average_precision(const std::vector<ImageDetections>& detections,
-                                    const std::vector<data::Scene>& scenes) {
-  std::vector<metrics::Box> dets, truth;
-  for (size_t i = 0; i < detections.size(); ++i) {
-    const data::Scene& s = scenes[i];
-    const auto side = static_cast<float>(s.image.size(2));
-    for (int64_t q = 0; q < detections[i].size(); ++q)
-      dets.push_back(detections[i].pixel_box(q, static_cast<int64_t>(i), side));
-    const std::vector<int64_t> labels = s.labels.to_vector_i64();
-    for (size_t k = 0; k < labels.size(); ++k) {
-      const auto& b = s.pixel_boxes[k];
-      truth.push_back({static_cast<int64_t>(i), labels[k], static_cast<float>(b[0]),
-                       static_cast<float>(b[1]), static_cast<float>(b[2]),
-                       static_cast<float>(b[3])});
-    }
-  }
-  return metrics::coco_average_precision(dets, truth);
-}
-
 metrics::APResult evaluate(models::DETR& model, const std::vector<data::Scene>& scenes,
                            int64_t count, Device device) {
   return average_precision(detect(model, scenes, count, device), scenes);
@@ -254,37 +195,21 @@ std::string format_ap(const metrics::APResult& r) {
 // Loss and its terms, and AP / AP50 / AP75 against the step, from the CSV log.
 void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
   const data::CsvTable log = data::read_csv(csv);
-  const std::vector<double> step = log.column("step");
-  auto present = [&](const std::string& column, double scale) {
-    const std::vector<double> v = log.column(column);
-    data::Series s{column, {}, {}};
-    for (size_t i = 0; i < v.size(); ++i)
-      if (!std::isnan(v[i])) s.x.push_back(step[i]), s.y.push_back(scale * v[i]);
-    return s;
+  auto curve = [&](const std::string& column, double scale = 1) {
+    return log.series("step", column, column, scale);
   };
   data::save_plots(
-      png, {{{present("loss", 1)}, {title + ": training loss (all layers)", "step", "loss"}},
-            {{present("loss_ce", 1), present("loss_bbox", 1), present("loss_giou", 1)},
+      png, {{{curve("loss")}, {title + ": training loss (all layers)", "step", "loss"}},
+            {{curve("loss_ce"), curve("loss_bbox"), curve("loss_giou")},
              {"last layer's terms (unweighted)", "step", "loss"}},
-            {{present("ap50", 100), present("ap", 100), present("ap75", 100)},
+            {{curve("ap50", 100), curve("ap", 100), curve("ap75", 100)},
              {"held-out scenes: COCO AP", "step", "%"}}});
 }
 
 // ============================================================================ checkpoints
 
-void save_checkpoint(const std::string& path, models::DETR& model, const optim::Optimizer& opt,
-                     const nn::TrainerState& state, const Options& o) {
-  nn::Metadata meta = model.config().to_metadata();
-  meta.merge(state.to_metadata());
-  meta.insert({{"model_preset", o.model},
-               {"seed", std::to_string(o.seed)},
-               {"overfit_one", o.overfit_one ? "1" : "0"}});
-  nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
-}
-
-nn::TrainerState load_checkpoint(const std::string& path, models::DETR& model,
-                                 optim::Optimizer& opt, const Options& o) {
-  const nn::Metadata meta = nn::read_metadata(path);
+// The checkpoint must be of this preset, trained the same way (--overfit-one or not).
+void check_checkpoint(const nn::Metadata& meta, const std::string& path, const Options& o) {
   const auto preset = meta.find("model_preset");
   LOOM_CHECK(preset != meta.end() && preset->second == o.model,
              "train_detr: checkpoint '{}' was written for --model {}, not --model {}", path,
@@ -293,9 +218,6 @@ nn::TrainerState load_checkpoint(const std::string& path, models::DETR& model,
   LOOM_CHECK(overfit != meta.end() && (overfit->second == "1") == o.overfit_one,
              "train_detr: checkpoint '{}' was written {} --overfit-one; resume it the same way",
              path, o.overfit_one ? "without" : "with");
-  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_detr: " + path);
-  nn::load_checkpoint(path, {{"model", &model}}, &opt);
-  return state;
 }
 
 }  // namespace
@@ -307,37 +229,35 @@ int main(int argc, char** argv) try {
   // ---- options
   Options o;
   CLI::App app{"train_detr: trains DETR to detect the items of Fashion-MNIST scenes"};
-  const CLI::Option* steps_flag = add_options(app, o);
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
-  if (o.steps == 0 && o.minutes == 0) o.minutes = 10;
+  if (o.run.steps == 0 && o.run.minutes == 0) o.run.minutes = 10;
   if (o.overfit_one) {  // the reference: one scene, a constant lr
     o.batch = 1;
     o.backbone_lr = o.min_lr = o.lr;
   }
   cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const Device device = cli::device_of(o.device);
-  const std::string ckpt_path = o.out + "/ckpt.safetensors", csv_path = o.out + "/log.csv";
-  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_detr: --resume but there is no '{}'",
-             ckpt_path);
+  nn::TrainingRun run("train_detr", o.run);  // threads; --resume finds its checkpoint
+  const Device device = run.device();
+  const std::string& out = o.run.out;
   LOOM_CHECK(o.curve_scenes <= o.eval_scenes,
              "train_detr: --curve-scenes {} is more than --eval-scenes {}", o.curve_scenes,
              o.eval_scenes);
-  LOOM_CHECK(o.steps > 0 || o.resume || o.stop_at == 0 || o.stop_at > 21,
+  LOOM_CHECK(o.run.steps > 0 || o.run.resume || o.run.stop_at == 0 || o.run.stop_at > 21,
              "train_detr: --stop-at {} comes before --minutes has planned the run (at step 21); "
-             "stop later or give --steps", o.stop_at);
-  fs::create_directories(o.out);
+             "stop later or give --steps", o.run.stop_at);
+  fs::create_directories(out);
 
   // ---- data: training scenes drawn on demand, the held-out scenes once
   const data::FashionMNIST train_set(o.data, "train", /*normalize=*/false);
   const TrainingScenes train_scenes(train_set, o);
   if (o.dump > 0) {
-    for (int64_t i = 0; i < o.dump && distributed::is_main_process(); ++i) {
+    for (int64_t i = 0; i < o.dump && run.main_process(); ++i) {
       const data::Scene s = o.overfit_one ? *train_scenes.one : train_scenes.stream->scene(i);
-      data::write_scene_png(fmt::format("{}/scene_{}.png", o.out, i), s);
+      data::write_scene_png(fmt::format("{}/scene_{}.png", out, i), s);
     }
-    fmt::print("wrote {} training scenes with their boxes to {}/scene_*.png\n", o.dump, o.out);
+    fmt::print("wrote {} training scenes with their boxes to {}/scene_*.png\n", o.dump, out);
     return 0;
   }
   const data::FashionMNIST test_set(o.data, "test", /*normalize=*/false);
@@ -351,7 +271,7 @@ int main(int argc, char** argv) try {
   }
 
   // ---- model and optimizer
-  manual_seed(o.seed);
+  manual_seed(o.run.seed);
   models::DETRConfig config = models::DETRConfig::preset(o.model);
   config.dropout = o.dropout;
   const auto model_ptr = std::make_shared<models::DETR>(config);
@@ -375,43 +295,44 @@ int main(int argc, char** argv) try {
                train_set.size(), o.batch, eval_scenes.size());
   }
 
-  // ---- resume
+  // ---- checkpoints (model, AdamW, config, and the scenes done) and resume
   const int64_t global_batch = o.batch * distributed::world_size();  // scenes a step
-  int64_t start = 0, total = o.steps > 0 ? o.steps : std::numeric_limits<int32_t>::max(), index = 0;
-  if (o.resume) {
-    const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt, o);
-    start = state.step;
-    if (steps_flag->count() == 0) total = state.total_steps;
+  int64_t index = 0;  // the next batch of scenes
+  if (o.run.steps == 0) run.set_total(std::numeric_limits<int32_t>::max());  // planned at step 21
+  run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t) {
+    nn::Metadata meta = config.to_metadata();
+    meta.insert({{"model_preset", o.model},
+                 {"seed", std::to_string(o.run.seed)},
+                 {"overfit_one", o.overfit_one ? "1" : "0"}});
+    return nn::CheckpointContent{meta, 0, index, global_batch};
+  });
+  if (o.run.resume) {
+    const nn::TrainerState state = run.resume(
+        {{"model", &model}}, &opt,
+        [&](const nn::Metadata& meta, const nn::TrainerState&) {
+          check_checkpoint(meta, run.checkpoint_path(), o);
+        },
+        /*print_position=*/false);
     index = state.batch_index_for(global_batch, std::numeric_limits<int64_t>::max(),
-                                  "train_detr: " + ckpt_path);  // scenes done / global_batch
-    state.restore_rng();
-    fmt::print("resumed from {} at step {}\n", ckpt_path, start);
+                                  run.source());  // scenes done / global_batch
   }
-  LOOM_CHECK(start < total,
-             "train_detr: the checkpoint is at step {}, the run has {} steps: nothing to do", start,
-             total);
-  const bool main_process = distributed::is_main_process();  // the one that writes files
-  auto checkpoint = [&](int64_t step) {
-    const auto state = nn::TrainerState::capture(step, total, 0, index, global_batch);
-    if (main_process) save_checkpoint(ckpt_path, model, opt, state, o);
-  };
-  data::CsvLog csv(
-      main_process ? csv_path : "",
-      {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"},
-      o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+  LOOM_CHECK(run.start() < run.total(),
+             "train_detr: the checkpoint is at step {}, the run has {} steps: nothing to do",
+             run.start(), run.total());
+  data::CsvLog csv = run.open_log(
+      {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"});
 
   // ---- training loop
   model.train();
-  optim::ProgressMeter progress(global_batch, "img/s");
-  optim::TimeBudget budget(o.resume || o.steps > 0 ? 0.0 : o.minutes);  // resumed: keeps its plan
+  run.begin(global_batch, "img/s", /*plan_minutes=*/o.run.steps == 0);
   double window_ce = 0, window_l1 = 0, window_giou = 0;
   int64_t window = 0;
   const double nan = std::nan("");
-  for (int64_t step = start; step < total; ++step) {
+  for (int64_t step = run.start(); step < run.total(); ++step) {
     // no warm-up; cosine from lr at step 0 to min_lr at the planned end (torch_train_ref.py)
-    const float lr = optim::warmup_cosine_lr(step, 0, total, o.lr, o.min_lr);
+    const float lr = optim::warmup_cosine_lr(step, 0, run.total(), o.lr, o.min_lr);
     opt.set_lr(0, lr);
-    opt.set_lr(1, optim::warmup_cosine_lr(step, 0, total, o.backbone_lr, o.min_lr));
+    opt.set_lr(1, optim::warmup_cosine_lr(step, 0, run.total(), o.backbone_lr, o.min_lr));
     const StepLoss l = set_loss(  // this rank's scenes of the global batch
         model, train_scenes.batch(index++ * global_batch + distributed::rank() * o.batch, o.batch),
         device);
@@ -419,48 +340,35 @@ int main(int argc, char** argv) try {
     l.loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const std::vector<double> mean = distributed::all_reduce_values(  // over the ranks
-        {l.loss.item(), l.ce, l.l1, l.giou}, distributed::ReduceOp::Mean);
-    const auto loss_value = static_cast<float>(mean[0]);
-    LOOM_CHECK(std::isfinite(loss_value), "train_detr: the loss became {} at step {}", loss_value,
-               step);
-    progress.add(loss_value);
-    window_ce += mean[1], window_l1 += mean[2], window_giou += mean[3], ++window;
 
     const int64_t done = step + 1;
-    if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = distributed::broadcast_value(*planned);  // every process stops at the same step
-      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
-    }
-    if (done % o.log_every == 0 || done == total) {
+    const float loss_value = run.step_done(done, l.loss.item());  // the global batch's
+    const std::vector<double> terms =  // the last layer's terms, means over the ranks
+        distributed::all_reduce_values({l.ce, l.l1, l.giou}, distributed::ReduceOp::Mean);
+    window_ce += terms[0], window_l1 += terms[1], window_giou += terms[2], ++window;
+    if (run.log_due(done)) {
       const double n = static_cast<double>(window);
-      fmt::print("{} | ce {:.4f} L1 {:.4f} GIoU {:.4f}\n", progress.line(done, total, lr),
-                 window_ce / n, window_l1 / n, window_giou / n);
-      std::fflush(stdout);
+      run.log(done, lr, fmt::format(" | ce {:.4f} L1 {:.4f} GIoU {:.4f}", window_ce / n,
+                                    window_l1 / n, window_giou / n));
       window_ce = window_l1 = window_giou = 0, window = 0;
     }
     metrics::APResult ap{nan, nan, nan};
-    if (o.eval_every > 0 && done % o.eval_every == 0 && done != total && main_process) {
-      const double t0 = progress.elapsed();
-      ap = evaluate(model, eval_scenes, o.curve_scenes, device);
+    if (o.eval_every > 0 && done % o.eval_every == 0 && done != run.total() &&
+        run.main_process()) {
+      const double seconds =
+          run.untimed([&] { ap = evaluate(model, eval_scenes, o.curve_scenes, device); });
       fmt::print("eval step {} | {} held-out scenes | {} ({:.1f} s)\n", done, o.curve_scenes,
-                 format_ap(ap), progress.elapsed() - t0);
-      progress.exclude(progress.elapsed() - t0);  // evaluation stays out of images/s and ETA
+                 format_ap(ap), seconds);
     }
-    csv.row({static_cast<double>(done), loss_value, mean[1], mean[2], mean[3], lr, ap.ap, ap.ap50,
-             ap.ap75});
-    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
-    if (done == o.stop_at && done != total) {
-      checkpoint(done);
-      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
-                 ckpt_path);
-      return 0;
-    }
+    csv.row({static_cast<double>(done), loss_value, terms[0], terms[1], terms[2], lr, ap.ap,
+             ap.ap50, ap.ap75});
+    if (run.checkpoint(done)) return 0;  // --stop-at
   }
-  const double train_s = progress.elapsed();
+  const double train_s = run.elapsed();
 
   // ---- final report (rank 0's): AP on every held-out scene, checkpoint, curves, pictures
-  if (!main_process) return 0;
+  if (!run.main_process()) return 0;
+  const int64_t total = run.total();
   const std::vector<ImageDetections> detections =
       detect(model, eval_scenes, o.eval_scenes, device);
   const metrics::APResult final_ap = average_precision(detections, eval_scenes);
@@ -469,15 +377,15 @@ int main(int argc, char** argv) try {
   fmt::print("final (step {}, {} training) on {} {}: {}\n", total,
              optim::format_duration(train_s), o.eval_scenes,
              o.overfit_one ? "training scene" : "held-out scenes", format_ap(final_ap));
-  checkpoint(total);
-  plot_curves(csv_path, o.out + "/curves.png", o.model);
+  run.save(total);
+  plot_curves(run.log_path(), out + "/curves.png", o.model);
   const int64_t drawn = std::min<int64_t>(o.draw_scenes, static_cast<int64_t>(eval_scenes.size()));
   for (int64_t i = 0; i < drawn; ++i)
-    data::write_scene_png(fmt::format("{}/detections_{}.png", o.out, i),
+    data::write_scene_png(fmt::format("{}/detections_{}.png", out, i),
                           eval_scenes[static_cast<size_t>(i)],
                           detections[static_cast<size_t>(i)].for_drawing(o.draw_threshold));
-  fmt::print("saved {}, {}, {}/curves.png and {} detections_*.png\n", ckpt_path, csv_path, o.out,
-             drawn);
+  fmt::print("saved {}, {}, {}/curves.png and {} detections_*.png\n", run.checkpoint_path(),
+             run.log_path(), out, drawn);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "error: {}\n", e.what());

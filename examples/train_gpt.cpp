@@ -57,32 +57,23 @@ struct Options {
   int64_t bpe_vocab = 512;
   std::string fortunes = data::kFortunesDir;
   std::string data_dir;  // train.bin / val.bin / val_windows.txt (torch_train_ref.py --dump-data)
-  // optimisation (torch_train_ref.py's gpt-fortunes settings)
-  int64_t steps = 1600, batch = 16, warmup = 200;
-  double minutes = 0;  // > 0: plan the steps to fill this much training time
+  // optimisation (torch_train_ref.py's gpt-fortunes settings); --steps 1600 in `run`
+  int64_t batch = 16, warmup = 200;
   float lr = 1e-3f, min_lr = 1e-4f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f;
   float grad_clip = 1.0f;
-  // progress, evaluation, checkpoints
-  int64_t log_every = 20, eval_every = 200, eval_windows = 200, checkpoint_every = 200;
-  std::string out = "out-gpt";
-  bool resume = false;
-  int64_t stop_at = 0;  // > 0: end this run after that step, as an interruption would
+  // evaluation (the steps, checkpoints, --out, --resume, threads, seed: nn::RunOptions)
+  int64_t eval_every = 200, eval_windows = 200;
+  nn::RunOptions run{.out = "out-gpt", .steps = 1600, .checkpoint_every = 200};
   // samples at the end
   std::string prompt = "The meaning of life is";
   int64_t sample_tokens = 200;
   float temperature = 0.8f;
   int64_t top_k = 0;
-  // machine
-  std::string device = "cpu";
-  int64_t threads = 0;  // 0 = OpenMP's default
-  uint64_t seed = 0;
 };
 
-// Every field of Options as a --flag, in groups for --help; returns --steps (a resumed run keeps
-// its planned total unless --steps is given).
-CLI::Option* add_options(CLI::App& app, Options& o) {
+// Every field of Options as a --flag, in groups for --help.
+void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto positive = CLI::PositiveNumber;
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "GPT preset")
       ->check(CLI::IsMember(models::GPTConfig::preset_names()));
@@ -102,10 +93,15 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   d->add_option("--bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer")
       ->check(CLI::Range(int64_t{256}, int64_t{1} << 20));
   d->add_option("--fortunes", o.fortunes, "directory of fortune files");
-  CLI::App* t = app.add_option_group("Optimisation");
-  CLI::Option* steps =
-      t->add_option("--steps", o.steps, "optimizer steps in total")->check(positive);
-  t->add_option("--batch", o.batch, "sequences per batch")->check(positive);
+  const cli::RunGroups g = cli::add_run_options(
+      app, o.run,
+      {.out = "directory for the checkpoint and the tokenizer",
+       .seed = "seed of the weights, the batch order, dropout and sampling",
+       .minutes_group = "Reference plumbing",
+       .stop_at = "end this run after that step with a checkpoint, as if interrupted (0 = run to "
+                  "--steps); --resume then continues exactly"});
+  CLI::App* t = g.optimisation;
+  t->add_option("--batch", o.batch, "sequences per batch")->check(CLI::PositiveNumber);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
   t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
       ->check(cli::finite_non_negative);
@@ -116,21 +112,10 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   t->add_option("--beta2", o.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0));
   t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)")
       ->check(cli::finite_non_negative);
-  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
-  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
-  p->add_option("--eval-every", o.eval_every, "steps between validation evaluations")
-      ->check(positive);
-  p->add_option("--eval-windows", o.eval_windows, "validation windows per evaluation")
+  g.progress->add_option("--eval-every", o.eval_every, "steps between validation evaluations")
+      ->check(CLI::PositiveNumber);
+  g.progress->add_option("--eval-windows", o.eval_windows, "validation windows per evaluation")
       ->check(CLI::Range(int64_t{1}, kMaxEvalWindows));
-  p->add_option("--checkpoint-every", o.checkpoint_every,
-                "steps between checkpoints (0 = only at the end)")
-      ->check(cli::non_negative_integer);
-  p->add_option("--out", o.out, "directory for the checkpoint and the tokenizer");
-  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
-      ->expected(0, 1);
-  p->add_option("--stop-at", o.stop_at,
-                "end this run after that step with a checkpoint, as if interrupted (0 = run to "
-                "--steps); --resume then continues exactly");
   CLI::App* s = app.add_option_group("Samples at the end");
   s->add_option("--prompt", o.prompt, "prompt of the samples printed at the end");
   s->add_option("--sample-tokens", o.sample_tokens, "tokens per sample")
@@ -139,23 +124,10 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
       ->check(cli::finite_non_negative);
   s->add_option("--top-k", o.top_k, "top-k of the sampled continuation (0 = off)")
       ->check(cli::non_negative_integer);
-  CLI::App* machine = app.add_option_group("Machine");
-  cli::add_device(*machine, o.device);
-  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(cli::non_negative_integer);
-  machine->add_option("--seed", o.seed,
-                      "seed of the weights, the batch order, dropout and sampling")
-      ->check(cli::non_negative_integer);
-  CLI::App* r = app.add_option_group(
-      "Reference plumbing", "for runs side by side with ../shared/bench/torch_train_ref.py");
-  r->add_option("--data-dir", o.data_dir,
-                "use train.bin/val.bin/val_windows.txt written by torch_train_ref.py --dump-data "
-                "instead of --fortunes (identical data to the PyTorch reference)");
-  r->add_option("--minutes", o.minutes,
-                "plan the steps so that training takes this long, from the speed of steps 2-21, "
-                "as torch_train_ref.py does (0 = use --steps)")
-      ->check(cli::finite_non_negative);
-  return steps;
+  g.reference->add_option(
+      "--data-dir", o.data_dir,
+      "use train.bin/val.bin/val_windows.txt written by torch_train_ref.py --dump-data instead of "
+      "--fortunes (identical data to the PyTorch reference)");
 }
 
 // ============================================================================ data
@@ -184,8 +156,8 @@ Corpus read_corpus(const Options& o) {
 }
 
 std::unique_ptr<data::Tokenizer> make_tokenizer(const Options& o, const Corpus& corpus) {
-  const std::string path = o.out + "/tokenizer.txt";
-  if (o.resume && fs::exists(path)) return data::load_tokenizer(path);
+  const std::string path = o.run.out + "/tokenizer.txt";
+  if (o.run.resume && fs::exists(path)) return data::load_tokenizer(path);
   std::unique_ptr<data::Tokenizer> tok;
   if (o.tokenizer == "byte") {
     tok = std::make_unique<data::ByteTokenizer>();
@@ -225,48 +197,36 @@ Tensor validation_windows(const std::vector<int64_t>& tokens, const Corpus& corp
 
 // ============================================================================ checkpoints
 
-// Model, optimizer and, as metadata, the model config, the tokenizer kind and where the run is.
-void save_checkpoint(const std::string& path, const models::GPT& model, const optim::Optimizer& opt,
-                     const nn::TrainerState& state, const Options& o) {
-  nn::Metadata meta = model.config().to_metadata();
-  meta.merge(state.to_metadata());
-  meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.seed)}});
-  nn::save_checkpoint(path, {{"model", &model}}, &opt, meta);
-}
-
 // What --resume can check before any work: the checkpoint's metadata is readable, its
 // tokenizer is the one asked for, and its step is not beyond --steps (running on would save
 // an earlier step over the later checkpoint).
-void check_resumable(const std::string& path, const Options& o, bool steps_given) {
+void check_resumable(const nn::TrainingRun& run, const Options& o) {
+  const std::string path = run.checkpoint_path();
   const nn::Metadata meta = nn::read_metadata(path);
-  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_gpt: " + path);
+  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, run.source());
   const auto tokenizer = meta.find("tokenizer");
   LOOM_CHECK(tokenizer != meta.end() && tokenizer->second == o.tokenizer,
              "train_gpt: checkpoint '{}' was trained with --tokenizer {}, not {}", path,
              tokenizer == meta.end() ? "(none recorded)" : tokenizer->second, o.tokenizer);
-  LOOM_CHECK(!steps_given || state.step <= o.steps,
+  const bool steps_given = o.run.steps_given;
+  LOOM_CHECK(!steps_given || state.step <= o.run.steps,
              "train_gpt: checkpoint '{}' is at step {}, beyond --steps {}; resuming would save "
              "an earlier step over it",
-             path, state.step, o.steps);
+             path, state.step, o.run.steps);
   LOOM_CHECK(state.step <= state.total_steps || steps_given,
              "train_gpt: checkpoint '{}' is at step {}, beyond its planned {} steps", path,
              state.step, state.total_steps);
 }
 
-// Checks that the checkpoint is this model's and that its trainer state is readable, then
-// restores model and optimizer (nn::load_checkpoint changes nothing if the file is bad).
-nn::TrainerState load_checkpoint(const std::string& path, models::GPT& model,
-                                 optim::Optimizer& opt) {
-  const nn::Metadata meta = nn::read_metadata(path);
+// The checkpoint must be this model's: the config it records is the one configured.
+void check_model(const nn::Metadata& meta, const models::GPTConfig& config,
+                 const std::string& path) {
   models::GPTConfig saved = models::GPTConfig::from_metadata(meta, path);
-  saved.dropout = model.config().dropout;  // the only field a resumed run may change
-  LOOM_CHECK(saved.to_string() == model.config().to_string(),
+  saved.dropout = config.dropout;  // the only field a resumed run may change
+  LOOM_CHECK(saved.to_string() == config.to_string(),
              "train_gpt: checkpoint '{}' was written for another model ({}) than the one "
              "configured ({})",
-             path, saved.to_string(), model.config().to_string());
-  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_gpt: " + path);
-  nn::load_checkpoint(path, {{"model", &model}}, &opt);
-  return state;
+             path, saved.to_string(), config.to_string());
 }
 
 // ============================================================================ evaluation
@@ -307,17 +267,14 @@ int main(int argc, char** argv) try {
   // ---- options
   Options o;
   CLI::App app{"train_gpt: trains a GPT language model on the Debian fortune cookies"};
-  const CLI::Option* steps_flag = add_options(app, o);
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const Device device = cli::device_of(o.device);
-  fs::create_directories(o.out);
-  const std::string ckpt_path = o.out + "/ckpt.safetensors";
-  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_gpt: --resume but there is no '{}'",
-             ckpt_path);
-  if (o.resume) check_resumable(ckpt_path, o, steps_flag->count() > 0);
+  nn::TrainingRun run("train_gpt", o.run);  // threads; --resume finds its checkpoint
+  const Device device = run.device();
+  fs::create_directories(o.run.out);
+  if (o.run.resume) check_resumable(run, o);
   // ---- data: text -> tokens -> windows of context + 1
   Corpus corpus = read_corpus(o);
   std::unique_ptr<data::Tokenizer> tok = make_tokenizer(o, corpus);
@@ -335,7 +292,7 @@ int main(int argc, char** argv) try {
   if (o.d_model) config.d_model = o.d_model;
   if (o.context) config.context = o.context;
   config.dropout = o.dropout;
-  manual_seed(o.seed);
+  manual_seed(o.run.seed);
   const auto model_ptr = std::make_shared<models::GPT>(config);
   models::GPT& model = *model_ptr;
   model.to(device);
@@ -348,7 +305,7 @@ int main(int argc, char** argv) try {
              "train_gpt: --batch {} is larger than the {} training windows of {} tokens allow for "
              "{} process(es); use a smaller --batch or --context, or more data",
              o.batch, train_set->size(), config.context + 1, distributed::world_size());
-  const data::DataLoader loader(train_set, global_batch, /*shuffle=*/true, o.seed,
+  const data::DataLoader loader(train_set, global_batch, /*shuffle=*/true, o.run.seed,
                                 /*drop_last=*/true);
   data::BatchStream batches(loader);
   const Tensor val_windows = validation_windows(val_ids, corpus, o.eval_windows, config.context);
@@ -364,31 +321,27 @@ int main(int argc, char** argv) try {
              corpus.train.size(), train_ids.size(), corpus.val.size(), val_ids.size(),
              val_windows.size(0));
 
-  // ---- resume
-  int64_t start = 0, total = o.steps;
-  if (o.resume) {
-    const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt);
-    start = state.step;
-    if (steps_flag->count() == 0) total = state.total_steps;  // the run's plan, unless overridden
+  // ---- checkpoints: model, optimizer, config, tokenizer kind and where the run is; resume
+  run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t) {
+    nn::Metadata meta = config.to_metadata();
+    meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.run.seed)}});
+    return nn::CheckpointContent{meta, batches.epoch(), batches.index(), global_batch};
+  });
+  if (o.run.resume) {
+    const nn::TrainerState state = run.resume(
+        {{"model", &model}}, &opt,
+        [&](const nn::Metadata& meta, const nn::TrainerState&) {
+          check_model(meta, config, run.checkpoint_path());
+        });
     // The position in sequences of the epoch, whatever global batch the checkpoint's run had.
-    batches.seek(state.epoch,
-                 state.batch_index_for(global_batch, train_set->size(), "train_gpt: " + ckpt_path));
-    state.restore_rng();
-    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
-               state.batch_index);
+    batches.seek(state.epoch, state.batch_index_for(global_batch, train_set->size(), run.source()));
   }
-  auto checkpoint = [&](int64_t step) {
-    const auto state =
-        nn::TrainerState::capture(step, total, batches.epoch(), batches.index(), global_batch);
-    if (distributed::is_main_process()) save_checkpoint(ckpt_path, model, opt, state, o);
-  };
 
   // ---- training loop
   model.train();
-  optim::ProgressMeter progress(global_batch * config.context);
-  optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
-  for (int64_t step = start; step < total; ++step) {
-    const int64_t warmup = std::min(o.warmup, total);  // a short run still gets its decay
+  run.begin(global_batch * config.context, "tok/s");
+  for (int64_t step = run.start(); step < run.total(); ++step) {
+    const int64_t total = run.total(), warmup = std::min(o.warmup, total);  // short runs decay too
     const float lr = optim::warmup_cosine_lr(step + 1, warmup, total, o.lr, o.min_lr);
     opt.set_lr(lr);
     const data::Batch batch = batches.next();  // (global_batch, T) each; this rank's rows:
@@ -400,52 +353,35 @@ int main(int argc, char** argv) try {
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
-    const auto loss_value =  // the global batch's: the mean over the ranks
-        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
-    LOOM_CHECK(std::isfinite(loss_value), "train_gpt: the loss became {} at step {}", loss_value,
-               step);
-    progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = distributed::broadcast_value(*planned);  // every process stops at the same step
-      fmt::print("planned steps: {} ({:.1f} ms/step)\n", total, budget.seconds_per_step() * 1e3);
-    }
-    if (done % o.log_every == 0 || done == total) {
-      fmt::print("{}\n", progress.line(done, total, lr));
-      std::fflush(stdout);
-    }
-    if (done % o.eval_every == 0 && done != total && distributed::is_main_process()) {
-      const double t0 = progress.elapsed();
-      const Eval e = evaluate(model, val_windows, token_bytes, device);
+    run.step_done(done, loss.item());  // the global batch's loss, into the progress line
+    run.log(done, lr);
+    if (done % o.eval_every == 0 && done != run.total() && run.main_process()) {
+      Eval e;
+      const double seconds =
+          run.untimed([&] { e = evaluate(model, val_windows, token_bytes, device); });
       fmt::print(
           "eval step {} | val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte ({:.1f} s)\n",
-          done, e.loss, std::exp(e.loss), e.bits_per_byte, progress.elapsed() - t0);
-      progress.exclude(progress.elapsed() - t0);  // keep evaluation out of the tokens/s figure
+          done, e.loss, std::exp(e.loss), e.bits_per_byte, seconds);
     }
-    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
-    if (done == o.stop_at && done != total) {
-      checkpoint(done);
-      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
-                 ckpt_path);
-      return 0;
-    }
+    if (run.checkpoint(done)) return 0;  // --stop-at
   }
-  const double train_s = progress.elapsed();
+  const double train_s = run.elapsed();
 
   // ---- final report: validation, checkpoint, samples (rank 0's)
-  if (!distributed::is_main_process()) return 0;
+  if (!run.main_process()) return 0;
   const Eval e = evaluate(model, val_windows, token_bytes, device);
   fmt::print(
       "final (step {}, {} training): val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte\n",
-      total, optim::format_duration(train_s), e.loss, std::exp(e.loss), e.bits_per_byte);
-  checkpoint(total);
-  fmt::print("saved {} and {}/tokenizer.txt\n", ckpt_path, o.out);
+      run.total(), optim::format_duration(train_s), e.loss, std::exp(e.loss), e.bits_per_byte);
+  run.save(run.total());
+  fmt::print("saved {} and {}/tokenizer.txt\n", run.checkpoint_path(), o.run.out);
 
   const std::vector<int64_t> prompt = tok->encode(o.prompt);
   if (!prompt.empty() && o.sample_tokens > 0) {
     fmt::print("\n--- greedy ---\n{}\n", tok->decode(model.generate(prompt, o.sample_tokens)));
-    manual_seed(o.seed + 1);
+    manual_seed(o.run.seed + 1);
     fmt::print("\n--- temperature {} ---\n{}\n", o.temperature,
                tok->decode(model.generate(prompt, o.sample_tokens, o.temperature, o.top_k)));
   }

@@ -51,20 +51,12 @@ struct Options {
   int64_t crop_padding = 0;  // measured: crops and label smoothing cost accuracy in 10 minutes
   int64_t test_images = 0;  // 0 = all 10,000
   bool flip = true;
-  // optimisation
-  int64_t epochs = 0, steps = 0, batch = 0, warmup = 200;  // 0 = the model's default
-  double minutes = 0;  // > 0: plan the steps to fill this much training time
+  // optimisation (--steps, --minutes: in `run`)
+  int64_t epochs = 0, batch = 0, warmup = 200;  // 0 = the model's default
   float lr = 0, min_lr = 1e-5f, weight_decay = 0.05f, label_smoothing = 0.0f, grad_clip = -1;
-  // progress, evaluation, checkpoints
-  int64_t log_every = 50, eval_every = 0, checkpoint_every = 500;  // eval 0 = every epoch
-  std::string out;
-  bool resume = false;
-  int64_t stop_at = 0;
-  int64_t attention_images = 4;
-  // machine
-  std::string device = "cpu";
-  int64_t threads = 0;
-  uint64_t seed = 0;
+  // evaluation and pictures (steps, checkpoints, --out, --resume, machine: nn::RunOptions)
+  int64_t eval_every = 0, attention_images = 4;  // eval_every 0: every epoch
+  nn::RunOptions run{.checkpoint_every = 500, .log_every = 50};  // --out: the family's
 };
 
 bool is_vit(const std::string& model) { return model.rfind("vit", 0) == 0; }
@@ -76,13 +68,12 @@ void apply_family_defaults(Options& o) {
   if (o.batch == 0) o.batch = vit ? 128 : 64;
   if (o.lr == 0) o.lr = vit ? 2e-3f : 1e-3f;
   if (o.grad_clip < 0) o.grad_clip = vit ? 0.0f : 5.0f;
-  if (o.out.empty()) o.out = vit ? "out-vit" : "out-swin";
-  if (o.epochs == 0 && o.steps == 0 && o.minutes == 0) o.epochs = vit ? 30 : 10;
+  if (o.run.out.empty()) o.run.out = vit ? "out-vit" : "out-swin";
+  if (o.epochs == 0 && o.run.steps == 0 && o.run.minutes == 0) o.epochs = vit ? 30 : 10;
 }
 
-CLI::Option* add_options(CLI::App& app, Options& o) {
+void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto positive = CLI::PositiveNumber;
   const auto non_negative = CLI::NonNegativeNumber;
   std::vector<std::string> presets = models::ViTConfig::preset_names();
   for (const std::string& name : models::SwinConfig::preset_names()) presets.push_back(name);
@@ -99,12 +90,17 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
   d->add_option("--test-images", o.test_images,
                 "evaluate on the first N test images (0 = all 10,000; fewer for quick runs)")
       ->check(non_negative);
-  CLI::App* t = app.add_option_group("Optimisation");
+  const cli::RunGroups g = cli::add_run_options(
+      app, o.run,
+      {.seed = "seed of the weights, batch order, augmentation, dropout",
+       .steps = "optimizer steps in total (overrides --epochs)",
+       .steps_may_be_zero = true,
+       .minutes = "plan the steps so that training takes this long, from the speed of steps "
+                  "2-21, as torch_train_ref.py does (overrides --epochs/--steps)",
+       .minutes_group = "Reference plumbing"});
+  CLI::App* t = g.optimisation;
   t->add_option("--epochs", o.epochs, "epochs of 60,000 images (default 30 ViT, 10 Swin)")
       ->check(non_negative);
-  CLI::Option* steps =
-      t->add_option("--steps", o.steps, "optimizer steps in total (overrides --epochs)")
-          ->check(non_negative);
   t->add_option("--batch", o.batch, "images per batch (default 128 ViT, 64 Swin)")
       ->check(non_negative);
   t->add_option("--lr", o.lr, "peak learning rate (default 2e-3 ViT, 1e-3 Swin)")
@@ -117,35 +113,12 @@ CLI::Option* add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.0, 0.99));
   t->add_option("--grad-clip", o.grad_clip,
                 "clip the gradient norm (0 = off; default off for ViT, 5 for Swin)");
-  CLI::App* p = app.add_option_group("Progress, evaluation, checkpoints");
-  p->add_option("--log-every", o.log_every, "steps between progress lines")->check(positive);
-  p->add_option("--eval-every", o.eval_every,
-                "steps between test evaluations (0 = at the end of every epoch)")
+  g.progress->add_option("--eval-every", o.eval_every,
+                         "steps between test evaluations (0 = at the end of every epoch)")
       ->check(non_negative);
-  p->add_option("--checkpoint-every", o.checkpoint_every,
-                "steps between checkpoints (0 = only at the end)")
+  g.progress->add_option("--attention-images", o.attention_images,
+                         "ViT: test images whose class-token attention maps are drawn at the end")
       ->check(non_negative);
-  p->add_option("--out", o.out, "directory for checkpoint, log and pictures");
-  p->add_flag("--resume", o.resume, "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
-      ->expected(0, 1);
-  p->add_option("--stop-at", o.stop_at,
-                "end this run after that step with a checkpoint, as if interrupted (0 = off)")
-      ->check(non_negative);
-  p->add_option("--attention-images", o.attention_images,
-                "ViT: test images whose class-token attention maps are drawn at the end")
-      ->check(non_negative);
-  CLI::App* machine = app.add_option_group("Machine");
-  cli::add_device(*machine, o.device);
-  machine->add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(non_negative);
-  machine->add_option("--seed", o.seed, "seed of the weights, batch order, augmentation, dropout");
-  CLI::App* r = app.add_option_group(
-      "Reference plumbing", "for runs side by side with ../shared/bench/torch_train_ref.py");
-  r->add_option("--minutes", o.minutes,
-                "plan the steps so that training takes this long, from the speed of steps 2-21, "
-                "as torch_train_ref.py does (overrides --epochs/--steps)")
-      ->check(non_negative);
-  return steps;
 }
 
 // ============================================================================ model
@@ -188,43 +161,17 @@ struct Classifier {
 // the class token and Swin's relative position bias table (timm's no_weight_decay lists).
 std::vector<optim::ParamGroup> param_groups(nn::Module& model, float lr, float weight_decay) {
   optim::ParamGroup decay{{}, lr, weight_decay}, no_decay{{}, lr, 0.0f};
-  auto ends_with = [](const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-  };
   for (auto& [name, p] : model.named_parameters()) {
     const bool skip = p.dim() < 2 || name == "pos_embed" || name == "cls_token" ||
-                      ends_with(name, "relative_position_bias_table");
+                      name.ends_with("relative_position_bias_table");
     (skip ? no_decay : decay).params.push_back(p);
   }
   return {decay, no_decay};
 }
 
-// ============================================================================ checkpoints
-
-void save_checkpoint(const std::string& path, Classifier& model, const optim::Optimizer& opt,
-                     const nn::TrainerState& state, const Options& o) {
-  nn::Metadata meta = model.metadata();
-  meta.merge(state.to_metadata());
-  meta.insert({{"model_preset", o.model}, {"seed", std::to_string(o.seed)}});
-  nn::save_checkpoint(path, {{"model", &model.module()}}, &opt, meta);
-}
-
-nn::TrainerState load_checkpoint(const std::string& path, Classifier& model,
-                                 optim::Optimizer& opt, const Options& o) {
-  const nn::Metadata meta = nn::read_metadata(path);
-  const auto preset = meta.find("model_preset");
-  LOOM_CHECK(preset != meta.end() && preset->second == o.model,
-             "train_vision: checkpoint '{}' was written for --model {}, not --model {}", path,
-             preset == meta.end() ? "(unknown)" : preset->second, o.model);
-  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, "train_vision: " + path);
-  nn::load_checkpoint(path, {{"model", &model.module()}}, &opt);
-  return state;
-}
-
 // ============================================================================ evaluation
 
-// Predicted class of every test image, in evaluation mode, in chunks.
-// The first `count` test images (0 = all).
+// The predicted class of the first `count` test images (0 = all), in evaluation mode, in chunks.
 std::vector<int64_t> predict(Classifier& model, const data::FashionMNIST& test, int64_t count,
                              Device device) {
   NoGradGuard no_grad;
@@ -315,13 +262,9 @@ void draw_attention_maps(models::ViT& vit, const data::FashionMNIST& test, int64
 // Loss and test accuracy against the step, from the CSV log.
 void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
   const data::CsvTable log = data::read_csv(csv);
-  const std::vector<double> step = log.column("step"), loss = log.column("loss"),
-                            acc = log.column("test_accuracy");
-  std::vector<double> eval_step, eval_acc;
-  for (size_t i = 0; i < acc.size(); ++i)
-    if (!std::isnan(acc[i])) eval_step.push_back(step[i]), eval_acc.push_back(100 * acc[i]);
-  data::save_plots(png, {{{{"train loss", step, loss}}, {title + ": training loss", "step", "loss"}},
-                         {{{"test accuracy", eval_step, eval_acc}},
+  data::save_plots(png, {{{log.series("step", "loss", "train loss")},
+                          {title + ": training loss", "step", "loss"}},
+                         {{log.series("step", "test_accuracy", "test accuracy", 100)},
                           {title + ": test accuracy", "step", "%"}}});
 }
 
@@ -334,33 +277,33 @@ int main(int argc, char** argv) try {
   // ---- options
   Options o;
   CLI::App app{"train_vision: trains ViT or Swin on Fashion-MNIST"};
-  const CLI::Option* steps_flag = add_options(app, o);
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   apply_family_defaults(o);
   cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
   cli::print_config(app);
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const Device device = cli::device_of(o.device);
-  fs::create_directories(o.out);
-  const std::string ckpt_path = o.out + "/ckpt.safetensors", csv_path = o.out + "/log.csv";
-  LOOM_CHECK(!o.resume || fs::exists(ckpt_path), "train_vision: --resume but there is no '{}'",
-             ckpt_path);
+  nn::TrainingRun run("train_vision", o.run);  // threads; --resume finds its checkpoint
+  const Device device = run.device();
+  fs::create_directories(o.run.out);
 
   // ---- data: 60,000 training and 10,000 test images, normalised
   const auto train_set = std::make_shared<data::FashionMNIST>(o.data, "train");
   const data::FashionMNIST test_set(o.data, "test");
+  const std::vector<int64_t>& labels = test_set.label_vector();
   const int64_t global_batch = o.batch * distributed::world_size();  // every rank draws it
   LOOM_CHECK(global_batch <= train_set->size(),
              "train_vision: --batch {} x {} processes is more than the {} training images", o.batch,
              distributed::world_size(), train_set->size());
   data::BatchStream batches(
-      data::DataLoader(train_set, global_batch, /*shuffle=*/true, o.seed, /*drop_last=*/true));
+      data::DataLoader(train_set, global_batch, /*shuffle=*/true, o.run.seed, /*drop_last=*/true));
   const int64_t steps_per_epoch = train_set->size() / global_batch;
+  const auto per_epoch = static_cast<double>(steps_per_epoch);
+  auto epochs = [&](int64_t steps) { return static_cast<double>(steps) / per_epoch; };
   // A padded pixel is black: the normalised value of 0.
   const data::AugmentOptions augment{o.crop_padding, o.flip, train_set->black_value()};
 
   // ---- model and optimizer
-  manual_seed(o.seed);
+  manual_seed(o.run.seed);
   Classifier model = Classifier::create(o);
   model.module().to(device);
   nn::DistributedDataParallel ddp(model.shared());  // rank 0's weights; gradients averaged
@@ -370,108 +313,85 @@ int main(int argc, char** argv) try {
   fmt::print("  data: {} training images ({} batches of {} an epoch), {} test images\n",
              train_set->size(), steps_per_epoch, global_batch, test_set.size());
 
-  // ---- resume
-  int64_t start = 0, total = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
-  if (o.minutes > 0) total = std::numeric_limits<int32_t>::max();  // until planned at step 21
-  if (o.resume) {
-    const nn::TrainerState state = load_checkpoint(ckpt_path, model, opt, o);
-    start = state.step;
-    if (steps_flag->count() == 0) total = state.total_steps;
-    batches.seek(state.epoch, state.batch_index_for(global_batch, train_set->size(),
-                                                    "train_vision: " + ckpt_path));
-    state.restore_rng();
-    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", ckpt_path, start, state.epoch,
-               state.batch_index);
+  // ---- checkpoints (model, AdamW, config and where the run is) and resume
+  run.set_total(o.run.minutes > 0 ? std::numeric_limits<int32_t>::max()  // planned at step 21
+                : o.run.steps > 0 ? o.run.steps
+                                  : o.epochs * steps_per_epoch);
+  run.set_checkpoint({{"model", &model.module()}}, &opt, [&](int64_t) {
+    nn::Metadata meta = model.metadata();
+    meta.insert({{"model_preset", o.model}, {"seed", std::to_string(o.run.seed)}});
+    return nn::CheckpointContent{meta, batches.epoch(), batches.index(), global_batch};
+  });
+  if (o.run.resume) {
+    const nn::TrainerState state = run.resume(
+        {{"model", &model.module()}}, &opt, [&](const nn::Metadata& meta, const nn::TrainerState&) {
+          const auto preset = meta.find("model_preset");
+          LOOM_CHECK(preset != meta.end() && preset->second == o.model,
+                     "train_vision: checkpoint '{}' was written for --model {}, not --model {}",
+                     run.checkpoint_path(), preset == meta.end() ? "(unknown)" : preset->second,
+                     o.model);
+        });
+    batches.seek(state.epoch, state.batch_index_for(global_batch, train_set->size(), run.source()));
   }
-  LOOM_CHECK(start < total || o.minutes > 0,
+  LOOM_CHECK(run.start() < run.total() || o.run.minutes > 0,
              "train_vision: the checkpoint is at step {}, the run has {} steps: nothing to do",
-             start, total);
-  const bool main_process = distributed::is_main_process();  // the one that writes files
-  auto checkpoint = [&](int64_t step) {
-    const auto state =
-        nn::TrainerState::capture(step, total, batches.epoch(), batches.index(), global_batch);
-    if (main_process) save_checkpoint(ckpt_path, model, opt, state, o);
-  };
-  data::CsvLog csv(main_process ? csv_path : "", {"step", "epoch", "loss", "lr", "test_accuracy"},
-                   o.resume ? std::optional<int64_t>(start) : std::optional<int64_t>(0));
+             run.start(), run.total());
+  data::CsvLog csv = run.open_log({"step", "epoch", "loss", "lr", "test_accuracy"});
 
   // ---- training loop
   model.module().train();
-  optim::ProgressMeter progress(global_batch, "img/s");
-  optim::TimeBudget budget(o.resume ? 0.0 : o.minutes);  // a resumed run keeps its plan
-  double best = 0;
-  for (int64_t step = start; step < total; ++step) {
-    const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, total), total, o.lr,
-                                             o.min_lr);
+  run.plan_note = [&](int64_t total) { return fmt::format(", {:.1f} epochs", epochs(total)); };
+  run.begin(global_batch, "img/s");
+  for (int64_t step = run.start(); step < run.total(); ++step) {
+    const float lr = optim::warmup_cosine_lr(step + 1, std::min(o.warmup, run.total()),
+                                             run.total(), o.lr, o.min_lr);
     opt.set_lr(lr);
     const data::Batch batch = batches.next();  // the global batch; this rank's rows of it:
-    const Tensor x = distributed::rank_chunk(data::augment_images(batch[0], augment, o.seed,
+    const Tensor x = distributed::rank_chunk(data::augment_images(batch[0], augment, o.run.seed,
                                                                   static_cast<uint64_t>(step)))
                          .to(device);                               // (B, 1, 28, 28)
     const Tensor y = distributed::rank_chunk(batch[1]).to(device);  // (B,)
-    const Tensor logits = model.forward(x);                    // (B, 10)
+    const Tensor logits = model.forward(x);                         // (B, 10)
     const Tensor loss = cross_entropy(logits, y, -100, o.label_smoothing);
     opt.zero_grad();
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm(model.module().parameters(), o.grad_clip);
     opt.step();
-    const auto loss_value =  // the global batch's: the mean over the ranks
-        static_cast<float>(distributed::all_reduce_value(loss.item(), distributed::ReduceOp::Mean));
-    LOOM_CHECK(std::isfinite(loss_value), "train_vision: the loss became {} at step {}",
-               loss_value, step);
-    progress.add(loss_value);
 
     const int64_t done = step + 1;
-    if (const auto planned = budget.observe(done, progress.elapsed())) {
-      total = distributed::broadcast_value(*planned);  // every process stops at the same step
-      fmt::print("planned steps: {} ({:.1f} ms/step, {:.1f} epochs)\n", total,
-                 budget.seconds_per_step() * 1e3,
-                 static_cast<double>(total) / static_cast<double>(steps_per_epoch));
-    }
-    if (done % o.log_every == 0 || done == total) {
-      fmt::print("{} | epoch {:.2f}\n", progress.line(done, total, lr),
-                 static_cast<double>(done) / static_cast<double>(steps_per_epoch));
-      std::fflush(stdout);
-    }
+    const float loss_value = run.step_done(done, loss.item());  // the global batch's
+    run.log(done, lr, fmt::format(" | epoch {:.2f}", epochs(done)));
     double test_accuracy = std::nan("");
     const bool eval_now = o.eval_every > 0 ? done % o.eval_every == 0 : done % steps_per_epoch == 0;
-    if (eval_now && done != total && main_process) {
-      const double t0 = progress.elapsed();
-      test_accuracy = accuracy(predict(model, test_set, o.test_images, device), test_set.label_vector());
-      best = std::max(best, test_accuracy);
+    if (eval_now && done != run.total() && run.main_process()) {
+      const double seconds = run.untimed([&] {
+        test_accuracy = accuracy(predict(model, test_set, o.test_images, device), labels);
+      });
       fmt::print("eval step {} (epoch {:.2f}) | test accuracy {:.2f}% ({:.1f} s)\n", done,
-                 static_cast<double>(done) / static_cast<double>(steps_per_epoch),
-                 100 * test_accuracy, progress.elapsed() - t0);
-      progress.exclude(progress.elapsed() - t0);  // evaluation stays out of images/s and ETA
+                 epochs(done), 100 * test_accuracy, seconds);
     }
     csv.row({static_cast<double>(done), static_cast<double>(batches.epoch()), loss_value, lr,
              test_accuracy});
-    if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done != total) checkpoint(done);
-    if (done == o.stop_at && done != total) {
-      checkpoint(done);
-      fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
-                 ckpt_path);
-      return 0;
-    }
+    if (run.checkpoint(done)) return 0;  // --stop-at
   }
-  const double train_s = progress.elapsed();
+  const double train_s = run.elapsed();
 
   // ---- final report (rank 0's): test accuracy, confusion matrix, checkpoint, pictures
-  if (!main_process) return 0;
+  if (!run.main_process()) return 0;
+  const int64_t total = run.total();
   const std::vector<int64_t> predictions = predict(model, test_set, o.test_images, device);
-  const double final_accuracy = accuracy(predictions, test_set.label_vector());
+  const double final_accuracy = accuracy(predictions, labels);
   csv.row({static_cast<double>(total), static_cast<double>(batches.epoch()), std::nan(""),
            std::nan(""), final_accuracy});
   fmt::print("final (step {}, {:.2f} epochs, {} training): test accuracy {:.2f}%\n", total,
-             static_cast<double>(total) / static_cast<double>(steps_per_epoch),
-             optim::format_duration(train_s), 100 * final_accuracy);
-  checkpoint(total);
-  report_confusion(predictions, test_set.label_vector(), o.out + "/confusion.png");
-  plot_curves(csv_path, o.out + "/curves.png", o.model);
-  if (model.vit && o.attention_images > 0)
-    draw_attention_maps(*model.vit, test_set, o.attention_images, device, o.out);
-  fmt::print("saved {}, {}, {}/curves.png, {}/confusion.png{}\n", ckpt_path, csv_path, o.out,
-             o.out, model.vit && o.attention_images > 0 ? " and attention_*.png" : "");
+             epochs(total), optim::format_duration(train_s), 100 * final_accuracy);
+  run.save(total);
+  report_confusion(predictions, labels, o.run.out + "/confusion.png");
+  plot_curves(run.log_path(), o.run.out + "/curves.png", o.model);
+  const bool maps = model.vit && o.attention_images > 0;
+  if (maps) draw_attention_maps(*model.vit, test_set, o.attention_images, device, o.run.out);
+  fmt::print("saved {}, {}, {}/curves.png, {}/confusion.png{}\n", run.checkpoint_path(),
+             run.log_path(), o.run.out, o.run.out, maps ? " and attention_*.png" : "");
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "error: {}\n", e.what());

@@ -23,3 +23,4 @@
 #include "nn/drop_path.h"
 #include "nn/window.h"
 #include "nn/distributed_data_parallel.h"
+#include "nn/training_run.h"

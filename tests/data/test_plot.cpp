@@ -156,3 +156,19 @@ TEST_CASE("read_csv reads back what CsvLog wrote and names malformed lines") {
   check_error([&] { read_csv(dir.file("empty.csv")); }, {"read_csv", "empty.csv"});
   check_error([&] { read_csv(dir.file("missing.csv")); }, {"read_csv", "missing.csv"});
 }
+
+TEST_CASE("CsvTable::series: a column against another, scaled, rows without a value left out") {
+  CsvTable table;
+  table.header = {"step", "loss", "accuracy"};
+  const double nan = std::nan("");
+  table.rows = {{1, 2.5, nan}, {2, 2.0, 0.5}, {3, 1.5, nan}, {4, nan, 0.75}};
+  const Series accuracy = table.series("step", "accuracy", "test accuracy", 100);
+  CHECK(accuracy.name == "test accuracy");
+  CHECK(accuracy.x == std::vector<double>{2, 4});
+  CHECK(accuracy.y == std::vector<double>{50, 75});
+  const Series loss = table.series("step", "loss");
+  CHECK(loss.name == "loss");  // the column's name by default
+  CHECK(loss.x == std::vector<double>{1, 2, 3});
+  CHECK_THROWS_WITH_AS(table.series("step", "bleu"), doctest::Contains("no column 'bleu'"),
+                       loom::Error);
+}

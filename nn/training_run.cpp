@@ -1,0 +1,152 @@
+#include "nn/training_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "distributed/data_parallel.h"
+
+namespace loom::nn {
+
+TrainingRun::TrainingRun(std::string program, RunOptions options)
+    : program_(std::move(program)),
+      options_(std::move(options)),
+      device_(options_.device == "cuda" ? Device::CUDA : Device::CPU),
+      total_(options_.steps) {
+  LOOM_CHECK(options_.device == "cpu" || options_.device == "cuda",
+             "{}: --device must be cpu or cuda, got '{}'", program_, options_.device);
+  LOOM_CHECK(options_.log_every > 0, "{}: --log-every must be positive, got {}", program_,
+             options_.log_every);
+  LOOM_CHECK(options_.checkpoint_every >= 0 && options_.stop_at >= 0 && options_.threads >= 0 &&
+                 options_.steps >= 0 && std::isfinite(options_.minutes) && options_.minutes >= 0,
+             "{}: --checkpoint-every {}, --stop-at {}, --threads {}, --steps {} and --minutes {} "
+             "must not be negative",
+             program_, options_.checkpoint_every, options_.stop_at, options_.threads,
+             options_.steps, options_.minutes);
+  if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
+  LOOM_CHECK(!options_.resume || std::filesystem::exists(checkpoint_path()),
+             "{}: --resume but there is no '{}'", program_, checkpoint_path());
+}
+
+bool TrainingRun::main_process() const { return distributed::is_main_process(); }
+
+// ---------------------------------------------------------------------------- checkpoints
+
+void TrainingRun::set_checkpoint(SavedModules modules, const optim::Optimizer* optimizer,
+                                 ContentFn content) {
+  modules_ = std::move(modules);
+  optimizer_ = optimizer;
+  content_ = std::move(content);
+}
+
+void TrainingRun::save(int64_t step) const {
+  LOOM_CHECK(content_ != nullptr, "{}: save() before set_checkpoint()", program_);
+  CheckpointContent c = content_(step);  // on every rank: the content may be a collective's
+  c.metadata.merge(
+      TrainerState::capture(step, total_, c.epoch, c.batch_index, c.global_batch).to_metadata());
+  if (main_process()) save_checkpoint(checkpoint_path(), modules_, optimizer_, c.metadata);
+}
+
+TrainerState TrainingRun::resume(const LoadedModules& modules, optim::Optimizer* optimizer,
+                                 const CheckFn& check, bool print_position) {
+  const std::string path = checkpoint_path();
+  const Metadata meta = read_metadata(path);
+  const TrainerState state = TrainerState::from_metadata(meta, source());
+  if (check) check(meta, state);
+  load_checkpoint(path, modules, optimizer);  // all or nothing
+  start_ = state.step;
+  if (!options_.steps_given) total_ = state.total_steps;  // the first run's plan
+  state.restore_rng();
+  if (print_position)
+    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", path, start_, state.epoch,
+               state.batch_index);
+  else
+    fmt::print("resumed from {} at step {}\n", path, start_);
+  return state;
+}
+
+data::CsvLog TrainingRun::open_log(std::vector<std::string> header) const {
+  return data::CsvLog(main_process() ? log_path() : "", std::move(header),
+                      options_.resume ? std::optional<int64_t>(start_) : std::nullopt);
+}
+
+// ---------------------------------------------------------------------------- the loop
+
+void TrainingRun::begin(int64_t items_per_step, std::string unit, bool plan_minutes) {
+  progress_.emplace(items_per_step, std::move(unit));
+  // A resumed run keeps the total its first run planned.
+  budget_.emplace(plan_minutes && !options_.resume ? options_.minutes : 0.0);
+}
+
+void TrainingRun::plan_by_work(double mean_work_per_step, std::string note) {
+  LOOM_CHECK(mean_work_per_step > 0,
+             "{}: plan_by_work: the mean work of a step must be > 0, got {}", program_,
+             mean_work_per_step);
+  mean_work_ = mean_work_per_step;
+  work_note_ = std::move(note);
+}
+
+float TrainingRun::step_done(int64_t done, double local_loss, double work) {
+  LOOM_CHECK(progress_.has_value(), "{}: step_done() before begin()", program_);
+  const auto loss =  // the global batch's: the mean over the ranks
+      static_cast<float>(distributed::all_reduce_value(local_loss, distributed::ReduceOp::Mean));
+  LOOM_CHECK(std::isfinite(loss), "{}: the loss became {} at step {}", program_, loss, done - 1);
+  progress_->add(loss);
+  if (mean_work_ > 0 && budget_->active()) {   // TimeBudget's plan, per unit of work
+    constexpr int64_t kFirst = 1, kLast = 21;  // time steps 2..21
+    if (done == kFirst) t_step1_ = progress_->elapsed();
+    if (done > kFirst && done <= kLast) work_ += work;
+    if (done == kLast) {
+      const double per_step = (progress_->elapsed() - t_step1_) / work_ * mean_work_;
+      const double left = options_.minutes * 60 - progress_->elapsed();
+      plan(std::max(done + 1, done + static_cast<int64_t>(left / per_step)), per_step, work_note_);
+    }
+  } else if (const auto planned = budget_->observe(done, progress_->elapsed())) {
+    plan(*planned, budget_->seconds_per_step(), plan_note ? plan_note(*planned) : "");
+  }
+  return loss;
+}
+
+void TrainingRun::plan(int64_t total, double seconds_per_step, const std::string& note) {
+  total_ = distributed::broadcast_value(total);  // every process stops at the same step
+  fmt::print("planned steps: {} ({:.1f} ms/step{})\n", total_, seconds_per_step * 1e3, note);
+}
+
+std::string TrainingRun::progress_line(int64_t done, double lr) {
+  LOOM_CHECK(progress_.has_value(), "{}: progress_line() before begin()", program_);
+  return progress_->line(done, total_, lr);
+}
+
+void TrainingRun::log(int64_t done, double lr, const std::string& suffix) {
+  if (!log_due(done)) return;
+  fmt::print("{}{}\n", progress_line(done, lr), suffix);
+  std::fflush(stdout);
+}
+
+double TrainingRun::untimed(const std::function<void()>& work) {
+  LOOM_CHECK(progress_.has_value(), "{}: untimed() before begin()", program_);
+  const double t0 = progress_->elapsed();
+  work();
+  const double seconds = progress_->elapsed() - t0;
+  progress_->exclude(seconds);
+  return seconds;
+}
+
+double TrainingRun::elapsed() const { return progress_ ? progress_->elapsed() : 0.0; }
+
+bool TrainingRun::checkpoint(int64_t done) {
+  const bool every = options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0;
+  if ((every && done != total_) || stop_due(done)) save(done);
+  if (!stop_due(done)) return false;
+  fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
+             checkpoint_path());
+  return true;
+}
+
+}  // namespace loom::nn

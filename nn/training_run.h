@@ -1,0 +1,164 @@
+// TrainingRun: the plumbing every trainer shares, so that a trainer keeps only its recipe (model,
+// data, loss, evaluation). It owns the run directory's files, the resume, the checkpoint
+// schedule, the --minutes plan, the progress line and the CSV log; the trainer owns the loop:
+//
+//   nn::TrainingRun run("train_gpt", o.run);              // threads; --resume finds its file
+//   run.set_total(epochs * steps_per_epoch);               // when not --steps (its default)
+//   run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t step) {
+//     return nn::CheckpointContent{config.to_metadata(), batches.epoch(), batches.index(),
+//                                  global_batch};          // beside the TrainerState
+//   });
+//   if (o.run.resume) {  // model, optimizer, RNG, start() and total(); `check` may refuse it
+//     const nn::TrainerState state = run.resume({{"model", &model}}, &opt, check);
+//     batches.seek(state.epoch, state.batch_index_for(global_batch, n, run.source()));
+//   }
+//   data::CsvLog log = run.open_log({"step", "loss"});    // rank 0's; continues on resume
+//   run.begin(global_batch * context, "tok/s");            // the clock starts here
+//   for (int64_t step = run.start(); step < run.total(); ++step) {
+//     ... forward, backward, optimizer step ...
+//     const int64_t done = step + 1;
+//     const float loss_value = run.step_done(done, loss.item());  // mean over the ranks
+//     run.log(done, lr);                                   // every --log-every, and the last
+//     if (eval_due) run.untimed([&] { evaluate(); });      // out of tokens/s and the ETA
+//     log.row({double(done), loss_value});
+//     if (run.checkpoint(done)) return 0;                  // --checkpoint-every; --stop-at
+//   }
+//   ... final evaluation (rank 0's: run.main_process()) ...
+//   run.save(run.total());
+//
+// The rules, the same in every trainer:
+//   - Only rank 0 (distributed::is_main_process()) writes files; every rank computes the same
+//     checkpoint content, so the collectives stay in step.
+//   - A checkpoint is written every --checkpoint-every steps (not at the last step: the trainer
+//     saves after its final evaluation), and at --stop-at, after which the run ends as an
+//     interruption would; --resume then continues exactly (nn::TrainerState).
+//   - A resumed run keeps the total its first run planned unless --steps is given again, and
+//     never re-plans --minutes.
+//   - --minutes plans the total once, at step 21, from the speed of steps 2-21
+//     (optim::TimeBudget), the same on every rank (rank 0's).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "data/plot.h"
+#include "nn/checkpoint.h"
+#include "optim/progress.h"
+
+namespace loom::nn {
+
+// The options every trainer has (examples/cli.h's add_run_options makes them flags). A trainer
+// sets its own defaults before parsing.
+struct RunOptions {
+  std::string out = "";          // directory of ckpt.safetensors, log.csv and the pictures
+  bool resume = false;           // continue from <out>/ckpt.safetensors
+  int64_t steps = 0;             // optimizer steps in total (the trainer may derive it)
+  bool steps_given = false;      // --steps was on the command line: overrides a resumed plan
+  double minutes = 0;            // > 0: plan the steps to fill this much training time
+  int64_t stop_at = 0;           // > 0: end after that step with a checkpoint
+  int64_t checkpoint_every = 0;  // 0: only at the end (and at --stop-at)
+  int64_t log_every = 20;        // steps between progress lines
+  std::string device = "cpu";    // cpu | cuda
+  int64_t threads = 0;           // 0: OpenMP's default
+  uint64_t seed = 0;
+};
+
+// What a checkpoint holds beside the modules, the optimizer and the step: the trainer's
+// metadata (model config, tokenizer, ...) and where its data is (nn::TrainerState's fields).
+struct CheckpointContent {
+  Metadata metadata;
+  int64_t epoch = 0, batch_index = 0, global_batch = 0;
+};
+
+class TrainingRun {
+ public:
+  // Sets the threads (options.threads > 0) and checks that --resume has a checkpoint to read.
+  // `program` starts every message ("train_gpt: ...").
+  TrainingRun(std::string program, RunOptions options);
+
+  const RunOptions& options() const { return options_; }
+  const std::string& program() const { return program_; }
+  Device device() const { return device_; }
+  std::string checkpoint_path() const { return options_.out + "/ckpt.safetensors"; }
+  std::string log_path() const { return options_.out + "/log.csv"; }
+  // "train_gpt: <out>/ckpt.safetensors": the source named by errors about the checkpoint.
+  std::string source() const { return program_ + ": " + checkpoint_path(); }
+  bool main_process() const;  // rank 0: the one that prints and writes files
+
+  // ---- the plan
+  int64_t start() const { return start_; }
+  int64_t total() const { return total_; }
+  void set_total(int64_t total) { total_ = total; }
+
+  // ---- checkpoints
+  using ContentFn = std::function<CheckpointContent(int64_t step)>;
+  // What save() writes: the modules, the optimizer and content(step).
+  void set_checkpoint(SavedModules modules, const optim::Optimizer* optimizer, ContentFn content);
+  // Writes the checkpoint of `step` on rank 0 (atomically: nn::save_checkpoint).
+  void save(int64_t step) const;
+  // Restores the modules, the optimizer and loom's RNG from the checkpoint and returns its
+  // state (for the caller's data position): start() becomes its step, total() its planned total
+  // unless --steps was given. `check` sees the metadata first (e.g. "is this the configured
+  // model?") and throws to refuse it; nothing is changed before it and the whole file are
+  // checked. Prints "resumed from <path> at step S" (with the data position when
+  // `print_position`).
+  using CheckFn = std::function<void(const Metadata& metadata, const TrainerState& state)>;
+  TrainerState resume(const LoadedModules& modules, optim::Optimizer* optimizer,
+                      const CheckFn& check = {}, bool print_position = true);
+
+  // ---- the log: rank 0 writes <out>/log.csv, the others nothing; a resumed run keeps the rows
+  // up to its start step.
+  data::CsvLog open_log(std::vector<std::string> header) const;
+
+  // ---- the loop
+  // Starts the clock: the progress line counts `items_per_step` `unit` a step ("tok/s",
+  // "img/s"); with `plan_minutes`, --minutes (unless resumed) plans the total at step 21.
+  void begin(int64_t items_per_step, std::string unit = "tok/s", bool plan_minutes = true);
+  // For steps of unequal cost (batches of short and of long sequences): --minutes plans from the
+  // time per unit of `work` (step_done's) over steps 2-21 times `mean_work_per_step`, the cost
+  // of the average step, instead of from the time per step; `note` ends the "planned" line.
+  void plan_by_work(double mean_work_per_step, std::string note = "");
+  // After the optimizer step `done` (1-based): the global loss (the mean of `local_loss` over
+  // the ranks, which it returns) is checked finite and added to the progress line; the plan of
+  // --minutes is made when its time comes. `work`: what this step cost (see plan_by_work).
+  float step_done(int64_t done, double local_loss, double work = 1);
+  // Fixes the total (every rank takes rank 0's) and prints "planned steps: N (x ms/step...)";
+  // for a trainer that plans --minutes itself.
+  void plan(int64_t total, double seconds_per_step, const std::string& note = "");
+  // Appended to the "planned steps" line of the built-in plan (e.g. ", 3.2 epochs").
+  std::function<std::string(int64_t total)> plan_note;
+  // A progress line is due every --log-every steps and at the last.
+  bool log_due(int64_t done) const { return done % options_.log_every == 0 || done == total_; }
+  // The progress line of step `done` ("step 20/1600 | loss ... | ETA ..."); the next averages
+  // anew.
+  std::string progress_line(int64_t done, double lr);
+  // Prints progress_line + suffix when due.
+  void log(int64_t done, double lr, const std::string& suffix = "");
+  // Runs `work` (an evaluation), keeping its time out of the throughput and the ETA; returns
+  // its seconds.
+  double untimed(const std::function<void()>& work);
+  double elapsed() const;  // seconds since begin()
+  // After step `done`: saves every --checkpoint-every steps (but the last) and at --stop-at;
+  // returns true at --stop-at (before the last step), after printing so: the run ends there.
+  bool checkpoint(int64_t done);
+  bool stop_due(int64_t done) const { return done == options_.stop_at && done != total_; }
+
+ private:
+  std::string program_;
+  RunOptions options_;
+  Device device_;
+  int64_t start_ = 0, total_ = 0;
+  SavedModules modules_;
+  const optim::Optimizer* optimizer_ = nullptr;
+  ContentFn content_;
+  std::optional<optim::ProgressMeter> progress_;
+  std::optional<optim::TimeBudget> budget_;
+  double mean_work_ = 0, work_ = 0, t_step1_ = 0;  // plan_by_work's
+  std::string work_note_;
+};
+
+}  // namespace loom::nn

@@ -1,0 +1,322 @@
+// nn::TrainingRun, the plumbing every trainer shares, and examples/cli.h's add_run_options:
+// the flags and their checks, the checkpoint schedule (--checkpoint-every, --stop-at), an exact
+// resume of a toy model (weights, optimizer, RNG, plan), the --minutes plan and the log.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "examples/cli.h"
+#include "optim/optim.h"
+#include "test_util.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A run directory removed at the end of the test.
+struct TempDir {
+  explicit TempDir(const std::string& tag)
+      : path((fs::temp_directory_path() / ("loom_run_" + tag + "_" + std::to_string(::getpid())))
+                 .string()) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string path;
+};
+
+nn::RunOptions options_in(const std::string& dir, int64_t steps) {
+  nn::RunOptions o;
+  o.out = dir;
+  o.steps = steps;
+  return o;
+}
+
+// A linear model trained by AdamW on a fixed regression problem: one step of the toy trainer.
+struct Toy {
+  std::shared_ptr<nn::Linear> model;
+  std::unique_ptr<optim::AdamW> opt;
+  Toy() {
+    model = std::make_shared<nn::Linear>(3, 2);
+    opt = std::make_unique<optim::AdamW>(model->parameters(), 0.05f);
+  }
+  double step() {
+    const Tensor x = randn({4, 3});  // drawn from the global generator: the RNG must resume too
+    const Tensor d = model->forward(x) - 1.0f;  // (4, 2)
+    const Tensor loss = mean(d * d);
+    opt->zero_grad();
+    loss.backward();
+    opt->step();
+    return loss.item();
+  }
+  void checkpoint_into(nn::TrainingRun& run) {
+    run.set_checkpoint({{"model", model.get()}}, opt.get(), [](int64_t step) {
+      return nn::CheckpointContent{{{"toy", "1"}}, 0, step, 4};
+    });
+  }
+};
+
+// A checkpoint in o.out to resume from.
+void toy_checkpoint(const nn::RunOptions& o) {
+  nn::RunOptions fresh = o;
+  fresh.resume = false;
+  nn::TrainingRun run("train_toy", fresh);
+  Toy toy;
+  toy.checkpoint_into(run);
+  run.save(0);
+}
+
+int64_t saved_step(const nn::TrainingRun& run) {
+  return nn::metadata_number<int64_t>(nn::read_metadata(run.checkpoint_path()), "step", "test");
+}
+
+// Parses `args` with the run flags; returns CLI11's error message, "" when accepted.
+std::string parse_error(nn::RunOptions& run, std::vector<std::string> args,
+                        const cli::RunHelp& help = {}) {
+  CLI::App app{"test"};
+  cli::add_run_options(app, run, help);
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("add_run_options: the shared flags, their defaults and the exact error messages") {
+  nn::RunOptions run;
+  run.out = "out-toy";
+  run.steps = 100;
+  run.log_every = 7;
+  CHECK(parse_error(run, {}).empty());
+  CHECK(run.out == "out-toy");  // the trainer's defaults stay
+  CHECK(run.steps == 100);
+  CHECK(run.log_every == 7);
+  CHECK_FALSE(run.steps_given);
+  CHECK(parse_error(run, {"--steps", "12", "--resume", "--stop-at", "6", "--seed", "3", "--threads",
+                          "2", "--checkpoint-every", "0", "--minutes", "1.5"})
+            .empty());
+  CHECK(run.steps == 12);
+  CHECK(run.steps_given);
+  CHECK(run.resume);
+  CHECK(run.stop_at == 6);
+  CHECK(run.seed == 3);
+  CHECK(run.threads == 2);
+  CHECK(run.minutes == 1.5);
+
+  nn::RunOptions bad;
+  CHECK(parse_error(bad, {"--threads", "-4"}).find("--threads: must be an integer >= 0") !=
+        std::string::npos);
+  CHECK(parse_error(bad, {"--seed", "-1"}).find("--seed: must be an integer >= 0") !=
+        std::string::npos);
+  CHECK(parse_error(bad, {"--minutes", "nan"}).find("must be a finite number >= 0") !=
+        std::string::npos);
+  CHECK(parse_error(bad, {"--device", "tpu"}).find("--device") != std::string::npos);
+  CHECK_FALSE(parse_error(bad, {"--steps", "0"}).empty());  // positive by default
+  CHECK(parse_error(bad, {"--steps", "0"}, {.steps_may_be_zero = true}).empty());
+  CHECK_FALSE(parse_error(bad, {"--log-every", "0"}).empty());
+}
+
+TEST_CASE("TrainingRun: --resume without a checkpoint is refused before any work") {
+  TempDir dir("noresume");
+  nn::RunOptions o = options_in(dir.path, 10);
+  o.resume = true;
+  CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o),
+                       doctest::Contains("train_toy: --resume but there is no"), Error);
+  o.resume = false;
+  o.log_every = 0;
+  CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o), doctest::Contains("--log-every"), Error);
+}
+
+TEST_CASE("TrainingRun: checkpoints every N steps but the last, and at --stop-at, the end") {
+  TempDir dir("schedule");
+  nn::RunOptions o = options_in(dir.path, 5);
+  o.checkpoint_every = 2;
+  o.stop_at = 3;
+  nn::TrainingRun run("train_toy", o);
+  Toy toy;
+  toy.checkpoint_into(run);
+  CHECK_FALSE(run.checkpoint(1));
+  CHECK_FALSE(fs::exists(run.checkpoint_path()));
+  CHECK_FALSE(run.checkpoint(2));
+  CHECK(saved_step(run) == 2);
+  CHECK(run.checkpoint(3));  // --stop-at: saved, and the caller stops
+  CHECK(saved_step(run) == 3);
+  CHECK_FALSE(run.checkpoint(4));
+  CHECK(saved_step(run) == 4);
+  fs::remove(run.checkpoint_path());
+  CHECK_FALSE(run.checkpoint(5));  // the last step: the trainer saves after its final report
+  CHECK_FALSE(fs::exists(run.checkpoint_path()));
+  run.save(5);
+  const nn::Metadata meta = nn::read_metadata(run.checkpoint_path());
+  CHECK(meta.at("step") == "5");
+  CHECK(meta.at("steps") == "5");
+  CHECK(meta.at("batch_index") == "5");  // the trainer's content, beside the TrainerState
+  CHECK(meta.at("global_batch") == "4");
+  CHECK(meta.at("toy") == "1");
+
+  // --stop-at at the last step is no interruption: nothing special.
+  nn::RunOptions last = options_in(dir.path, 3);
+  last.stop_at = 3;
+  nn::TrainingRun at_end("train_toy", last);
+  CHECK_FALSE(at_end.stop_due(3));
+}
+
+TEST_CASE("TrainingRun: a run stopped and resumed computes what the uninterrupted run computes") {
+  TempDir whole_dir("whole"), split_dir("split");
+  const int64_t steps = 6;
+  // The uninterrupted run.
+  manual_seed(11);
+  Toy whole;
+  std::vector<double> whole_losses;
+  for (int64_t s = 0; s < steps; ++s) whole_losses.push_back(whole.step());
+
+  // Stopped after step 3...
+  manual_seed(11);
+  {
+    nn::RunOptions o = options_in(split_dir.path, steps);
+    o.stop_at = 3;
+    nn::TrainingRun run("train_toy", o);
+    Toy first;
+    first.checkpoint_into(run);
+    run.begin(4, "ex/s");
+    bool stopped = false;
+    for (int64_t step = run.start(); step < run.total() && !stopped; ++step) {
+      const double loss = first.step();
+      CHECK(run.step_done(step + 1, loss) == doctest::Approx(loss));
+      stopped = run.checkpoint(step + 1);
+    }
+    CHECK(stopped);
+  }
+  (void)randn({100});  // the RNG moves on: the resume must restore it
+
+  // ... and resumed into a model with other weights.
+  manual_seed(999);
+  nn::RunOptions o = options_in(split_dir.path, 1000);  // not given: the checkpoint's plan wins
+  o.resume = true;
+  nn::TrainingRun run("train_toy", o);
+  Toy second;
+  second.checkpoint_into(run);
+  const nn::TrainerState state = run.resume({{"model", second.model.get()}}, second.opt.get());
+  CHECK(run.start() == 3);
+  CHECK(run.total() == steps);
+  CHECK(state.batch_index == 3);
+  for (int64_t step = run.start(); step < run.total(); ++step)
+    CHECK(second.step() == whole_losses[static_cast<size_t>(step)]);  // bit for bit
+  CHECK(second.model->weight.to_vector() == whole.model->weight.to_vector());
+
+  // --steps given again overrides the plan; a check can refuse the checkpoint, leaving the
+  // model untouched.
+  o.steps = 8;
+  o.steps_given = true;
+  nn::TrainingRun longer("train_toy", o);
+  Toy third;
+  const std::vector<float> before = third.model->weight.to_vector();
+  CHECK_THROWS_WITH_AS(longer.resume({{"model", third.model.get()}}, third.opt.get(),
+                                     [](const nn::Metadata& meta, const nn::TrainerState&) {
+                                       LOOM_CHECK(meta.at("toy") == "2", "train_toy: not my model");
+                                     }),
+                       doctest::Contains("not my model"), Error);
+  CHECK(third.model->weight.to_vector() == before);
+  longer.resume({{"model", third.model.get()}}, third.opt.get());
+  CHECK(longer.total() == 8);
+}
+
+TEST_CASE("TrainingRun: --minutes plans the total at step 21, never on a resumed run") {
+  TempDir dir("minutes");
+  nn::RunOptions o = options_in(dir.path, 1000000);
+  o.minutes = 1e-6;  // a plan that is over at once: the minimum, one step beyond step 21
+  nn::TrainingRun run("train_toy", o);
+  run.plan_note = [](int64_t total) { return fmt::format(", note {}", total); };
+  run.begin(1);
+  for (int64_t done = 1; done <= 21; ++done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // 4 ms: beyond the plan
+    run.step_done(done, 1.0);
+    CHECK(run.total() == (done < 21 ? 1000000 : 22));  // planned once, at step 21
+  }
+
+  o.resume = true;  // a resumed run keeps its plan
+  toy_checkpoint(o);
+  nn::TrainingRun resumed("train_toy", o);
+  resumed.begin(1);
+  for (int64_t done = 1; done <= 21; ++done) resumed.step_done(done, 1.0);
+  CHECK(resumed.total() == 1000000);
+  o.resume = false;
+
+  nn::TrainingRun off("train_toy", o);
+  off.begin(1, "ex/s", /*plan_minutes=*/false);  // a trainer that plans itself
+  for (int64_t done = 1; done <= 21; ++done) off.step_done(done, 1.0);
+  CHECK(off.total() == 1000000);
+  off.plan(40, 0.01);
+  CHECK(off.total() == 40);
+}
+
+TEST_CASE("TrainingRun: plan_by_work plans --minutes from the time per unit of work") {
+  TempDir dir("work");
+  nn::RunOptions o = options_in(dir.path, 1000000);
+  o.minutes = 1;
+  auto planned = [&](double mean_work) {  // 20 timed steps of 1 unit, ~0.2 ms each
+    nn::TrainingRun run("train_toy", o);
+    run.plan_by_work(mean_work, " expected");
+    run.begin(1);
+    for (int64_t done = 1; done <= 21; ++done) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      run.step_done(done, 1.0, 1.0);
+    }
+    return run.total();
+  };
+  CHECK(planned(1e6) == 22);       // an average step of 10^6 units: > 60 s, the minimum
+  CHECK(planned(1e-3) > 1000000);  // of 10^-3 units: far more than 10^6 steps in a minute
+  nn::TrainingRun run("train_toy", o);
+  CHECK_THROWS_WITH_AS(run.plan_by_work(0), doctest::Contains("must be > 0"), Error);
+}
+
+TEST_CASE("TrainingRun: progress lines when due, and a non-finite loss naming its step") {
+  TempDir dir("nan");
+  nn::RunOptions o = options_in(dir.path, 10);
+  o.log_every = 4;
+  nn::TrainingRun run("train_toy", o);
+  run.begin(8);
+  CHECK_FALSE(run.log_due(3));
+  CHECK(run.log_due(4));
+  CHECK(run.log_due(10));  // the last step always
+  run.step_done(1, 2.0);
+  CHECK(run.progress_line(1, 1e-3).find("loss 2.0000") != std::string::npos);
+  double waited = run.untimed([] {});
+  CHECK(waited >= 0);
+  CHECK_THROWS_WITH_AS(run.step_done(2, std::nan("")),
+                       doctest::Contains("train_toy: the loss became nan at step 1"), Error);
+}
+
+TEST_CASE("TrainingRun: the log starts afresh, and a resumed run keeps the rows up to its step") {
+  TempDir dir("log");
+  nn::RunOptions o = options_in(dir.path, 4);
+  nn::TrainingRun run("train_toy", o);
+  Toy toy;
+  toy.checkpoint_into(run);
+  {
+    data::CsvLog log = run.open_log({"step", "loss"});
+    for (int64_t s = 1; s <= 4; ++s)
+      log.row({static_cast<double>(s), 1.0 / static_cast<double>(s)});
+    run.save(2);
+  }
+  CHECK(data::read_csv(run.log_path()).rows.size() == 4);
+  o.resume = true;
+  nn::TrainingRun resumed("train_toy", o);
+  resumed.resume({{"model", toy.model.get()}}, toy.opt.get(), {}, /*print_position=*/false);
+  {
+    data::CsvLog log = resumed.open_log({"step", "loss"});
+    CHECK(data::read_csv(resumed.log_path()).column("step") == std::vector<double>{1, 2});
+  }
+  o.resume = false;
+  nn::TrainingRun fresh("train_toy", o);
+  { data::CsvLog log = fresh.open_log({"step", "other"}); }  // a new run: a new file
+  CHECK(data::read_csv(fresh.log_path()).header == std::vector<std::string>{"step", "other"});
+  CHECK(data::read_csv(fresh.log_path()).rows.empty());
+}
