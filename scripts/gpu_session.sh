@@ -110,7 +110,7 @@ do_fast() {
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
   local j=$OUT/fast.jsonl line
   for c in ${BENCH_CASES:-gpt-mini gpt2}; do
-    for extra in "--tf32" "--bf16" "--bf16 --no-fused-attention" "--bf16 --tf32"; do
+    for extra in "--tf32" "--bf16" "--bf16 --no-fused-attention"; do
       line=$("$BUILD/bench/gpt" $c --device cuda --steps 20 $extra 2>&1 | tail -1); echo "$line" >>"$j"
       note "$c loom $extra: $(grep -o '"tokens_per_s": [0-9.]*' <<<"$line") $(grep -o '"mfu": [0-9.]*' <<<"$line") $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
     done
@@ -164,7 +164,8 @@ do_profile() {
   [ -n "$ncu" ] || { note "profile: ncu not found"; return 0; }
   local case=${PROFILE_CASE:-gpt2}
   "$ncu" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
-    "$BUILD/bench/gpt" "$case" --device cuda --steps 1 >"$OUT/ncu_$case.csv" 2>"$OUT/ncu_$case.err"
+    "$BUILD/bench/gpt" "$case" --device cuda --steps 1 ${PROFILE_ARGS:-} >"$OUT/ncu_$case.csv" \
+    2>"$OUT/ncu_$case.err"
   python3 scripts/ncu_summary.py "$OUT/ncu_$case.csv" 4 >"$OUT/profile_$case.txt"
   note "profile $case: $(head -1 "$OUT/profile_$case.txt")"
   head -40 "$OUT/profile_$case.txt"
