@@ -53,11 +53,13 @@ bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
 }
 
 // C = A @ B for A [..., M, K], B [..., K, N] (both >= 2-D, batch dims broadcast). No autograd.
-// With `init` (contiguous, C's shape) the product is added to it in place and it is returned:
-// C = init + A @ B, a GEMM with beta = 1. A and B have one dtype, float32 or bfloat16 (products
-// accumulated in float32 either way); C has init's dtype, else `out_type`, else A's.
+// With `init` (C's shape: contiguous, or one matrix whose rows are padded, row stride >= N) the
+// product is written into it and it is returned: C = beta * init + A @ B (beta 1: added to it, as
+// a GEMM from a bias; 0: init is only the memory to write). A and B have one dtype, float32 or
+// bfloat16 (products accumulated in float32 either way); C has init's dtype, else `out_type`,
+// else A's.
 Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
-                    std::optional<DType> out_type = std::nullopt) {
+                    std::optional<DType> out_type = std::nullopt, float beta = 1.0f) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -70,7 +72,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   Tensor c = init.defined() ? init : Tensor::empty(out_shape, c_type, a.device());
   if (c.numel() == 0) return c;
   if (k == 0) {  // an empty sum adds nothing
-    if (!init.defined()) backend(c.device()).fill(c, 0.0);
+    if (!init.defined() || beta == 0.0f) backend(c.device()).fill(c, 0.0);
     return c;
   }
   Shape full_a = batch_shape, full_b = batch_shape;
@@ -98,9 +100,11 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   args.trans_a = la.trans;
   args.trans_b = lb.trans;
   args.m = m, args.n = n, args.k = k;
-  args.lda = la.ld, args.ldb = lb.ld, args.ldc = n;
+  // A padded-row C (one matrix) is written through its row stride.
+  const bool padded_rows = c.dim() == 2 && c.stride(1) == 1 && c.stride(0) > n;
+  args.lda = la.ld, args.ldb = lb.ld, args.ldc = padded_rows ? c.stride(0) : n;
   args.stride_c = m * n;
-  args.beta = init.defined() ? 1.0f : 0.0f;
+  args.beta = init.defined() ? beta : 0.0f;
   args.ab_type = a.dtype(), args.c_type = c_type;
   // Element offsets become byte addresses: the operands' elements are 4 or 2 bytes.
   const auto* pa = static_cast<const char*>(av.raw_data());
@@ -146,6 +150,18 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   }, {as, bs});
 }
 
+// cuBLAS picks its fast tensor-core kernels only when every matrix's row stride is a multiple
+// of 16 bytes; a GPT's logits [rows, 50257] are not, and their three products (the LM head
+// forward and its two gradients) then run in kernels several times slower. So on the GPU a
+// large product with such a width writes its result, and reads its gradient, through a buffer
+// whose rows are padded to a multiple of 8 elements: the tensor is a [rows, out] view of it.
+constexpr int64_t kPadMultiple = 8;
+int64_t padded_width(int64_t width) { return (width + kPadMultiple - 1) / kPadMultiple * kPadMultiple; }
+bool pad_rows_for_gpu(const Tensor& like, int64_t rows, int64_t width) {
+  return like.device() == Device::CUDA && width % kPadMultiple != 0 && rows > 1 &&
+         rows * width >= (int64_t{1} << 20);
+}
+
 // y = x W^T + b as one GEMM that starts from the bias. x and weight are both float32 or both
 // bfloat16 (then multiplied on tensor cores with float32 accumulation); the bias and the result
 // are float32.
@@ -171,8 +187,16 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t rows = x2.size(0);
   // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
   // to add it, and no pass of the BLAS zeroing the output first.
-  const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
-  Tensor y = gemm_forward(x2.detach(), weight.detach().t(), init, DType::Float32);  // [rows, out]
+  Tensor y;
+  if (pad_rows_for_gpu(x, rows, out)) {  // [rows, out] inside a [rows, padded] buffer
+    y = Tensor::empty({rows, padded_width(out)}, DType::Float32, x.device()).narrow(1, 0, out);
+    if (bias.defined()) y.copy_(bias.detach().expand({rows, out}));
+    y = gemm_forward(x2.detach(), weight.detach().t(), y, DType::Float32,
+                     bias.defined() ? 1.0f : 0.0f);
+  } else {
+    const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
+    y = gemm_forward(x2.detach(), weight.detach().t(), init, DType::Float32);  // [rows, out]
+  }
   if (autograd::any_requires_grad({x2, weight, bias})) {
     Tensor xs = detail::saved(x2), ws = detail::saved(weight);
     const bool need_x = x2.requires_grad(), need_w = weight.requires_grad();
@@ -181,7 +205,15 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     // db = the column sums of g. With bfloat16 operands the two products are bfloat16 ones too.
     y = autograd::record("linear", {x2, weight, bias}, y,
                          [xs, ws, need_x, need_w, need_b](const Tensor& grad) {
-      const Tensor g = grad.to(xs.dtype());
+      // g in the operands' dtype; on the GPU in padded rows when y's were (see pad_rows_for_gpu).
+      Tensor g;
+      if (pad_rows_for_gpu(grad, grad.size(0), grad.size(1))) {
+        g = Tensor::empty({grad.size(0), padded_width(grad.size(1))}, xs.dtype(), grad.device())
+                .narrow(1, 0, grad.size(1));
+        g.copy_(grad);
+      } else {
+        g = grad.to(xs.dtype());
+      }
       return std::vector<Tensor>{need_x ? gemm_forward(g, ws) : Tensor(),
                                  need_w ? gemm_forward(g.t(), xs) : Tensor(),
                                  need_b ? sum(grad, 0) : Tensor()};

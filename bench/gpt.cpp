@@ -14,7 +14,8 @@
 //                           during backward; compare its tokens/s with `gpt gpt-mini --threads 2`
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
 //            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
-//            --no-fused-attention (CUDA: the unfused attention instead of the fused kernel);
+//            --fused-attention (CUDA: the fused FlashAttention kernel instead of the default
+//            unfused attention);
 //            --bf16 (the forward pass under AutocastGuard: bfloat16 matrix products, as
 //            torch_gpu_ref.py --bf16); gpt --help lists them all
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
@@ -45,7 +46,7 @@ struct Args {
   Device device = Device::CPU;
   bool cache = true;
   bool tf32 = false;
-  bool fused_attention = true;  // CUDA: nn::functional::set_fused_attention
+  bool fused_attention = false;  // CUDA: nn::functional::set_fused_attention
   bool bf16 = false;
   bool distributed = false;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
@@ -204,10 +205,9 @@ int main(int argc, char** argv) {
   app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
   app.add_flag("--bf16", args.bf16,
                "training cases: the forward pass under autocast (bfloat16 matrix products)");
-  bool no_fused_attention = false;
-  app.add_flag("--no-fused-attention", no_fused_attention,
-               "CUDA only: attention by the unfused composite (matmul, softmax, matmul) instead "
-               "of the fused FlashAttention kernel");
+  app.add_flag("--fused-attention", args.fused_attention,
+               "CUDA only: attention by the fused FlashAttention kernel instead of the default "
+               "unfused composite (matmul, softmax, matmul)");
   app.add_flag("--distributed", args.distributed,
                "gpt-mini: data-parallel over the processes mpirun started (batch 16 split "
                "between them); rank 0 prints");
@@ -217,14 +217,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   args.cache = !no_cache;
-  args.fused_attention = !no_fused_attention;
   try {
     LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "--tf32 needs --device cuda");
 #ifdef LOOM_WITH_CUDA
     cuda_set_tf32(args.tf32);
 #endif
-    LOOM_CHECK(args.fused_attention || args.device == Device::CUDA,
-               "--no-fused-attention needs --device cuda");
+    LOOM_CHECK(!args.fused_attention || args.device == Device::CUDA,
+               "--fused-attention needs --device cuda");
     nn::functional::set_fused_attention(Device::CUDA, args.fused_attention);
     LOOM_CHECK(!args.distributed || args.case_name == "gpt-mini",
                "--distributed is for the gpt-mini case only");

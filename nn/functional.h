@@ -98,8 +98,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // head_dim <= 128 and at least 16 queries (not KV-cache decoding), a mask that needs no
 // gradient, dropout_p < 1). It computes the same values
 // without materialising the [..., T_q, T_k] scores; dropout draws the same Philox numbers, so
-// the same seed gives the same result. Default: on for CUDA, off for the CPU (whose BLAS-batched
-// unfused path is faster; its fused kernel is the reference the tests compare with).
+// the same seed gives the same result. Default: off on both devices, where the unfused path is
+// measured faster (the CPU's BLAS-batched products; cuBLAS on the GPU, see
+// functional_attention.cpp); turn it on to save the [..., T_q, T_k] memory.
 void set_fused_attention(Device device, bool enabled);
 bool fused_attention_enabled(Device device);
 
