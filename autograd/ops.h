@@ -78,6 +78,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -182,6 +183,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // --- linear algebra ---------------------------------------------------------------------------
 // torch.matmul: 1-D . 1-D, 2-D @ 2-D, and N-D batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// The same product returned in out_dtype: for bfloat16 operands (or float32 ones under autocast)
+// float32 gives the float32 accumulators unrounded (cuBLAS's bfloat16 GEMM with a float32 C;
+// torch.matmul has no such argument). Float32 operands take only float32.
+Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype);
 // x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined) -> [..., out], as
 // torch.nn.functional.linear: one GEMM that starts from the bias, one autograd node.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);

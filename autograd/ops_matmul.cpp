@@ -129,15 +129,16 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   return c;
 }
 
-// The differentiable product of two >= 2-D tensors.
-Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+// The differentiable product of two >= 2-D tensors; the result in `out_type` (default: the
+// operands' dtype).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type = std::nullopt) {
   // [..., M, K] @ [K, N]: fold the batch into the rows, one large GEMM instead of many.
   if (b.dim() == 2 && a.dim() > 2) {
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(b.size(1));
-    return matmul_nd(a.reshape({-1, a.size(-1)}), b).reshape(out_shape);
+    return matmul_nd(a.reshape({-1, a.size(-1)}), b, out_type).reshape(out_shape);
   }
-  Tensor c = gemm_forward(a.detach(), b.detach());
+  Tensor c = gemm_forward(a.detach(), b.detach(), Tensor(), out_type);
   if (!autograd::any_requires_grad({a, b})) return c;
   Tensor as = detail::saved(a), bs = detail::saved(b);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -251,13 +252,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // tensor cores; on the CPU float32 BLAS on the exactly upcast operands, since products of
 // bfloat16 values are exact in float32); the result is rounded to bfloat16 once. As in PyTorch
 // the two operands must have the same dtype.
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, std::nullopt); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
+  LOOM_CHECK(!out_dtype || *out_dtype == DType::Float32 || *out_dtype == DType::BFloat16,
+             "matmul: out_dtype {} is not float32 or bfloat16", dtype_name(*out_dtype));
   // Under autocast (autograd/autocast.h) float32 operands are multiplied in bfloat16.
   if (autocast::is_enabled() && is_floating_point(a.dtype()) && is_floating_point(b.dtype()) &&
       (a.dtype() == DType::Float32 || b.dtype() == DType::Float32))
-    return matmul(a.to(autocast::get_dtype()), b.to(autocast::get_dtype()));
+    return matmul(a.to(autocast::get_dtype()), b.to(autocast::get_dtype()), out_dtype);
   if (detail::is_bf16(a) || detail::is_bf16(b)) {
     LOOM_CHECK(a.dtype() == b.dtype(),
                "matmul: operands of dtypes {} and {} (shapes {} and {}); cast one so they match",
@@ -266,6 +271,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   } else {
     detail::check_float(a, "matmul");
     detail::check_float(b, "matmul");
+    LOOM_CHECK(!out_dtype || *out_dtype == DType::Float32,
+               "matmul: float32 operands (shapes {} and {}) give a float32 result, not {}",
+               shape_str(a.shape()), shape_str(b.shape()), dtype_name(*out_dtype));
   }
   detail::check_same_device(a, b, "matmul");
   LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got {} and {}",
@@ -281,7 +289,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // 1-D operands become [1, K] / [K, 1] matrices, and the extra dim is removed afterwards.
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
-  Tensor c = matmul_nd(a2, b2);
+  Tensor c = matmul_nd(a2, b2, out_dtype);
   if (b.dim() == 1) c = c.squeeze(-1);
   if (a.dim() == 1) c = c.squeeze(a.dim() == 1 && b.dim() == 1 ? -1 : -2);
   return c;

@@ -174,7 +174,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(-1)));
   const Tensor keys = for_batched_gemm(k), values = for_batched_gemm(v);
   // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy.
-  Tensor scores = matmul(q * scale, keys.transpose(-2, -1));  // [..., T_q, T_k]
+  // Under autocast the product runs in bfloat16 and its float32 accumulators are kept: the mask
+  // and the softmax work in float32 anyway, so rounding the scores to bfloat16 would only cost
+  // two more passes over [..., T_q, T_k].
+  Tensor scores = autocast::is_enabled()
+                      ? matmul(q * scale, keys.transpose(-2, -1), DType::Float32)
+                      : matmul(q * scale, keys.transpose(-2, -1));  // [..., T_q, T_k]
 
   Tensor mask = options.mask;
   if (mask.defined()) {
