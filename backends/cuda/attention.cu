@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(kBwdThreads)
     #pragma unroll
     for (int i = 0; i < L::kOwned; ++i) {
       const int t = warp + i * kBwdWarps, r0 = (t / (D / 16)) * 16, c0 = (t % (D / 16)) * 16;
-      #pragma unroll
+      #pragma unroll 1  // unrolled, D = 128 spills; this way every D fits 128 registers
       for (int kk = 0; kk < BR / 16; ++kk) {
         FragAT at;
         FragB bt;
