@@ -65,8 +65,6 @@
 //   load K_tile, V_tile; dK = dV = 0 (float, shared)
 //   for each query tile: S, dP, then P Z and dS in place; dV += (P Z)^T dO, dK += dS^T Q
 //     (accumulating in shared); dQ_part = dS K added with atomicAdd; dK * scale, dV stored.
-// (These kernels keep their bfloat16 branches, no longer launched: bfloat16 takes the
-// kernels above.)
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -211,46 +209,37 @@ struct Problem {
   }
 };
 
-// Tile sizes (rows of queries BR, keys BC) per element type and padded head dim, sized so the
-// static shared memory of each kernel stays under 48 KB (the bytes are summed in the comments).
+// Tile sizes of the float32 kernels (rows of queries BR, keys BC) per padded head dim, sized so
+// their static shared memory stays under 48 KB (the bytes are summed in the comments).
 struct Tiles {
   int BR, BC;
 };
-// bfloat16: Q, K, V (2 bytes), S and O (float), P (2 bytes): 44, 44, 46 KB for D = 32, 64, 128.
-// float32: Q, K, V, S (P in place), O: 32, 36, 33 KB.
-template <typename T, int D>
+// Q, K, V, S (P in place), O: 32, 36, 33 KB for D = 32, 64, 128.
+template <int D>
 __host__ __device__ constexpr Tiles forward_tiles() {
-  if constexpr (std::is_same_v<T, Bits>)
-    return D == 32 ? Tiles{64, 64} : D == 64 ? Tiles{64, 32} : Tiles{32, 32};
-  else
-    return D == 32 ? Tiles{64, 32} : D == 64 ? Tiles{32, 32} : Tiles{16, 16};
+  return D == 32 ? Tiles{64, 32} : D == 64 ? Tiles{32, 32} : Tiles{16, 16};
 }
-// bfloat16: K, V, Q, dO (2 bytes), dK, dV, S, dP, dQ (float), P, dS (2 bytes): 32, 38, 43 KB.
-// float32: the same without P and dS (they overwrite S and dP in place): 36, 40, 45 KB.
-template <typename T, int D>
+// K, V, Q, dO, dK, dV, S (then P Z), dP (then dS), dQ: 36, 40, 45 KB.
+template <int D>
 __host__ __device__ constexpr Tiles backward_tiles() {
-  if constexpr (std::is_same_v<T, Bits>)
-    return D == 32 ? Tiles{32, 32} : D == 64 ? Tiles{16, 32} : Tiles{16, 16};
-  else
-    return D == 32 ? Tiles{32, 32} : D == 64 ? Tiles{8, 32} : Tiles{8, 16};
+  return D == 32 ? Tiles{32, 32} : D == 64 ? Tiles{8, 32} : Tiles{8, 16};
 }
 
-// ---------------------------------------------------------------------------- forward
+// ---------------------------------------------------------------------------- float32 forward
 template <typename T, int D>
 __global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q,
                                          const T* __restrict__ k, const T* __restrict__ v,
                                          T* __restrict__ out, float* __restrict__ lse,
                                          int64_t q_tiles) {
-  constexpr int BR = forward_tiles<T, D>().BR, BC = forward_tiles<T, D>().BC;
+  constexpr int BR = forward_tiles<D>().BR, BC = forward_tiles<D>().BC;
   constexpr int kLanes = kThreads / BR;  // threads per query row
-  constexpr bool kBf16 = std::is_same_v<T, Bits>;
+  static_assert(std::is_same_v<T, float>, "bfloat16 takes attention_forward_bf16_kernel");
   static_assert(kLanes >= 1 && kLanes <= kWarp && kThreads % BR == 0, "rows per block");
   alignas(32) __shared__ T sQ[BR * D];
   alignas(32) __shared__ T sK[BC * D];
   alignas(32) __shared__ T sV[BC * D];
-  alignas(32) __shared__ float sS[BR * BC];  // scores, then (float32) the probabilities
+  alignas(32) __shared__ float sS[BR * BC];  // scores, then the probabilities
   alignas(32) __shared__ float sO[BR * D];
-  alignas(32) __shared__ T sP[kBf16 ? BR * BC : 1];  // bfloat16 probabilities for the tensor cores
 
   const AttentionArgs& a = pb.args;
   const int d = static_cast<int>(a.head_dim);
@@ -294,19 +283,13 @@ __global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q,
       const float p = none ? 0.0f : expf(s_row[j] - m_new);
       tile_sum += p;
       const float kept = p == 0.0f ? 0.0f : p * pb.keep(b, qi, k0 + j);
-      if constexpr (kBf16)
-        sP[row * BC + j] = from_float<T>(kept);
-      else
-        s_row[j] = kept;
+      s_row[j] = kept;
     }
     l = l * alpha + group_sum<kLanes>(tile_sum);
     m = m_new;
     for (int c = lane; c < D; c += kLanes) sO[row * D + c] *= alpha;
     __syncthreads();
-    if constexpr (kBf16)
-      tile_mma<false, false, true>(sO, D, sP, BC, sV, D, BR, D, BC);
-    else
-      tile_mma<false, false, true>(sO, D, sS, BC, sV, D, BR, D, BC);  // O += P V
+    tile_mma<false, false, true>(sO, D, sS, BC, sV, D, BR, D, BC);  // O += P V
   }
   __syncthreads();
   if (qi < a.q_len) {
@@ -317,7 +300,7 @@ __global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q,
   }
 }
 
-// ---------------------------------------------------------------------------- backward
+// ---------------------------------------------------------------------------- backward: D, float32
 // D_i = sum_c dout[i, c] * out[i, c], one warp per row; every warp of a block runs the same
 // number of iterations (the shuffles stay in uniform control flow).
 template <typename T>
@@ -344,19 +327,17 @@ __global__ void attention_backward_kernel(Problem pb, const T* __restrict__ dout
                                           const float* __restrict__ rowdot,
                                           float* __restrict__ dq_acc, T* __restrict__ dk,
                                           T* __restrict__ dv, int64_t kv_tiles) {
-  constexpr int BR = backward_tiles<T, D>().BR, BC = backward_tiles<T, D>().BC;
-  constexpr bool kBf16 = std::is_same_v<T, Bits>;
+  constexpr int BR = backward_tiles<D>().BR, BC = backward_tiles<D>().BC;
+  static_assert(std::is_same_v<T, float>, "bfloat16 takes attention_backward_bf16_kernel");
   alignas(32) __shared__ T sK[BC * D];
   alignas(32) __shared__ T sV[BC * D];
   alignas(32) __shared__ T sQ[BR * D];
   alignas(32) __shared__ T sdO[BR * D];
   alignas(32) __shared__ float sdK[BC * D];
   alignas(32) __shared__ float sdV[BC * D];
-  alignas(32) __shared__ float sS[BR * BC];   // S, then (float32) P Z
-  alignas(32) __shared__ float sdP[BR * BC];  // dP, then (float32) dS
+  alignas(32) __shared__ float sS[BR * BC];   // S, then P Z
+  alignas(32) __shared__ float sdP[BR * BC];  // dP, then dS
   alignas(32) __shared__ float sdQ[BR * D];
-  alignas(32) __shared__ T sP[kBf16 ? BR * BC : 1];
-  alignas(32) __shared__ T sdS[kBf16 ? BR * BC : 1];
   __shared__ float sL[BR], sD[BR];
 
   const AttentionArgs& a = pb.args;
@@ -394,24 +375,13 @@ __global__ void attention_backward_kernel(Problem pb, const T* __restrict__ dout
                           : 0.0f;
       const float z = p == 0.0f ? 0.0f : pb.keep(b, q0 + i, k0 + j);
       const float ds = p * (z * sdP[e] - sD[i]);
-      if constexpr (kBf16) {
-        sP[e] = from_float<T>(p * z);
-        sdS[e] = from_float<T>(ds);
-      } else {
-        sS[e] = p * z;
-        sdP[e] = ds;
-      }
+      sS[e] = p * z;
+      sdP[e] = ds;
     }
     __syncthreads();
-    if constexpr (kBf16) {
-      tile_mma<true, false, true>(sdV, D, sP, BC, sdO, D, BC, D, BR);    // dV += (PZ)^T dO
-      tile_mma<true, false, true>(sdK, D, sdS, BC, sQ, D, BC, D, BR);    // dK += dS^T Q
-      tile_mma<false, false, false>(sdQ, D, sdS, BC, sK, D, BR, D, BC);  // dS K  [BR, D]
-    } else {
-      tile_mma<true, false, true>(sdV, D, sS, BC, sdO, D, BC, D, BR);
-      tile_mma<true, false, true>(sdK, D, sdP, BC, sQ, D, BC, D, BR);
-      tile_mma<false, false, false>(sdQ, D, sdP, BC, sK, D, BR, D, BC);
-    }
+    tile_mma<true, false, true>(sdV, D, sS, BC, sdO, D, BC, D, BR);    // dV += (PZ)^T dO
+    tile_mma<true, false, true>(sdK, D, sdP, BC, sQ, D, BC, D, BR);    // dK += dS^T Q
+    tile_mma<false, false, false>(sdQ, D, sdP, BC, sK, D, BR, D, BC);  // dS K  [BR, D]
     __syncthreads();
     for (int e = tid; e < BR * D; e += kThreads) {
       const int r = e / D, c = e % D;
@@ -756,7 +726,7 @@ void forward(const Problem& pb, const void* q, const void* k, const void* v, voi
             pb, static_cast<const Bits*>(q), static_cast<const Bits*>(k),
             static_cast<const Bits*>(v), static_cast<Bits*>(out), lse, q_tiles);
   } else {
-    constexpr int BR = forward_tiles<T, D>().BR;
+    constexpr int BR = forward_tiles<D>().BR;
     const int64_t q_tiles = ceil_div(pb.args.q_len, BR);
     attention_forward_kernel<T, D><<<grid_of(pb.args.n, q_tiles), kThreads, 0, stream>>>(
         pb, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
@@ -790,7 +760,7 @@ void backward(const Problem& pb, const void* dout, const void* q, const void* k,
             static_cast<const Bits*>(k), static_cast<const Bits*>(v), lse, rowdot, dq_acc,
             static_cast<Bits*>(dk), static_cast<Bits*>(dv), kv_tiles);
   } else {
-    const int64_t kv_tiles = ceil_div(a.kv_len, backward_tiles<T, D>().BC);
+    const int64_t kv_tiles = ceil_div(a.kv_len, backward_tiles<D>().BC);
     attention_backward_kernel<T, D><<<grid_of(a.n, kv_tiles), kThreads, 0, stream>>>(
         pb, static_cast<const T*>(dout), static_cast<const T*>(q), static_cast<const T*>(k),
         static_cast<const T*>(v), lse, rowdot, dq_acc, static_cast<T*>(dk), static_cast<T*>(dv),
