@@ -26,10 +26,11 @@
 //       S_w = Q_w K_tile^T                      (fragments -> the warp's float work area)
 //       per row (2 lanes per row, one shuffle per reduction):
 //         s = scale * S + mask, -inf where not visible or past the end
-//         m_new = max(m, max_j s); alpha = exp(m - m_new); p_j = exp(s_j - m_new)
+//         m_new = max_j s if it passes m by more than 8, else m (lazy rescaling: p <= e^8)
+//         alpha = exp(m - m_new); p_j = exp(s_j - m_new)
 //         l = alpha l + sum_j p_j;  P_j = p_j * dropout factor (bfloat16, shared)
 //       O_w *= alpha per row: O_w goes through the work area and back (a fragment's rows are
-//         not addressable); skipped when no row of the warp changed its max (alpha = 1)
+//         not addressable); skipped when no row of the warp moved its max (alpha = 1)
 //       O_w += P_w V_tile                       (fragments, in registers)
 //     out = O / l and lse = m + log(l); a row with no visible key (l = 0) gets NaN for both, as
 //     the unfused softmax gives. Only __syncwarp inside a step, two __syncthreads per key tile.
@@ -431,6 +432,7 @@ __host__ __device__ constexpr size_t align128(size_t bytes) { return (bytes + 12
 // are padded by 4 and bfloat16 rows by 8 elements (fewer shared-memory bank conflicts; WMMA
 // wants ldm a multiple of 16 bytes and fragment pointers 32-byte aligned, which all are).
 constexpr int kFwdWarps = 4, kFwdThreads = kFwdWarps * kWarp;
+constexpr float kLazyMax = 8.0f;  // how far a score may pass the row's reference max
 template <int D>
 struct FwdBf16 {
   static constexpr int BR = 16 * kFwdWarps, BC = 64;
@@ -512,9 +514,15 @@ __global__ void __launch_bounds__(kFwdThreads)
       s_row[j] = s;
       tile_max = fmaxf(tile_max, s);
     }
-    const float m_new = fmaxf(m, group_max<2>(tile_max));
+    // Lazy rescaling: the row's reference max moves only when a score passes it by more than
+    // kLazyMax (or at its first visible score). Below that, p = exp(s - m) <= e^8 stays far
+    // inside float's range and bfloat16 rounds it with the same relative error, and
+    // out = O / l, lse = m + log l do not depend on which m is used; O is rescaled far less.
+    const float tile_m = group_max<2>(tile_max);
+    const float m_new = tile_m > m + kLazyMax ? tile_m : m;  // m = -inf: any visible score
     const bool none = m_new == -INFINITY;  // nothing visible yet: O and l stay 0, p = 0
-    const float alpha = none ? 1.0f : expf(m - m_new);
+    // m = -inf: O and l are still 0, nothing to rescale.
+    const float alpha = m == -INFINITY || m_new == m ? 1.0f : expf(m - m_new);
     float tile_sum = 0.0f;
     for (int j = half; j < BC; j += 2) {
       const float p = none ? 0.0f : expf(s_row[j] - m_new);
