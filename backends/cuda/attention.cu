@@ -127,12 +127,18 @@ __device__ void tile_mma(float* C, int ldc, const TA* A, int lda, const TB* B, i
       wmma::store_matrix_sync(C + i0 * ldc + j0, c, ldc, wmma::mem_row_major);
     }
   } else {
+    // B read transposed (B[j * ldb + k], neighbouring lanes at neighbouring j, ldb a multiple
+    // of 32): lanes all starting at k = 0 would hit one shared-memory bank at once, so each lane
+    // starts its sum at its own k (the same terms, in a rotated order).
+    const int rot = kTransB ? static_cast<int>(threadIdx.x) % kWarp : 0;
     for (int e = static_cast<int>(threadIdx.x); e < M * N; e += kWarps * kWarp) {
       const int i = e / N, j = e % N;
       float acc = kAccumulate ? C[i * ldc + j] : 0.0f;
-      for (int k = 0; k < K; ++k)
+      for (int kk = 0; kk < K; ++kk) {
+        const int k = (kk + rot) % K;
         acc += to_float(kTransA ? A[k * lda + i] : A[i * lda + k]) *
                to_float(kTransB ? B[j * ldb + k] : B[k * ldb + j]);
+      }
       C[i * ldc + j] = acc;
     }
   }
