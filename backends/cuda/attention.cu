@@ -59,8 +59,8 @@
 //   for each key tile [k0, k0 + BC) (causal: only up to the last key the tile's last query sees)
 //     load K_tile, V_tile [BC, D]
 //     S = Q_tile K_tile^T                      (tile_mma, [BR, BC] float in shared)
-//     per row (128 / BR threads per row, shuffle reductions): the online softmax above, and
-//       O_row *= alpha
+//     per row (128 / BR threads per row, shuffle reductions): the online softmax above with
+//       the exact running max (m_new = max(m, max_j s)), and O_row *= alpha
 //     O += P V_tile                             (tile_mma, accumulating into O in shared)
 //   Backward (attention_backward_kernel; grid: one block per (problem b, key tile)):
 //   load K_tile, V_tile; dK = dV = 0 (float, shared)
