@@ -156,6 +156,17 @@ const std::vector<Case>& cases() {
       {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 64, .causal = true, .dropout_p = 0.2f},
       {.n = 2, .q_len = 40, .kv_len = 130, .head_dim = 32, .amplitude = 6.0f},
       {.n = 1, .q_len = 5, .kv_len = 9, .head_dim = 7, .mask = "blocked"},
+      // Several query and key tiles of the bfloat16 kernels (64 rows), both with tails, with
+      // every feature at once and scores large enough to move the running max often.
+      {.n = 2,
+       .q_len = 150,
+       .kv_len = 200,
+       .head_dim = 128,
+       .causal = true,
+       .query_offset = 50,
+       .dropout_p = 0.1f,
+       .amplitude = 3.0f,
+       .mask = "bias"},
   };
   return all;
 }

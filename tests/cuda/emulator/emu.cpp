@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,8 @@ int current = 0;
 int threads = 0;
 const std::function<void()>* body = nullptr;
 std::vector<char> shuffle_space;
+std::vector<unsigned char> dynamic_space;  // the dynamic shared memory of the running block
+std::map<const void*, int> max_dynamic;    // cudaFuncAttributeMaxDynamicSharedMemorySize
 
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "cuda emulator: %s (block %u,%u,%u)\n", what, block_idx.x, block_idx.y,
@@ -111,6 +114,23 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
         block_idx = {x, y, z};
         run_block();
       }
+}
+
+unsigned char* dynamic_shared() {
+  // 128-byte aligned, as the GPU aligns dynamic shared memory.
+  const uintptr_t at = reinterpret_cast<uintptr_t>(dynamic_space.data());
+  return dynamic_space.data() + (128 - at % 128) % 128;
+}
+
+void set_max_dynamic_shared(const void* kernel, int bytes) { max_dynamic[kernel] = bytes; }
+
+void launch(dim3 grid, dim3 block, size_t shared_bytes, const void* kernel,
+            const std::function<void()>& body_) {
+  const auto allowed = max_dynamic.find(kernel);
+  const size_t limit = allowed == max_dynamic.end() ? 48 * 1024 : allowed->second;
+  if (shared_bytes > limit) fail("dynamic shared memory above the kernel's allowed size");
+  dynamic_space.assign(shared_bytes + 128, 0);
+  launch(grid, block, body_);
 }
 
 }  // namespace emu

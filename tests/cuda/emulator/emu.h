@@ -21,6 +21,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(...)
 
 using std::max;
 using std::min;
@@ -42,6 +43,14 @@ int block_threads();
 void barrier();
 void* shuffle_buffer(size_t bytes);
 void launch(dim3 grid, dim3 block, const std::function<void()>& body);
+// A launch with dynamic shared memory (the third <<<>>> argument, when not a literal 0):
+// `shared_bytes` over 48 KB must have been allowed for `kernel` by cudaFuncSetAttribute
+// (cudaFuncAttributeMaxDynamicSharedMemorySize), as on the GPU; the block reads the bytes
+// through dynamic_shared() (128-byte aligned, zeroed only at allocation).
+void launch(dim3 grid, dim3 block, size_t shared_bytes, const void* kernel,
+            const std::function<void()>& body);
+unsigned char* dynamic_shared();
+void set_max_dynamic_shared(const void* kernel, int bytes);
 }  // namespace emu
 
 #define threadIdx (::emu::thread_idx())
@@ -50,6 +59,12 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& body);
 #define gridDim (::emu::grid_dim)
 
 inline void __syncthreads() { emu::barrier(); }
+// Here a warp barrier is a block barrier (every fiber of the block waits), so a kernel must call
+// __syncwarp and __any_sync where every warp of the block calls them the same number of times.
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  if (mask != 0xffffffffu) std::abort();  // full warps only
+  emu::barrier();
+}
 
 // Every lane publishes its value, all wait, each reads its partner's, all wait again.
 template <typename T>
@@ -62,6 +77,19 @@ T __shfl_xor_sync(unsigned mask, T value, int delta) {
   const T other = slots[me - lane + (lane ^ delta)];
   emu::barrier();
   return other;
+}
+
+// Whether `predicate` is nonzero in any lane of the warp (published and read like a shuffle).
+inline int __any_sync(unsigned mask, int predicate) {
+  if (mask != 0xffffffffu || emu::block_threads() % 32 != 0) std::abort();  // full warps only
+  int* slots = static_cast<int*>(emu::shuffle_buffer(sizeof(int) * emu::block_threads()));
+  const int me = emu::linear_thread(), first = me - me % 32;
+  slots[me] = predicate != 0;
+  emu::barrier();
+  int any = 0;
+  for (int l = 0; l < 32; ++l) any |= slots[first + l];
+  emu::barrier();
+  return any;
 }
 
 // One OS thread runs every fiber, so plain read-modify-writes are atomic.
@@ -108,6 +136,15 @@ cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream);
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream);
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+// Up to 227 KB per block, as on an H100/H200.
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024)
+    return cudaErrorInvalidValue;
+  emu::set_max_dynamic_shared(reinterpret_cast<const void*>(entry), value);
+  return cudaSuccess;
+}
 
 // ---------------------------------------------------------------------------- cuBLAS
 enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };

@@ -43,12 +43,17 @@ def rewrite(src):
         while src[j].isalnum() or src[j] in '_:': j -= 1
         name = src[j + 1:at].strip()
         end_cfg = src.index('>>>', at)
-        grid, block = [p.strip() for p in split_top(src[at + 3:end_cfg])][:2]
+        cfg = [p.strip() for p in split_top(src[at + 3:end_cfg])]
+        grid, block = cfg[:2]
+        # Dynamic shared memory (a third argument other than 0) goes to the emulator with the
+        # kernel's address, for its cudaFuncSetAttribute check.
+        shared = cfg[2] if len(cfg) > 2 and cfg[2] != '0' else None
         k = end_cfg + 3
         while src[k].isspace(): k += 1
         close = matching(src, k, '(', ')', 1)
         args = src[k + 1:close]
-        call = f'::emu::launch(dim3({grid}), dim3({block}), [=]() {{ {name}({args}); }})'
+        extra = f'{shared}, reinterpret_cast<const void*>(&{name}), ' if shared else ''
+        call = f'::emu::launch(dim3({grid}), dim3({block}), {extra}[=]() {{ {name}({args}); }})'
         src = src[:j + 1] + call + src[close + 1:]
     return src
 
