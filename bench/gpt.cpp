@@ -14,8 +14,8 @@
 //                           during backward; compare its tokens/s with `gpt gpt-mini --threads 2`
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
 //            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
-//            --fused-attention (CUDA: the fused FlashAttention kernel instead of the default
-//            unfused attention);
+//            --fused-attention / --no-fused-attention (CUDA: force the fused FlashAttention
+//            kernel on or off; by default bfloat16 attention is fused, float32 is not);
 //            --bf16 (the forward pass under AutocastGuard: bfloat16 matrix products, as
 //            torch_gpu_ref.py --bf16); gpt --help lists them all
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
@@ -46,7 +46,8 @@ struct Args {
   Device device = Device::CPU;
   bool cache = true;
   bool tf32 = false;
-  bool fused_attention = false;  // CUDA: nn::functional::set_fused_attention
+  // CUDA: nn::functional::set_fused_attention forced on or off; neither: the default.
+  bool fused_attention = false, no_fused_attention = false;
   bool bf16 = false;
   bool distributed = false;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
@@ -62,7 +63,10 @@ std::string common_fields(const bench::Timing& t, const Args& args, int64_t para
              "\"fused_attention\": {}, \"framework\": \"loom\"",
              args.steps, params, get_num_threads(), openblas_get_num_threads(),
              device_name(args.device), args.tf32 ? "true" : "false", args.bf16 ? "true" : "false",
-             args.device == Device::CUDA && args.fused_attention ? "true" : "false");
+             args.device == Device::CUDA &&
+                     (args.fused_attention || (args.bf16 && !args.no_fused_attention))
+                 ? "true"
+                 : "false");
 }
 
 // torch_ref.py's train(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
@@ -206,8 +210,11 @@ int main(int argc, char** argv) {
   app.add_flag("--bf16", args.bf16,
                "training cases: the forward pass under autocast (bfloat16 matrix products)");
   app.add_flag("--fused-attention", args.fused_attention,
-               "CUDA only: attention by the fused FlashAttention kernel instead of the default "
-               "unfused composite (matmul, softmax, matmul)");
+               "CUDA only: attention by the fused FlashAttention kernel, also in float32 (by "
+               "default only bfloat16 attention is fused)");
+  app.add_flag("--no-fused-attention", args.no_fused_attention,
+               "CUDA only: attention by the unfused composite (matmul, softmax, matmul)")
+      ->excludes("--fused-attention");
   app.add_flag("--distributed", args.distributed,
                "gpt-mini: data-parallel over the processes mpirun started (batch 16 split "
                "between them); rank 0 prints");
@@ -222,9 +229,10 @@ int main(int argc, char** argv) {
 #ifdef LOOM_WITH_CUDA
     cuda_set_tf32(args.tf32);
 #endif
-    LOOM_CHECK(!args.fused_attention || args.device == Device::CUDA,
-               "--fused-attention needs --device cuda");
-    nn::functional::set_fused_attention(Device::CUDA, args.fused_attention);
+    LOOM_CHECK((!args.fused_attention && !args.no_fused_attention) || args.device == Device::CUDA,
+               "--fused-attention and --no-fused-attention need --device cuda");
+    if (args.fused_attention || args.no_fused_attention)
+      nn::functional::set_fused_attention(Device::CUDA, args.fused_attention);
     LOOM_CHECK(!args.distributed || args.case_name == "gpt-mini",
                "--distributed is for the gpt-mini case only");
     set_num_threads(args.threads);

@@ -98,10 +98,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // head_dim <= 128 and at least 16 queries (not KV-cache decoding), a mask that needs no
 // gradient, dropout_p < 1). It computes the same values
 // without materialising the [..., T_q, T_k] scores; dropout draws the same Philox numbers, so
-// the same seed gives the same result. Default: off on both devices, where the unfused path is
-// measured faster (the CPU's BLAS-batched products; cuBLAS on the GPU, see
-// functional_attention.cpp); turn it on to save the [..., T_q, T_k] memory.
+// the same seed gives the same result. Default, by measurement (functional_attention.cpp): on
+// the GPU bfloat16 attention (autocast's too) is fused and float32 is not; the CPU is not fused.
+// set_fused_attention(device, true / false) fuses every dtype the kernel takes / none.
+// fused_attention_enabled(device): whether bfloat16 attention on `device` is fused.
 void set_fused_attention(Device device, bool enabled);
+void reset_fused_attention(Device device);  // back to the default, after set_fused_attention
 bool fused_attention_enabled(Device device);
 
 // The additive causal mask [T_q, T_k]: 0 where key j <= query_offset + i, -inf above, so each

@@ -43,19 +43,30 @@ bool matrices_evenly_spaced(const Tensor& t) {
 // of inside each of the three products (forward and backward) that read it.
 Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t : t.contiguous(); }
 
-// Off by default on both devices, where measurements say the unfused path is faster: on the CPU
-// its BLAS-batched products; on an H200 (GPT-2 124M step, T = 1024) the float32 kernel made the
-// step 3x slower and the bfloat16 one 8% slower than cuBLAS + the softmax kernels (README, "On a
-// GPU"). The fused kernels are the memory-saving path and the tests' reference.
-std::atomic<bool> fused_on_cpu{false}, fused_on_cuda{false};
+// Which path each device takes, as measured (README, "On a GPU"): set_fused_attention forces
+// one; by default (kDefault) the GPU fuses bfloat16 attention (autocast's included), where its
+// tensor-core kernel beats cuBLAS + the softmax kernels (GPT-2 124M on an H200: 100k against
+// 88k tokens/s), and leaves float32 to the unfused path, which is faster there; the CPU's
+// BLAS-batched unfused products are faster than its fused reference kernel.
+constexpr int kDefault = -1, kOff = 0, kOn = 1;
+std::atomic<int> fused_on_cpu{kDefault}, fused_on_cuda{kDefault};
 
-std::atomic<bool>& fused_flag(Device device) {
+std::atomic<int>& fused_flag(Device device) {
   return device == Device::CUDA ? fused_on_cuda : fused_on_cpu;
 }
 
-// Whether the fused kernel computes this call (see set_fused_attention in functional.h).
-bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
-  if (o.attn_weights != nullptr || !fused_attention_enabled(q.device())) return false;
+// Whether the fused kernel is used on `device` for attention computed in `compute`.
+bool fused_for(Device device, DType compute) {
+  const int state = fused_flag(device);
+  if (state != kDefault) return state == kOn;
+  return device == Device::CUDA && compute == DType::BFloat16;
+}
+
+// Whether the fused kernel computes this call, in `compute` (q's dtype, or bfloat16 under
+// autocast; see set_fused_attention in functional.h).
+bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+               DType compute) {
+  if (o.attn_weights != nullptr || !fused_for(q.device(), compute)) return false;
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return false;
   if (q.dtype() != DType::Float32 && q.dtype() != DType::BFloat16) return false;
   if (k.device() != q.device() || v.device() != q.device()) return false;
@@ -126,8 +137,9 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 }  // namespace
 
-void set_fused_attention(Device device, bool enabled) { fused_flag(device) = enabled; }
-bool fused_attention_enabled(Device device) { return fused_flag(device); }
+void set_fused_attention(Device device, bool enabled) { fused_flag(device) = enabled ? kOn : kOff; }
+void reset_fused_attention(Device device) { fused_flag(device) = kDefault; }
+bool fused_attention_enabled(Device device) { return fused_for(device, DType::BFloat16); }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
@@ -153,11 +165,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // Under autocast (autograd/autocast.h) attention runs in bfloat16, as PyTorch's SDPA: the
   // casts are recorded, so float32 gradients reach float32 q, k, v.
   if (autocast::is_enabled() && q.dtype() == DType::Float32 && k.dtype() == DType::Float32 &&
-      v.dtype() == DType::Float32 && use_fused(q, k, v, options)) {
+      v.dtype() == DType::Float32 && use_fused(q, k, v, options, autocast::get_dtype())) {
     const DType low = autocast::get_dtype();
     return fused_attention(q.to(low), k.to(low), v.to(low), options);
   }
-  if (use_fused(q, k, v, options)) {
+  if (use_fused(q, k, v, options, q.dtype())) {
     if (options.mask.defined()) {
       Shape scores_shape = q.shape();
       scores_shape.back() = k.size(-2);

@@ -13,7 +13,7 @@
 # cuda (the CUDA suite alone), test (the CUDA suites, then every ctest but the two
 # consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
 # and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
-# fast (loom --tf32/--bf16 with and without --fused-attention, then torchfast: the comparison of issue 15),
+# fast (loom --tf32, --bf16 with and without fused attention, then torchfast: the comparison of issue 15),
 # models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step), train (the README demo).
 # Logs go to $OUT (default build-gpu/logs). The last lines printed are a summary.
 set -uo pipefail
@@ -111,7 +111,7 @@ do_fast() {
   local j=$OUT/fast.jsonl line
   for c in ${BENCH_CASES:-gpt-mini gpt2}; do
     local variants
-    IFS=';' read -ra variants <<<"${LOOM_FAST_VARIANTS:---tf32;--bf16;--bf16 --fused-attention}"
+    IFS=';' read -ra variants <<<"${LOOM_FAST_VARIANTS:---tf32;--bf16;--bf16 --no-fused-attention}"
     for extra in "${variants[@]}"; do
       line=$("$BUILD/bench/gpt" $c --device cuda --steps 20 $extra 2>&1 | tail -1); echo "$line" >>"$j"
       note "$c loom $extra: $(grep -o '"tokens_per_s": [0-9.]*' <<<"$line") $(grep -o '"mfu": [0-9.]*' <<<"$line") $(grep -o '"loss_last": [0-9.]*' <<<"$line")"

@@ -20,14 +20,11 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Turns the fused path on for `device` inside a scope, restoring the previous setting.
+// Turns the fused path on (or off) for `device` inside a scope, then back to the default.
 struct FusedScope {
   Device device;
-  bool previous;
-  FusedScope(Device d, bool on) : device(d), previous(F::fused_attention_enabled(d)) {
-    F::set_fused_attention(d, on);
-  }
-  ~FusedScope() { F::set_fused_attention(device, previous); }
+  FusedScope(Device d, bool on) : device(d) { F::set_fused_attention(d, on); }
+  ~FusedScope() { F::reset_fused_attention(device); }
 };
 
 // Whether `t` came out of the fused op (its node, or the node of the reshape after it).
@@ -264,9 +261,12 @@ TEST_CASE("attention dispatch: weights requested or a mask needing its gradient 
   CHECK_FALSE(from_fused(biased));
   sum(biased).backward();
   CHECK(bias.grad().defined());
-  // Off by default on both devices (the unfused path is the faster one there; see
-  // functional_attention.cpp).
-  F::set_fused_attention(Device::CPU, false);
+  // The defaults (functional_attention.cpp): the CPU never fuses; the GPU fuses bfloat16.
+  F::reset_fused_attention(Device::CPU);
+  CHECK_FALSE(F::fused_attention_enabled(Device::CPU));
   CHECK_FALSE(from_fused(F::scaled_dot_product_attention(q, q, q)));
-  CHECK_FALSE(F::fused_attention_enabled(Device::CUDA));
+  CHECK_FALSE(from_fused(F::scaled_dot_product_attention(q.to(DType::BFloat16),
+                                                         q.to(DType::BFloat16),
+                                                         q.to(DType::BFloat16))));
+  CHECK(F::fused_attention_enabled(Device::CUDA));
 }
