@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "autograd/autocast.h"
 #include "autograd/node.h"
@@ -185,13 +186,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // values instead of T_q*T_k.
   const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(-1)));
   const Tensor keys = for_batched_gemm(k), values = for_batched_gemm(v);
-  // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy.
-  // Under autocast the product runs in bfloat16 and its float32 accumulators are kept: the mask
-  // and the softmax work in float32 anyway, so rounding the scores to bfloat16 would only cost
-  // two more passes over [..., T_q, T_k].
-  Tensor scores = autocast::is_enabled()
-                      ? matmul(q * scale, keys.transpose(-2, -1), DType::Float32)
-                      : matmul(q * scale, keys.transpose(-2, -1));  // [..., T_q, T_k]
+  // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy. Under autocast
+  // the product runs in bfloat16 and its float32 accumulators are kept: the mask and the softmax
+  // work in float32 anyway, so rounding the scores would only cost two more passes over them.
+  const std::optional<DType> scores_dtype =
+      autocast::is_enabled() ? std::optional<DType>(DType::Float32) : std::nullopt;
+  Tensor scores = matmul(q * scale, keys.transpose(-2, -1), scores_dtype);  // [..., T_q, T_k]
 
   Tensor mask = options.mask;
   if (mask.defined()) {
