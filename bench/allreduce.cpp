@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   cli::show_defaults(app);
   app.add_option("--sizes", sizes_text, "buffer sizes in MB (10^6 bytes), comma-separated");
   app.add_option("--steps", steps, "timed calls per size (after 3 warm-ups)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::positive);
   cli::add_device(app, device);
   CLI11_PARSE(app, argc, argv);
   try {

@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"gpt-mini", "gpt-mini-generate", "gpt2"}));
   app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", args.threads, "CPU threads")->check(CLI::PositiveNumber);
+      ->check(cli::positive);
+  app.add_option("--threads", args.threads, "CPU threads")->check(cli::positive);
   cli::add_device(app, device);
   bool no_cache = false;
   app.add_flag("--no-cache", no_cache,
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
                "between them); rank 0 prints");
   app.add_option("--bucket-mb", args.bucket_mb,
                  "--distributed: gradient bucket size in MB (PyTorch DDP's bucket_cap_mb)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::positive);
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   args.cache = !no_cache;

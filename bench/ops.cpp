@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sgemm"}));
   app.add_option("--steps", steps, "timed steps (0 = 20 for sgemm, 10 otherwise)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "CPU threads")->check(cli::positive);
   CLI11_PARSE(app, argc, argv);
   const bool json = case_name == "sgemm";
   if (steps == 0) steps = json ? 20 : 10;

@@ -4,7 +4,7 @@
 //
 //   CLI::App app{"train_spirals: an MLP learns to separate two interleaved spirals"};
 //   cli::show_defaults(app);                           // before adding options
-//   app.add_option("--steps", steps, "optimizer steps")->check(CLI::PositiveNumber);
+//   app.add_option("--steps", steps, "optimizer steps")->check(cli::positive);
 //   cli::add_device(app, device);
 //   CLI11_PARSE(app, argc, argv);                      // --help, or an error, exits here
 //   cli::print_config(app);                            // the resolved values (STYLE.md habit 6)
@@ -58,6 +58,7 @@ inline Device device_of(const std::string& name) {
 
 // Checks for numeric flags, applied to the text before it is converted, so that every bad value
 // is refused at startup (before any data is read or any step is taken) with the flag's name:
+//   ->check(cli::positive)              a number > 0 (CLI::PositiveNumber, with a readable message)
 //   ->check(cli::finite_non_negative)   a float: NaN, inf and negatives refused
 //   ->check(cli::non_negative_integer)  an integer >= 0 (--threads, --seed, --top-k): "-1" is
 //                                       refused rather than wrapped around to 2^64 - 1
@@ -71,6 +72,17 @@ inline const CLI::Validator finite_non_negative(
       return "";
     },
     "FINITE >= 0", "finite_non_negative");
+
+// CLI::PositiveNumber's check with a readable message (CLI11's own names the range 0 to 1.8e308).
+inline const CLI::Validator positive(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0)
+        return "must be a number > 0, got '" + text + "'";
+      return "";
+    },
+    "POSITIVE", "positive");
 
 inline const CLI::Validator non_negative_integer(
     [](std::string& text) -> std::string {
@@ -115,7 +127,7 @@ inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHe
               app.add_option_group("Progress, evaluation, checkpoints"),
               app.add_option_group("Machine")};
   g.optimisation->add_option("--steps", run.steps, help.steps)
-      ->check(help.steps_may_be_zero ? non_negative_integer : CLI::PositiveNumber)
+      ->check(help.steps_may_be_zero ? non_negative_integer : positive)
       ->each([&run](const std::string&) { run.steps_given = true; });
   if (!help.minutes_group.empty())
     g.reference = app.add_option_group(
@@ -124,7 +136,7 @@ inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHe
       ->add_option("--minutes", run.minutes, help.minutes)
       ->check(finite_non_negative);
   g.progress->add_option("--log-every", run.log_every, "steps between progress lines")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   g.progress->add_option("--checkpoint-every", run.checkpoint_every, help.checkpoint_every)
       ->check(non_negative_integer);
   g.progress->add_option("--out", run.out, help.out);

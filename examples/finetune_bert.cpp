@@ -209,8 +209,8 @@ int main(int argc, char** argv) try {
   app.add_option("--methods", o.methods, "which of bow, random, pretrained to run")
       ->check(CLI::IsMember({"bow", "random", "pretrained"}))
       ->delimiter(',');
-  app.add_option("--steps", o.steps, "fine-tuning steps per BERT")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "fortunes per batch")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "fine-tuning steps per BERT")->check(cli::positive);
+  app.add_option("--batch", o.batch, "fortunes per batch")->check(cli::positive);
   app.add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay")

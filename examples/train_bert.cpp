@@ -96,7 +96,7 @@ void add_options(CLI::App& app, Options& o) {
        .stop_at = "end after that step with a checkpoint (0 = off)",
        .checkpoint_every = "steps between checkpoints (0 = end)"});
   CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(CLI::PositiveNumber);
+  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
   t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on LayerNorm, biases)")

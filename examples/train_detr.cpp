@@ -99,7 +99,7 @@ void add_options(CLI::App& app, Options& o) {
        .minutes = "plan the steps so that training takes this long, from the speed of steps "
                   "2-21, as torch_train_ref.py does (default 10 when --steps is 0)"});
   CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "scenes per batch")->check(CLI::PositiveNumber);
+  t->add_option("--batch", o.batch, "scenes per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")
       ->check(cli::finite_non_negative);
   t->add_option("--backbone-lr", o.backbone_lr, "learning rate of the CNN backbone")

@@ -101,7 +101,7 @@ void add_options(CLI::App& app, Options& o) {
        .stop_at = "end this run after that step with a checkpoint, as if interrupted (0 = run to "
                   "--steps); --resume then continues exactly"});
   CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "sequences per batch")->check(CLI::PositiveNumber);
+  t->add_option("--batch", o.batch, "sequences per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
   t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
       ->check(cli::finite_non_negative);
@@ -113,7 +113,7 @@ void add_options(CLI::App& app, Options& o) {
   t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)")
       ->check(cli::finite_non_negative);
   g.progress->add_option("--eval-every", o.eval_every, "steps between validation evaluations")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::positive);
   g.progress->add_option("--eval-windows", o.eval_windows, "validation windows per evaluation")
       ->check(CLI::Range(int64_t{1}, kMaxEvalWindows));
   CLI::App* s = app.add_option_group("Samples at the end");

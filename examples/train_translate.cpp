@@ -69,7 +69,7 @@ struct Options {
 
 void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto positive = CLI::PositiveNumber;
+  const auto positive = cli::positive;
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "Transformer preset")
       ->check(CLI::IsMember(models::TransformerConfig::preset_names()));

@@ -27,9 +27,9 @@ int main(int argc, char** argv) try {
   cli::show_defaults(app);
   app.add_option("--out", out, "train_translate's directory (ckpt.safetensors, tokenizer.txt)");
   app.add_option("--text", text, "translate this instead of the lines of standard input");
-  app.add_option("--beam", beam, "beam width (1 = greedy)")->check(CLI::PositiveNumber);
+  app.add_option("--beam", beam, "beam width (1 = greedy)")->check(cli::positive);
   app.add_option("--max-len", max_len, "most German tokens per sentence")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::positive);
   app.add_option("--length-penalty", length_penalty, "GNMT length penalty alpha (0 = off)")
       ->check(cli::finite_non_negative);
   app.add_option("--attention", attention,

@@ -115,6 +115,8 @@ TEST_CASE("add_run_options: the shared flags, their defaults and the exact error
         std::string::npos);
   CHECK(parse_error(bad, {"--seed", "-1"}).find("--seed: must be an integer >= 0") !=
         std::string::npos);
+  CHECK(parse_error(bad, {"--log-every", "0"}).find("--log-every: must be a number > 0, got '0'") !=
+        std::string::npos);
   CHECK(parse_error(bad, {"--minutes", "nan"}).find("must be a finite number >= 0") !=
         std::string::npos);
   CHECK(parse_error(bad, {"--device", "tpu"}).find("--device") != std::string::npos);
