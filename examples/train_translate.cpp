@@ -232,7 +232,8 @@ int main(int argc, char** argv) try {
   nn::TrainingRun run("train_translate", o.run);  // threads; --resume finds its checkpoint
   const Device device = run.device();
   const std::string& out = o.run.out;
-  fs::create_directories(out);
+  const bool dumping = !o.dump_data.empty();  // --dump-data writes DIR only, never --out
+  if (!dumping) fs::create_directories(out);
   const std::string tok_path = out + "/tokenizer.txt";
 
   // ---- data: dictionary -> pairs -> splits
@@ -251,7 +252,7 @@ int main(int argc, char** argv) try {
     std::string text;
     for (const auto& p : splits.train) text += p.english + "\n" + p.german + "\n";
     tok = data::BPETokenizer::train(text, o.bpe_vocab, {"<pad>", "<bos>", "<eos>"});
-    if (run.main_process()) tok.save(tok_path);
+    if (run.main_process() && !dumping) tok.save(tok_path);
   }
   const Specials sp{tok.special_token_id("<pad>"), tok.special_token_id("<bos>"),
                     tok.special_token_id("<eos>")};
@@ -278,7 +279,7 @@ int main(int argc, char** argv) try {
   manual_seed(o.run.seed);
   const auto model_ptr = std::make_shared<models::Transformer>(config);
   models::Transformer& model = *model_ptr;
-  if (!o.dump_data.empty()) {  // the data and initial weights of this run, for a reference
+  if (dumping) {  // the data and initial weights of this run, for a reference
     if (run.main_process())
       dump_run(o, splits, tok, sp, {&train, &valid, &test}, batches, config, model);
     return 0;
