@@ -158,11 +158,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              "scaled_dot_product_attention: query_offset {} needs causal = true and must not be "
              "negative",
              options.query_offset);
-  if (options.mask.defined())
+  if (options.mask.defined()) {  // checked once, for the fused and the unfused path alike
     LOOM_CHECK(options.mask.dtype() == DType::Float32,
                "scaled_dot_product_attention: mask must be float32 (additive), got {}; use "
                "additive_mask() for boolean masks",
                dtype_name(options.mask.dtype()));
+    // The scores [..., T_q, T_k]: q's and k's leading dims broadcast, as in their product.
+    Shape scores_shape = broadcast_shapes(Shape(q.shape().begin(), q.shape().end() - 2),
+                                          Shape(k.shape().begin(), k.shape().end() - 2),
+                                          "scaled_dot_product_attention");
+    scores_shape.insert(scores_shape.end(), {q.size(-2), k.size(-2)});
+    LOOM_CHECK(broadcasts_to(options.mask.shape(), scores_shape),
+               "scaled_dot_product_attention: mask of shape {} does not broadcast to the "
+               "attention scores {}",
+               shape_str(options.mask.shape()), shape_str(scores_shape));
+  }
   // Under autocast (autograd/autocast.h) attention runs in bfloat16, as PyTorch's SDPA: the
   // casts are recorded, so float32 gradients reach float32 q, k, v.
   if (autocast::is_enabled() && q.dtype() == DType::Float32 && k.dtype() == DType::Float32 &&
@@ -170,17 +180,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const DType low = autocast::get_dtype();
     return fused_attention(q.to(low), k.to(low), v.to(low), options);
   }
-  if (use_fused(q, k, v, options, q.dtype())) {
-    if (options.mask.defined()) {
-      Shape scores_shape = q.shape();
-      scores_shape.back() = k.size(-2);
-      LOOM_CHECK(broadcasts_to(options.mask.shape(), scores_shape),
-                 "scaled_dot_product_attention: mask of shape {} does not broadcast to the "
-                 "attention scores {}",
-                 shape_str(options.mask.shape()), shape_str(scores_shape));
-    }
-    return fused_attention(q, k, v, options);
-  }
+  if (use_fused(q, k, v, options, q.dtype())) return fused_attention(q, k, v, options);
   const int64_t q_len = q.size(-2), k_len = k.size(-2);
   // Vaswani et al. 2017, eq. 1. Scaling q before the product (as PyTorch) touches T_q*d_k
   // values instead of T_q*T_k.
@@ -194,16 +194,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor scores = matmul(q * scale, keys.transpose(-2, -1), scores_dtype);  // [..., T_q, T_k]
 
   Tensor mask = options.mask;
-  if (mask.defined()) {
-    LOOM_CHECK(mask.dtype() == DType::Float32,
-               "scaled_dot_product_attention: mask must be float32 (additive), got {}; use "
-               "additive_mask() for boolean masks",
-               dtype_name(mask.dtype()));
-    LOOM_CHECK(broadcasts_to(mask.shape(), scores.shape()),
-               "scaled_dot_product_attention: mask of shape {} does not broadcast to the "
-               "attention scores {}",
-               shape_str(mask.shape()), shape_str(scores.shape()));
-  }
   // Sec. 3.2.3: "masking out (setting to -inf) all values in the input of the softmax which
   // correspond to illegal connections", keys after the query's own position. When even the
   // first query sees the last key (one decoding step; the last query only), nothing is masked.
