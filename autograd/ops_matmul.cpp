@@ -157,10 +157,16 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
 // large product with such a width writes its result, and reads its gradient, through a buffer
 // whose rows are padded to a multiple of 8 elements: the tensor is a [rows, out] view of it.
 constexpr int64_t kPadMultiple = 8;
-int64_t padded_width(int64_t width) { return (width + kPadMultiple - 1) / kPadMultiple * kPadMultiple; }
+int64_t padded_width(int64_t width) {
+  return (width + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
+}
 bool pad_rows_for_gpu(const Tensor& like, int64_t rows, int64_t width) {
   return like.device() == Device::CUDA && width % kPadMultiple != 0 && rows > 1 &&
          rows * width >= (int64_t{1} << 20);
+}
+// An uninitialised [rows, width] view into a [rows, padded_width(width)] buffer.
+Tensor empty_padded_rows(int64_t rows, int64_t width, DType dtype, Device device) {
+  return Tensor::empty({rows, padded_width(width)}, dtype, device).narrow(1, 0, width);
 }
 
 // y = x W^T + b as one GEMM that starts from the bias. x and weight are both float32 or both
@@ -190,7 +196,7 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // to add it, and no pass of the BLAS zeroing the output first.
   Tensor y;
   if (pad_rows_for_gpu(x, rows, out)) {  // [rows, out] inside a [rows, padded] buffer
-    y = Tensor::empty({rows, padded_width(out)}, DType::Float32, x.device()).narrow(1, 0, out);
+    y = empty_padded_rows(rows, out, DType::Float32, x.device());
     if (bias.defined()) y.copy_(bias.detach().expand({rows, out}));
     y = gemm_forward(x2.detach(), weight.detach().t(), y, DType::Float32,
                      bias.defined() ? 1.0f : 0.0f);
@@ -209,8 +215,7 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       // g in the operands' dtype; on the GPU in padded rows when y's were (see pad_rows_for_gpu).
       Tensor g;
       if (pad_rows_for_gpu(grad, grad.size(0), grad.size(1))) {
-        g = Tensor::empty({grad.size(0), padded_width(grad.size(1))}, xs.dtype(), grad.device())
-                .narrow(1, 0, grad.size(1));
+        g = empty_padded_rows(grad.size(0), grad.size(1), xs.dtype(), grad.device());
         g.copy_(grad);
       } else {
         g = grad.to(xs.dtype());
