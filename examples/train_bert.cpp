@@ -92,9 +92,7 @@ void add_options(CLI::App& app, Options& o) {
       {.out = "directory for tokenizer, checkpoint, log and curves",
        .seed = "seed of the split, pairs, masking, weights, dropout",
        .minutes = "plan the steps so that training takes this long, from the speed of steps "
-                  "2-21, as bench/torch_bert_train_ref.py does (overrides --steps)",
-       .stop_at = "end after that step with a checkpoint (0 = off)",
-       .checkpoint_every = "steps between checkpoints (0 = end)"});
+                  "2-21, as bench/torch_bert_train_ref.py does (overrides --steps)"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch", o.batch, "sentence pairs per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);

@@ -105,9 +105,7 @@ void add_options(CLI::App& app, Options& o) {
        .seed = "seed of the weights, batch order and dropout",
        .steps = "optimizer steps",
        .minutes = "plan the steps so that training takes this long, from the speed of steps "
-                  "2-11 (0 = use --steps; a resumed run keeps its plan)",
-       .stop_at = "end after that step with a checkpoint (0 = run on)",
-       .checkpoint_every = "steps between checkpoints (0 = end)"});
+                  "2-11 (0 = use --steps; a resumed run keeps its plan)"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch-tokens", o.batch_tokens, "target tokens (padding included) per batch")
       ->check(positive);
