@@ -11,47 +11,16 @@
 //
 // Two families of kernels share the problem set-up, the masking/dropout rules and the launch code:
 //
-// bfloat16: tensor cores through WMMA (nvcuda::wmma, 16x16x16 bf16 fragments with float
-// accumulators). Each warp owns fixed output tiles and keeps their accumulators in fragments,
-// i.e. in registers, for the whole loop; the tiles live in dynamic shared memory (over 48 KB
-// for some head dims: the launch opts in with cudaFuncSetAttribute). head_dim d is padded with
-// zeros to D = 32, 64 or 128 (zeros change no dot product; the padded columns are not stored).
-// The elementwise work (masking, softmax, dropout) reads the scores as float from shared memory
-// after store_matrix_sync, so no code depends on the opaque layout of a fragment's elements.
-//   Forward (attention_forward_bf16_kernel; Algorithm 1, FA2's loop order and work split):
-//   one block of 4 warps per (problem b, query tile of BR = 64 rows); warp w owns 16 rows.
-//     Q_w fragments loaded once; O_w = 0 (fragments [16, D]); per row m = -inf, l = 0
-//     for each key tile [k0, k0 + 64) (causal: only up to the last key the tile's last query sees)
-//       load K_tile, V_tile [64, D] (the whole block; 16-byte vector loads)
-//       S_w = Q_w K_tile^T                      (fragments -> the warp's float work area)
-//       per row (2 lanes per row, one shuffle per reduction):
-//         s = scale * S + mask, -inf where not visible or past the end
-//         m_new = max_j s if it passes m by more than 8, else m (lazy rescaling: p <= e^8)
-//         alpha = exp(m - m_new); p_j = exp(s_j - m_new)
-//         l = alpha l + sum_j p_j;  P_j = p_j * dropout factor (bfloat16, shared)
-//       O_w *= alpha per row: O_w goes through the work area and back (a fragment's rows are
-//         not addressable); skipped when no row of the warp moved its max (alpha = 1)
-//       O_w += P_w V_tile                       (fragments, in registers)
-//     out = O / l and lse = m + log(l); a row with no visible key (l = 0) gets NaN for both, as
-//     the unfused softmax gives. Only __syncwarp inside a step, two __syncthreads per key tile.
-//   Backward (attention_backward_bf16_kernel; Algorithm 2): one block of 8 warps per
-//   (problem b, key tile of BC = 64 rows). D_i = rowsum(dout_i * out_i) first, by
-//   attention_rowdot_kernel (one warp per row).
-//     load K_tile, V_tile; dK = dV = 0: the (64/16)(D/16) 16x16 tiles of each are dealt to the
-//       warps (tile t to warp t % 8) and stay in their fragments over the whole loop
-//     for each query tile of 64 rows (causal: from the first query that sees the first key)
-//       load Q_tile, dO_tile, lse and D of its rows
-//       S = Q K^T, dP = dO V^T                  (all warps, float to shared)
-//       P = exp(scale S + mask - lse), Z the dropout factor, dS = P (Z dP - D)  (bf16, shared)
-//       dV += (P Z)^T dO, dK += dS^T Q         (each warp its own tiles, in registers)
-//       dQ_part = dS K (over S, dP in shared), added with atomicAdd into a float32 workspace
-//     dK * scale and dV are stored once; a last kernel rounds the dQ workspace to dq.
-//   Shared rows are padded (float by 4, bfloat16 by 8 elements) against bank conflicts; WMMA
-//   needs every fragment pointer 32-byte aligned and ldm a multiple of 16 bytes: every array
-//   starts 128-byte aligned, every fragment pointer is a multiple of 16 elements along a row
-//   and of 16 rows down, and every ldm (D, D + 4, 64 + 4, 64 + 8) is a multiple of 16 bytes.
+// bfloat16: tensor cores through PTX's mma.sync (m16n8k16, bf16 inputs, float accumulators) and
+// ldmatrix, FlashAttention-2's own instructions, whose register layouts are documented, so the
+// softmax runs on the accumulators in registers (the layouts and the algorithm are described at
+// the kernels below). 4 warps per block, each owning 16 query rows (forward) or 16 keys
+// (backward); the K/V/Q/dO tiles live in dynamic shared memory with rows padded by 16 bytes (no
+// bank conflicts for ldmatrix). head_dim d is padded with zeros to D = 32, 64 or 128 (zeros
+// change no dot product; the padded columns are not stored). Tiles that every query sees whole
+// (no mask, no causal boundary, no tail) skip the per-element masking rules.
 //
-// float32: plain FMA loops on CUDA cores (tile_mma's scalar branch), 128 threads (4 warps) per
+// float32: plain FMA loops on CUDA cores (tile_mma), 128 threads (4 warps) per
 // block, static shared memory (<= 48 KB, tile sizes in forward_tiles / backward_tiles), every
 // accumulator in shared memory:
 //   Forward (attention_forward_kernel; grid: one block per (problem b, query tile)):
@@ -59,16 +28,14 @@
 //   for each key tile [k0, k0 + BC) (causal: only up to the last key the tile's last query sees)
 //     load K_tile, V_tile [BC, D]
 //     S = Q_tile K_tile^T                      (tile_mma, [BR, BC] float in shared)
-//     per row (128 / BR threads per row, shuffle reductions): the online softmax above with
-//       the exact running max (m_new = max(m, max_j s)), and O_row *= alpha
+//     per row (128 / BR threads per row, shuffle reductions): the online softmax
+//       m_new = max(m, max_j s), alpha = exp(m - m_new), p_j = exp(s_j - m_new),
+//       l = alpha l + sum_j p_j, O_row *= alpha
 //     O += P V_tile                             (tile_mma, accumulating into O in shared)
 //   Backward (attention_backward_kernel; grid: one block per (problem b, key tile)):
 //   load K_tile, V_tile; dK = dV = 0 (float, shared)
 //   for each query tile: S, dP, then P Z and dS in place; dV += (P Z)^T dO, dK += dS^T Q
 //     (accumulating in shared); dQ_part = dS K added with atomicAdd; dK * scale, dV stored.
-#include <cuda_bf16.h>
-#include <mma.h>
-
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -76,6 +43,9 @@
 #include "backends/cuda/device_utils.cuh"
 #include "core/bfloat16.h"
 #include "core/rng.h"
+#ifdef LOOM_CUDA_EMULATED
+#include "mma_ptx.h"  // the emulator's ldmatrix and mma.sync
+#endif
 
 namespace loom::cuda {
 
@@ -96,51 +66,25 @@ __device__ __forceinline__ T from_float(float x) {
 }
 
 // C (float, [M, N], row stride ldc) = (or += when kAccumulate) op(A) op(B), with op(A) [M, K]
-// and op(B) [K, N] in shared memory: A row-major [M, K] (stride lda), or when kTransA its
-// transpose stored row-major [K, M]; B row-major [K, N] (stride ldb), or when kTransB stored
-// row-major [N, K]. Every thread of the block calls it; the caller synchronises around it.
-template <bool kTransA, bool kTransB, bool kAccumulate, int kWarps = kThreads / kWarp,
-          typename TA, typename TB>
-__device__ void tile_mma(float* C, int ldc, const TA* A, int lda, const TB* B, int ldb, int M,
+// and op(B) [K, N] float32 tiles in shared memory: A row-major [M, K] (stride lda), or when kTransA
+// its transpose stored row-major [K, M]; B row-major [K, N] (stride ldb), or when kTransB stored
+// row-major [N, K]. Plain FMA loops on CUDA cores; every thread of the block calls it, the caller
+// synchronises around it.
+template <bool kTransA, bool kTransB, bool kAccumulate>
+__device__ void tile_mma(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M,
                          int N, int K) {
-  if constexpr (std::is_same_v<TA, Bits> && std::is_same_v<TB, Bits>) {
-    namespace wmma = nvcuda::wmma;
-    using LayoutA = std::conditional_t<kTransA, wmma::col_major, wmma::row_major>;
-    using LayoutB = std::conditional_t<kTransB, wmma::col_major, wmma::row_major>;
-    const __nv_bfloat16* a = reinterpret_cast<const __nv_bfloat16*>(A);
-    const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(B);
-    const int tiles_n = N / 16, tiles = (M / 16) * tiles_n;
-    for (int t = static_cast<int>(threadIdx.x) / kWarp; t < tiles; t += kWarps) {
-      const int i0 = (t / tiles_n) * 16, j0 = (t % tiles_n) * 16;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-      if (kAccumulate)
-        wmma::load_matrix_sync(c, C + i0 * ldc + j0, ldc, wmma::mem_row_major);
-      else
-        wmma::fill_fragment(c, 0.0f);
-      for (int k0 = 0; k0 < K; k0 += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> fb;
-        wmma::load_matrix_sync(fa, kTransA ? a + k0 * lda + i0 : a + i0 * lda + k0, lda);
-        wmma::load_matrix_sync(fb, kTransB ? b + j0 * ldb + k0 : b + k0 * ldb + j0, ldb);
-        wmma::mma_sync(c, fa, fb, c);
-      }
-      wmma::store_matrix_sync(C + i0 * ldc + j0, c, ldc, wmma::mem_row_major);
+  // B read transposed (B[j * ldb + k], neighbouring lanes at neighbouring j, ldb a multiple of
+  // 32): lanes all starting at k = 0 would hit one shared-memory bank at once, so each lane
+  // starts its sum at its own k (the same terms, in a rotated order).
+  const int rot = kTransB ? static_cast<int>(threadIdx.x) % kWarp : 0;
+  for (int e = static_cast<int>(threadIdx.x); e < M * N; e += kThreads) {
+    const int i = e / N, j = e % N;
+    float acc = kAccumulate ? C[i * ldc + j] : 0.0f;
+    for (int kk = 0; kk < K; ++kk) {
+      const int k = (kk + rot) % K;
+      acc += (kTransA ? A[k * lda + i] : A[i * lda + k]) * (kTransB ? B[j * ldb + k] : B[k * ldb + j]);
     }
-  } else {
-    // B read transposed (B[j * ldb + k], neighbouring lanes at neighbouring j, ldb a multiple
-    // of 32): lanes all starting at k = 0 would hit one shared-memory bank at once, so each lane
-    // starts its sum at its own k (the same terms, in a rotated order).
-    const int rot = kTransB ? static_cast<int>(threadIdx.x) % kWarp : 0;
-    for (int e = static_cast<int>(threadIdx.x); e < M * N; e += kWarps * kWarp) {
-      const int i = e / N, j = e % N;
-      float acc = kAccumulate ? C[i * ldc + j] : 0.0f;
-      for (int kk = 0; kk < K; ++kk) {
-        const int k = (kk + rot) % K;
-        acc += to_float(kTransA ? A[k * lda + i] : A[i * lda + k]) *
-               to_float(kTransB ? B[j * ldb + k] : B[k * ldb + j]);
-      }
-      C[i * ldc + j] = acc;
-    }
+    C[i * ldc + j] = acc;
   }
 }
 
@@ -408,20 +352,17 @@ __global__ void attention_backward_kernel(Problem pb, const T* __restrict__ dout
 }
 
 // ---------------------------------------------------------------------------- bfloat16 kernels
-// The tensor-core kernels (see the top comment): warps own fixed output tiles and keep their
-// accumulators in WMMA fragments (registers) across the whole loop; the tiles live in dynamic
-// shared memory, carved out at the byte offsets of FwdBf16 / BwdBf16 (each 128-byte aligned).
-namespace wmma = nvcuda::wmma;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-__device__ __forceinline__ const __nv_bfloat16* bf(const Bits* p) {
-  return reinterpret_cast<const __nv_bfloat16*>(p);
-}
-
+// Tensor cores through mma.sync (PTX's warp-level m16n8k16 bf16 product with float accumulation)
+// and ldmatrix (shared memory -> fragments), as FlashAttention-2 itself issues them. Their
+// register layouts are documented (the PTX ISA, and tests/cuda/emulator/mma_ptx.h, which
+// emulates both): lane l, g = l / 4, t = l % 4,
+//   A [16, 16]: 4 registers of 2 bf16 at (g, 2t..2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..)
+//   B [16, 8]:  2 registers at (k = 2t..2t+1, n = g), (k = 2t + 8.., n = g)
+//   C [16, 8]:  4 floats at (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)
+// So each lane holds whole row pieces of a score tile, the softmax runs in registers (a row's 4
+// lanes, a quad, reduce with two shuffles), and the C fragments of two neighbouring 8-column
+// tiles, rounded to bf16 pairs, ARE the A fragment of the 16 x 16 tile: P goes from the S product
+// into the P V product without touching shared memory (FA2, section 3.1; the same for dS).
 // The block's dynamic shared memory (its size is the launch's third argument).
 __device__ __forceinline__ unsigned char* dynamic_shared_memory() {
 #ifdef LOOM_CUDA_EMULATED
@@ -434,282 +375,568 @@ __device__ __forceinline__ unsigned char* dynamic_shared_memory() {
 
 __host__ __device__ constexpr size_t align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
 
-// Forward: 4 warps, each owning 16 of the BR = 64 query rows; BC = 64 keys per step. Float rows
-// are padded by 4 and bfloat16 rows by 8 elements (fewer shared-memory bank conflicts; WMMA
-// wants ldm a multiple of 16 bytes and fragment pointers 32-byte aligned, which all are).
-constexpr int kFwdWarps = 4, kFwdThreads = kFwdWarps * kWarp;
-constexpr float kLazyMax = 8.0f;  // how far a score may pass the row's reference max
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+#ifdef LOOM_CUDA_EMULATED
+  const uint32_t b[2] = {b0, b1};
+  ::emu::mma_m16n8k16_bf16(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Four 8 x 8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
+// l / 8. kTrans delivers each transposed.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const Bits* row) {
+#ifdef LOOM_CUDA_EMULATED
+  ::emu::ldmatrix_x4(r, row, kTrans);
+#else
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+#endif
+}
+
+// The lane addresses of ldmatrix_x4 for the three operand shapes the kernels load from a
+// row-major shared tile `s` with row stride ld, the 16 x 16 block at (row0, col0):
+//  a_rows: the A fragment of that block (rows = M, cols = K);
+//  b_rows: B fragments of two 8-wide n-tiles when the tile is stored [n][k] (K for Q K^T):
+//          registers 0, 1 for rows row0..+7, registers 2, 3 for rows row0 + 8..+15;
+//  b_trans: B fragments of two n-tiles when the tile is stored [k][n] (V for P V), transposed
+//          by ldmatrix: registers 0, 1 for cols col0..+7, 2, 3 for cols col0 + 8..+15;
+//  a_trans: the A fragment when the tile is stored [k][m] (dS^T for dS K), transposed.
+__device__ __forceinline__ const Bits* a_rows(const Bits* s, int ld, int row0, int col0, int lane) {
+  return s + (row0 + lane % 16) * ld + col0 + (lane / 16) * 8;
+}
+__device__ __forceinline__ const Bits* b_rows(const Bits* s, int ld, int row0, int col0, int lane) {
+  return s + (row0 + lane % 8 + (lane / 16) * 8) * ld + col0 + ((lane / 8) % 2) * 8;
+}
+// (The transposed loads take the other pattern's addresses: matrices 1 and 2 trade places.)
+__device__ __forceinline__ const Bits* b_trans(const Bits* s, int ld, int row0, int col0, int lane) {
+  return a_rows(s, ld, row0, col0, lane);
+}
+__device__ __forceinline__ const Bits* a_trans(const Bits* s, int ld, int row0, int col0, int lane) {
+  return b_rows(s, ld, row0, col0, lane);
+}
+
+// Two floats as one register of two bf16 (rounded to nearest even), the first in the low half:
+// one cvt instruction on the GPU (it takes the high half first).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+#ifdef LOOM_CUDA_EMULATED
+  return float_to_bfloat16_bits(lo) | static_cast<uint32_t>(float_to_bfloat16_bits(hi)) << 16;
+#else
+  uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#endif
+}
+// C fragments of the 8-column tiles 2kk and 2kk + 1 as the A fragment of 16 x 16 tile kk.
+template <int N>
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
+  a[0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.69314718055994531f;
+
+// cp.async (sm_80+): a 16-byte copy from global to shared memory that does not pass through
+// registers and does not block the thread; cp_async_wait waits for every copy this thread
+// issued (the block then needs a __syncthreads before reading other threads' copies). The
+// emulator copies at once.
+__device__ __forceinline__ void cp_async16(void* shared, const void* global) {
+#ifdef LOOM_CUDA_EMULATED
+  *static_cast<Vec16*>(shared) = *static_cast<const Vec16*>(global);
+#else
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+#endif
+}
+__device__ __forceinline__ void cp_async_wait() {
+#ifndef LOOM_CUDA_EMULATED
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// rows x D tile of `src` ([*, d] rows from row0, `valid` of them) into shared `dst` with row
+// stride LD (D plus 8 elements: rows 16 bytes apart from a bank multiple, so the 8 addresses of
+// an ldmatrix hit different banks); zeros past the end and in the padding columns d..D. When
+// d = D and the rows are 16-byte aligned, the rows that exist are copied with cp.async (the
+// caller waits with cp_async_wait and __syncthreads), otherwise element by element at once.
+template <int D, int LD, int kN>
+__device__ void load_rows(Bits* dst, const Bits* src, int64_t row0, int rows, int64_t valid, int d) {
+  const Bits* first = src + row0 * d;
+  if (d == D && reinterpret_cast<uintptr_t>(first) % sizeof(Vec16) == 0) {
+    constexpr int kVecs = D / 8;  // 16-byte vectors per row
+    for (int e = static_cast<int>(threadIdx.x); e < rows * kVecs; e += kN) {
+      const int r = e / kVecs, c = (e % kVecs) * 8;
+      if (row0 + r < valid)
+        cp_async16(dst + r * LD + c, first + r * D + c);
+      else
+        *reinterpret_cast<Vec16*>(dst + r * LD + c) = Vec16{{0u, 0u, 0u, 0u}};
+    }
+    return;
+  }
+  for (int e = static_cast<int>(threadIdx.x); e < rows * D; e += kN) {
+    const int r = e / D, c = e % D;
+    dst[r * LD + c] = (row0 + r < valid && c < d) ? src[(row0 + r) * d + c] : Bits{0};
+  }
+}
+
+// The sum over a quad (the 4 lanes that share a row of a C fragment) and its max.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * kWarp;
+
+// row[c] += x and row[c + 1] += y atomically (those of c, c + 1 that are < d): one 8-byte
+// atomic on sm_90 when d is even (the pair is then 8-byte aligned), else one per element.
+__device__ __forceinline__ void add_pair(float* row, int d, int c, float x, float y) {
+#if defined(LOOM_CUDA_EMULATED) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+  if (d % 2 == 0 && c + 1 < d) {
+    atomicAdd(reinterpret_cast<float2*>(row + c), make_float2(x, y));
+    return;
+  }
+#endif
+  if (c < d) atomicAdd(row + c, x);
+  if (c + 1 < d) atomicAdd(row + c + 1, y);
+}
+
+
+// Row r (0: g, 1: g + 8) of a [16, D] C-fragment tile times `factor`, into the bf16 row `dst`
+// of length d: this lane's column pairs (8n + 2t, 8n + 2t + 1) as one 32-bit store when d is
+// even (every pair then starts 4-byte aligned), else one element at a time.
 template <int D>
-struct FwdBf16 {
-  static constexpr int BR = 16 * kFwdWarps, BC = 64;
-  static constexpr int ldS = BC + 4, ldO = D + 4, ldW = ldS > ldO ? ldS : ldO, ldP = BC + 8;
-  // Q [BR, D], K and V [BC, D] (bfloat16); per warp: a float work area [16, ldW] (S, then O
-  // when it is rescaled or stored), P [16, ldP] (bfloat16), alpha [16] (float).
-  static constexpr size_t q = 0, k = q + align128(BR * D * 2), v = k + align128(BC * D * 2),
-                          work = v + align128(BC * D * 2),
-                          p = work + kFwdWarps * align128(16 * ldW * 4),
-                          alpha = p + kFwdWarps * align128(16 * ldP * 2),
-                          bytes = alpha + kFwdWarps * align128(16 * 4);
+__device__ __forceinline__ void store_row_pairs(Bits* dst, int d, const float (&c)[D / 8][4],
+                                                int r, int t, float factor) {
+  #pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int col = n * 8 + 2 * t;
+    const float x = c[n][2 * r] * factor, y = c[n][2 * r + 1] * factor;
+    if (d % 2 == 0 && col + 1 < d) {
+      *reinterpret_cast<uint32_t*>(dst + col) = pack_bf16(x, y);
+    } else {
+      if (col < d) dst[col] = from_float<Bits>(x);
+      if (col + 1 < d) dst[col + 1] = from_float<Bits>(y);
+    }
+  }
+}
+
+
+// Forward (Algorithm 1, FA2's loop order): one block of 4 warps per (problem b, query tile of
+// BR rows); warp w owns kM m-tiles of 16 rows (kM = 2 for D <= 64: every K and V fragment loaded
+// from shared memory feeds twice the products; 1 for D = 128, to stay within the registers);
+// BC = 64 keys per step. K and V have two buffers: the next key tile is copied (cp.async) while
+// the current one is multiplied.
+template <int D>
+struct FwdMma {
+  static constexpr int kM = D <= 64 ? 2 : 1, BR = 16 * kM * kMmaWarps, BC = 64, LD = D + 8;
+  static constexpr size_t kv_tile = align128(BC * LD * 2);  // one K or V buffer
+  static constexpr size_t q = 0, kv = q + align128(BR * LD * 2), bytes = kv + 4 * kv_tile;
 };
 
+// One online-softmax step for one m-tile (16 rows; this lane's rows rows[0], rows[1]): s holds
+// the raw products Q K^T of key tile k0 and leaves holding P (dropout applied, not yet rounded);
+// m, l are the rows' running max (base-2 units) and this lane's part of their sums; alpha is the
+// factor by which O must be rescaled. `whole`: every query of the block sees the whole tile.
+template <int BC>
+__device__ __forceinline__ void softmax_step(const Problem& pb, float (&s)[BC / 8][4], float (&m)[2],
+                                             float (&l)[2], float (&alpha)[2], bool whole,
+                                             int64_t b, int64_t mask_base,
+                                             const int64_t (&rows)[2], int64_t k0, int t) {
+  const AttentionArgs& a = pb.args;
+  float tile_max[2] = {-INFINITY, -INFINITY};
+  if (whole) {
+    const float scale_log2 = a.scale * kLog2e;
+    #pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[n][i] *= scale_log2;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[n][i]);
+      }
+  } else {
+    #pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[n][i] = pb.score(s[n][i], mask_base, rows[i / 2], k0 + n * 8 + 2 * t + i % 2) * kLog2e;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[n][i]);
+      }
+  }
+  float m_sub[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = fmaxf(m[r], quad_max(tile_max[r]));
+    // Nothing visible yet (m_new = -inf): subtract 0, so p = 2^-inf = 0, and O, l stay 0.
+    alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+    m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
+    m[r] = m_new;
+    l[r] *= alpha[r];
+  }
+  #pragma unroll
+  for (int n = 0; n < BC / 8; ++n)
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s[n][i] = exp2f(s[n][i] - m_sub[i / 2]);
+      l[i / 2] += s[n][i];
+    }
+  if (a.dropout_p > 0.0f)
+    #pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (s[n][i] != 0.0f) s[n][i] *= pb.keep(b, rows[i / 2], k0 + n * 8 + 2 * t + i % 2);
+}
+
+//   Q_w fragments loaded once; O_w = 0 ([16 kM, D] in C fragments); per row m = -inf, l = 0
+//   for each key tile [k0, k0 + 64) (causal: only up to the last key the tile's last query sees)
+//     (K_tile, V_tile [64, D] in shared; the next pair in flight)
+//     S_w = Q_w K_tile^T                    (C fragments: 8 tiles of [16, 8] per m-tile)
+//     in registers, per row, in base-2 units (exp2 is one instruction; scale * log2 e folded in):
+//       s = scale S + mask (the general path) or scale S (a tile every row sees whole)
+//       m_new = max(m, max_j s); alpha = 2^(m - m_new); p_j = 2^(s_j - m_new)
+//       l = alpha l + sum_j p_j (each lane its part, summed over the quad at the end)
+//       O_w *= alpha; P_w = p * dropout factor, rounded into A fragments
+//     O_w += P_w V_tile
+//   out = O / l, lse = (m + log2 l) ln 2; a row with no visible key (l = 0) gets NaN for both.
 template <int D>
-__global__ void __launch_bounds__(kFwdThreads)
+__global__ void __launch_bounds__(kMmaThreads)
     attention_forward_bf16_kernel(Problem pb, const Bits* __restrict__ q,
                                   const Bits* __restrict__ k, const Bits* __restrict__ v,
                                   Bits* __restrict__ out, float* __restrict__ lse,
                                   int64_t q_tiles) {
-  using L = FwdBf16<D>;
-  constexpr int BR = L::BR, BC = L::BC;
+  using L = FwdMma<D>;
+  constexpr int kM = L::kM, BR = L::BR, BC = L::BC, LD = L::LD;
   unsigned char* smem = dynamic_shared_memory();
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
   Bits* sQ = reinterpret_cast<Bits*>(smem + L::q);
-  Bits* sK = reinterpret_cast<Bits*>(smem + L::k);
-  Bits* sV = reinterpret_cast<Bits*>(smem + L::v);
-  float* work = reinterpret_cast<float*>(smem + L::work + warp * align128(16 * L::ldW * 4));
-  Bits* sP = reinterpret_cast<Bits*>(smem + L::p + warp * align128(16 * L::ldP * 2));
-  float* sAlpha = reinterpret_cast<float*>(smem + L::alpha + warp * align128(16 * 4));
+  // Buffer i of K and of V (i = 0, 1).
+  const auto sK = [&](int64_t i) { return reinterpret_cast<Bits*>(smem + L::kv + (2 * i) * L::kv_tile); };
+  const auto sV = [&](int64_t i) { return reinterpret_cast<Bits*>(smem + L::kv + (2 * i + 1) * L::kv_tile); };
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane / 4, t = lane % 4;
 
   const AttentionArgs& a = pb.args;
   const int d = static_cast<int>(a.head_dim);
   // The last query tiles first (with causal masking they have the most key tiles to visit).
   const int64_t b = blockIdx.x / q_tiles, q0 = (q_tiles - 1 - blockIdx.x % q_tiles) * BR;
   const int64_t mask_base = pb.mask ? pb.layout.batch_offset(b) : 0;
-  // The elementwise work: lanes 2r and 2r + 1 take row r of the warp's 16, alternate columns.
-  const int r = lane / 2, half = lane % 2;
-  const int64_t qi = q0 + warp * 16 + r;
+  int64_t rows[kM][2];  // this lane's two rows in each m-tile
+  #pragma unroll
+  for (int mt = 0; mt < kM; ++mt) {
+    rows[mt][0] = q0 + (warp * kM + mt) * 16 + g;
+    rows[mt][1] = rows[mt][0] + 8;
+  }
 
-  load_tile<D, Bits, kFwdThreads>(sQ, q + b * a.q_len * d, q0, BR, a.q_len, d);
+  const Bits* kb = k + b * a.kv_len * d;
+  const Bits* vb = v + b * a.kv_len * d;
+  load_rows<D, LD, kMmaThreads>(sQ, q + b * a.q_len * d, q0, BR, a.q_len, d);
+  load_rows<D, LD, kMmaThreads>(sK(0), kb, 0, BC, a.kv_len, d);  // key tile 0, in flight
+  load_rows<D, LD, kMmaThreads>(sV(0), vb, 0, BC, a.kv_len, d);
+  cp_async_wait();
   __syncthreads();
-  FragA qf[D / 16];  // the warp's Q rows, for the whole loop
+  uint32_t qf[kM][D / 16][4];  // the warp's Q rows as A fragments, for the whole loop
   #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wmma::load_matrix_sync(qf[kk], bf(sQ + warp * 16 * D + kk * 16), D);
-  FragC acc[D / 16];  // O [16, D] of the warp's rows, unnormalised
+  for (int mt = 0; mt < kM; ++mt)
+    #pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldmatrix_x4<false>(qf[mt][kk], a_rows(sQ, LD, (warp * kM + mt) * 16, kk * 16, lane));
+  float o[kM][D / 8][4] = {};  // O of the warp's rows, unnormalised
+  float m[kM][2], l[kM][2];    // per row; l this lane's part
   #pragma unroll
-  for (int c = 0; c < D / 16; ++c) wmma::fill_fragment(acc[c], 0.0f);
-  float m = -INFINITY, l = 0.0f;  // row r's running max and sum (the same in its two lanes)
+  for (int mt = 0; mt < kM; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
   const int64_t last_q = (q0 + BR < a.q_len ? q0 + BR : a.q_len) - 1;
   const int64_t kv_end =
       a.causal && a.query_offset + last_q + 1 < a.kv_len ? a.query_offset + last_q + 1 : a.kv_len;
-  for (int64_t k0 = 0; k0 < kv_end; k0 += BC) {
-    __syncthreads();  // every warp is done with sK, sV
-    load_tile<D, Bits, kFwdThreads>(sK, k + b * a.kv_len * d, k0, BC, a.kv_len, d);
-    load_tile<D, Bits, kFwdThreads>(sV, v + b * a.kv_len * d, k0, BC, a.kv_len, d);
-    __syncthreads();
-    // S = Q_w K^T  [16, BC], K read as the column-major K^T
+  for (int64_t k0 = 0, step = 0; k0 < kv_end; k0 += BC, ++step) {
+    if (step > 0) {  // this step's tile has landed; every warp is done with the other buffer
+      cp_async_wait();
+      __syncthreads();
+    }
+    if (k0 + BC < kv_end) {  // the next tile into the other buffer, while this one is used
+      load_rows<D, LD, kMmaThreads>(sK((step + 1) % 2), kb, k0 + BC, BC, a.kv_len, d);
+      load_rows<D, LD, kMmaThreads>(sV((step + 1) % 2), vb, k0 + BC, BC, a.kv_len, d);
+    }
+    const Bits* sKt = sK(step % 2);
+    const Bits* sVt = sV(step % 2);
+    float s[kM][BC / 8][4] = {};  // S_w = Q_w K^T
     #pragma unroll
-    for (int n = 0; n < BC / 16; ++n) {
-      FragC s;
-      wmma::fill_fragment(s, 0.0f);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t kf[BC / 16][4];
       #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        FragBT kf;
-        wmma::load_matrix_sync(kf, bf(sK + n * 16 * D + kk * 16), D);
-        wmma::mma_sync(s, qf[kk], kf, s);
-      }
-      wmma::store_matrix_sync(work + n * 16, s, L::ldS, wmma::mem_row_major);
-    }
-    __syncwarp();
-
-    // Online softmax of row r (as in the float32 kernel).
-    float* s_row = work + r * L::ldS;
-    float tile_max = -INFINITY;
-    for (int j = half; j < BC; j += 2) {
-      const float s = pb.score(s_row[j], mask_base, qi, k0 + j);
-      s_row[j] = s;
-      tile_max = fmaxf(tile_max, s);
-    }
-    // Lazy rescaling: the row's reference max moves only when a score passes it by more than
-    // kLazyMax (or at its first visible score). Below that, p = exp(s - m) <= e^8 stays far
-    // inside float's range and bfloat16 rounds it with the same relative error, and
-    // out = O / l, lse = m + log l do not depend on which m is used; O is rescaled far less.
-    const float tile_m = group_max<2>(tile_max);
-    const float m_new = tile_m > m + kLazyMax ? tile_m : m;  // m = -inf: any visible score
-    const bool none = m_new == -INFINITY;  // nothing visible yet: O and l stay 0, p = 0
-    // m = -inf: O and l are still 0, nothing to rescale.
-    const float alpha = m == -INFINITY || m_new == m ? 1.0f : expf(m - m_new);
-    float tile_sum = 0.0f;
-    for (int j = half; j < BC; j += 2) {
-      const float p = none ? 0.0f : expf(s_row[j] - m_new);
-      tile_sum += p;
-      const float kept = p == 0.0f ? 0.0f : p * pb.keep(b, qi, k0 + j);
-      sP[r * L::ldP + j] = from_float<Bits>(kept);
-    }
-    l = l * alpha + group_sum<2>(tile_sum);
-    m = m_new;
-    if (half == 0) sAlpha[r] = alpha;
-
-    // O *= alpha per row. A fragment's element layout is opaque, so O makes a round trip
-    // through the warp's work area (S there is consumed); skipped when no row's max moved.
-    const bool rescale = __any_sync(0xffffffffu, alpha != 1.0f);
-    __syncwarp();  // S read, P and alpha written
-    if (rescale)
+      for (int n = 0; n < BC / 16; ++n)
+        ldmatrix_x4<false>(kf[n], b_rows(sKt, LD, n * 16, kk * 16, lane));
       #pragma unroll
-      for (int c = 0; c < D / 16; ++c)
-        wmma::store_matrix_sync(work + c * 16, acc[c], L::ldO, wmma::mem_row_major);
-    __syncwarp();
-    if (rescale)
-      for (int e = lane; e < 16 * D; e += kWarp) work[(e / D) * L::ldO + e % D] *= sAlpha[e / D];
-    __syncwarp();
-    if (rescale)
-      #pragma unroll
-      for (int c = 0; c < D / 16; ++c)
-        wmma::load_matrix_sync(acc[c], work + c * 16, L::ldO, wmma::mem_row_major);
-
-    // O += P V  [16, BC] x [BC, D]
+      for (int mt = 0; mt < kM; ++mt)
+        #pragma unroll
+        for (int n = 0; n < BC / 16; ++n) {
+          mma_bf16(s[mt][2 * n], qf[mt][kk], kf[n][0], kf[n][1]);
+          mma_bf16(s[mt][2 * n + 1], qf[mt][kk], kf[n][2], kf[n][3]);
+        }
+    }
+    // A tile that every row of the block sees whole needs no per-element rule.
+    const bool whole = !pb.mask && k0 + BC <= a.kv_len &&
+                       (!a.causal || k0 + BC - 1 <= a.query_offset + q0);
+    uint32_t pf[kM][BC / 16][4];  // P_w as A fragments
     #pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk) {
-      FragA pf;
-      wmma::load_matrix_sync(pf, bf(sP + kk * 16), L::ldP);
+    for (int mt = 0; mt < kM; ++mt) {
+      float alpha[2];
+      softmax_step<BC>(pb, s[mt], m[mt], l[mt], alpha, whole, b, mask_base, rows[mt], k0, t);
       #pragma unroll
-      for (int c = 0; c < D / 16; ++c) {
-        FragB vf;
-        wmma::load_matrix_sync(vf, bf(sV + kk * 16 * D + c * 16), D);
-        wmma::mma_sync(acc[c], pf, vf, acc[c]);
-      }
+      for (int n = 0; n < D / 8; ++n)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) o[mt][n][i] *= alpha[i / 2];
+      #pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk) c_to_a(pf[mt][kk], s[mt], kk);
     }
+    // O_w += P_w V  [16 kM, BC] x [BC, D]
+    #pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk)
+      #pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        uint32_t vf[4];
+        ldmatrix_x4<true>(vf, b_trans(sVt, LD, kk * 16, n * 16, lane));
+        #pragma unroll
+        for (int mt = 0; mt < kM; ++mt) {
+          mma_bf16(o[mt][2 * n], pf[mt][kk], vf[0], vf[1]);
+          mma_bf16(o[mt][2 * n + 1], pf[mt][kk], vf[2], vf[3]);
+        }
+      }
   }
-  __syncwarp();  // the last loads of the work area are done
   #pragma unroll
-  for (int c = 0; c < D / 16; ++c)
-    wmma::store_matrix_sync(work + c * 16, acc[c], L::ldO, wmma::mem_row_major);
-  __syncwarp();
-  if (qi < a.q_len) {
-    const float inv = l > 0.0f ? 1.0f / l : NAN;  // l = 0: no visible key, NaN as unfused
-    Bits* o = out + (b * a.q_len + qi) * d;
-    for (int c = half; c < d; c += 2) o[c] = from_float<Bits>(work[r * L::ldO + c] * inv);
-    if (half == 0) lse[b * a.q_len + qi] = l > 0.0f ? m + logf(l) : NAN;
-  }
+  for (int mt = 0; mt < kM; ++mt)
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(l[mt][r]);
+      const int64_t row = rows[mt][r];
+      if (row >= a.q_len) continue;
+      const float inv = sum > 0.0f ? 1.0f / sum : NAN;  // no visible key: NaN, as unfused
+      store_row_pairs<D>(out + (b * a.q_len + row) * d, d, o[mt], r, t, inv);
+      if (t == 0) lse[b * a.q_len + row] = sum > 0.0f ? (m[mt][r] + log2f(sum)) * kLn2 : NAN;
+    }
 }
 
-// Backward: 8 warps, a key tile of BC = 64 rows against query tiles of BR = 64 rows. dK and dV
-// [BC, D] are (BC / 16) (D / 16) fragments each; warp w owns tiles w, w + 8, ... of both and
-// keeps them in registers over all query tiles.
-constexpr int kBwdWarps = 8, kBwdThreads = kBwdWarps * kWarp;
+// Backward (Algorithm 2): one block of 4 warps per (problem b, key tile of BC = 64 keys); warp w
+// owns keys 16w..16w + 15 and keeps dK_w, dV_w [16, D] in C fragments over every query tile of
+// BR rows (64; 32 for D = 128, to stay within the registers). D_i = rowsum(dout_i * out_i) first,
+// by attention_rowdot_kernel (one warp per row).
+//   load K_tile, V_tile; dK_w = dV_w = 0
+//   for each query tile (causal: from the first query that sees the tile's first key)
+//     load Q_tile, dO_tile [BR, D], lse and D of its rows
+//     S_w^T = K_w Q^T, dP_w^T = V_w dO^T        ([16, BR] C fragments: keys down, queries across)
+//     P^T = 2^(scale S^T log2 e - lse log2 e), Z the dropout factor, dS^T = P^T (Z dP^T - D)
+//     dV_w += (P Z)^T dO, dK_w += dS^T Q       (P Z and dS^T straight from C into A fragments)
+//     dS^T to shared; then dQ_part = dS K: warps split the query rows (and D when BR = 32),
+//       A read transposed from dS^T; added with atomicAdd into a float32 workspace
+//   dK * scale and dV stored; a last kernel rounds the dQ workspace to dq.
 template <int D>
-struct BwdBf16 {
-  static constexpr int BR = 64, BC = 64, ldS = BC + 4, ldP = BC + 8, ldQ = D + 4;
-  static constexpr int kOwned = (BC / 16) * (D / 16) / kBwdWarps;  // tiles per warp
-  static_assert(kOwned >= 1 && (BC / 16) * (D / 16) % kBwdWarps == 0, "whole tiles per warp");
-  // K, V [BC, D], Q, dO [BR, D] (bfloat16); S, dP [BR, ldS] (float; then dQ [BR, ldQ] and at
-  // the end dK, dV [BC, ldQ] over both); P, dS [BR, ldP] (bfloat16); lse, D rows [BR].
-  static constexpr size_t k = 0, v = k + align128(BC * D * 2), q = v + align128(BC * D * 2),
-                          dout = q + align128(BR * D * 2), s = dout + align128(BR * D * 2),
-                          dp = s + align128(BR * ldS * 4), p = dp + align128(BR * ldS * 4),
-                          ds = p + align128(BR * ldP * 2), lse = ds + align128(BR * ldP * 2),
-                          rowdot = lse + align128(BR * 4), bytes = rowdot + align128(BR * 4);
-  static_assert(BR * ldQ * 4 <= p - s && BC * ldQ * 4 <= p - s, "dQ and dK/dV fit over S, dP");
+struct BwdMma {
+  static constexpr int BR = D <= 64 ? 64 : 32, BC = 16 * kMmaWarps, LD = D + 8, LDS = BR + 8;
+  static constexpr int kRowGroups = BR / 16, kColSplit = kMmaWarps / kRowGroups;  // dQ's split
+  static_assert(kRowGroups * kColSplit == kMmaWarps && (D / kColSplit) % 16 == 0, "dQ split");
+  // K, V [BC, LD]; dS^T [BC, LDS]; then two buffers of the query tile: Q, dO [BR, LD] (bf16),
+  // lse * log2 e and D [BR] (float).
+  static constexpr size_t k = 0, v = k + align128(BC * LD * 2), ds = v + align128(BC * LD * 2),
+                          tile = ds + align128(BC * LDS * 2),
+                          q = 0, dout = q + align128(BR * LD * 2), lse = dout + align128(BR * LD * 2),
+                          rowdot = lse + align128(BR * 4), tile_bytes = rowdot + align128(BR * 4),
+                          bytes = tile + 2 * tile_bytes;  // q..rowdot: offsets inside a buffer
 };
 
 template <int D>
-__global__ void __launch_bounds__(kBwdThreads)
+__global__ void __launch_bounds__(kMmaThreads)
     attention_backward_bf16_kernel(Problem pb, const Bits* __restrict__ dout,
                                    const Bits* __restrict__ q, const Bits* __restrict__ k,
                                    const Bits* __restrict__ v, const float* __restrict__ lse,
                                    const float* __restrict__ rowdot, float* __restrict__ dq_acc,
                                    Bits* __restrict__ dk, Bits* __restrict__ dv,
                                    int64_t kv_tiles) {
-  using L = BwdBf16<D>;
-  constexpr int BR = L::BR, BC = L::BC;
+  using L = BwdMma<D>;
+  constexpr int BR = L::BR, BC = L::BC, LD = L::LD, LDS = L::LDS;
   unsigned char* smem = dynamic_shared_memory();
   Bits* sK = reinterpret_cast<Bits*>(smem + L::k);
   Bits* sV = reinterpret_cast<Bits*>(smem + L::v);
-  Bits* sQ = reinterpret_cast<Bits*>(smem + L::q);
-  Bits* sdO = reinterpret_cast<Bits*>(smem + L::dout);
-  float* sS = reinterpret_cast<float*>(smem + L::s);
-  float* sdP = reinterpret_cast<float*>(smem + L::dp);
-  float* sdQ = sS;  // after S and dP are consumed
-  Bits* sP = reinterpret_cast<Bits*>(smem + L::p);
-  Bits* sdS = reinterpret_cast<Bits*>(smem + L::ds);
-  float* sL = reinterpret_cast<float*>(smem + L::lse);
-  float* sD = reinterpret_cast<float*>(smem + L::rowdot);
+  Bits* sdSt = reinterpret_cast<Bits*>(smem + L::ds);  // dS^T [BC, BR]
+  // Query-tile buffer i (i = 0, 1): Q, dO, lse * log2 e, D.
+  const auto buffer = [&](int64_t i) { return smem + L::tile + i * L::tile_bytes; };
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane / 4, t = lane % 4;
 
   const AttentionArgs& a = pb.args;
   const int d = static_cast<int>(a.head_dim);
   const int64_t b = blockIdx.x / kv_tiles, k0 = (blockIdx.x % kv_tiles) * BC;
   const int64_t mask_base = pb.mask ? pb.layout.batch_offset(b) : 0;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp;
+  const int64_t keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};  // this lane's two keys
 
-  load_tile<D, Bits, kBwdThreads>(sK, k + b * a.kv_len * d, k0, BC, a.kv_len, d);
-  load_tile<D, Bits, kBwdThreads>(sV, v + b * a.kv_len * d, k0, BC, a.kv_len, d);
-  FragC dK[L::kOwned], dV[L::kOwned];  // the warp's tiles of dK, dV [BC, D]
-  #pragma unroll
-  for (int i = 0; i < L::kOwned; ++i) {
-    wmma::fill_fragment(dK[i], 0.0f);
-    wmma::fill_fragment(dV[i], 0.0f);
-  }
-
+  // Query tile q0 into buffer i: Q and dO by cp.async, lse and D at once.
+  const auto load_query_tile = [&](int64_t q0, int64_t i) {
+    unsigned char* buf = buffer(i);
+    load_rows<D, LD, kMmaThreads>(reinterpret_cast<Bits*>(buf + L::q), q + b * a.q_len * d, q0, BR,
+                                  a.q_len, d);
+    load_rows<D, LD, kMmaThreads>(reinterpret_cast<Bits*>(buf + L::dout), dout + b * a.q_len * d,
+                                  q0, BR, a.q_len, d);
+    float* l2 = reinterpret_cast<float*>(buf + L::lse);
+    float* dd = reinterpret_cast<float*>(buf + L::rowdot);
+    for (int r = tid; r < BR; r += kMmaThreads) {
+      const bool in = q0 + r < a.q_len;
+      l2[r] = in ? lse[b * a.q_len + q0 + r] * kLog2e : 0.0f;
+      dd[r] = in ? rowdot[b * a.q_len + q0 + r] : 0.0f;
+    }
+  };
   int64_t q_first = a.causal ? k0 - a.query_offset : 0;
   q_first = q_first < 0 ? 0 : (q_first / BR) * BR;
-  for (int64_t q0 = q_first; q0 < a.q_len; q0 += BR) {
-    __syncthreads();  // the previous step is done with sQ, sdO, sP, sdS, sdQ
-    load_tile<D, Bits, kBwdThreads>(sQ, q + b * a.q_len * d, q0, BR, a.q_len, d);
-    load_tile<D, Bits, kBwdThreads>(sdO, dout + b * a.q_len * d, q0, BR, a.q_len, d);
-    for (int i = tid; i < BR; i += kBwdThreads) {
-      const bool in = q0 + i < a.q_len;
-      sL[i] = in ? lse[b * a.q_len + q0 + i] : 0.0f;
-      sD[i] = in ? rowdot[b * a.q_len + q0 + i] : 0.0f;
-    }
+  load_rows<D, LD, kMmaThreads>(sK, k + b * a.kv_len * d, k0, BC, a.kv_len, d);
+  load_rows<D, LD, kMmaThreads>(sV, v + b * a.kv_len * d, k0, BC, a.kv_len, d);
+  if (q_first < a.q_len) load_query_tile(q_first, 0);
+  float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // [16, D] of the warp's keys
+
+  for (int64_t q0 = q_first, step = 0; q0 < a.q_len; q0 += BR, ++step) {
+    // This step's tile has landed, and every warp is done with the previous step (the other
+    // buffer and sdSt).
+    cp_async_wait();
     __syncthreads();
-    tile_mma<false, true, false, kBwdWarps>(sS, L::ldS, sQ, D, sK, D, BR, BC, D);    // Q K^T
-    tile_mma<false, true, false, kBwdWarps>(sdP, L::ldS, sdO, D, sV, D, BR, BC, D);  // dO V^T
-    __syncthreads();
-    for (int e = tid; e < BR * BC; e += kBwdThreads) {
-      const int i = e / BC, j = e % BC;
-      // As the float32 kernel: not visible, P = 0; a row with no visible key has lse NaN.
-      const float p = pb.visible(q0 + i, k0 + j)
-                          ? expf(pb.score(sS[i * L::ldS + j], mask_base, q0 + i, k0 + j) - sL[i])
-                          : 0.0f;
-      const float z = p == 0.0f ? 0.0f : pb.keep(b, q0 + i, k0 + j);
-      sP[i * L::ldP + j] = from_float<Bits>(p * z);
-      sdS[i * L::ldP + j] = from_float<Bits>(p * (z * sdP[i * L::ldS + j] - sD[i]));
-    }
-    __syncthreads();
-    // dV += (P Z)^T dO and dK += dS^T Q on the warp's own tiles, P^T and dS^T read as
-    // column-major [BC, BR].
+    if (q0 + BR < a.q_len) load_query_tile(q0 + BR, (step + 1) % 2);  // in flight meanwhile
+    const Bits* sQ = reinterpret_cast<const Bits*>(buffer(step % 2) + L::q);
+    const Bits* sdO = reinterpret_cast<const Bits*>(buffer(step % 2) + L::dout);
+    const float* sL = reinterpret_cast<const float*>(buffer(step % 2) + L::lse);
+    const float* sD = reinterpret_cast<const float*>(buffer(step % 2) + L::rowdot);
+    float st[BR / 8][4] = {}, dpt[BR / 8][4] = {};  // S_w^T, dP_w^T [16 keys, BR queries]
     #pragma unroll
-    for (int i = 0; i < L::kOwned; ++i) {
-      const int t = warp + i * kBwdWarps, r0 = (t / (D / 16)) * 16, c0 = (t % (D / 16)) * 16;
-      #pragma unroll 1  // unrolled, D = 128 spills; this way every D fits 128 registers
-      for (int kk = 0; kk < BR / 16; ++kk) {
-        FragAT at;
-        FragB bt;
-        wmma::load_matrix_sync(at, bf(sP + kk * 16 * L::ldP + r0), L::ldP);
-        wmma::load_matrix_sync(bt, bf(sdO + kk * 16 * D + c0), D);
-        wmma::mma_sync(dV[i], at, bt, dV[i]);
-        wmma::load_matrix_sync(at, bf(sdS + kk * 16 * L::ldP + r0), L::ldP);
-        wmma::load_matrix_sync(bt, bf(sQ + kk * 16 * D + c0), D);
-        wmma::mma_sync(dK[i], at, bt, dK[i]);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t kf[4], vf[4];
+      ldmatrix_x4<false>(kf, a_rows(sK, LD, warp * 16, kk * 16, lane));
+      ldmatrix_x4<false>(vf, a_rows(sV, LD, warp * 16, kk * 16, lane));
+      #pragma unroll
+      for (int n = 0; n < BR / 16; ++n) {
+        uint32_t qf[4], of[4];
+        ldmatrix_x4<false>(qf, b_rows(sQ, LD, n * 16, kk * 16, lane));
+        ldmatrix_x4<false>(of, b_rows(sdO, LD, n * 16, kk * 16, lane));
+        mma_bf16(st[2 * n], kf, qf[0], qf[1]);
+        mma_bf16(st[2 * n + 1], kf, qf[2], qf[3]);
+        mma_bf16(dpt[2 * n], vf, of[0], of[1]);
+        mma_bf16(dpt[2 * n + 1], vf, of[2], of[3]);
       }
     }
-    tile_mma<false, false, false, kBwdWarps>(sdQ, L::ldQ, sdS, L::ldP, sK, D, BR, D, BC);  // dS K
-    __syncthreads();
-    for (int e = tid; e < BR * D; e += kBwdThreads) {
-      const int i = e / D, c = e % D;
-      if (q0 + i < a.q_len && c < d)
-        atomicAdd(dq_acc + (b * a.q_len + q0 + i) * d + c, sdQ[i * L::ldQ + c] * a.scale);
+    // A tile pair where every query sees every key needs no per-element rule.
+    const bool whole = !pb.mask && k0 + BC <= a.kv_len && q0 + BR <= a.q_len &&
+                       (!a.causal || k0 + BC - 1 <= a.query_offset + q0);
+    // P^T = 2^(scale S^T log2 e - lse log2 e); where not visible, P = 0 (as the float32
+    // kernel; a row with no visible key has lse NaN, so its P is NaN where the mask blocks it).
+    if (whole) {
+      const float scale_log2 = a.scale * kLog2e;
+      #pragma unroll
+      for (int n = 0; n < BR / 8; ++n)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) st[n][i] = exp2f(st[n][i] * scale_log2 - sL[n * 8 + 2 * t + i % 2]);
+    } else {
+      #pragma unroll
+      for (int n = 0; n < BR / 8; ++n)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int col = n * 8 + 2 * t + i % 2;  // the query, within the tile
+          const int64_t key = keys[i / 2], query = q0 + col;
+          st[n][i] = pb.visible(query, key)
+                         ? exp2f(pb.score(st[n][i], mask_base, query, key) * kLog2e - sL[col])
+                         : 0.0f;
+        }
     }
-  }
-  // dK * scale, then dV, through shared memory (over S, dP) to global.
-  #pragma unroll
-  for (int pass = 0; pass < 2; ++pass) {
-    __syncthreads();
+    // dS^T = P^T (Z dP^T - D), then (P Z)^T in place of P^T (Z the dropout factor).
+    if (a.dropout_p > 0.0f) {
+      #pragma unroll
+      for (int n = 0; n < BR / 8; ++n)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int col = n * 8 + 2 * t + i % 2;
+          const float p = st[n][i];
+          const float z = p != 0.0f ? pb.keep(b, q0 + col, keys[i / 2]) : 1.0f;
+          st[n][i] = p * z;
+          dpt[n][i] = p * (z * dpt[n][i] - sD[col]);
+        }
+    } else {
+      #pragma unroll
+      for (int n = 0; n < BR / 8; ++n)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) dpt[n][i] = st[n][i] * (dpt[n][i] - sD[n * 8 + 2 * t + i % 2]);
+    }
+    // dV_w += (P Z)^T dO, dK_w += dS^T Q: [16, BR] x [BR, D]
     #pragma unroll
-    for (int i = 0; i < L::kOwned; ++i) {
-      const int t = warp + i * kBwdWarps, r0 = (t / (D / 16)) * 16, c0 = (t % (D / 16)) * 16;
-      wmma::store_matrix_sync(sS + r0 * L::ldQ + c0, pass == 0 ? dK[i] : dV[i], L::ldQ,
-                              wmma::mem_row_major);
+    for (int kk = 0; kk < BR / 16; ++kk) {
+      uint32_t pf[4], sf[4];
+      c_to_a(pf, st, kk);
+      c_to_a(sf, dpt, kk);
+      #pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        uint32_t of[4], qf[4];
+        ldmatrix_x4<true>(of, b_trans(sdO, LD, kk * 16, n * 16, lane));
+        ldmatrix_x4<true>(qf, b_trans(sQ, LD, kk * 16, n * 16, lane));
+        mma_bf16(dV[2 * n], pf, of[0], of[1]);
+        mma_bf16(dV[2 * n + 1], pf, of[2], of[3]);
+        mma_bf16(dK[2 * n], sf, qf[0], qf[1]);
+        mma_bf16(dK[2 * n + 1], sf, qf[2], qf[3]);
+      }
     }
+    // dS^T to shared, for dQ = dS K, which needs every warp's keys.
+    #pragma unroll
+    for (int n = 0; n < BR / 8; ++n)
+      #pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<uint32_t*>(sdSt + (warp * 16 + g + 8 * r) * LDS + n * 8 + 2 * t) =
+            pack_bf16(dpt[n][2 * r], dpt[n][2 * r + 1]);
     __syncthreads();
-    Bits* to = pass == 0 ? dk : dv;
-    const float factor = pass == 0 ? a.scale : 1.0f;
-    for (int e = tid; e < BC * D; e += kBwdThreads) {
-      const int i = e / D, c = e % D;
-      if (k0 + i < a.kv_len && c < d)
-        to[(b * a.kv_len + k0 + i) * d + c] = from_float<Bits>(sS[i * L::ldQ + c] * factor);
+    // dQ_part [BR, D] = dS [BR, BC] K [BC, D]: warp w takes query rows 16 (w % kRowGroups)..
+    // and the columns of part w / kRowGroups of D.
+    constexpr int kCols = D / L::kColSplit;
+    const int r0 = (warp % L::kRowGroups) * 16, c0 = (warp / L::kRowGroups) * kCols;
+    float dq[kCols / 8][4] = {};
+    #pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      uint32_t sf[4];
+      ldmatrix_x4<true>(sf, a_trans(sdSt, LDS, kk * 16, r0, lane));
+      #pragma unroll
+      for (int n = 0; n < kCols / 16; ++n) {
+        uint32_t kf[4];
+        ldmatrix_x4<true>(kf, b_trans(sK, LD, kk * 16, c0 + n * 16, lane));
+        mma_bf16(dq[2 * n], sf, kf[0], kf[1]);
+        mma_bf16(dq[2 * n + 1], sf, kf[2], kf[3]);
+      }
     }
+    #pragma unroll
+    for (int n = 0; n < kCols / 8; ++n)
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t query = q0 + r0 + g + 8 * r;
+        const int c = c0 + n * 8 + 2 * t;
+        if (query < a.q_len)
+          add_pair(dq_acc + (b * a.q_len + query) * d, d, c, dq[n][2 * r] * a.scale,
+                   dq[n][2 * r + 1] * a.scale);
+      }
   }
+  // dK * scale and dV, from the fragments straight to global memory.
+  #pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (keys[r] < a.kv_len) {
+      store_row_pairs<D>(dk + (b * a.kv_len + keys[r]) * d, d, dK, r, t, a.scale);
+      store_row_pairs<D>(dv + (b * a.kv_len + keys[r]) * d, d, dV, r, t, 1.0f);
+    }
 }
 
 template <typename T>
@@ -728,7 +955,7 @@ template <typename T, int D>
 void forward(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
              cudaStream_t stream) {
   if constexpr (std::is_same_v<T, Bits>) {
-    using L = FwdBf16<D>;
+    using L = FwdMma<D>;
     const int64_t q_tiles = ceil_div(pb.args.q_len, L::BR);
     // Over 48 KB of dynamic shared memory needs the opt-in (set on every launch: it is per
     // device, and cheap).
@@ -736,7 +963,7 @@ void forward(const Problem& pb, const void* q, const void* k, const void* v, voi
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(L::bytes)));
     attention_forward_bf16_kernel<D>
-        <<<grid_of(pb.args.n, q_tiles), kFwdThreads, L::bytes, stream>>>(
+        <<<grid_of(pb.args.n, q_tiles), kMmaThreads, L::bytes, stream>>>(
             pb, static_cast<const Bits*>(q), static_cast<const Bits*>(k),
             static_cast<const Bits*>(v), static_cast<Bits*>(out), lse, q_tiles);
   } else {
@@ -763,13 +990,13 @@ void backward(const Problem& pb, const void* dout, const void* q, const void* k,
       rowdot);
   LOOM_CUDA_CHECK_LAUNCH();
   if constexpr (std::is_same_v<T, Bits>) {
-    using L = BwdBf16<D>;
+    using L = BwdMma<D>;
     const int64_t kv_tiles = ceil_div(a.kv_len, L::BC);
     LOOM_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_bf16_kernel<D>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(L::bytes)));
     attention_backward_bf16_kernel<D>
-        <<<grid_of(a.n, kv_tiles), kBwdThreads, L::bytes, stream>>>(
+        <<<grid_of(a.n, kv_tiles), kMmaThreads, L::bytes, stream>>>(
             pb, static_cast<const Bits*>(dout), static_cast<const Bits*>(q),
             static_cast<const Bits*>(k), static_cast<const Bits*>(v), lse, rowdot, dq_acc,
             static_cast<Bits*>(dk), static_cast<Bits*>(dv), kv_tiles);

@@ -34,6 +34,8 @@ std::vector<Fiber> fibers;
 int current = 0;
 int threads = 0;
 const std::function<void()>* body = nullptr;
+// Per thread: the largest value a collective publishes (mma_ptx.h: 6 registers of 32 bits).
+constexpr size_t kShuffleBytesPerThread = 32;
 std::vector<char> shuffle_space;
 std::vector<unsigned char> dynamic_space;  // the dynamic shared memory of the running block
 std::map<const void*, int> max_dynamic;    // cudaFuncAttributeMaxDynamicSharedMemorySize
@@ -107,7 +109,7 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   body = &kernel;
   threads = static_cast<int>(count);
   if (fibers.size() < count) fibers.resize(count);  // fibers (and stacks) are reused
-  shuffle_space.assign(count * sizeof(long double), 0);
+  shuffle_space.assign(count * kShuffleBytesPerThread, 0);
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {

@@ -103,6 +103,15 @@ inline float atomicAdd(float* address, float value) {
   *address = old + value;
   return old;
 }
+struct float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float2 atomicAdd(float2* address, float2 value) {  // sm_90's vector atomic
+  const float2 old = *address;
+  *address = {old.x + value.x, old.y + value.y};
+  return old;
+}
 inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
   const unsigned long long old = *address;
   *address = old + value;
