@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -112,6 +113,9 @@ def main():
     ap.add_argument("--sdpa", action="store_true", help="F.scaled_dot_product_attention")
     ap.add_argument("--fused-adamw", action="store_true", help="AdamW(fused=True)")
     ap.add_argument("--fast", action="store_true", help="--bf16 --sdpa --fused-adamw")
+    ap.add_argument("--profile", action="store_true",
+                    help="after timing, profile one more step (torch.profiler) and print its "
+                         "CUDA kernels by time to stderr")
     args = ap.parse_args()
     if args.fast:
         args.bf16 = args.sdpa = args.fused_adamw = True
@@ -149,6 +153,13 @@ def main():
         losses.append(step())
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
+    if args.profile:
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=60, max_name_column_width=100),
+              file=sys.stderr)
     flops_per_token = 6 * params + 12 * n_layer * d * T
     print(json.dumps({
         "case": args.case, "batch": B, "seq": T, "tokens_per_s": round(B * T / med, 2),

@@ -171,6 +171,11 @@ do_profile() {
   python3 scripts/ncu_summary.py "$OUT/ncu_$case.csv" 4 >"$OUT/profile_$case.txt"
   note "profile $case: $(head -1 "$OUT/profile_$case.txt")"
   head -40 "$OUT/profile_$case.txt"
+  # PyTorch's fast path, kernel by kernel (PROFILE_TORCH=0 skips it)
+  if [ "${PROFILE_TORCH:-1}" = 1 ] && { [ "$case" = gpt2 ] || [ "$case" = gpt-mini ]; }; then
+    python3 bench/torch_gpu_ref.py "$case" --steps 3 --fast --profile >/dev/null 2>"$OUT/torch_profile_$case.txt"
+    note "torch --fast profile $case: $(grep -E 'Self CUDA time total' "$OUT/torch_profile_$case.txt")"
+  fi
 }
 
 # The README demo on the GPU: train_gpt's default run (gpt-mini, BPE 512, 1600 steps).
