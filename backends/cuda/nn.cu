@@ -209,18 +209,26 @@ AdamConstants adam_constants(const AdamArgs& args) {
   return k;
 }
 
-// The update of element i, the one formula of both kernels below, so that a multi-tensor step
-// is bit-identical to one launch per tensor (the compiler contracts the same expression into
-// the same fused multiply-adds in both).
+// The update of one element, the one formula of both kernels below. Every rounding is spelled
+// out (the _rn intrinsics are never fused further by the compiler), so a multi-tensor step,
+// vectorised or not, is bit-identical to one launch per tensor: g, m, v and the denominator
+// are each one fused multiply-add, the rest separately rounded operations.
+__device__ __forceinline__ void adam_update(const AdamConstants& k, float& p, float grad,
+                                            float& m, float& v) {
+  const float g = __fmaf_rn(k.coupled, p, grad);
+  m = __fmaf_rn(k.beta1, m, __fmul_rn(1.0f - k.beta1, g));
+  v = __fmaf_rn(k.beta2, v, __fmul_rn(__fmul_rn(1.0f - k.beta2, g), g));
+  const float denom = __fmaf_rn(__fsqrt_rn(v), k.inv_sqrt_bias2, k.eps);
+  p = __fsub_rn(__fmul_rn(p, k.shrink), __fdiv_rn(__fmul_rn(k.step_size, m), denom));
+}
+
 __device__ __forceinline__ void adam_element(const AdamConstants& k, int64_t i, float* param,
                                              const float* grad, float* m, float* v) {
-  const float p = param[i];
-  const float g = grad[i] + k.coupled * p;
-  const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
-  const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
+  float p = param[i], mi = m[i], vi = v[i];
+  adam_update(k, p, grad[i], mi, vi);
   m[i] = mi;
   v[i] = vi;
-  param[i] = p * k.shrink - k.step_size * mi / (sqrtf(vi) * k.inv_sqrt_bias2 + k.eps);
+  param[i] = p;
 }
 
 // Thread mapping: one thread per parameter element, grid-stride.
@@ -241,6 +249,11 @@ struct AdamTable {
 };
 static_assert(sizeof(AdamTable) <= 4096, "the table must fit in 4 KB of kernel parameters");
 
+// Four floats moved as one 16-byte load or store.
+struct alignas(16) Float4 {
+  float x[4];
+};
+
 __global__ void __launch_bounds__(kMultiThreads)
     adam_multi_kernel(const LOOM_GRID_CONSTANT AdamTable table) {
   const Chunk c = table.map.chunk(blockIdx.x);
@@ -248,7 +261,28 @@ __global__ void __launch_bounds__(kMultiThreads)
   const float* grad = table.grad[c.t];
   float* m = table.m[c.t];
   float* v = table.v[c.t];
-  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
+  int64_t scalar_from = c.begin;
+  // Four elements per thread and step where all four tensors are 16-byte aligned (chunks begin
+  // at multiples of 4 elements); the tail of the last chunk, and tensors that are views at an
+  // odd offset, element by element.
+  const uintptr_t addresses = reinterpret_cast<uintptr_t>(param) |
+                              reinterpret_cast<uintptr_t>(grad) | reinterpret_cast<uintptr_t>(m) |
+                              reinterpret_cast<uintptr_t>(v);
+  if (addresses % sizeof(Float4) == 0) {
+    scalar_from = c.begin + (c.end - c.begin) / 4 * 4;
+    for (int64_t i = c.begin + 4 * threadIdx.x; i < scalar_from; i += 4 * blockDim.x) {
+      Float4 p = *reinterpret_cast<const Float4*>(param + i);
+      const Float4 g = *reinterpret_cast<const Float4*>(grad + i);
+      Float4 mi = *reinterpret_cast<const Float4*>(m + i);
+      Float4 vi = *reinterpret_cast<const Float4*>(v + i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) adam_update(table.k, p.x[j], g.x[j], mi.x[j], vi.x[j]);
+      *reinterpret_cast<Float4*>(m + i) = mi;
+      *reinterpret_cast<Float4*>(v + i) = vi;
+      *reinterpret_cast<Float4*>(param + i) = p;
+    }
+  }
+  for (int64_t i = scalar_from + threadIdx.x; i < c.end; i += blockDim.x)
     adam_element(table.k, i, param, grad, m, v);
 }
 
