@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 
@@ -397,6 +398,79 @@ void Backend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad,
              "adam_step: bias corrections must be positive (1 - beta^step), got {} and {}",
              args.bias1, args.bias2);
   if (n > 0) adam_step_impl(args, param, contiguous(grad), m, v);
+}
+
+void Backend::adam_step_multi(const AdamArgs& args, std::span<Tensor> params,
+                              std::span<const Tensor> grads, std::span<Tensor> ms,
+                              std::span<Tensor> vs) {
+  const Contract c{device_, "adam_step_multi"};
+  const size_t count = params.size();
+  LOOM_CHECK(grads.size() == count && ms.size() == count && vs.size() == count,
+             "adam_step_multi: the lists differ in length: {} params, {} grads, {} exp_avg, {} "
+             "exp_avg_sq",
+             count, grads.size(), ms.size(), vs.size());
+  LOOM_CHECK(args.bias1 > 0.0f && args.bias2 > 0.0f,
+             "adam_step_multi: bias corrections must be positive (1 - beta^step), got {} and {}",
+             args.bias1, args.bias2);
+  // adam_step's checks on each tensor, every one before any update; the kernel sees the
+  // non-empty tensors only, with contiguous gradients.
+  std::vector<Tensor> p, g, m, v;
+  p.reserve(count), g.reserve(count), m.reserve(count), v.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      c.on_device(params[i], "param");
+      const int64_t n = params[i].numel();
+      c.output(params[i], DType::Float32, n, "param");
+      c.dtype(grads[i], DType::Float32, "grad");
+      c.same_shape(grads[i], params[i], "grad");
+      c.output(ms[i], DType::Float32, n, "exp_avg");
+      c.output(vs[i], DType::Float32, n, "exp_avg_sq");
+    } catch (const Error& e) {
+      LOOM_FAIL("{} (tensor {} of {})", e.what(), i, count);
+    }
+    if (params[i].numel() == 0) continue;
+    p.push_back(params[i]);
+    g.push_back(contiguous(grads[i]));
+    m.push_back(ms[i]);
+    v.push_back(vs[i]);
+  }
+  if (!p.empty()) adam_step_multi_impl(args, p, g, m, v);
+}
+
+void Backend::sum_of_squares_multi(std::span<const Tensor> xs, Tensor& out) {
+  const Contract c{device_, "sum_of_squares_multi"};
+  c.output(out, DType::Float32, 1, "out");
+  std::vector<Tensor> inputs;
+  inputs.reserve(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    try {
+      c.dtype(xs[i], DType::Float32, "x");
+    } catch (const Error& e) {
+      LOOM_FAIL("{} (tensor {} of {})", e.what(), i, xs.size());
+    }
+    if (xs[i].numel() > 0) inputs.push_back(contiguous(xs[i]));
+  }
+  if (inputs.empty()) {
+    fill_impl(out, 0.0);
+  } else {
+    sum_of_squares_multi_impl(inputs, out);
+  }
+}
+
+void Backend::scale_multi(std::span<Tensor> xs, float alpha) {
+  const Contract c{device_, "scale_multi"};
+  std::vector<Tensor> outputs;
+  outputs.reserve(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    try {
+      c.on_device(xs[i], "x");
+      c.output(xs[i], DType::Float32, xs[i].numel(), "x");
+    } catch (const Error& e) {
+      LOOM_FAIL("{} (tensor {} of {})", e.what(), i, xs.size());
+    }
+    if (xs[i].numel() > 0) outputs.push_back(xs[i]);
+  }
+  if (!outputs.empty()) scale_multi_impl(outputs, alpha);
 }
 
 // ---------------------------------------------------------------------------- attention

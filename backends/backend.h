@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backends/unary_math.h"
 #include "core/tensor.h"
@@ -189,6 +190,19 @@ class Backend {
                               int64_t ignore_index, float label_smoothing, float scale,
                               Tensor& dlogits);
   void adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+  // adam_step on lists of tensors with the same args (one parameter group at one step): element
+  // i of params, grads, ms and vs is one adam_step's param, grad, m and v, with the same
+  // checks, and the result is bit-identical to one adam_step per tensor. The CUDA backend updates
+  // many tensors per launch (multi-tensor apply), the CPU backend loops over them. The lists
+  // have the same length; a mismatch names the index at fault.
+  void adam_step_multi(const AdamArgs& args, std::span<Tensor> params,
+                       std::span<const Tensor> grads, std::span<Tensor> ms, std::span<Tensor> vs);
+  // The multi-tensor kernels of clip_grad_norm (optim/clip_grad.h), many tensors per CUDA
+  // launch as adam_step_multi. out (float32, one element) = the sum of x^2 over every element of
+  // every tensor of xs (float32, any layout), accumulated in double; 0 for no elements.
+  void sum_of_squares_multi(std::span<const Tensor> xs, Tensor& out);
+  // x *= alpha in place for every x of xs (float32, contiguous).
+  void scale_multi(std::span<Tensor> xs, float alpha);
   // Fused attention (AttentionArgs). q, k, v, out contiguous [n, T, head_dim], all float32 or
   // all bfloat16 (computed in float32, out rounded once); lse float32 [n, q_len], the
   // log-sum-exp of each row's scores (NaN for a row whose every key is blocked; its out is NaN,
@@ -247,6 +261,13 @@ class Backend {
                                            float label_smoothing, float scale, Tensor& dlogits) = 0;
   virtual void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                               Tensor& v) = 0;
+  // Non-empty lists of equal length, no tensor in them empty; grads contiguous.
+  virtual void adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,
+                                    std::span<const Tensor> grads, std::span<Tensor> ms,
+                                    std::span<Tensor> vs) = 0;
+  // Non-empty lists of non-empty tensors, xs of sum_of_squares_multi contiguous.
+  virtual void sum_of_squares_multi_impl(std::span<const Tensor> xs, Tensor& out) = 0;
+  virtual void scale_multi_impl(std::span<Tensor> xs, float alpha) = 0;
   // n, q_len, kv_len, head_dim > 0.
   virtual void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
                                       const Tensor& mask, const AttentionArgs& args, Tensor& out,

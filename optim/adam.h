@@ -8,10 +8,17 @@
 //   param -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 //
 // The update is one fused kernel of the parameter's device (Backend::adam_step), so it runs
-// wherever the parameters live.
+// wherever the parameters live. A parameter group whose parameters all sit on one device,
+// contiguous, is updated in one Backend::adam_step_multi call (per step count, when some
+// parameters skipped steps): on CUDA a handful of launches for the whole group instead of one
+// per parameter, with the same numbers.
 #pragma once
 
 #include "optim/optimizer.h"
+
+namespace loom {
+struct AdamArgs;  // backends/backend.h
+}  // namespace loom
 
 namespace loom::optim {
 
@@ -32,10 +39,16 @@ class Adam : public Optimizer {
        bool decoupled);
   void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
               ParamState& state) override;
+  void update_group(const ParamGroup& group, std::span<Tensor> params,
+                    std::span<const Tensor> grads, std::span<ParamState*> states) override;
   std::vector<std::string> buffer_names() const override;
   std::vector<std::pair<std::string, float>> hyperparameters() const override;
 
  private:
+  // The kernel arguments of a step of `group` on parameters at step `step`.
+  AdamArgs args(const ParamGroup& group, int64_t step) const;
+  // exp_avg and exp_avg_sq, zeros on the parameter's device, at a parameter's first update.
+  static void init_state(const Tensor& param, ParamState& state);
   float beta1_, beta2_, eps_;
   bool decoupled_;  // AdamW's weight decay
 };

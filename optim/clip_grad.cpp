@@ -1,9 +1,11 @@
 #include "optim/clip_grad.h"
 
 #include <cmath>
+#include <map>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "backends/backend.h"
 #include "core/error.h"
 
 namespace loom::optim {
@@ -12,24 +14,46 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
   LOOM_CHECK(std::isfinite(max_norm) && max_norm > 0.0f,
              "clip_grad_norm: max_norm {} must be positive", max_norm);
   NoGradGuard no_grad;
-  std::vector<Tensor> grads;
-  for (const Tensor& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0f;
-
-  // Sum of squares on the first gradient's device, so the host waits only once.
-  const Device device = grads.front().device();
-  Tensor squares = sum(grads.front() * grads.front());
-  for (size_t i = 1; i < grads.size(); ++i) {
-    const Tensor g = grads[i];
-    squares = squares + sum(g * g).to(device);
+  // The float32 gradients of each device go through its multi-tensor kernels (on CUDA a couple
+  // of launches for all of them); any other gradient (bfloat16) through tensor ops.
+  std::map<Device, std::vector<Tensor>> by_device;
+  std::vector<Tensor> others;
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    const Tensor g = p.grad();
+    (g.dtype() == DType::Float32 ? by_device[g.device()] : others).push_back(g);
   }
-  const float norm = std::sqrt(squares.item());
+  if (by_device.empty() && others.empty()) return 0.0f;
+
+  // The sum of squares of each device, added on the host: one wait per device.
+  double squares = 0.0;
+  for (const auto& [device, grads] : by_device) {
+    Tensor out = Tensor::empty({}, DType::Float32, device);
+    backend(device).sum_of_squares_multi(grads, out);
+    squares += out.item();
+  }
+  for (const Tensor& g : others) {
+    const Tensor g32 = g.to(DType::Float32);
+    squares += sum(g32 * g32).item();
+  }
+  const float norm = static_cast<float>(std::sqrt(squares));
 
   // As torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the scale finite for a zero norm.
   const float scale = max_norm / (norm + 1e-6f);
   if (scale < 1.0f) {
-    for (Tensor& g : grads) g.mul_(scale);
+    for (auto& [device, grads] : by_device) {
+      std::vector<Tensor> contiguous;
+      for (Tensor& g : grads) {
+        if (g.is_contiguous()) {
+          contiguous.push_back(g);
+        } else {
+          g.mul_(scale);
+        }
+      }
+      backend(device).scale_multi(contiguous, scale);
+      for (Tensor& g : contiguous) g.impl()->bump_version();  // in place, like Tensor::mul_
+    }
+    for (Tensor& g : others) g.mul_(scale);
   }
   return norm;
 }

@@ -11,7 +11,10 @@ namespace loom::optim {
 // of all gradients together, norm = sqrt(sum over params of sum(grad^2)), exceeds max_norm;
 // parameters without a gradient are ignored. Returns the norm before clipping (0 when no
 // parameter has a gradient; NaN or inf gradients are returned as such and left unscaled).
-// The norm is computed with tensor ops on the gradients' device; one value comes back to the host.
+// The norm and the scaling run in the multi-tensor kernels of the gradients' device
+// (Backend::sum_of_squares_multi, scale_multi: on CUDA a couple of launches for all gradients,
+// not several per gradient); the sum of squares is accumulated in double, and one value per
+// device comes back to the host.
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm);
 
 }  // namespace loom::optim

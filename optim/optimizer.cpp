@@ -104,21 +104,38 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups)
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  // Every gradient is checked before any parameter moves.
+  std::vector<std::vector<size_t>> updated(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      Tensor param = groups_[g].params[i];
+      const Tensor& param = groups_[g].params[i];
       const Tensor grad = param.grad();
       if (!grad.defined()) continue;
       LOOM_CHECK(grad.shape() == param.shape() && grad.device() == param.device(),
                  "{}: gradient {} on {} does not match parameter {} of group {} ({} on {})", name_,
                  shape_str(grad.shape()), device_name(grad.device()), i, g,
                  shape_str(param.shape()), device_name(param.device()));
-      ParamState& state = state_[g][i];
-      ++state.step;
-      update(groups_[g], param, grad, state);
+      updated[g].push_back(i);
     }
   }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (updated[g].empty()) continue;
+    std::vector<Tensor> params, grads;
+    std::vector<ParamState*> states;
+    for (size_t i : updated[g]) {
+      params.push_back(groups_[g].params[i]);
+      grads.push_back(params.back().grad());
+      states.push_back(&state_[g][i]);
+      ++states.back()->step;
+    }
+    update_group(groups_[g], params, grads, states);
+  }
   ++step_count_;
+}
+
+void Optimizer::update_group(const ParamGroup& group, std::span<Tensor> params,
+                             std::span<const Tensor> grads, std::span<ParamState*> states) {
+  for (size_t k = 0; k < params.size(); ++k) update(group, params[k], grads[k], *states[k]);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

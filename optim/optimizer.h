@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,11 @@ class Optimizer {
   // state.step has already been incremented, so it is 1 on a parameter's first update.
   virtual void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
                       ParamState& state) = 0;
+  // Updates every parameter of `group` that has a gradient at once: params[k] with grads[k]
+  // and *states[k] (state.step already incremented). The default calls update() on each in
+  // turn; Adam overrides it to update a whole group in one multi-tensor call.
+  virtual void update_group(const ParamGroup& group, std::span<Tensor> params,
+                            std::span<const Tensor> grads, std::span<ParamState*> states);
   // The buffers every parameter holds after its first update (to validate a loaded state).
   virtual std::vector<std::string> buffer_names() const = 0;
   // The constructor hyper-parameters, stored in state dicts and compared on load.

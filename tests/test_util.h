@@ -89,4 +89,12 @@ inline void expect_error(const std::function<void()>& f,
   }
 }
 
+// Deterministic values uniform in [-1, 1) from the Philox stream `seed` (core/rng.h), the same
+// on every machine and device.
+inline Tensor philox_tensor(const Shape& shape, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 2.0f * philox_uniform(i, seed) - 1.0f;
+  return tensor(v, shape);
+}
+
 }  // namespace loom::testing

@@ -36,4 +36,12 @@ void CpuBackend::adam_step_impl(const AdamArgs& args, Tensor& param, const Tenso
   });
 }
 
+// One tensor after the other, each with the parallel loop above: the numbers are those of one
+// adam_step per tensor by construction.
+void CpuBackend::adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,
+                                      std::span<const Tensor> grads, std::span<Tensor> ms,
+                                      std::span<Tensor> vs) {
+  for (size_t i = 0; i < params.size(); ++i) adam_step_impl(args, params[i], grads[i], ms[i], vs[i]);
+}
+
 }  // namespace loom

@@ -9,6 +9,7 @@
 //   index.cpp            index_select, index_add, gather, scatter_add
 //   random.cpp           Philox uniform and normal numbers
 //   layer_norm.cpp, cross_entropy.cpp, adam.cpp   fused neural-network kernels
+//   multi_tensor.cpp     clip_grad_norm's sum of squares and scaling over lists of tensors
 //   attention.cpp        fused scaled-dot-product attention (the reference for the CUDA kernels)
 // The loop machinery they share is in loops.h, the vectorisable math functions in vec_math.h.
 // Every kernel is an *_impl: Backend's public methods (backends/backend.cpp) check the
@@ -70,6 +71,11 @@ class CpuBackend final : public Backend {
                                    Tensor& dlogits) override;
   void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                       Tensor& v) override;
+  void adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,
+                            std::span<const Tensor> grads, std::span<Tensor> ms,
+                            std::span<Tensor> vs) override;
+  void sum_of_squares_multi_impl(std::span<const Tensor> xs, Tensor& out) override;
+  void scale_multi_impl(std::span<Tensor> xs, float alpha) override;
   void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& mask, const AttentionArgs& args, Tensor& out,
                               Tensor& lse) override;

@@ -62,6 +62,13 @@ class ScratchBlocks final : public cuda::Scratch {
   std::vector<void*> blocks_;
 };
 
+// The pointers and sizes of the tensors of a multi-tensor launch.
+std::vector<cuda::FloatTensor> float_tensors(std::span<const Tensor> xs) {
+  std::vector<cuda::FloatTensor> tensors(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) tensors[i] = {xs[i].data_ptr<float>(), xs[i].numel()};
+  return tensors;
+}
+
 // A stored gemm operand: `rows` x `cols` with row stride `ld`, batch items `stride` apart.
 struct Matrix {
   const void* data;
@@ -326,6 +333,29 @@ class CudaBackend final : public Backend {
                       Tensor& v) override {
     cuda::launch_adam(args, param.numel(), param.data_ptr<float>(), grad.data_ptr<float>(),
                       m.data_ptr<float>(), v.data_ptr<float>(), stream_);
+  }
+
+  void adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,
+                            std::span<const Tensor> grads, std::span<Tensor> ms,
+                            std::span<Tensor> vs) override {
+    std::vector<cuda::AdamTensor> tensors(params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      tensors[i] = {params[i].data_ptr<float>(), grads[i].data_ptr<float>(),
+                    ms[i].data_ptr<float>(), vs[i].data_ptr<float>(), params[i].numel()};
+    cuda::launch_adam_multi(args, tensors.data(), tensors.size(), stream_);
+  }
+
+  void sum_of_squares_multi_impl(std::span<const Tensor> xs, Tensor& out) override {
+    ScratchBlocks scratch(allocator_);
+    const std::vector<cuda::FloatTensor> tensors = float_tensors(xs);
+    cuda::launch_sum_of_squares_multi(tensors.data(), tensors.size(), out.data_ptr<float>(),
+                                      scratch, stream_);
+  }
+
+  void scale_multi_impl(std::span<Tensor> xs, float alpha) override {
+    const std::vector<cuda::FloatTensor> tensors =
+        float_tensors(std::span<const Tensor>(xs.data(), xs.size()));
+    cuda::launch_scale_multi(tensors.data(), tensors.size(), alpha, stream_);
   }
 
   void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -124,6 +124,34 @@ void launch_cross_entropy_backward(const float* logits, const int64_t* target, c
                                    DeviceErrorFlag* error, cudaStream_t stream);
 void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,
                  float* v, cudaStream_t stream);
+// One tensor of a multi-tensor Adam step: n > 0 contiguous elements at each pointer.
+struct AdamTensor {
+  float* param;
+  const float* grad;
+  float* m;
+  float* v;
+  int64_t n;
+};
+// Tensors per launch of launch_adam_multi (its pointer table is the kernel's argument).
+constexpr int kAdamMultiTensors = 92;
+// launch_adam on each tensor, bit for bit, in ceil(count / kAdamMultiTensors) launches.
+void launch_adam_multi(const AdamArgs& args, const AdamTensor* tensors, size_t count,
+                       cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- multi_tensor.cu
+// The multi-tensor kernels of clip_grad_norm: each launch reads up to kMultiTensors tensors
+// (n > 0 contiguous float32 elements each).
+struct FloatTensor {
+  float* data;
+  int64_t n;
+};
+constexpr int kMultiTensors = 200;
+// out[0] = sum of x^2 over all the tensors, accumulated in double: one launch per kMultiTensors
+// tensors writes the partial sum of each chunk, one more adds them up in a fixed order.
+void launch_sum_of_squares_multi(const FloatTensor* xs, size_t count, float* out,
+                                 Scratch& scratch, cudaStream_t stream);
+// x *= alpha over all the tensors, in place.
+void launch_scale_multi(const FloatTensor* xs, size_t count, float alpha, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------- attention.cu
 // Fused attention (AttentionArgs, backends/backend.h): q, k, v, out, dout, dq, dk, dv contiguous

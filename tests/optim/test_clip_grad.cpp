@@ -3,6 +3,7 @@
 // within it are untouched, parameters without gradients are ignored.
 #include <cmath>
 
+#include "backends/backend.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -80,4 +81,63 @@ TEST_CASE("clip_grad_norm rejects a non-positive max_norm") {
                        doctest::Contains("clip_grad_norm: max_norm 0"), Error);
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm({p}, -1.0f),
                        doctest::Contains("clip_grad_norm: max_norm -1"), Error);
+}
+
+// ---------------------------------------------------------------------------- multi-tensor kernels
+// clip_grad_norm's Backend::sum_of_squares_multi and scale_multi (tests/cuda/test_cuda_optim.cpp
+// compares the CUDA ones with these).
+
+TEST_CASE("sum_of_squares_multi is the double sum of x^2 over every tensor, any layout") {
+  using loom::testing::philox_tensor;
+  const std::vector<Tensor> xs = {philox_tensor({1}, 1), philox_tensor({0}, 2),
+                                  philox_tensor({1025}, 3), philox_tensor({40, 3}, 4).t(),
+                                  philox_tensor({70000}, 5)};
+  double want = 0.0;
+  for (const Tensor& x : xs)
+    for (float v : x.contiguous().to_vector()) want += double(v) * v;
+  Tensor out = Tensor::empty({}, DType::Float32, Device::CPU);
+  cpu_backend().sum_of_squares_multi(xs, out);
+  CHECK(out.item() == static_cast<float>(want));
+  cpu_backend().sum_of_squares_multi(std::vector<Tensor>{philox_tensor({0}, 2)}, out);
+  CHECK(out.item() == 0.0f);
+  cpu_backend().sum_of_squares_multi({}, out);
+  CHECK(out.item() == 0.0f);
+}
+
+TEST_CASE("scale_multi scales every tensor in place like mul_") {
+  using loom::testing::philox_tensor;
+  std::vector<Tensor> xs = {philox_tensor({3}, 1), philox_tensor({0}, 2),
+                            philox_tensor({5, 7}, 3), philox_tensor({20000}, 4)};
+  std::vector<Tensor> want;
+  for (const Tensor& x : xs) want.push_back(x.clone().mul_(0.37f));
+  cpu_backend().scale_multi(xs, 0.37f);
+  for (size_t i = 0; i < xs.size(); ++i)
+    check_close(xs[i], want[i], 0.0f, 0.0f, "tensor " + std::to_string(i));
+}
+
+TEST_CASE("sum_of_squares_multi and scale_multi name the tensor at fault") {
+  using loom::testing::expect_error;
+  Tensor out = Tensor::empty({}, DType::Float32, Device::CPU);
+  const std::vector<Tensor> ints = {zeros({2}), Tensor::empty({3}, DType::Int64, Device::CPU)};
+  expect_error([&] { cpu_backend().sum_of_squares_multi(ints, out); },
+               {"sum_of_squares_multi", "x has dtype int64", "tensor 1 of 2"});
+  Tensor two = zeros({2});
+  expect_error([&] { cpu_backend().sum_of_squares_multi(ints, two); },
+               {"sum_of_squares_multi", "out has shape [2]", "expected 1 elements"});
+  std::vector<Tensor> strided = {zeros({2}), zeros({3}), zeros({4, 5}).t()};
+  expect_error([&] { cpu_backend().scale_multi(strided, 0.5f); },
+               {"scale_multi", "x (shape [5,4]) must be contiguous", "tensor 2 of 3"});
+}
+
+TEST_CASE("clip_grad_norm measures and scales a strided gradient like a contiguous one") {
+  const std::vector<float> g1 = {3.0f, -4.0f, 1.0f, 2.0f, 0.5f, -1.5f}, g2 = {12.0f, -0.25f};
+  Tensor a = zeros({3, 2});
+  a.requires_grad_(true);
+  a.set_grad(tensor(g1, {2, 3}).t());  // a transposed (strided) gradient
+  Tensor b = param_with_grad(g2, {2});
+  const double norm = hand_norm({g1, g2});
+  CHECK(optim::clip_grad_norm({a, b}, 1.5f) == doctest::Approx(norm).epsilon(1e-6));
+  const double scale = 1.5 / (norm + 1e-6);
+  check_close(a.grad(), tensor(scaled(g1, scale), {2, 3}).t(), 1e-6f, 0.0f, "strided a.grad");
+  check_close(b.grad(), tensor(scaled(g2, scale), {2}), 1e-6f, 0.0f, "b.grad");
 }

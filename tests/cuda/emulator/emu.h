@@ -59,6 +59,14 @@ void set_max_dynamic_shared(const void* kernel, int bytes);
 #define gridDim (::emu::grid_dim)
 
 inline void __syncthreads() { emu::barrier(); }
+// Float arithmetic with an explicit round-to-nearest (never contracted into a fused multiply-add
+// except where __fmaf_rn asks for one), as CUDA's intrinsics of the same names.
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 // Here a warp barrier is a block barrier (every fiber of the block waits), so a kernel must call
 // __syncwarp and __any_sync where every warp of the block calls them the same number of times.
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
