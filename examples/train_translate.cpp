@@ -55,6 +55,7 @@ struct Options {
   bool norm_first = false;
   // data
   std::string dict = data::kFreedictEngDeu;
+  std::string pairs = "both";  // which pairs of the dictionary: both, examples, headwords
   int64_t max_words = 12, bpe_vocab = 4000, max_tokens = 48;
   double valid_fraction = 0.01, test_fraction = 0.01;
   std::string dump_data;
@@ -86,6 +87,10 @@ void add_options(CLI::App& app, Options& o) {
   m->add_flag("--norm-first", o.norm_first, "pre-norm layers instead of the paper's post-norm");
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--dict", o.dict, "dictd files PREFIX.index and PREFIX.dict.dz");
+  d->add_option("--pairs", o.pairs,
+                "the dictionary's quoted example phrases and sentences, its headword -> first "
+                "translation pairs, or both")
+      ->check(CLI::IsMember({"both", "examples", "headwords"}));
   d->add_option("--max-words", o.max_words, "longest pair kept, in words per side")
       ->check(positive);
   d->add_option("--bpe-vocab", o.bpe_vocab, "shared BPE vocabulary (with <pad> <bos> <eos>)")
@@ -238,7 +243,10 @@ int main(int argc, char** argv) try {
   const auto t0 = std::chrono::steady_clock::now();
   const data::Dictd dict = data::Dictd::open(o.dict);
   const data::PairSplits splits = data::split_pairs(
-      data::extract_pairs(dict, {.max_words = o.max_words}), o.valid_fraction, o.test_fraction);
+      data::extract_pairs(dict, {.headwords = o.pairs != "examples",
+                                 .examples = o.pairs != "headwords",
+                                 .max_words = o.max_words}),
+      o.valid_fraction, o.test_fraction);
   fmt::print("read {} dictionary entries in {:.1f} s\n{}", dict.entries().size(),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
              data::corpus_statistics(splits));
