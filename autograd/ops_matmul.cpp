@@ -156,6 +156,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
 // forward and its two gradients) then run in kernels several times slower. So on the GPU a
 // large product with such a width writes its result, and reads its gradient, through a buffer
 // whose rows are padded to a multiple of 8 elements: the tensor is a [rows, out] view of it.
+// Reshaped to [..., out] (and back to [rows, out] for the loss) it stays a view, and
+// cross_entropy reads padded rows in place: the logits are never copied to close the gaps.
 constexpr int64_t kPadMultiple = 8;
 int64_t padded_width(int64_t width) {
   return (width + kPadMultiple - 1) / kPadMultiple * kPadMultiple;

@@ -935,7 +935,15 @@ TEST_CASE("cross_entropy forward and backward match the CPU, with ignore_index a
             Tensor dlogits = empty_on(d, {rows, classes});
             be.cross_entropy_backward(logits.to(d), target.to(d), lse, -100, smoothing, 0.25f,
                                       dlogits);
-            return std::vector<Tensor>{losses, lse, dlogits};
+            // The same logits as a view with padded rows (an LM head's output), read in place.
+            const Tensor padded =
+                cat({logits, uniform({rows, 5}, -6, 6, 54)}, 1).to(d).narrow(1, 0, classes);
+            Tensor losses_p = empty_on(d, {rows}), lse_p = empty_on(d, {rows});
+            be.cross_entropy(padded, target.to(d), -100, smoothing, losses_p, lse_p);
+            Tensor dlogits_p = empty_on(d, {rows, classes});
+            be.cross_entropy_backward(padded, target.to(d), lse_p, -100, smoothing, 0.25f,
+                                      dlogits_p);
+            return std::vector<Tensor>{losses, lse, dlogits, losses_p, lse_p, dlogits_p};
           },
           2e-5f, 1e-6f);
     }
