@@ -162,14 +162,18 @@ __global__ void cross_entropy_kernel(const float* logits, const int64_t* target,
 // dlogits = scale * (softmax(x) - q), 0 on ignored rows.
 // Thread mapping: one thread per logit, grid-stride; the row's target and lse are re-read
 // by every thread of the row (from cache). logits rows are ld apart, dlogits' are contiguous.
+// Index: uint32_t when every offset fits (a 32-bit division per element instead of a 64-bit
+// one, which costs several times more: an LM head has 4e8 logits), else int64_t.
+template <typename Index>
 __global__ void cross_entropy_backward_kernel(const float* logits, const int64_t* target,
                                               const float* lse, int64_t rows, int64_t classes,
                                               int64_t ld, int64_t ignore_index, float smoothing,
                                               float scale, float* dlogits,
                                               DeviceErrorFlag* error) {
   const float uniform = smoothing / static_cast<float>(classes);
+  const Index n = static_cast<Index>(classes);
   LOOM_GRID_STRIDE_LOOP(e, rows * classes) {
-    const int64_t row = e / classes, c = e % classes;
+    const Index row = static_cast<Index>(e) / n, c = static_cast<Index>(e) - row * n;
     const int64_t t = target[row];
     float d = 0.0f;
     if (t != ignore_index) {
@@ -279,9 +283,15 @@ void launch_cross_entropy_backward(const float* logits, const int64_t* target, c
                                    int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
                                    float label_smoothing, float scale, float* dlogits,
                                    DeviceErrorFlag* error, cudaStream_t stream) {
-  cross_entropy_backward_kernel<<<grid_for(rows * classes), kBlock, 0, stream>>>(
-      logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
-      error);
+  const unsigned grid = grid_for(rows * classes);
+  if (rows * std::max(ld, classes) < (int64_t{1} << 31))
+    cross_entropy_backward_kernel<uint32_t><<<grid, kBlock, 0, stream>>>(
+        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
+        error);
+  else
+    cross_entropy_backward_kernel<int64_t><<<grid, kBlock, 0, stream>>>(
+        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
+        error);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
