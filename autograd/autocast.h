@@ -8,8 +8,9 @@
 //     rounding it to bfloat16;
 //   * every other op runs in the dtype of its inputs (autograd/ops.h, "bfloat16"): bfloat16
 //     with bfloat16 stays bfloat16, bfloat16 with float32 (a Linear's bias) is float32.
-// Parameters stay float32 (the master weights): the casts are recorded, so their gradients
-// arrive in float32, and the optimizer and its state never see bfloat16. Like PyTorch, run
+// Parameters stay float32 (the master weights): the casts are recorded (a Linear casts inside its
+// one node, whose backward GEMMs write float32 gradients directly), so their gradients arrive in
+// float32, and the optimizer and its state never see bfloat16. Like PyTorch, run
 // backward and the optimizer step outside the scope (inside works too; backward computes in
 // float32 whatever the scope).
 //

@@ -156,6 +156,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
 // forward and its two gradients) then run in kernels several times slower. So on the GPU a
 // large product with such a width writes its result, and reads its gradient, through a buffer
 // whose rows are padded to a multiple of 8 elements: the tensor is a [rows, out] view of it.
+// Reshaped to [..., out] (and back to [rows, out] for the loss) it stays a view, and
+// cross_entropy reads padded rows in place: the logits are never copied to close the gaps.
 constexpr int64_t kPadMultiple = 8;
 int64_t padded_width(int64_t width) {
   return (width + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
@@ -169,10 +171,15 @@ Tensor empty_padded_rows(int64_t rows, int64_t width, DType dtype, Device device
   return Tensor::empty({rows, padded_width(width)}, dtype, device).narrow(1, 0, width);
 }
 
-// y = x W^T + b as one GEMM that starts from the bias. x and weight are both float32 or both
-// bfloat16 (then multiplied on tensor cores with float32 accumulation); the bias and the result
-// are float32.
-Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+// y = x W^T + b as one GEMM that starts from the bias; the bias and the result are float32.
+// Without `low`, x and weight are both float32 or both bfloat16 (then multiplied on tensor cores
+// with float32 accumulation). With `low` (autocast) x and weight are any floating dtype: the op
+// casts them to `low` itself, outside autograd, and records ONE node whose inputs are x, weight
+// and bias as given: it saves the low-precision copies for its backward, whose two GEMMs write
+// dx and dW in x's and weight's own dtype (float32 for float32 master weights) straight from
+// their float32 accumulators: no cast nodes, and no bfloat16 gradient rounded and cast back.
+Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   std::optional<DType> low = std::nullopt) {
   // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
   detail::check_same_device(x, weight, "linear");
   LOOM_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
@@ -190,28 +197,34 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   Shape out_shape = x.shape();
   out_shape.back() = out;
-  const Tensor x2 = x.reshape({-1, in});  // every leading position is a row: [rows, in]
+  // Every leading position is a row: [rows, in] (a 2-D x is used as it is: no view node, and a
+  // strided one is read by the GEMM through its strides).
+  const Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
   const int64_t rows = x2.size(0);
+  // The GEMM's operands: under autocast the low-precision copies (detached: no cast nodes).
+  const Tensor xa = low ? x2.detach().to(*low) : x2.detach();            // [rows, in]
+  const Tensor wa = low ? weight.detach().to(*low) : weight.detach();    // [out, in]
   // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
   // to add it, and no pass of the BLAS zeroing the output first.
   Tensor y;
   if (pad_rows_for_gpu(x, rows, out)) {  // [rows, out] inside a [rows, padded] buffer
     y = empty_padded_rows(rows, out, DType::Float32, x.device());
     if (bias.defined()) y.copy_(bias.detach().expand({rows, out}));
-    y = gemm_forward(x2.detach(), weight.detach().t(), y, DType::Float32,
-                     bias.defined() ? 1.0f : 0.0f);
+    y = gemm_forward(xa, wa.t(), y, DType::Float32, bias.defined() ? 1.0f : 0.0f);
   } else {
     const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
-    y = gemm_forward(x2.detach(), weight.detach().t(), init, DType::Float32);  // [rows, out]
+    y = gemm_forward(xa, wa.t(), init, DType::Float32);  // [rows, out]
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
-    Tensor xs = detail::saved(x2), ws = detail::saved(weight);
+    Tensor xs = detail::saved(xa), ws = detail::saved(wa);
     const bool need_x = x2.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
+    const DType x_type = x2.dtype(), w_type = weight.dtype();
     // dx = g W; dW = g^T x, computed in weight's own [out, in] layout (no transposed copy);
-    // db = the column sums of g. With bfloat16 operands the two products are bfloat16 ones too.
+    // db = the column sums of g. The products take g in the operands' dtype (bfloat16 under
+    // autocast) and write dx and dW in the inputs' own dtypes.
     y = autograd::record("linear", {x2, weight, bias}, y,
-                         [xs, ws, need_x, need_w, need_b](const Tensor& grad) {
+                         [xs, ws, need_x, need_w, need_b, x_type, w_type](const Tensor& grad) {
       // g in the operands' dtype; on the GPU in padded rows when y's were (see pad_rows_for_gpu).
       Tensor g;
       if (pad_rows_for_gpu(grad, grad.size(0), grad.size(1))) {
@@ -220,12 +233,12 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       } else {
         g = grad.to(xs.dtype());
       }
-      return std::vector<Tensor>{need_x ? gemm_forward(g, ws) : Tensor(),
-                                 need_w ? gemm_forward(g.t(), xs) : Tensor(),
+      return std::vector<Tensor>{need_x ? gemm_forward(g, ws, Tensor(), x_type) : Tensor(),
+                                 need_w ? gemm_forward(g.t(), xs, Tensor(), w_type) : Tensor(),
                                  need_b ? sum(grad, 0) : Tensor()};
     }, {xs, ws});
   }
-  return y.reshape(out_shape);  // [..., out]
+  return x.dim() == 2 ? y : y.reshape(out_shape);  // [..., out]
 }
 
 }  // namespace
@@ -236,12 +249,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // Under autocast (autograd/autocast.h) the product runs in bfloat16 on tensor cores and is
   // accumulated in float32 together with the float32 bias: the result is float32, never rounded
   // (PyTorch rounds it to bfloat16; float32 is more exact, and the float32 ops after a Linear,
-  // a residual sum or the loss, need no pass converting it back).
+  // a residual sum or the loss, need no pass converting it back). One autograd node: the casts
+  // are internal, and the gradients of x and weight come out of the backward's GEMMs in their own
+  // dtypes (float32 for float32 inputs), unrounded.
   if (autocast::is_enabled() && is_floating_point(x.dtype()) &&
-      is_floating_point(weight.dtype())) {
-    const DType low = autocast::get_dtype();
-    return linear_gemm(x.to(low), weight.to(low), bias);
-  }
+      is_floating_point(weight.dtype()))
+    return linear_gemm(x, weight, bias, autocast::get_dtype());
   // Explicit bfloat16 operands outside autocast: matmul's rule (a bfloat16 product), then the
   // bias by type promotion.
   if (detail::is_bf16(x) || detail::is_bf16(weight)) {

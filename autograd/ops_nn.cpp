@@ -62,7 +62,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   LOOM_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
              "cross_entropy: label_smoothing {} outside [0, 1]", label_smoothing);
   const int64_t classes = logits.size(-1), rows = target.numel();
-  Tensor x = logits.detach().reshape({rows, classes}).contiguous();
+  // Rows of unit stride are read in place, padded ones too (an LM head's output on the GPU, see
+  // Backend::cross_entropy): reshape keeps them a view; other layouts are copied once, here.
+  Tensor x = logits.detach().reshape({rows, classes});
+  if (x.stride(1) != 1 && classes > 1) x = x.contiguous();
   Tensor t = target.reshape({rows}).contiguous();
   Tensor losses = Tensor::empty({rows}, DType::Float32, x.device());
   Tensor lse = Tensor::empty({rows}, DType::Float32, x.device());

@@ -2,6 +2,7 @@
 // their input; their backward maps the gradient back to the input's geometry.
 // Also: contiguous/clone copies, cat, stack, roll, tril/triu.
 #include <numeric>
+#include <optional>
 
 #include "autograd/internal.h"
 
@@ -41,6 +42,34 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
   return shape;
 }
 
+// The strides that view a tensor of (shape, strides) as `target` without a copy, if there are
+// any (PyTorch's computeStride): each run of input dims that is contiguous with itself (a
+// "chunk") must be covered by whole dims of the target. A padded-row [rows, V] view of a
+// [rows, ld] buffer reshaped to (B, T, V), for example, is (T*ld, ld, 1).
+std::optional<Strides> view_strides(const Shape& shape, const Strides& strides,
+                                    const Shape& target) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  Strides out(target.size());
+  if (n == 0 || shape_numel(shape) == 0) return std::nullopt;
+  int64_t view_d = static_cast<int64_t>(target.size()) - 1;
+  int64_t chunk_stride = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = n - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    const bool chunk_ends =
+        d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
+      out[view_d] = view_numel * chunk_stride;
+      view_numel *= target[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) chunk_stride = strides[d - 1], tensor_numel = 1, view_numel = 1;
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& requested) const {
@@ -54,10 +83,17 @@ Tensor Tensor::view(const Shape& requested) const {
                      [in_shape](const Tensor& g) { return g.reshape(in_shape); });
 }
 
+// A view when the strides allow one (as PyTorch's reshape), else a contiguous copy, viewed.
 Tensor Tensor::reshape(const Shape& requested) const {
   detail::check_defined(*this, "reshape");
-  infer_shape(requested, numel(), "reshape");  // validates before any copy
-  return is_contiguous() ? view(requested) : contiguous().view(requested);
+  const Shape shape = infer_shape(requested, numel(), "reshape");  // validates before any copy
+  if (is_contiguous()) return view(shape);
+  if (const std::optional<Strides> strided = view_strides(this->shape(), strides(), shape)) {
+    const Shape in_shape = this->shape();
+    return record_view("view", *this, make_view(*this, shape, *strided, offset()),
+                       [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+  }
+  return contiguous().view(shape);
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {

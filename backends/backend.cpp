@@ -114,6 +114,15 @@ const char* reduce_name(ReduceOp op) {
 
 }  // namespace
 
+Tensor Backend::unit_stride_rows(const Tensor& t) {
+  if (t.dim() == 2 && t.size(0) > 1 && t.stride(1) == 1 && t.stride(0) >= t.size(1)) return t;
+  return contiguous(t);
+}
+
+int64_t logits_row_stride(const Tensor& logits) {
+  return logits.dim() == 2 && logits.size(0) > 1 ? logits.stride(0) : logits.size(-1);
+}
+
 Tensor Backend::contiguous(const Tensor& t) {
   if (!t.defined() || t.numel() == 0 || t.is_contiguous()) return t;
   Tensor c = Tensor::empty(t.shape(), t.dtype(), device_);
@@ -370,8 +379,8 @@ void Backend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t 
   c.output(losses, DType::Float32, rows, "losses");
   c.output(lse, DType::Float32, rows, "lse");
   if (rows > 0)
-    cross_entropy_impl(contiguous(logits), contiguous(target), ignore_index, label_smoothing,
-                       losses, lse);
+    cross_entropy_impl(unit_stride_rows(logits), contiguous(target), ignore_index,
+                       label_smoothing, losses, lse);
 }
 
 void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
@@ -382,7 +391,7 @@ void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target,
   c.input(lse, DType::Float32, rows, "lse");
   c.output(dlogits, DType::Float32, rows * classes, "dlogits");
   if (rows > 0)
-    cross_entropy_backward_impl(contiguous(logits), contiguous(target), contiguous(lse),
+    cross_entropy_backward_impl(unit_stride_rows(logits), contiguous(target), contiguous(lse),
                                 ignore_index, label_smoothing, scale, dlogits);
 }
 

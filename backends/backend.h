@@ -181,7 +181,9 @@ class Backend {
   void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                            const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
                            Tensor& dbias);
-  // Softmax cross-entropy per row. logits [rows, classes], target int64 [rows].
+  // Softmax cross-entropy per row. logits [rows, classes], target int64 [rows]. A 2-D logits
+  // view whose rows are padded (row stride >= classes, unit stride within a row: an LM head's
+  // output, see ops_matmul.cpp) is read in place, with no contiguous copy.
   // Writes losses [rows] (0 for ignored rows) and lse [rows] (log-sum-exp, for backward).
   void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing, Tensor& losses, Tensor& lse);
@@ -253,7 +255,9 @@ class Backend {
   virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                         const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                         Tensor& dweight, Tensor& dbias) = 0;
-  // The cross-entropy kernels check the target values themselves; rows, classes > 0.
+  // The cross-entropy kernels check the target values themselves; rows, classes > 0. logits is
+  // contiguous or a [rows, classes] view with padded rows: row r starts logits_row_stride()
+  // elements after row r - 1.
   virtual void cross_entropy_impl(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                                   float label_smoothing, Tensor& losses, Tensor& lse) = 0;
   virtual void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target,
@@ -279,8 +283,14 @@ class Backend {
 
  private:
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device
+  // t itself if it is a [rows > 1, cols] view whose rows have unit stride, else contiguous(t).
+  Tensor unit_stride_rows(const Tensor& t);
   Device device_;
 };
+
+// The distance in elements between consecutive rows of a cross-entropy's logits (see
+// Backend::cross_entropy_impl): the row stride of a 2-D view, else the row length.
+int64_t logits_row_stride(const Tensor& logits);
 
 // The kernel table of a device; throws loom::Error for CUDA when it is not available.
 Backend& backend(Device device);

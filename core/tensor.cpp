@@ -2,6 +2,7 @@
 // Views and differentiable ops live in autograd/; element loops live in backends/.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <ostream>
 
 #include "autograd/node.h"
@@ -169,9 +170,35 @@ Tensor Tensor::to(Device target) const {
                           [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
+// An uninitialised tensor of `shape` and dtype `type` with the memory layout `strides` describe
+// when they fill one block of memory in some dim order (a permuted contiguous tensor, e.g. the
+// heads view (B, nh, T, hs) of a (B, T, nh, hs) buffer); a contiguous one otherwise.
+static Tensor empty_with_layout(const Shape& shape, const Strides& strides, DType type,
+                                Device device) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  Shape order(n);  // dims from the largest stride to the smallest (size-1 dims first)
+  for (int64_t d = 0; d < n; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if ((shape[a] == 1) != (shape[b] == 1)) return shape[a] == 1;
+    return strides[a] > strides[b];
+  });
+  int64_t expected = 1;  // the stride a dense layout has at each dim, innermost first
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const int64_t d = order[i];
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return Tensor::empty(shape, type, device);
+    expected *= shape[d];
+  }
+  Shape buffer_shape(n), back(n);  // back: the permutation from the buffer's dims to shape's
+  for (int64_t i = 0; i < n; ++i) buffer_shape[i] = shape[order[i]], back[order[i]] = i;
+  return Tensor::empty(buffer_shape, type, device).permute(back);
+}
+
 // Between float32 and bfloat16 the cast is differentiable, as in PyTorch: its gradient is the
 // incoming gradient cast back to the source dtype. Conversions to or from int64 are not (int64
-// has no gradient).
+// has no gradient). The gradient is written in the source's memory layout when that is a
+// permuted contiguous one, so the view ops it flows back through next (a transpose of attention
+// heads, then a reshape) stay views instead of each making a contiguous copy.
 Tensor Tensor::to(DType target) const {
   checked(impl_, "to");
   if (dtype() == target) return *this;
@@ -179,8 +206,16 @@ Tensor Tensor::to(DType target) const {
   backend(device()).copy(*this, out);
   if (!is_floating_point(dtype()) || !is_floating_point(target)) return out;
   const DType from = dtype();
+  if (is_contiguous())
+    return autograd::record("to", {*this}, out,
+                            [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+  // Only the geometry is kept: the source's values are not needed.
   return autograd::record("to", {*this}, out,
-                          [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+                          [from, shape = shape(), strides = strides()](const Tensor& g) {
+    Tensor grad = empty_with_layout(shape, strides, from, g.device());
+    backend(g.device()).copy(g, grad);  // the cast and the re-layout in one pass
+    return std::vector<Tensor>{grad};
+  });
 }
 
 // ---------------------------------------------------------------------------- autograd

@@ -47,6 +47,7 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& target,
                                     int64_t ignore_index, float label_smoothing, Tensor& losses,
                                     Tensor& lse) {
   const int64_t rows = target.numel(), classes = logits.numel() / rows;
+  const int64_t ld = logits_row_stride(logits);
   const float* x = logits.data_ptr<float>();
   const int64_t* t = target.data_ptr<int64_t>();
   check_targets(t, rows, classes, ignore_index, "cross_entropy");
@@ -55,7 +56,7 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& target,
   const float ls = label_smoothing;
   cpu::parallel_for(0, rows, cpu::row_grain(classes), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float* row = x + r * classes;
+      const float* row = x + r * ld;
       const float l = log_sum_exp(row, classes);
       lse_out[r] = l;
       if (t[r] == ignore_index) {
@@ -72,6 +73,7 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
                                              const Tensor& lse, int64_t ignore_index,
                                              float label_smoothing, float scale, Tensor& dlogits) {
   const int64_t rows = target.numel(), classes = logits.numel() / rows;
+  const int64_t ld = logits_row_stride(logits);
   const float* x = logits.data_ptr<float>();
   const int64_t* t = target.data_ptr<int64_t>();
   check_targets(t, rows, classes, ignore_index, "cross_entropy_backward");
@@ -81,7 +83,7 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
   const float uniform = classes > 0 ? ls / static_cast<float>(classes) : 0.0f;
   cpu::parallel_for(0, rows, cpu::row_grain(classes), [&](int64_t b, int64_t e) LOOM_FLATTEN {
     for (int64_t r = b; r < e; ++r) {
-      const float* row = x + r * classes;
+      const float* row = x + r * ld;
       float* d = dx + r * classes;
       if (t[r] == ignore_index) {
         std::fill(d, d + classes, 0.0f);

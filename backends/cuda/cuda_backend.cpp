@@ -313,8 +313,9 @@ class CudaBackend final : public Backend {
     const int64_t rows = target.numel(), classes = logits.numel() / rows;
     clear_error_flag();
     cuda::launch_cross_entropy(logits.data_ptr<float>(), target.data_ptr<int64_t>(), rows, classes,
-                               ignore_index, label_smoothing, losses.data_ptr<float>(),
-                               lse.data_ptr<float>(), error_flag_, stream_);
+                               logits_row_stride(logits), ignore_index, label_smoothing,
+                               losses.data_ptr<float>(), lse.data_ptr<float>(), error_flag_,
+                               stream_);
     check_target_flag("cross_entropy", classes, ignore_index);
   }
 
@@ -325,7 +326,8 @@ class CudaBackend final : public Backend {
     clear_error_flag();
     cuda::launch_cross_entropy_backward(
         logits.data_ptr<float>(), target.data_ptr<int64_t>(), lse.data_ptr<float>(), rows, classes,
-        ignore_index, label_smoothing, scale, dlogits.data_ptr<float>(), error_flag_, stream_);
+        logits_row_stride(logits), ignore_index, label_smoothing, scale,
+        dlogits.data_ptr<float>(), error_flag_, stream_);
     check_target_flag("cross_entropy_backward", classes, ignore_index);
   }
 

@@ -115,11 +115,13 @@ void launch_layer_norm_backward(const float* dy, const float* x, const float* we
                                 const float* mean, const float* rstd, int64_t rows, int64_t cols,
                                 float* dx, float* dweight, float* dbias, Scratch& scratch,
                                 cudaStream_t stream);
+// logits: rows of `classes` values, row r at logits + r * ld (ld >= classes: padded rows are read
+// in place); dlogits contiguous.
 void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
-                          int64_t ignore_index, float label_smoothing, float* losses, float* lse,
-                          DeviceErrorFlag* error, cudaStream_t stream);
+                          int64_t ld, int64_t ignore_index, float label_smoothing, float* losses,
+                          float* lse, DeviceErrorFlag* error, cudaStream_t stream);
 void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
-                                   int64_t rows, int64_t classes, int64_t ignore_index,
+                                   int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
                                    float label_smoothing, float scale, float* dlogits,
                                    DeviceErrorFlag* error, cudaStream_t stream);
 void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,

@@ -121,14 +121,15 @@ __global__ void layer_norm_param_grad_kernel(const float* dy, const float* x, co
 // Szegedy et al. 2016, PyTorch's definition), which simplifies to
 // lse - ((1 - s) x_t + s mean_c x_c). Ignored rows get loss 0.
 // Thread mapping: one block per row of logits (grid-stride over rows), threads strided along
-// the classes; thread 0 writes the row's loss and log-sum-exp.
+// the classes; thread 0 writes the row's loss and log-sum-exp. Row r starts at logits + r * ld.
 __global__ void cross_entropy_kernel(const float* logits, const int64_t* target, int64_t rows,
-                                     int64_t classes, int64_t ignore_index, float smoothing,
-                                     float* losses, float* lse, DeviceErrorFlag* error) {
+                                     int64_t classes, int64_t ld, int64_t ignore_index,
+                                     float smoothing, float* losses, float* lse,
+                                     DeviceErrorFlag* error) {
   __shared__ float shared[kWarp];
   __shared__ double shared_sum[kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* x = logits + row * classes;
+    const float* x = logits + row * ld;
     float max = -INFINITY;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) max = fmaxf(max, x[c]);
     max = block_max(max, shared);
@@ -161,21 +162,26 @@ __global__ void cross_entropy_kernel(const float* logits, const int64_t* target,
 
 // dlogits = scale * (softmax(x) - q), 0 on ignored rows.
 // Thread mapping: one thread per logit, grid-stride; the row's target and lse are re-read
-// by every thread of the row (from cache).
+// by every thread of the row (from cache). logits rows are ld apart, dlogits' are contiguous.
+// Index: uint32_t when every offset fits (a 32-bit division per element instead of a 64-bit
+// one, which costs several times more: an LM head has 4e8 logits), else int64_t.
+template <typename Index>
 __global__ void cross_entropy_backward_kernel(const float* logits, const int64_t* target,
                                               const float* lse, int64_t rows, int64_t classes,
-                                              int64_t ignore_index, float smoothing, float scale,
-                                              float* dlogits, DeviceErrorFlag* error) {
+                                              int64_t ld, int64_t ignore_index, float smoothing,
+                                              float scale, float* dlogits,
+                                              DeviceErrorFlag* error) {
   const float uniform = smoothing / static_cast<float>(classes);
+  const Index n = static_cast<Index>(classes);
   LOOM_GRID_STRIDE_LOOP(e, rows * classes) {
-    const int64_t row = e / classes, c = e % classes;
+    const Index row = static_cast<Index>(e) / n, c = static_cast<Index>(e) - row * n;
     const int64_t t = target[row];
     float d = 0.0f;
     if (t != ignore_index) {
       if (t < 0 || t >= classes) {
         raise_error(error, t, row);
       } else {
-        d = scale * (expf(logits[e] - lse[row]) - uniform);
+        d = scale * (expf(logits[row * ld + c] - lse[row]) - uniform);
         if (c == t) d -= scale * (1.0f - smoothing);
       }
     }
@@ -343,19 +349,26 @@ void launch_layer_norm_backward(const float* dy, const float* x, const float* we
 }
 
 void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
-                          int64_t ignore_index, float label_smoothing, float* losses, float* lse,
-                          DeviceErrorFlag* error, cudaStream_t stream) {
+                          int64_t ld, int64_t ignore_index, float label_smoothing, float* losses,
+                          float* lse, DeviceErrorFlag* error, cudaStream_t stream) {
   cross_entropy_kernel<<<grid_for(rows, 1), row_threads(classes), 0, stream>>>(
-      logits, target, rows, classes, ignore_index, label_smoothing, losses, lse, error);
+      logits, target, rows, classes, ld, ignore_index, label_smoothing, losses, lse, error);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
 void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
-                                   int64_t rows, int64_t classes, int64_t ignore_index,
+                                   int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
                                    float label_smoothing, float scale, float* dlogits,
                                    DeviceErrorFlag* error, cudaStream_t stream) {
-  cross_entropy_backward_kernel<<<grid_for(rows * classes), kBlock, 0, stream>>>(
-      logits, target, lse, rows, classes, ignore_index, label_smoothing, scale, dlogits, error);
+  const unsigned grid = grid_for(rows * classes);
+  if (rows * std::max(ld, classes) < (int64_t{1} << 31))
+    cross_entropy_backward_kernel<uint32_t><<<grid, kBlock, 0, stream>>>(
+        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
+        error);
+  else
+    cross_entropy_backward_kernel<int64_t><<<grid, kBlock, 0, stream>>>(
+        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
+        error);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

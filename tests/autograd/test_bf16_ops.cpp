@@ -233,6 +233,34 @@ TEST_CASE("gradients of bfloat16 ops are bfloat16 and close to the float32 gradi
   check_close(xb.grad().to(DType::Float32), xf.grad(), 3e-2f, 3e-2f, "d/dx");
 }
 
+TEST_CASE("the gradient of a cast comes back in the source's memory layout when that is a "
+          "permuted contiguous one") {
+  // Attention heads: (B, T, nh, hs) viewed as (B, nh, T, hs) and cast to bfloat16. The cast's
+  // gradient is written with the view's strides, so the transpose and reshape behind it stay
+  // views; its values are the incoming gradient cast back to float32.
+  manual_seed(6);
+  const Tensor base = randn({2, 5, 12}).requires_grad_();               // (B, T, C)
+  const Tensor heads = base.view({2, 5, 3, 4}).transpose(1, 2);         // (B, nh, T, hs)
+  const Tensor cast = heads.to(DType::BFloat16);
+  REQUIRE(cast.grad_fn() != nullptr);
+  const Tensor g = randn({2, 3, 5, 4}).to(DType::BFloat16);
+  const Tensor dheads = cast.grad_fn()->backward(g)[0];
+  CHECK(dheads.dtype() == DType::Float32);
+  CHECK(dheads.strides() == heads.strides());
+  CHECK(dheads.to_vector() == g.to(DType::Float32).to_vector());
+  CHECK(dheads.transpose(1, 2).is_contiguous());  // the transpose's gradient needs no copy
+  // Through the whole chain the values arrive at the float32 leaf.
+  sum(cast.to(DType::Float32) * g.to(DType::Float32)).backward();
+  CHECK(base.grad().to_vector() ==
+        g.to(DType::Float32).transpose(1, 2).reshape({2, 5, 12}).to_vector());
+  // A layout that is not a permutation of a dense one (a column slice) gets a contiguous one.
+  const Tensor wide = randn({4, 8}).requires_grad_();
+  const Tensor slice = wide.narrow(1, 2, 3).to(DType::BFloat16);
+  const Tensor dslice = slice.grad_fn()->backward(ones({4, 3}, DType::BFloat16))[0];
+  CHECK(dslice.is_contiguous());
+  CHECK(dslice.to_vector() == std::vector<float>(12, 1.0f));
+}
+
 TEST_CASE("dropout on bfloat16 keeps the dtype and drops whole values") {
   manual_seed(6);
   Tensor x = ones({1000}, DType::BFloat16);

@@ -143,6 +143,31 @@ TEST_CASE("views share storage with their base") {
   CHECK(zeros({2, 3, 4}).flatten(1).shape() == Shape{2, 12});
 }
 
+TEST_CASE("reshape of a strided tensor is a view when its strides allow one, else a copy") {
+  // PyTorch's rule: the rows of a [6, 5] view of a [6, 8] buffer (padded rows) split into
+  // (2, 3, 5) and merge back without a copy; flattening them needs one.
+  const Tensor buffer = arange_f(0.0f, 48.0f).reshape({6, 8}).requires_grad_();
+  const Tensor padded = buffer.narrow(1, 0, 5);  // [6, 5], strides (8, 1)
+  const Tensor split = padded.reshape({2, 3, 5});
+  CHECK(split.impl()->storage() == buffer.impl()->storage());
+  CHECK(split.strides() == Strides{24, 8, 1});
+  CHECK(split.to_vector() == padded.contiguous().to_vector());
+  const Tensor merged = split.reshape({-1, 5});
+  CHECK(merged.impl()->storage() == buffer.impl()->storage());
+  CHECK(merged.strides() == Strides{8, 1});
+  const Tensor flat = padded.reshape({30});
+  CHECK(flat.impl()->storage() != buffer.impl()->storage());
+  CHECK(flat.is_contiguous());
+  CHECK(flat.to_vector() == padded.contiguous().to_vector());
+  // Size-1 dims may sit anywhere; a transpose cannot be merged.
+  CHECK(padded.unsqueeze(1).reshape({6, 5, 1}).impl()->storage() == buffer.impl()->storage());
+  CHECK(padded.t().reshape({30}).impl()->storage() != buffer.impl()->storage());
+  // The gradient flows back through the view to the buffer's columns it covers.
+  sum(split * 2.0f).backward();
+  const std::vector<float> grad = buffer.grad().to_vector();
+  for (int64_t i = 0; i < 48; ++i) CHECK(grad[i] == (i % 8 < 5 ? 2.0f : 0.0f));
+}
+
 TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads of its shape") {
   const Tensor base = zeros({2, 3});
   const std::shared_ptr<Storage>& storage = base.impl()->storage();  // 6 floats

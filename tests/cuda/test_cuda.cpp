@@ -457,6 +457,114 @@ TEST_CASE("axpy accumulates like the CPU") {
       1e-6f, 1e-7f);
 }
 
+TEST_CASE("the vector fast path (copy/cast, fill, unary, binary, axpy) matches the CPU at every "
+          "alignment and tail length") {
+  // Contiguous operands whose addresses are multiples of 16 bytes take the vector kernels
+  // (elementwise.cu); a view starting 1 to 3 elements into its buffer takes the scalar path,
+  // and a length that is not a multiple of the vector width leaves a tail. All must agree with
+  // the CPU bit for bit (the unary math within its usual tolerance).
+  LOOM_REQUIRE_GPU();
+  // A contiguous [n] view starting `offset` elements into a buffer holding `host`'s values.
+  auto at_offset = [](const Tensor& host, Device d, int64_t offset, DType dtype) {
+    const int64_t n = host.numel();
+    Tensor buffer = cat({zeros({offset}), host, zeros({3})}, 0).to(dtype).to(d);
+    return buffer.narrow(0, offset, n);
+  };
+  for (int64_t n : {1, 3, 4, 5, 8, 9, 15, 16, 17, 1027}) {
+    for (int64_t offset : {0, 1, 2, 3, 8}) {  // 8: aligned, but not the buffer's start
+      CAPTURE(n);
+      CAPTURE(offset);
+      const Tensor x_host = uniform({n}, -3.0f, 3.0f, 31), g_host = uniform({n}, -1.0f, 1.0f, 32);
+      for (auto [from, to] : {std::pair{DType::Float32, DType::BFloat16},
+                              std::pair{DType::BFloat16, DType::Float32}}) {
+        compare_devices(
+            "cast",
+            [&](Backend& be, Device d) {
+              Tensor out = at_offset(zeros({n}), d, offset % 4 == 0 ? 0 : 4 - offset, to);
+              be.copy(at_offset(x_host, d, offset, from), out);
+              return std::vector<Tensor>{out};
+            },
+            0.0f, 0.0f);
+      }
+      for (DType dtype : {DType::Float32, DType::BFloat16}) {
+        compare_devices(
+            "fill",
+            [&](Backend& be, Device d) {
+              Tensor out = at_offset(zeros({n}), d, offset, dtype);
+              be.fill(out, -1.3);
+              return std::vector<Tensor>{out};
+            },
+            0.0f, 0.0f);
+      }
+      for (UnaryOp op : {UnaryOp::GeluTanh, UnaryOp::Tanh, UnaryOp::Neg}) {
+        compare_devices(
+            "unary and its derivative, op " + std::to_string(static_cast<int>(op)),
+            [&](Backend& be, Device d) {
+              const Tensor x = at_offset(x_host, d, offset, DType::Float32);
+              Tensor y = at_offset(zeros({n}), d, 0, DType::Float32);
+              be.unary(op, x, y, 0.0f, 0.0f);
+              Tensor dx = at_offset(zeros({n}), d, offset, DType::Float32);
+              be.unary_backward(op, at_offset(g_host, d, 0, DType::Float32), x, y, dx, 0.0f, 0.0f);
+              return std::vector<Tensor>{y, dx};
+            },
+            1e-5f, 1e-6f);
+      }
+      compare_devices(
+          "binary",
+          [&](Backend& be, Device d) {
+            const Tensor a = at_offset(x_host, d, offset, DType::Float32);
+            const Tensor b = at_offset(g_host, d, 0, DType::Float32);
+            std::vector<Tensor> outs;
+            for (BinaryOp op : {BinaryOp::Add, BinaryOp::Mul, BinaryOp::Maximum}) {
+              Tensor out = at_offset(zeros({n}), d, 0, DType::Float32);
+              be.binary(op, a, b, out);
+              outs.push_back(out);
+            }
+            return outs;
+          },
+          0.0f, 0.0f);
+      compare_devices(
+          "axpy",  // the GPU may fuse the multiply-add: within a rounding
+          [&](Backend& be, Device d) {
+            Tensor acc = at_offset(g_host, d, offset, DType::Float32);
+            be.axpy(0.37f, at_offset(x_host, d, 0, DType::Float32), acc);
+            return std::vector<Tensor>{acc};
+          },
+          1e-6f, 1e-7f);
+    }
+  }
+}
+
+TEST_CASE("copying one row into every row of a matrix (a bias as a GEMM's start) matches the CPU") {
+  // [rows, cols] from a stride-0 row: the row-broadcast vector kernel when cols, the output's
+  // row stride and both addresses allow whole vectors, the strided kernel otherwise.
+  LOOM_REQUIRE_GPU();
+  const Tensor host = uniform({4, 24}, -2.0f, 2.0f, 33);
+  for (int64_t cols : {8, 12, 16, 13}) {
+    for (int64_t start : {0, 1}) {
+      for (auto [from, to] : {std::pair{DType::Float32, DType::Float32},
+                              std::pair{DType::Float32, DType::BFloat16},
+                              std::pair{DType::BFloat16, DType::Float32},
+                              std::pair{DType::BFloat16, DType::BFloat16}}) {
+        CAPTURE(cols);
+        CAPTURE(start);
+        compare_devices(
+            "broadcast rows",
+            [&](Backend& be, Device d) {
+              const Tensor row = host.to(from).to(d).narrow(0, 1, 1).narrow(1, start, cols);
+              Tensor dense = empty_on(d, {37, cols}, to);
+              be.copy(row.expand({37, cols}), dense);
+              Tensor wide = zeros({37, 24}, to, d);  // rows padded to 24: a row stride of 24
+              Tensor padded = wide.narrow(1, 0, cols);
+              be.copy(row.expand({37, cols}), padded);
+              return std::vector<Tensor>{dense, wide};
+            },
+            0.0f, 0.0f);
+      }
+    }
+  }
+}
+
 // ============================================================================ reductions
 
 TEST_CASE("sum, max, min, argmax and argmin match the CPU on every launch path") {
@@ -827,7 +935,15 @@ TEST_CASE("cross_entropy forward and backward match the CPU, with ignore_index a
             Tensor dlogits = empty_on(d, {rows, classes});
             be.cross_entropy_backward(logits.to(d), target.to(d), lse, -100, smoothing, 0.25f,
                                       dlogits);
-            return std::vector<Tensor>{losses, lse, dlogits};
+            // The same logits as a view with padded rows (an LM head's output), read in place.
+            const Tensor padded =
+                cat({logits, uniform({rows, 5}, -6, 6, 54)}, 1).to(d).narrow(1, 0, classes);
+            Tensor losses_p = empty_on(d, {rows}), lse_p = empty_on(d, {rows});
+            be.cross_entropy(padded, target.to(d), -100, smoothing, losses_p, lse_p);
+            Tensor dlogits_p = empty_on(d, {rows, classes});
+            be.cross_entropy_backward(padded, target.to(d), lse_p, -100, smoothing, 0.25f,
+                                      dlogits_p);
+            return std::vector<Tensor>{losses, lse, dlogits, losses_p, lse_p, dlogits_p};
           },
           2e-5f, 1e-6f);
     }

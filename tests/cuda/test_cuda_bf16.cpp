@@ -193,7 +193,8 @@ TEST_CASE("a large Linear whose width is not a multiple of 8 (an LM head) matche
     REQUIRE(yg.shape() == Shape{2, 550, 1001});
     const float tol = amp ? 2e-2f : 1e-4f;
     check_close(yg.to(Device::CPU), yc, tol, tol, "padded Linear forward");
-    // The loss reads the padded view as it is (cross_entropy makes its rows contiguous).
+    // The loss reads the padded view as it is: reshape keeps it a view, cross_entropy reads its
+    // padded rows in place.
     const Tensor target = randint(0, 1001, {1100});
     cross_entropy(yc.reshape({-1, 1001}), target).backward();
     cross_entropy(yg.reshape({-1, 1001}), target.to(Device::CUDA)).backward();

@@ -68,6 +68,40 @@ TEST_CASE("under autocast matmul and Linear run in bfloat16 while softmax, layer
   CHECK(sum(y).item() == sum(y.to(DType::Float32)).item());  // no rounding to bfloat16
 }
 
+TEST_CASE("an autocast Linear is one autograd node whose float32 gradients are the float32 "
+          "products of the bfloat16-rounded operands") {
+  manual_seed(12);
+  nn::Linear linear(24, 16);
+  const Tensor x = randn({6, 24}).requires_grad_(true);
+  const Tensor upstream = randn({6, 16});
+  Tensor y;
+  {
+    AutocastGuard amp;
+    y = linear.forward(x);
+  }
+  REQUIRE(y.dtype() == DType::Float32);
+  // One node, whose inputs are the float32 leaves themselves: no cast nodes in between.
+  REQUIRE(y.grad_fn() != nullptr);
+  CHECK(y.grad_fn()->name == "linear");
+  REQUIRE(y.grad_fn()->inputs.size() == 3);
+  CHECK(y.grad_fn()->inputs[0].leaf == x.impl_ptr());
+  CHECK(y.grad_fn()->inputs[1].leaf == linear.weight.impl_ptr());
+  CHECK(y.grad_fn()->inputs[2].leaf == linear.bias.impl_ptr());
+  for (const autograd::Edge& e : y.grad_fn()->inputs) CHECK(e.node == nullptr);
+  sum(y * upstream).backward();
+  REQUIRE(x.grad().dtype() == DType::Float32);
+  REQUIRE(linear.weight.grad().dtype() == DType::Float32);
+  REQUIRE(linear.bias.grad().dtype() == DType::Float32);
+  // dx = g W and dW = g^T x on the bfloat16-rounded g, W and x, accumulated in float32 and not
+  // rounded afterwards; db = the column sums of the float32 g.
+  const auto exact = [](const Tensor& t) { return t.detach().to(DType::BFloat16).to(DType::Float32); };
+  check_close(x.grad(), matmul(exact(upstream), exact(linear.weight)), 1e-6f, 1e-6f, "dx");
+  check_close(linear.weight.grad(), matmul(exact(upstream).t(), exact(x)), 1e-6f, 1e-6f, "dW");
+  check_close(linear.bias.grad(), sum(upstream, 0), 1e-6f, 1e-6f, "db");
+  CHECK(x.grad().to_vector() != exact(x.grad()).to_vector());  // not rounded to bfloat16
+  CHECK(linear.weight.grad().to_vector() != exact(linear.weight.grad()).to_vector());
+}
+
 TEST_CASE("outside autocast nothing changes: float32 ops stay float32") {
   manual_seed(8);
   const Tensor x = randn({3, 5}), w = randn({5, 2});

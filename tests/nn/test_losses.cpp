@@ -19,6 +19,29 @@ TEST_CASE("cross_entropy matches PyTorch: ignore_index, label smoothing, [B,T,C]
   check_case("ce_3d", F::cross_entropy(in3[0], in3[1], 1, 0.2f), in3);
 }
 
+TEST_CASE("cross_entropy reads logits with padded rows in place and matches the contiguous ones") {
+  // An LM head's logits on the GPU are a [rows, V] view of a buffer with wider rows
+  // (ops_matmul.cpp); the loss and its gradient must not notice, and the 3-D view of them the
+  // model returns reshapes to 2-D without a copy.
+  manual_seed(41);
+  const Tensor buffer = randn({6, 16});
+  const Tensor leaf = buffer.clone().requires_grad_();
+  const Tensor dense = buffer.narrow(1, 0, 13).contiguous().requires_grad_();
+  const Tensor target = tensor_i64({0, 12, 5, -100, 7, 3}, {6});
+  for (float smoothing : {0.0f, 0.1f}) {
+    CAPTURE(smoothing);
+    const Tensor view = leaf.narrow(1, 0, 13).reshape({2, 3, 13}).reshape({-1, 13});
+    REQUIRE(view.impl()->storage() == leaf.impl()->storage());  // still padded rows
+    const Tensor a = F::cross_entropy(view, target, -100, smoothing);
+    const Tensor b = F::cross_entropy(dense, target, -100, smoothing);
+    CHECK(a.item() == b.item());
+    a.backward();
+    b.backward();
+  }
+  check_close(leaf.grad().narrow(1, 0, 13), dense.grad(), 0.0f, 0.0f, "d logits");
+  CHECK(leaf.grad().narrow(1, 13, 3).to_vector() == std::vector<float>(18, 0.0f));
+}
+
 TEST_CASE("regression and binary losses match PyTorch for every reduction") {
   const std::pair<const char*, Reduction> reductions[] = {
       {"mean", Reduction::Mean}, {"sum", Reduction::Sum}, {"none", Reduction::None}};
