@@ -239,7 +239,8 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     // db = the column sums of g. The products take g in the operands' dtype (bfloat16 under
     // autocast) and write dx and dW in the inputs' own dtypes.
     y = autograd::record("linear", {x2, weight, bias}, y,
-                         [xs, ws, need_x, need_w, need_b, x_type, w_type, pad, out](const Tensor& grad) {
+                         [xs, ws, need_x, need_w, need_b, x_type, w_type, pad,
+                          out](const Tensor& grad) {
       // g in the operands' dtype; zero-padded to ws's out_p rows when the forward was.
       const Tensor g = pad ? pad_with_zeros(grad, 1, ws.dtype()) : grad.to(ws.dtype());
       Tensor dw;
