@@ -151,24 +151,33 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
   }, {as, bs});
 }
 
-// cuBLAS picks its fast tensor-core kernels only when every matrix's row stride is a multiple
-// of 16 bytes; a GPT's logits [rows, 50257] are not, and their three products (the LM head
-// forward and its two gradients) then run in kernels several times slower. So on the GPU a
-// large product with such a width writes its result, and reads its gradient, through a buffer
-// whose rows are padded to a multiple of 8 elements: the tensor is a [rows, out] view of it.
-// Reshaped to [..., out] (and back to [rows, out] for the loss) it stays a view, and
-// cross_entropy reads padded rows in place: the logits are never copied to close the gaps.
-constexpr int64_t kPadMultiple = 8;
+// cuBLAS picks its fast tensor-core kernels only when every matrix's contiguous extent and row
+// stride are multiples of 8 elements; a GPT's LM head has out = 50,257 (the vocabulary), and its
+// three products (the logits and the two gradients) then run in kernels several times slower.
+// So on the GPU a large Linear whose `out` is not a multiple of 64 runs all three on operands
+// padded with zeros to the next multiple of 64 (llm.c pads GPT-2's vocabulary to 50,304 the
+// same way): the weight's copy gets zero rows, the result and its gradient live in
+// [rows, padded] buffers, and y is the [rows, out] view; the zeros change no sum. Reshaped to
+// [..., out] (and back to [rows, out] for the loss) y stays a view, and cross_entropy reads its
+// padded rows in place: the logits are never copied to close the gaps.
+constexpr int64_t kPadMultiple = 64;
 int64_t padded_width(int64_t width) {
   return (width + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
 }
-bool pad_rows_for_gpu(const Tensor& like, int64_t rows, int64_t width) {
-  return like.device() == Device::CUDA && width % kPadMultiple != 0 && rows > 1 &&
-         rows * width >= (int64_t{1} << 20);
+bool pad_out_for_gpu(const Tensor& like, int64_t rows, int64_t out) {
+  return like.device() == Device::CUDA && out % kPadMultiple != 0 && rows > 1 &&
+         rows * out >= (int64_t{1} << 20);
 }
-// An uninitialised [rows, width] view into a [rows, padded_width(width)] buffer.
-Tensor empty_padded_rows(int64_t rows, int64_t width, DType dtype, Device device) {
-  return Tensor::empty({rows, padded_width(width)}, dtype, device).narrow(1, 0, width);
+// `t` (2-D, any dtype) as `type` at the start of a buffer whose size along `dim` is padded to
+// padded_width, the rest of it zero.
+Tensor pad_with_zeros(const Tensor& t, int64_t dim, DType type) {
+  Shape shape = t.shape();
+  const int64_t size = shape[dim];
+  shape[dim] = padded_width(size);
+  Tensor buffer = Tensor::empty(shape, type, t.device());
+  buffer.narrow(dim, 0, size).copy_(t);
+  buffer.narrow(dim, size, shape[dim] - size).zero_();
+  return buffer;
 }
 
 // y = x W^T + b as one GEMM that starts from the bias; the bias and the result are float32.
@@ -201,16 +210,22 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // strided one is read by the GEMM through its strides).
   const Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
   const int64_t rows = x2.size(0);
-  // The GEMM's operands: under autocast the low-precision copies (detached: no cast nodes).
-  const Tensor xa = low ? x2.detach().to(*low) : x2.detach();            // [rows, in]
-  const Tensor wa = low ? weight.detach().to(*low) : weight.detach();    // [out, in]
+  // The GEMM's operands: under autocast the low-precision copies (detached: no cast nodes); a
+  // weight with padded rows when `out` is (see pad_out_for_gpu).
+  const bool pad = pad_out_for_gpu(x, rows, out);
+  const int64_t out_p = pad ? padded_width(out) : out;
+  const Tensor xa = low ? x2.detach().to(*low) : x2.detach();  // [rows, in]
+  const DType w_low = low ? *low : weight.dtype();
+  const Tensor wa = pad ? pad_with_zeros(weight.detach(), 0, w_low)  // [out_p, in]
+                        : low ? weight.detach().to(*low) : weight.detach();
   // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
   // to add it, and no pass of the BLAS zeroing the output first.
   Tensor y;
-  if (pad_rows_for_gpu(x, rows, out)) {  // [rows, out] inside a [rows, padded] buffer
-    y = empty_padded_rows(rows, out, DType::Float32, x.device());
-    if (bias.defined()) y.copy_(bias.detach().expand({rows, out}));
-    y = gemm_forward(xa, wa.t(), y, DType::Float32, bias.defined() ? 1.0f : 0.0f);
+  if (pad) {  // [rows, out] inside a [rows, out_p] buffer
+    Tensor y_p = Tensor::empty({rows, out_p}, DType::Float32, x.device());
+    if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, DType::Float32);
+    y = gemm_forward(xa, wa.t(), y_p, DType::Float32, bias.defined() ? 1.0f : 0.0f)
+            .narrow(1, 0, out);
   } else {
     const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
     y = gemm_forward(xa, wa.t(), init, DType::Float32);  // [rows, out]
@@ -224,17 +239,16 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     // db = the column sums of g. The products take g in the operands' dtype (bfloat16 under
     // autocast) and write dx and dW in the inputs' own dtypes.
     y = autograd::record("linear", {x2, weight, bias}, y,
-                         [xs, ws, need_x, need_w, need_b, x_type, w_type](const Tensor& grad) {
-      // g in the operands' dtype; on the GPU in padded rows when y's were (see pad_rows_for_gpu).
-      Tensor g;
-      if (pad_rows_for_gpu(grad, grad.size(0), grad.size(1))) {
-        g = empty_padded_rows(grad.size(0), grad.size(1), xs.dtype(), grad.device());
-        g.copy_(grad);
-      } else {
-        g = grad.to(xs.dtype());
+                         [xs, ws, need_x, need_w, need_b, x_type, w_type, pad,
+                          out](const Tensor& grad) {
+      // g in the operands' dtype; zero-padded to ws's out_p rows when the forward was.
+      const Tensor g = pad ? pad_with_zeros(grad, 1, ws.dtype()) : grad.to(ws.dtype());
+      Tensor dw;
+      if (need_w) {
+        dw = gemm_forward(g.t(), xs, Tensor(), w_type);  // [out_p, in]: the first out rows
+        if (pad) dw = dw.narrow(0, 0, out);
       }
-      return std::vector<Tensor>{need_x ? gemm_forward(g, ws, Tensor(), x_type) : Tensor(),
-                                 need_w ? gemm_forward(g.t(), xs, Tensor(), w_type) : Tensor(),
+      return std::vector<Tensor>{need_x ? gemm_forward(g, ws, Tensor(), x_type) : Tensor(), dw,
                                  need_b ? sum(grad, 0) : Tensor()};
     }, {xs, ws});
   }

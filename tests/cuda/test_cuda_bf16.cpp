@@ -170,36 +170,43 @@ TEST_CASE("CUDA kernels without a bfloat16 version refuse it, naming the op and 
                {"unary", "bfloat16"});
 }
 
-TEST_CASE("a large Linear whose width is not a multiple of 8 (an LM head) matches the CPU on "
-          "CUDA, in float32 and under autocast") {
-  // On the GPU its output and gradient rows are padded for cuBLAS's aligned kernels
-  // (autograd/ops_matmul.cpp, pad_rows_for_gpu): the values must not notice.
+TEST_CASE(
+    "a large Linear whose width is not a multiple of 64 (an LM head) matches the CPU on "
+    "CUDA, in float32 and under autocast, with and without a bias") {
+  // On the GPU its three products run on operands zero-padded to 1024 outputs for cuBLAS's
+  // aligned kernels (autograd/ops_matmul.cpp, pad_out_for_gpu): the values must not notice.
   LOOM_REQUIRE_GPU();
-  for (bool amp : {false, true}) {
-    CAPTURE(amp);
-    manual_seed(26);
-    nn::Linear cpu_layer(40, 1001);  // 1100 x 1001 outputs: over the padding threshold
-    manual_seed(26);
-    nn::Linear gpu_layer(40, 1001);
-    gpu_layer.to(Device::CUDA);
-    const Tensor x = randn({2, 550, 40});
-    const Tensor xc = x.clone().requires_grad_(true), xg = x.to(Device::CUDA).requires_grad_(true);
-    Tensor yc, yg;
-    {
-      AutocastGuard scope(amp);
-      yc = cpu_layer.forward(xc);
-      yg = gpu_layer.forward(xg);
+  for (bool amp : {false, true})
+    for (bool with_bias : {true, false}) {
+      CAPTURE(amp);
+      CAPTURE(with_bias);
+      manual_seed(26);
+      nn::Linear cpu_layer(40, 1001, with_bias);  // 1100 x 1001 outputs: over the threshold
+      manual_seed(26);
+      nn::Linear gpu_layer(40, 1001, with_bias);
+      gpu_layer.to(Device::CUDA);
+      const Tensor x = randn({2, 550, 40});
+      const Tensor xc = x.clone().requires_grad_(true),
+                   xg = x.to(Device::CUDA).requires_grad_(true);
+      Tensor yc, yg;
+      {
+        AutocastGuard scope(amp);
+        yc = cpu_layer.forward(xc);
+        yg = gpu_layer.forward(xg);
+      }
+      REQUIRE(yg.shape() == Shape{2, 550, 1001});
+      const float tol = amp ? 2e-2f : 1e-4f;
+      check_close(yg.to(Device::CPU), yc, tol, tol, "padded Linear forward");
+      // The loss reads the padded view as it is: reshape keeps it a view, cross_entropy reads
+      // its padded rows in place.
+      const Tensor target = randint(0, 1001, {1100});
+      cross_entropy(yc.reshape({-1, 1001}), target).backward();
+      cross_entropy(yg.reshape({-1, 1001}), target.to(Device::CUDA)).backward();
+      check_close(xg.grad().to(Device::CPU), xc.grad(), tol, tol, "dx");
+      check_close(gpu_layer.weight.grad().to(Device::CPU), cpu_layer.weight.grad(), tol, tol, "dW");
+      REQUIRE(gpu_layer.weight.grad().shape() == Shape{1001, 40});
+      if (with_bias)
+        check_close(gpu_layer.bias.grad().to(Device::CPU), cpu_layer.bias.grad(), 1e-4f, 1e-4f,
+                    "db");
     }
-    REQUIRE(yg.shape() == Shape{2, 550, 1001});
-    const float tol = amp ? 2e-2f : 1e-4f;
-    check_close(yg.to(Device::CPU), yc, tol, tol, "padded Linear forward");
-    // The loss reads the padded view as it is: reshape keeps it a view, cross_entropy reads its
-    // padded rows in place.
-    const Tensor target = randint(0, 1001, {1100});
-    cross_entropy(yc.reshape({-1, 1001}), target).backward();
-    cross_entropy(yg.reshape({-1, 1001}), target.to(Device::CUDA)).backward();
-    check_close(xg.grad().to(Device::CPU), xc.grad(), tol, tol, "dx");
-    check_close(gpu_layer.weight.grad().to(Device::CPU), cpu_layer.weight.grad(), tol, tol, "dW");
-    check_close(gpu_layer.bias.grad().to(Device::CPU), cpu_layer.bias.grad(), 1e-4f, 1e-4f, "db");
-  }
 }
