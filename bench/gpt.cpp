@@ -53,7 +53,8 @@ struct Args {
   bool fused_attention = false, no_fused_attention = false;
   bool bf16 = false;
   bool distributed = false;
-  bool host_sampling = false;  // generate cases: GenerateOptions::host_sampling
+  // generate cases: GenerateOptions::host_sampling
+  bool host_sampling = false;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
 

@@ -377,9 +377,9 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
       cached_from = start;
     }
     const int64_t done = cache ? cache->length() : 0;
-    const Tensor ids = seq.narrow(1, start + done, length - start - done);     // (1, n)
+    const Tensor ids = seq.narrow(1, start + done, length - start - done);       // (1, n)
     const Tensor hidden = forward_hidden(ids, cache ? &*cache : nullptr, true);  // (1, 1, C)
-    const Tensor logits = lm_head(hidden.reshape({1, -1}));                     // (1, vocab)
+    const Tensor logits = lm_head(hidden.reshape({1, -1}));                      // (1, vocab)
     const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p);
     seq.narrow(1, length, 1).copy_(next.view({1, 1}));
     ++length;
@@ -395,9 +395,9 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
       if (token == options.stop_token) {
         // Give back the draws of the dropped positions, as the CPU loop never made them.
         if (sampling)
-          gen.set_state(gen.seed(),
-                        first_draw + static_cast<uint64_t>(static_cast<int64_t>(tokens.size()) -
-                                                           prompt_len));
+          gen.set_state(
+              gen.seed(),
+              first_draw + static_cast<uint64_t>(static_cast<int64_t>(tokens.size()) - prompt_len));
         return tokens;
       }
     }

@@ -62,8 +62,8 @@ void CpuBackend::sample_impl(const Tensor& logits, float temperature, int64_t to
     LOOM_CHECK(!std::isnan(x[i]), "sample: logit {} of row {} is NaN", i % n, i / n);
   cpu::parallel_for(0, rows, 1, [=](int64_t b, int64_t e) {
     for (int64_t row = b; row < e; ++row) {
-      const float u = temperature > 0.0f ? philox_uniform(offset + static_cast<uint64_t>(row), seed)
-                                         : 0.0f;
+      const float u =
+          temperature > 0.0f ? philox_uniform(offset + static_cast<uint64_t>(row), seed) : 0.0f;
       y[row] = cpu::sample_row(x + row * n, n, temperature, top_k, top_p, u);
     }
   });

@@ -122,10 +122,13 @@ __device__ int walk_ties(double above, double p, int ties, double goal, bool str
   return taken;
 }
 
-// Thread mapping: one block per row (grid = rows), threads strided along the row.
-__global__ void sample_kernel(const float* logits, int64_t n, float temperature, int64_t top_k,
-                              float top_p, uint64_t seed, uint64_t offset, double* probs,
-                              int64_t* out) {
+// Thread mapping: one block per row (grid = rows), threads strided along the row; up to
+// kMaxThreads threads (row_threads), which the launch bounds let the register budget fit.
+constexpr int kMaxThreads = 1024;
+
+__global__ void __launch_bounds__(kMaxThreads)
+    sample_kernel(const float* logits, int64_t n, float temperature, int64_t top_k, float top_p,
+                  uint64_t seed, uint64_t offset, double* probs, int64_t* out) {
   __shared__ int int_shared[kWarp];
   __shared__ double double_shared[kWarp];
   __shared__ unsigned long long u64_shared[kWarp];
@@ -161,7 +164,9 @@ __global__ void sample_kernel(const float* logits, int64_t n, float temperature,
   // softmax numerators, in double as the CPU computes them.
   const double max_logit = key_value(static_cast<uint32_t>(best >> 32));
   const double t = temperature;
-  auto prob_of = [&](uint32_t key) { return exp((static_cast<double>(key_value(key)) - max_logit) / t); };
+  auto prob_of = [&](uint32_t key) {
+    return exp((static_cast<double>(key_value(key)) - max_logit) / t);
+  };
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     p[i] = exp((static_cast<double>(x[i]) - max_logit) / t);
   // (each thread reads back only the p[i] it wrote: the loops below visit the same ids)
@@ -189,12 +194,10 @@ __global__ void sample_kernel(const float* logits, int64_t n, float temperature,
     const double above = r.mass([&](int64_t, uint32_t key) { return key > cut; });
     const int ties = r.count([&](int64_t, uint32_t key) { return key == cut; });
     double sum = 0.0;
-    const int taken =
-        broadcast(threadIdx.x == 0 ? walk_ties(above, prob_of(cut), ties, goal, false, &sum) : 0,
-                  &int_slot);
+    const int taken = broadcast(
+        threadIdx.x == 0 ? walk_ties(above, prob_of(cut), ties, goal, false, &sum) : 0, &int_slot);
     kept_total = broadcast(sum, &double_slot);
-    if (taken < ties)
-      last_tie = r.nth_id([&](int64_t, uint32_t key) { return key == cut; }, taken);
+    if (taken < ties) last_tie = r.nth_id([&](int64_t, uint32_t key) { return key == cut; }, taken);
   }
   auto kept = [=](int64_t i, uint32_t key) { return key > cut || (key == cut && i <= last_tie); };
 
@@ -210,9 +213,8 @@ __global__ void sample_kernel(const float* logits, int64_t n, float temperature,
     auto tied = [&](int64_t i, uint32_t key) { return key == at && kept(i, key); };
     const int ties = r.count(tied);
     double sum = 0.0;
-    const int taken =
-        broadcast(threadIdx.x == 0 ? walk_ties(above, prob_of(at), ties, goal, true, &sum) : 0,
-                  &int_slot);
+    const int taken = broadcast(
+        threadIdx.x == 0 ? walk_ties(above, prob_of(at), ties, goal, true, &sum) : 0, &int_slot);
     token = r.nth_id(tied, taken);
   } else {  // rounding at the very top of the range: the last kept token in the sorted order
     auto last = [&](int64_t i, uint32_t key) { return key == cut && i <= last_tie; };
@@ -226,7 +228,7 @@ __global__ void sample_kernel(const float* logits, int64_t n, float temperature,
 void launch_sample(const float* logits, int64_t rows, int64_t n, float temperature, int64_t top_k,
                    float top_p, uint64_t seed, uint64_t offset, double* probs, int64_t* out,
                    cudaStream_t stream) {
-  sample_kernel<<<static_cast<unsigned>(rows), row_threads(n, 1024), 0, stream>>>(
+  sample_kernel<<<static_cast<unsigned>(rows), row_threads(n, kMaxThreads), 0, stream>>>(
       logits, n, temperature, top_k, top_p, seed, offset, probs, out);
   LOOM_CUDA_CHECK_LAUNCH();
 }

@@ -28,9 +28,9 @@ TEST_CASE("sample_next on CUDA picks the CPU's tokens: greedy, temperature, top-
     int64_t top_k;
     float top_p;
   };
-  const Setting settings[] = {{0.0f, 0, 1.0f},  {1.0f, 0, 1.0f},   {0.6f, 0, 1.0f},
-                              {1.0f, 1, 1.0f},  {1.2f, 9, 1.0f},   {1.0f, 400, 1.0f},
-                              {1.0f, 0, 0.85f}, {1.0f, 0, 1e-6f},  {0.9f, 12, 0.7f}};
+  const Setting settings[] = {{0.0f, 0, 1.0f},  {1.0f, 0, 1.0f},  {0.6f, 0, 1.0f},
+                              {1.0f, 1, 1.0f},  {1.2f, 9, 1.0f},  {1.0f, 400, 1.0f},
+                              {1.0f, 0, 0.85f}, {1.0f, 0, 1e-6f}, {0.9f, 12, 0.7f}};
   manual_seed(8);
   const int64_t rows = 6, vocab = 157;
   for (const bool with_ties : {false, true}) {

@@ -80,9 +80,9 @@ struct SamplingSetting {
   float top_p;
 };
 const SamplingSetting kSettings[] = {
-    {0.0f, 0, 1.0f},  {0.0f, 5, 0.5f},  {1.0f, 0, 1.0f},  {0.7f, 0, 1.0f},   {2.5f, 0, 1.0f},
-    {1.0f, 1, 1.0f},  {1.0f, 7, 1.0f},  {0.8f, 96, 1.0f}, {1.0f, 500, 1.0f}, {1.0f, 0, 0.9f},
-    {1.3f, 0, 0.3f},  {1.0f, 0, 1e-6f}, {0.9f, 10, 0.8f}, {1.5f, 3, 0.95f},
+    {0.0f, 0, 1.0f}, {0.0f, 5, 0.5f},  {1.0f, 0, 1.0f},  {0.7f, 0, 1.0f},   {2.5f, 0, 1.0f},
+    {1.0f, 1, 1.0f}, {1.0f, 7, 1.0f},  {0.8f, 96, 1.0f}, {1.0f, 500, 1.0f}, {1.0f, 0, 0.9f},
+    {1.3f, 0, 0.3f}, {1.0f, 0, 1e-6f}, {0.9f, 10, 0.8f}, {1.5f, 3, 0.95f},
 };
 
 }  // namespace
@@ -135,13 +135,25 @@ TEST_CASE("sample_next rejects bad arguments with loom::Error naming the op") {
   expect_error([&] { sample_next(logits, 1.0f, -2, 1.0f, 0, 0); }, {"sample_next", "top_k"});
   expect_error([&] { sample_next(logits, 1.0f, 0, 0.0f, 0, 0); }, {"sample_next", "top_p"});
   expect_error([&] { sample_next(logits, 1.0f, 0, 1.5f, 0, 0); }, {"sample_next", "top_p"});
-  expect_error([&] { sample_next(tensor({1.0f, 2.0f}, {2}), 1.0f, 0, 1.0f, 0, 0); },
-               {"sample_next", "[2]"});
-  expect_error([&] { sample_next(tensor_i64({1, 2}, {1, 2}), 1.0f, 0, 1.0f, 0, 0); },
-               {"sample_next", "int64"});
-  expect_error([&] { sample_next(Tensor::empty({2, 0}), 1.0f, 0, 1.0f, 0, 0); },
-               {"sample_next", "[2,0]"});
-  expect_error([&] { sample_next(tensor({1.0f, NAN}, {1, 2}), 1.0f, 0, 1.0f, 0, 0); },
-               {"sample", "NaN"});
+  expect_error(
+      [&] {
+        sample_next(tensor({1.0f, 2.0f}, {2}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample_next", "[2]"});
+  expect_error(
+      [&] {
+        sample_next(tensor_i64({1, 2}, {1, 2}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample_next", "int64"});
+  expect_error(
+      [&] {
+        sample_next(Tensor::empty({2, 0}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample_next", "[2,0]"});
+  expect_error(
+      [&] {
+        sample_next(tensor({1.0f, NAN}, {1, 2}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample", "NaN"});
   CHECK(sample_next(Tensor::empty({0, 3}), 1.0f, 0, 1.0f, 0, 0).shape() == Shape{0});
 }
