@@ -578,4 +578,20 @@ void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tens
   attention_backward_impl(dout, q, k, v, mask, out, lse, args, dq, dk, dv);
 }
 
+// ---------------------------------------------------------------------------- sampling
+void Backend::sample(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                     uint64_t seed, uint64_t offset, Tensor& out) {
+  const Contract c{device_, "sample"};
+  c.dtype(logits, DType::Float32, "logits");
+  LOOM_CHECK(logits.dim() == 2 && logits.size(1) > 0 && logits.size(1) < (int64_t{1} << 31),
+             "sample: logits must be [rows, n] with 0 < n < 2^31, got shape {}",
+             shape_str(logits.shape()));
+  LOOM_CHECK(temperature >= 0.0f && std::isfinite(temperature),
+             "sample: temperature {} is negative or not finite", temperature);
+  LOOM_CHECK(top_k >= 0, "sample: top_k {} is negative", top_k);
+  LOOM_CHECK(top_p > 0.0f && top_p <= 1.0f, "sample: top_p {} outside (0, 1]", top_p);
+  c.output(out, DType::Int64, logits.size(0), "out");
+  if (out.numel() > 0) sample_impl(contiguous(logits), temperature, top_k, top_p, seed, offset, out);
+}
+
 }  // namespace loom

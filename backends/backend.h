@@ -218,6 +218,17 @@ class Backend {
                           const Tensor& mask, const Tensor& out, const Tensor& lse,
                           const AttentionArgs& args, Tensor& dq, Tensor& dk, Tensor& dv);
 
+  // --- next-token sampling (models::sample_next) ---
+  // One token per row of float32 logits [rows, n] into int64 out [rows]. temperature 0: the
+  // argmax (the first one on ties). Otherwise softmax(logits / temperature) in double, cut to
+  // the top_k largest logits (0 = all; ties at the k-th value are kept) and then to the
+  // smallest set of most likely tokens whose probability reaches top_p (ties broken towards
+  // the smaller id; the most likely token is always kept), inverted at the uniform
+  // philox_uniform(offset + row, seed) (core/rng.h). A NaN logit: loom::Error on the CPU;
+  // on CUDA (which does not wait for the kernel) the row's token is -1.
+  void sample(const Tensor& logits, float temperature, int64_t top_k, float top_p, uint64_t seed,
+              uint64_t offset, Tensor& out);
+
  protected:
   // The kernels, one per public method above, with the same arguments, called after the checks.
   virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
@@ -280,6 +291,9 @@ class Backend {
                                        const Tensor& v, const Tensor& mask, const Tensor& out,
                                        const Tensor& lse, const AttentionArgs& args, Tensor& dq,
                                        Tensor& dk, Tensor& dv) = 0;
+  // rows, n > 0; logits contiguous.
+  virtual void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                           uint64_t seed, uint64_t offset, Tensor& out) = 0;
 
  private:
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device

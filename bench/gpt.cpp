@@ -6,6 +6,7 @@
 //   gpt gpt-mini-generate   greedy decoding of 128 new tokens after a 16-token prompt, batch 1,
 //                           with the KV cache (--no-cache: re-run the context every token, as
 //                           the PyTorch reference does)
+//   gpt gpt2-generate       the same decoding run on GPT-2 small (random weights; for a GPU)
 //   gpt gpt2                training step of GPT-2 small (124M) on batch 8 x 1024 tokens
 //                           (meant for a GPU: --device cuda)
 //   mpirun -np 2 gpt gpt-mini --distributed --threads 1
@@ -17,7 +18,9 @@
 //            --fused-attention / --no-fused-attention (CUDA: force the fused FlashAttention
 //            kernel on or off; by default bfloat16 attention is fused, float32 is not);
 //            --bf16 (the forward pass under AutocastGuard: bfloat16 matrix products, as
-//            torch_gpu_ref.py --bf16); gpt --help lists them all
+//            torch_gpu_ref.py --bf16); --host-sampling (generate cases on CUDA: the old
+//            loop that copies each token's logits to the host and samples there, to compare
+//            with the default device-side sampling); gpt --help lists them all
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
 // d_model x seq per token, PaLM's count) over the H100/H200 bf16 dense peak of 989 TFLOP/s,
 // the same figure bench/torch_gpu_ref.py prints.
@@ -50,6 +53,8 @@ struct Args {
   bool fused_attention = false, no_fused_attention = false;
   bool bf16 = false;
   bool distributed = false;
+  // generate cases: GenerateOptions::host_sampling
+  bool host_sampling = false;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
 
@@ -160,11 +165,12 @@ void distributed_case(const Args& args) {
       common_fields(t, args, model->num_parameters()));
 }
 
-// torch_ref.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens.
-void generate_case(const Args& args) {
+// torch_ref.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens
+// (gpt2-generate: the same run on the gpt2 preset).
+void generate_case(const Args& args, const std::string& preset) {
   const int64_t prompt_len = 16, new_tokens = 128;
   manual_seed(0);
-  models::GPTConfig config = models::GPTConfig::preset("gpt-mini");
+  models::GPTConfig config = models::GPTConfig::preset(preset);
   models::GPT model(config);
   model.to(args.device);
   model.eval();
@@ -172,14 +178,16 @@ void generate_case(const Args& args) {
   models::GenerateOptions options;
   options.max_new_tokens = new_tokens;
   options.use_cache = args.cache;
+  options.host_sampling = args.host_sampling;
   size_t generated = 0;
   const bench::Timing t = time_steps(
       [&] { generated = model.generate(prompt, options).size() - prompt.size(); }, args.steps);
   fmt::print(
       "{{\"case\": \"{}\", \"batch\": 1, \"prompt\": {}, \"new_tokens\": {}, "
-      "\"kv_cache\": {}, \"new_tokens_per_s\": {:.2f}, {}}}\n",
+      "\"kv_cache\": {}, \"new_tokens_per_s\": {:.2f}, \"host_sampling\": {}, {}}}\n",
       args.case_name, prompt_len, generated, args.cache ? "true" : "false",
-      static_cast<double>(generated) / t.median_s, common_fields(t, args, model.num_parameters()));
+      static_cast<double>(generated) / t.median_s, args.host_sampling ? "true" : "false",
+      common_fields(t, args, model.num_parameters()));
 }
 
 }  // namespace
@@ -195,9 +203,10 @@ int main(int argc, char** argv) {
   app.add_option("case", args.case_name,
                  "gpt-mini: training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"
                  "gpt-mini-generate: greedy decoding, 16-token prompt + 128 new tokens, KV cache\n"
-                 "gpt2: training step, GPT-2 small (124M), batch 8 x 1024 tokens")
+                 "gpt2: training step, GPT-2 small (124M), batch 8 x 1024 tokens\n"
+                 "gpt2-generate: gpt-mini-generate's run on GPT-2 small (random weights)")
       ->required()
-      ->check(CLI::IsMember({"gpt-mini", "gpt-mini-generate", "gpt2"}));
+      ->check(CLI::IsMember({"gpt-mini", "gpt-mini-generate", "gpt2", "gpt2-generate"}));
   app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
       ->check(cli::positive);
   app.add_option("--threads", args.threads, "CPU threads")->check(cli::positive);
@@ -206,6 +215,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cache", no_cache,
                "gpt-mini-generate: re-run the whole context for every token, as the PyTorch "
                "reference does");
+  app.add_flag("--host-sampling", args.host_sampling,
+               "generate cases on CUDA: copy each token's logits to the host and sample there "
+               "(the old host-synchronised loop) instead of sampling on the device");
   app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
   app.add_flag("--bf16", args.bf16,
                "training cases: the forward pass under autocast (bfloat16 matrix products)");
@@ -243,8 +255,10 @@ int main(int argc, char** argv) {
       train_case(args, "gpt-mini", 16, 128);
     else if (args.case_name == "gpt2")
       train_case(args, "gpt2", 8, 1024);
+    else if (args.case_name == "gpt2-generate")
+      generate_case(args, "gpt2");
     else
-      generate_case(args);
+      generate_case(args, "gpt-mini");
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpt: {}\n", e.what());
     return 1;

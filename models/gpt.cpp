@@ -14,6 +14,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -315,6 +316,8 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
              "GPT::generate: stop_token {} is outside the vocabulary [0, {})", options.stop_token,
              config_.vocab_size);
 
+  check_generate_options(options, "GPT::generate");
+
   NoGradGuard no_grad;
   struct EvalMode {  // evaluation mode (no dropout) for the call, then the caller's mode again
     GPT& model;
@@ -322,6 +325,8 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
     ~EvalMode() { model.train(was_training); }
   } eval_mode{*this, is_training()};
   eval();
+  if (wte->weight.device() != Device::CPU && !options.host_sampling)
+    return generate_on_device(std::move(prompt), options);
 
   std::optional<KVCache> cache;
   if (options.use_cache) cache.emplace(config_, 1, wte->weight.device());
@@ -340,6 +345,64 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
     return next_token_logits(window, cache ? &*cache : nullptr);
   };
   return generate_tokens(std::move(prompt), options, logits_after);
+}
+
+std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
+                                             const GenerateOptions& options) {
+  // The sequence lives in a device buffer seq (1, prompt + max_new_tokens); each step runs the
+  // model on the positions the cache lacks (a view of seq), samples the next token where the
+  // logits are and writes it into seq, so nothing waits for the host. Every kHostBatch steps
+  // (and at the end) the new tokens are copied back in one transfer; only then are the stop
+  // token and on_token handled, so up to kHostBatch - 1 positions after a stop token may have
+  // been computed, and are dropped. The window, the cache restarts and the draws (one
+  // counter of the global generator per token when sampling) are those of the CPU loop.
+  constexpr int64_t kHostBatch = 16;
+  const Device device = wte->weight.device();
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  Tensor seq = Tensor::empty({1, prompt_len + options.max_new_tokens}, DType::Int64, device);
+  seq.narrow(1, 0, prompt_len).copy_(tensor_i64(prompt, {1, prompt_len}));
+  std::optional<KVCache> cache;
+  if (options.use_cache) cache.emplace(config_, 1, device);
+  int64_t cached_from = 0;  // the cache holds seq[cached_from, cached_from + length)
+  Generator& gen = default_generator();
+  const uint64_t first_draw = gen.offset();
+  const bool sampling = options.temperature > 0.0f;
+
+  std::vector<int64_t> tokens = std::move(prompt);
+  int64_t length = prompt_len;  // tokens in seq; those before tokens.size() are on the host
+  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+    const int64_t start = std::max<int64_t>(0, length - config_.context);  // the window
+    if (cache && start != cached_from) {
+      cache->clear();
+      cached_from = start;
+    }
+    const int64_t done = cache ? cache->length() : 0;
+    const Tensor ids = seq.narrow(1, start + done, length - start - done);       // (1, n)
+    const Tensor hidden = forward_hidden(ids, cache ? &*cache : nullptr, true);  // (1, 1, C)
+    const Tensor logits = lm_head(hidden.reshape({1, -1}));                      // (1, vocab)
+    const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p);
+    seq.narrow(1, length, 1).copy_(next.view({1, 1}));
+    ++length;
+    if (length - static_cast<int64_t>(tokens.size()) < kHostBatch &&
+        step + 1 < options.max_new_tokens)
+      continue;
+    const int64_t fresh_from = static_cast<int64_t>(tokens.size());
+    for (const int64_t token : seq.narrow(1, fresh_from, length - fresh_from).to_vector_i64()) {
+      LOOM_CHECK(token >= 0, "GPT::generate: the logits of new token {} hold a NaN",
+                 static_cast<int64_t>(tokens.size()) - prompt_len);
+      tokens.push_back(token);
+      if (options.on_token) options.on_token(token);
+      if (token == options.stop_token) {
+        // Give back the draws of the dropped positions, as the CPU loop never made them.
+        if (sampling)
+          gen.set_state(
+              gen.seed(),
+              first_draw + static_cast<uint64_t>(static_cast<int64_t>(tokens.size()) - prompt_len));
+        return tokens;
+      }
+    }
+  }
+  return tokens;
 }
 
 // ============================================================================ GPT-2 weights

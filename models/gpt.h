@@ -173,7 +173,11 @@ class GPT : public nn::Module {
   // Autoregressive decoding of one sequence (models::generate_tokens with this model's next-
   // token logits); returns prompt + new tokens. temperature 0 = greedy. Sampling draws from
   // loom's global generator, so manual_seed makes it repeatable. Once the sequence is longer
-  // than the context, each step sees the last `context` tokens.
+  // than the context, each step sees the last `context` tokens. On a GPU the tokens stay on
+  // the device (sampled by sample_next, which draws the same numbers as the CPU loop) and come
+  // to the host every 16 tokens: on_token is called in bursts, and with a stop_token up to 15
+  // positions after it may have been computed and dropped (the tokens returned, and the
+  // global generator's state afterwards, are those of the CPU loop).
   std::vector<int64_t> generate(std::vector<int64_t> prompt, int64_t max_new_tokens,
                                 float temperature = 0.0f, int64_t top_k = 0, float top_p = 1.0f);
   std::vector<int64_t> generate(std::vector<int64_t> prompt, const GenerateOptions& options);
@@ -191,6 +195,9 @@ class GPT : public nn::Module {
   // Logits [vocab] of the last position of `window` (at most context tokens), using and
   // extending `cache` when given (the cache must hold a prefix of `window`).
   std::vector<float> next_token_logits(const std::vector<int64_t>& window, KVCache* cache);
+  // generate's loop for a model on a GPU: no host round-trip per token (see generate).
+  std::vector<int64_t> generate_on_device(std::vector<int64_t> prompt,
+                                          const GenerateOptions& options);
   void init_weights();
 
   GPTConfig config_;

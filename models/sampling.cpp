@@ -1,10 +1,9 @@
 // Sampling rules and the autoregressive decoding loop shared by the models that generate text.
 #include "models/sampling.h"
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -19,53 +18,48 @@ int64_t sample_token(const std::vector<float>& logits, float temperature, int64_
   LOOM_CHECK(uniform >= 0.0f && uniform < 1.0f, "sample_token: uniform {} outside [0, 1)", uniform);
   for (size_t i = 0; i < logits.size(); ++i)
     LOOM_CHECK(!std::isnan(logits[i]), "sample_token: logit {} of {} is NaN", i, logits.size());
-  if (temperature == 0.0f)
-    return std::max_element(logits.begin(), logits.end()) - logits.begin();  // first maximum
-  // Token ids from most to least likely (ties: smaller id first).
-  std::vector<int64_t> order(logits.size());
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
-  });
-  auto logit = [&](size_t rank) {
-    return static_cast<double>(logits[static_cast<size_t>(order[rank])]);
-  };
-  size_t keep = order.size();
-  if (top_k > 0 && static_cast<size_t>(top_k) < keep) {  // the k largest, with ties at the k-th
-    keep = static_cast<size_t>(top_k);
-    while (keep < order.size() && logit(keep) == logit(keep - 1)) ++keep;
-  }
-  // softmax(logits / T) over the kept tokens, in double.
-  std::vector<double> probs(keep);
-  double total = 0.0;
-  for (size_t r = 0; r < keep; ++r)
-    total += probs[r] = std::exp((logit(r) - logit(0)) / temperature);
-  if (top_p < 1.0f) {  // Holtzman et al. 2020: the smallest prefix whose mass reaches top_p
-    double mass = 0.0;
-    size_t r = 0;
-    while (r < keep && mass < top_p * total) mass += probs[r++];
-    keep = std::max<size_t>(r, 1);
-    total = mass;
-  }
-  // Inverse CDF at `uniform`.
-  const double target = static_cast<double>(uniform) * total;
-  double cumulative = 0.0;
-  for (size_t r = 0; r < keep; ++r) {
-    cumulative += probs[r];
-    if (target < cumulative) return order[r];
-  }
-  return order[keep - 1];  // rounding at the very top of the range
+  return cpu::sample_row(logits.data(), static_cast<int64_t>(logits.size()), temperature, top_k,
+                         top_p, uniform);
+}
+
+Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                   uint64_t seed, uint64_t offset) {
+  LOOM_CHECK(logits.defined() && logits.dtype() == DType::Float32 && logits.dim() == 2,
+             "sample_next: expected float32 logits of shape [B, vocab], got {} of shape {}",
+             logits.defined() ? dtype_name(logits.dtype()) : "undefined",
+             logits.defined() ? shape_str(logits.shape()) : "[]");
+  LOOM_CHECK(logits.size(1) > 0, "sample_next: logits of shape {} have an empty vocabulary",
+             shape_str(logits.shape()));
+  LOOM_CHECK(temperature >= 0.0f, "sample_next: temperature {} is negative", temperature);
+  LOOM_CHECK(top_k >= 0, "sample_next: top_k {} is negative", top_k);
+  LOOM_CHECK(top_p > 0.0f && top_p <= 1.0f, "sample_next: top_p {} outside (0, 1]", top_p);
+  Tensor tokens = Tensor::empty({logits.size(0)}, DType::Int64, logits.device());
+  backend(logits.device()).sample(logits.detach(), temperature, top_k, top_p, seed, offset, tokens);
+  return tokens;
+}
+
+Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p) {
+  Generator& gen = default_generator();
+  uint64_t offset = 0;
+  // Greedy decoding draws nothing; sampling one counter per row, as generate_tokens.
+  if (temperature > 0.0f && logits.defined() && logits.dim() == 2)
+    offset = gen.reserve(static_cast<uint64_t>(logits.size(0)));
+  return sample_next(logits, temperature, top_k, top_p, gen.seed(), offset);
+}
+
+void check_generate_options(const GenerateOptions& options, const char* op) {
+  LOOM_CHECK(options.max_new_tokens >= 0, "{}: max_new_tokens {} is negative", op,
+             options.max_new_tokens);
+  LOOM_CHECK(options.temperature >= 0.0f, "{}: temperature {} is negative", op,
+             options.temperature);
+  LOOM_CHECK(options.top_k >= 0, "{}: top_k {} is negative", op, options.top_k);
+  LOOM_CHECK(options.top_p > 0.0f && options.top_p <= 1.0f, "{}: top_p {} outside (0, 1]", op,
+             options.top_p);
 }
 
 std::vector<int64_t> generate_tokens(std::vector<int64_t> prompt, const GenerateOptions& options,
                                      const NextTokenLogits& next_token_logits) {
-  LOOM_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens {} is negative",
-             options.max_new_tokens);
-  LOOM_CHECK(options.temperature >= 0.0f, "generate: temperature {} is negative",
-             options.temperature);
-  LOOM_CHECK(options.top_k >= 0, "generate: top_k {} is negative", options.top_k);
-  LOOM_CHECK(options.top_p > 0.0f && options.top_p <= 1.0f, "generate: top_p {} outside (0, 1]",
-             options.top_p);
+  check_generate_options(options);
   std::vector<int64_t> tokens = std::move(prompt);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const std::vector<float> logits = next_token_logits(tokens);

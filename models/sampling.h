@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace loom::models {
 
 struct GenerateOptions {
@@ -18,8 +20,18 @@ struct GenerateOptions {
   int64_t stop_token = -1;   // >= 0: stop right after generating this token (it is kept)
   bool use_cache = true;     // false re-runs the whole (cropped) context for every token
   // Called with each new token as soon as it is chosen (e.g. to print text as it appears).
+  // A model that decodes on a GPU (GPT::generate) calls it as each batch of tokens reaches
+  // the host, so there it is called in bursts (GPT: every 16 tokens).
   std::function<void(int64_t)> on_token;
+  // A GPU model samples on the device (sample_next) and copies tokens back in batches; true
+  // forces the host-synchronised loop instead (the logits of every token copied to the host
+  // and sampled there by sample_token), e.g. to compare the two. No effect on the CPU.
+  bool host_sampling = false;
 };
+
+// Throws loom::Error (naming `op`) unless max_new_tokens >= 0, temperature >= 0, top_k >= 0
+// and top_p in (0, 1]: the checks generate_tokens makes, for loops of a model's own.
+void check_generate_options(const GenerateOptions& options, const char* op = "generate");
 
 // Picks the next token from one row of logits [vocab]. temperature 0 takes the argmax (the
 // first one on ties, as torch.argmax). Otherwise the logits are divided by the temperature,
@@ -28,6 +40,20 @@ struct GenerateOptions {
 // the token is drawn by inverting the cumulative distribution at `uniform` in [0, 1).
 int64_t sample_token(const std::vector<float>& logits, float temperature, int64_t top_k,
                      float top_p, float uniform);
+
+// sample_token for a batch of rows, computed where the logits are (a CUDA kernel for CUDA
+// logits: no copy to the host): logits float32 [B, vocab] -> int64 [B] on the same device.
+// Row b draws its uniform as philox_uniform(offset + b, seed) (core/rng.h), so for the same
+// logits and seed both devices pick the same tokens (barring logits within rounding of a tie
+// or of a top-p/inverse-CDF boundary: the CUDA kernel sums the probabilities in another order).
+// Throws loom::Error naming sample_next for a temperature < 0, top_k < 0, top_p outside
+// (0, 1], or logits that are not 2-D float32. A NaN logit: an error on the CPU, token -1 on
+// CUDA (see Backend::sample).
+Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                   uint64_t seed, uint64_t offset);
+// The same with the draws taken from loom's global generator as generate_tokens takes them
+// (B counters when temperature > 0, none for greedy decoding).
+Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k = 0, float top_p = 1.0f);
 
 // The model's side of the loop: the logits [vocab] of the token that follows `tokens` (the
 // whole sequence so far, prompt included). A model with a KV cache keeps it between calls.

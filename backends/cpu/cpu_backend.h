@@ -83,9 +83,18 @@ class CpuBackend final : public Backend {
                                const Tensor& v, const Tensor& mask, const Tensor& out,
                                const Tensor& lse, const AttentionArgs& args, Tensor& dq,
                                Tensor& dk, Tensor& dv) override;
+  void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                   uint64_t seed, uint64_t offset, Tensor& out) override;  // sample.cpp
 
  private:
   CachingAllocator allocator_;  // freed blocks are kept for reuse (backends/caching_allocator.h)
 };
+
+namespace cpu {
+// The next token from one row of n logits (sample.cpp; the rules of Backend::sample), drawn
+// at `uniform` in [0, 1); models::sample_token runs it on a host vector.
+int64_t sample_row(const float* logits, int64_t n, float temperature, int64_t top_k, float top_p,
+                   float uniform);
+}  // namespace cpu
 
 }  // namespace loom

@@ -381,6 +381,17 @@ class CudaBackend final : public Backend {
                                     dk.raw_data(), dv.raw_data(), scratch, stream_);
   }
 
+  void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                   uint64_t seed, uint64_t offset, Tensor& out) override {
+    const int64_t rows = out.numel(), n = logits.numel() / rows;
+    ScratchBlocks scratch(allocator_);
+    double* probs = temperature > 0.0f
+                        ? static_cast<double*>(scratch.get(sizeof(double) * rows * n))
+                        : nullptr;
+    cuda::launch_sample(logits.data_ptr<float>(), rows, n, temperature, top_k, top_p, seed, offset,
+                        probs, out.data_ptr<int64_t>(), stream_);
+  }
+
  private:
   // BLAS requires ld >= max(1, cols). A single row may carry any stride (the stride of a size-1
   // dim), so it gets the minimum; a real multi-row operand with ld < cols (a broadcast row,

@@ -168,4 +168,11 @@ void launch_attention_backward(const AttentionArgs& args, DType type, const void
                                const float* lse, void* dq, void* dk, void* dv, Scratch& scratch,
                                cudaStream_t stream);
 
+// ---------------------------------------------------------------------------- sample.cu
+// Backend::sample: logits contiguous [rows, n] -> int64 out [rows]. probs: scratch of rows * n
+// doubles when temperature > 0 (may be null for greedy decoding).
+void launch_sample(const float* logits, int64_t rows, int64_t n, float temperature, int64_t top_k,
+                   float top_p, uint64_t seed, uint64_t offset, double* probs, int64_t* out,
+                   cudaStream_t stream);
+
 }  // namespace loom::cuda

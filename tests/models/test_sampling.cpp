@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "models/sampling.h"
+#include "sampling_rows.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -67,4 +68,92 @@ TEST_CASE("generate_tokens samples repeatably under manual_seed, and checks its 
     edit(bad);
     CHECK_THROWS_AS(generate_tokens({0}, bad, count_up), Error);
   }
+}
+
+// ---------------------------------------------------------------------------- sample_next
+
+namespace {
+
+struct SamplingSetting {
+  float temperature;
+  int64_t top_k;
+  float top_p;
+};
+const SamplingSetting kSettings[] = {
+    {0.0f, 0, 1.0f}, {0.0f, 5, 0.5f},  {1.0f, 0, 1.0f},  {0.7f, 0, 1.0f},   {2.5f, 0, 1.0f},
+    {1.0f, 1, 1.0f}, {1.0f, 7, 1.0f},  {0.8f, 96, 1.0f}, {1.0f, 500, 1.0f}, {1.0f, 0, 0.9f},
+    {1.3f, 0, 0.3f}, {1.0f, 0, 1e-6f}, {0.9f, 10, 0.8f}, {1.5f, 3, 0.95f},
+};
+
+}  // namespace
+
+TEST_CASE("sample_next on the CPU picks sample_token's token for every row, setting and seed") {
+  using models::sample_next;
+  using models::sample_token;
+  manual_seed(5);
+  const int64_t rows = 16, vocab = 97;
+  for (const bool with_ties : {false, true}) {
+    const Tensor logits = sampling_rows(rows, vocab, with_ties);
+    const std::vector<float> host = logits.to_vector();
+    for (const SamplingSetting& s : kSettings) {
+      for (const uint64_t seed : {1ull, 99ull}) {
+        const uint64_t offset = 1000 * seed;
+        const Tensor tokens = sample_next(logits, s.temperature, s.top_k, s.top_p, seed, offset);
+        REQUIRE(tokens.dtype() == DType::Int64);
+        REQUIRE(tokens.shape() == Shape{rows});
+        const std::vector<int64_t> got = tokens.to_vector_i64();
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<float> row(host.begin() + r * vocab, host.begin() + (r + 1) * vocab);
+          const float u = s.temperature > 0.0f ? philox_uniform(offset + r, seed) : 0.0f;
+          CHECK_MESSAGE(got[r] == sample_token(row, s.temperature, s.top_k, s.top_p, u),
+                        "row " << r << " T " << s.temperature << " top_k " << s.top_k << " top_p "
+                               << s.top_p << " ties " << with_ties);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sample_next draws from the global generator as generate_tokens does") {
+  const Tensor logits = tensor({0.0f, 0.1f, 0.2f, 0.0f, 0.3f, 0.1f}, {2, 3});
+  manual_seed(21);
+  const uint64_t before = default_generator().offset();
+  const Tensor greedy = models::sample_next(logits, 0.0f);
+  CHECK(default_generator().offset() == before);  // greedy decoding draws nothing
+  CHECK(greedy.to_vector_i64() == std::vector<int64_t>{2, 1});
+  const Tensor sampled = models::sample_next(logits, 1.0f, 0, 1.0f);
+  CHECK(default_generator().offset() == before + 2);  // one counter per row
+  CHECK(sampled.to_vector_i64() ==
+        models::sample_next(logits, 1.0f, 0, 1.0f, default_generator().seed(), before)
+            .to_vector_i64());
+}
+
+TEST_CASE("sample_next rejects bad arguments with loom::Error naming the op") {
+  using models::sample_next;
+  const Tensor logits = tensor({0.0f, 1.0f, 2.0f, 3.0f}, {2, 2});
+  expect_error([&] { sample_next(logits, -1.0f, 0, 1.0f, 0, 0); }, {"sample_next", "temperature"});
+  expect_error([&] { sample_next(logits, 1.0f, -2, 1.0f, 0, 0); }, {"sample_next", "top_k"});
+  expect_error([&] { sample_next(logits, 1.0f, 0, 0.0f, 0, 0); }, {"sample_next", "top_p"});
+  expect_error([&] { sample_next(logits, 1.0f, 0, 1.5f, 0, 0); }, {"sample_next", "top_p"});
+  expect_error(
+      [&] {
+        sample_next(tensor({1.0f, 2.0f}, {2}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample_next", "[2]"});
+  expect_error(
+      [&] {
+        sample_next(tensor_i64({1, 2}, {1, 2}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample_next", "int64"});
+  expect_error(
+      [&] {
+        sample_next(Tensor::empty({2, 0}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample_next", "[2,0]"});
+  expect_error(
+      [&] {
+        sample_next(tensor({1.0f, NAN}, {1, 2}), 1.0f, 0, 1.0f, 0, 0);
+      },
+      {"sample", "NaN"});
+  CHECK(sample_next(Tensor::empty({0, 3}), 1.0f, 0, 1.0f, 0, 0).shape() == Shape{0});
 }

@@ -1,0 +1,117 @@
+// Next-token sampling on CUDA against the CPU: the sample_next kernel on rows with and without
+// ties, and GPT::generate's device loop (tokens kept on the GPU, copied back in batches)
+// against the CPU loop. Without a GPU the cases return at once (test_cuda.cpp's first case
+// reports that once).
+#include <cmath>
+#include <vector>
+
+#include "models/sampling_rows.h"
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::testing;
+
+namespace {
+
+models::GPTConfig tiny_gpt() {
+  models::GPTConfig c;
+  c.vocab_size = 61, c.context = 20, c.n_layer = 2, c.n_head = 2, c.d_model = 16;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("sample_next on CUDA picks the CPU's tokens: greedy, temperature, top-k, top-p, ties") {
+  LOOM_REQUIRE_GPU();
+  struct Setting {
+    float temperature;
+    int64_t top_k;
+    float top_p;
+  };
+  const Setting settings[] = {{0.0f, 0, 1.0f},  {1.0f, 0, 1.0f},  {0.6f, 0, 1.0f},
+                              {1.0f, 1, 1.0f},  {1.2f, 9, 1.0f},  {1.0f, 400, 1.0f},
+                              {1.0f, 0, 0.85f}, {1.0f, 0, 1e-6f}, {0.9f, 12, 0.7f}};
+  manual_seed(8);
+  const int64_t rows = 6, vocab = 157;
+  for (const bool with_ties : {false, true}) {
+    const Tensor logits = sampling_rows(rows, vocab, with_ties);
+    const Tensor logits_gpu = logits.to(Device::CUDA);
+    for (const Setting& s : settings) {
+      for (const uint64_t seed : {3ull, 1234ull}) {
+        const Tensor cpu = models::sample_next(logits, s.temperature, s.top_k, s.top_p, seed, 40);
+        const Tensor gpu =
+            models::sample_next(logits_gpu, s.temperature, s.top_k, s.top_p, seed, 40);
+        REQUIRE(gpu.device() == Device::CUDA);
+        REQUIRE(gpu.dtype() == DType::Int64);
+        CHECK_MESSAGE(gpu.to_vector_i64() == cpu.to_vector_i64(),
+                      "T " << s.temperature << " top_k " << s.top_k << " top_p " << s.top_p
+                           << " ties " << with_ties << " seed " << seed);
+      }
+    }
+  }
+  // A row with a NaN: token -1 on CUDA (the kernel cannot throw), the other rows unharmed.
+  const Tensor nan_rows = tensor({0.0f, NAN, 1.0f, 0.0f, 2.0f, 1.0f}, {2, 3}).to(Device::CUDA);
+  CHECK(models::sample_next(nan_rows, 0.0f, 0, 1.0f, 0, 0).to_vector_i64() ==
+        std::vector<int64_t>{-1, 1});
+  expect_error([&] { models::sample_next(nan_rows, -1.0f, 0, 1.0f, 0, 0); },
+               {"sample_next", "temperature"});
+}
+
+TEST_CASE("GPT::generate on CUDA returns the CPU's tokens, with and without a stop token") {
+  LOOM_REQUIRE_GPU();
+  const models::GPTConfig config = tiny_gpt();
+  manual_seed(4);
+  models::GPT cpu(config);
+  manual_seed(4);
+  models::GPT gpu(config);
+  {  // larger weights than the init, so the logits are far from uniform
+    NoGradGuard no_grad;
+    for (auto& p : cpu.parameters()) p.mul_(6.0f);
+    for (auto& p : gpu.parameters()) p.mul_(6.0f);
+  }
+  gpu.to(Device::CUDA);
+  const std::vector<int64_t> prompt = {3, 14, 15, 9, 2};
+  models::GenerateOptions options;
+  options.max_new_tokens = 37;  // past the context of 20 (the window slides), 3 host batches
+  const std::vector<int64_t> expected = cpu.generate(prompt, options);
+  REQUIRE(expected.size() == prompt.size() + 37);
+  std::vector<int64_t> streamed;
+  options.on_token = [&](int64_t t) { streamed.push_back(t); };
+  CHECK(gpu.generate(prompt, options) == expected);
+  CHECK(streamed == std::vector<int64_t>(expected.begin() + 5, expected.end()));
+  options.use_cache = false;
+  CHECK(gpu.generate(prompt, options) == expected);
+  options.use_cache = true;
+  options.host_sampling = true;  // the old loop on the GPU model
+  CHECK(gpu.generate(prompt, options) == expected);
+  options.host_sampling = false;
+
+  // A stop token in the middle of the second batch of 16: generation stops right after it.
+  options.stop_token = expected[prompt.size() + 20];
+  size_t first = prompt.size();
+  while (expected[first] != options.stop_token) ++first;
+  streamed.clear();
+  const std::vector<int64_t> stopped = gpu.generate(prompt, options);
+  CHECK(stopped == std::vector<int64_t>(expected.begin(), expected.begin() + first + 1));
+  CHECK(streamed == std::vector<int64_t>(stopped.begin() + 5, stopped.end()));
+  CHECK(cpu.generate(prompt, options) == stopped);
+
+  // Sampling: the device loop draws the CPU loop's numbers, and leaves the generator where
+  // the CPU loop leaves it, also when it computed positions after the stop token.
+  options.stop_token = -1;
+  options.on_token = nullptr;
+  options.temperature = 0.8f;
+  options.top_k = 20;
+  options.top_p = 0.9f;
+  manual_seed(77);
+  const std::vector<int64_t> sampled_cpu = cpu.generate(prompt, options);
+  manual_seed(77);
+  CHECK(gpu.generate(prompt, options) == sampled_cpu);
+  options.stop_token = sampled_cpu[prompt.size() + 3];
+  manual_seed(77);
+  const std::vector<int64_t> stop_cpu = cpu.generate(prompt, options);
+  const uint64_t offset_cpu = default_generator().offset();
+  manual_seed(77);
+  CHECK(gpu.generate(prompt, options) == stop_cpu);
+  CHECK(default_generator().offset() == offset_cpu);
+}
