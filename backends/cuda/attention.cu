@@ -389,6 +389,15 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 #endif
 }
 
+// C tiles 2n and 2n + 1 (the two 8-column halves of a 16-column block) += A times the B
+// fragments of one ldmatrix_x4 (registers 0, 1: the first half; 2, 3: the second; see b_rows).
+template <int N>
+__device__ __forceinline__ void mma_pair(float (&c)[N][4], int n, const uint32_t (&a)[4],
+                                         const uint32_t (&b)[4]) {
+  mma_bf16(c[2 * n], a, b[0], b[1]);
+  mma_bf16(c[2 * n + 1], a, b[2], b[3]);
+}
+
 // Four 8 x 8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
 // l / 8. kTrans delivers each transposed.
 template <bool kTrans>
@@ -689,8 +698,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int mt = 0; mt < kM; ++mt)
         #pragma unroll
         for (int n = 0; n < BC / 16; ++n) {
-          mma_bf16(s[mt][2 * n], qf[mt][kk], kf[n][0], kf[n][1]);
-          mma_bf16(s[mt][2 * n + 1], qf[mt][kk], kf[n][2], kf[n][3]);
+          mma_pair(s[mt], n, qf[mt][kk], kf[n]);
         }
     }
     // A tile that every row of the block sees whole needs no per-element rule.
@@ -717,8 +725,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         ldmatrix_x4<true>(vf, b_trans(sVt, LD, kk * 16, n * 16, lane));
         #pragma unroll
         for (int mt = 0; mt < kM; ++mt) {
-          mma_bf16(o[mt][2 * n], pf[mt][kk], vf[0], vf[1]);
-          mma_bf16(o[mt][2 * n + 1], pf[mt][kk], vf[2], vf[3]);
+          mma_pair(o[mt], n, pf[mt][kk], vf);
         }
       }
   }
@@ -830,10 +837,8 @@ __global__ void __launch_bounds__(kMmaThreads)
         uint32_t qf[4], of[4];
         ldmatrix_x4<false>(qf, b_rows(sQ, LD, n * 16, kk * 16, lane));
         ldmatrix_x4<false>(of, b_rows(sdO, LD, n * 16, kk * 16, lane));
-        mma_bf16(st[2 * n], kf, qf[0], qf[1]);
-        mma_bf16(st[2 * n + 1], kf, qf[2], qf[3]);
-        mma_bf16(dpt[2 * n], vf, of[0], of[1]);
-        mma_bf16(dpt[2 * n + 1], vf, of[2], of[3]);
+        mma_pair(st, n, kf, qf);
+        mma_pair(dpt, n, vf, of);
       }
     }
     // A tile pair where every query sees every key needs no per-element rule.
@@ -888,10 +893,8 @@ __global__ void __launch_bounds__(kMmaThreads)
         uint32_t of[4], qf[4];
         ldmatrix_x4<true>(of, b_trans(sdO, LD, kk * 16, n * 16, lane));
         ldmatrix_x4<true>(qf, b_trans(sQ, LD, kk * 16, n * 16, lane));
-        mma_bf16(dV[2 * n], pf, of[0], of[1]);
-        mma_bf16(dV[2 * n + 1], pf, of[2], of[3]);
-        mma_bf16(dK[2 * n], sf, qf[0], qf[1]);
-        mma_bf16(dK[2 * n + 1], sf, qf[2], qf[3]);
+        mma_pair(dV, n, pf, of);
+        mma_pair(dK, n, sf, qf);
       }
     }
     // dS^T to shared, for dQ = dS K, which needs every warp's keys.
@@ -915,8 +918,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int n = 0; n < kCols / 16; ++n) {
         uint32_t kf[4];
         ldmatrix_x4<true>(kf, b_trans(sK, LD, kk * 16, c0 + n * 16, lane));
-        mma_bf16(dq[2 * n], sf, kf[0], kf[1]);
-        mma_bf16(dq[2 * n + 1], sf, kf[2], kf[3]);
+        mma_pair(dq, n, sf, kf);
       }
     }
     #pragma unroll
