@@ -32,9 +32,14 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
     backend(device).sum_of_squares_multi(grads, out);
     squares += out.item();
   }
-  for (const Tensor& g : others) {
-    const Tensor g32 = g.to(DType::Float32);
-    squares += sum(g32 * g32).item();
+  if (!others.empty()) {  // summed on the first one's device: one more wait, not one each
+    const Device device = others.front().device();
+    Tensor total = zeros({}, device);
+    for (const Tensor& g : others) {
+      const Tensor g32 = g.to(DType::Float32);
+      total = total + sum(g32 * g32).to(device);
+    }
+    squares += total.item();
   }
   const float norm = static_cast<float>(std::sqrt(squares));
 
