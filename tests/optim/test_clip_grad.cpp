@@ -141,3 +141,18 @@ TEST_CASE("clip_grad_norm measures and scales a strided gradient like a contiguo
   check_close(a.grad(), tensor(scaled(g1, scale), {2, 3}).t(), 1e-6f, 0.0f, "strided a.grad");
   check_close(b.grad(), tensor(scaled(g2, scale), {2}), 1e-6f, 0.0f, "b.grad");
 }
+
+TEST_CASE("clip_grad_norm counts bfloat16 gradients in the norm beside float32 ones") {
+  // Values exact in bfloat16, so the hand norm is exact too.
+  const std::vector<float> g1 = {3.0f, -4.0f}, g2 = {12.0f, 0.5f, -1.5f}, g3 = {2.0f};
+  Tensor a = param_with_grad(g1, {2});
+  Tensor b = zeros({3}, DType::BFloat16), c = zeros({1}, DType::BFloat16);
+  b.requires_grad_(true);
+  c.requires_grad_(true);
+  b.set_grad(tensor(g2, {3}).to(DType::BFloat16));
+  c.set_grad(tensor(g3, {1}).to(DType::BFloat16));
+  const double norm = hand_norm({g1, g2, g3});
+  CHECK(optim::clip_grad_norm({a, b, c}, 100.0f) == doctest::Approx(norm).epsilon(1e-6));
+  // Within the limit: untouched.
+  check_close(b.grad().to(DType::Float32), tensor(g2, {3}), 0.0f, 0.0f, "bfloat16 grad");
+}
