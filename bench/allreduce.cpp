@@ -27,7 +27,7 @@
 using namespace loom;
 
 int main(int argc, char** argv) {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   std::string sizes_text = "1,4,16,25,64,100", device = "cpu";
   int steps = 10;
   CLI::App app{"allreduce: all-reduce bandwidth of loom's process group, 1 to 100 MB"};

@@ -3,8 +3,9 @@
 //   NAME CASE [--steps N] [--threads T] [--device cpu|cuda]
 //
 // run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, runs the case and
-// turns an error into "NAME: message" and exit status 1. OMP_WAIT_POLICY defaults to PASSIVE, as
-// in ../shared/bench/torch_ref.py (cli::use_passive_omp_wait).
+// turns an error into "NAME: message" and exit status 1. Idle OpenMP workers spin briefly, then
+// sleep (cli::use_short_omp_spin; torch_ref.py runs PyTorch with OMP_WAIT_POLICY=PASSIVE, its
+// best setting).
 #pragma once
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ struct Args {
 inline int run_cases(int argc, char** argv, const std::string& name, const std::string& description,
                      const std::vector<std::pair<std::string, std::string>>& cases,
                      const std::function<void(const Args&)>& run) {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   Args args;
   std::string device = "cpu", case_help;
   std::vector<std::string> names;

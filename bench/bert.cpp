@@ -11,7 +11,7 @@
 //   one step = forward + (MLM CE over the 614 + NSP CE) + backward + AdamW(lr 1e-4, eps 1e-6,
 //              wd 0.01) step + zero_grad
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
-//   OMP_WAIT_POLICY defaults to PASSIVE, as in torch_ref.py (cli::use_passive_omp_wait)
+//   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 #include <cblas.h>
 #include <fmt/format.h>
 

@@ -193,7 +193,7 @@ void generate_case(const Args& args, const std::string& preset) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   Args args;
   std::string device = "cpu";
   CLI::App app{

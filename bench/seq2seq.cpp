@@ -13,7 +13,7 @@
 //                                    id 1 with the KV cache (eos never produced), greedy; the
 //                                    beam_* fields time beam search width 4 the same way
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
-//   OMP_WAIT_POLICY defaults to PASSIVE, as in torch_ref.py (cli::use_passive_omp_wait)
+//   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 //
 // loom's model masks key id 0 (pad_id) where torch_ref.py's masks nothing; random ids hit 0 about
 // once per 1000 tokens, which changes no amount of work.

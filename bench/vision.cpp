@@ -7,7 +7,7 @@
 //                        window 7, drop-path 0.1 in training mode; 931,710 parameters), batch 64
 //   one step = forward + cross-entropy + backward + AdamW(lr 1e-3, wd 0.05) step + zero_grad
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
-//   OMP_WAIT_POLICY defaults to PASSIVE, as in torch_ref.py (cli::use_passive_omp_wait)
+//   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 #include <cblas.h>
 #include <fmt/format.h>
 

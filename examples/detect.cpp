@@ -88,7 +88,7 @@ void print_detections(const detr_example::ImageDetections& d, float threshold) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   Options o;
   CLI::App app{"detect: runs a train_detr checkpoint on Fashion-MNIST scenes or a 64x64 image"};
   cli::show_defaults(app);

@@ -45,7 +45,7 @@ std::vector<int64_t> encode_with_masks(const data::WordPieceTokenizer& tok,
 }  // namespace
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   std::string dir = "out-bert", text = "The meaning of [MASK] is", attention;
   int64_t top = 5, layer = -1;
   CLI::App app{"fill_mask: a pre-trained BERT's top tokens for every [MASK] of a text"};

@@ -197,7 +197,7 @@ double finetune(const Options& o, const models::BertConfig& config, const models
 }  // namespace
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   Options o;
   CLI::App app{
       "finetune_bert: classify fortunes into 8 files; bag of words vs BERT from random "

@@ -253,7 +253,7 @@ void plot_curves(const std::string& csv, const std::string& png) {
 // ============================================================================ main
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);
+  cli::use_short_omp_spin(argv);
   // ---- options
   Options o;
   CLI::App app{"train_bert: pre-trains BERT (masked LM + next sentence) on the fortunes"};

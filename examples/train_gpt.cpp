@@ -263,7 +263,7 @@ Eval evaluate(models::GPT& model, const Tensor& windows, const std::vector<doubl
 // ============================================================================ main
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);  // idle OpenMP threads sleep instead of spinning
+  cli::use_short_omp_spin(argv);  // idle OpenMP threads spin briefly, then sleep
   // ---- options
   Options o;
   CLI::App app{"train_gpt: trains a GPT language model on the Debian fortune cookies"};

@@ -226,7 +226,7 @@ double split_bleu(models::Transformer& model, const data::BPETokenizer& tok, con
 // ============================================================================ main
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);  // idle OpenMP threads sleep instead of spinning
+  cli::use_short_omp_spin(argv);  // idle OpenMP threads spin briefly, then sleep
   Options o;
   CLI::App app{"train_translate: trains an English -> German Transformer on FreeDict eng-deu"};
   add_options(app, o);

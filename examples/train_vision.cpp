@@ -273,7 +273,7 @@ void plot_curves(const std::string& csv, const std::string& png, const std::stri
 // ============================================================================ main
 
 int main(int argc, char** argv) try {
-  cli::use_passive_omp_wait(argv);  // idle OpenMP threads sleep instead of spinning
+  cli::use_short_omp_spin(argv);  // idle OpenMP threads spin briefly, then sleep
   // ---- options
   Options o;
   CLI::App app{"train_vision: trains ViT or Swin on Fashion-MNIST"};

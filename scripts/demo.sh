@@ -6,5 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 LOOM_TARGETS="train_gpt generate_gpt" bash scripts/build.sh
-export OMP_WAIT_POLICY=PASSIVE
 ./build/examples/train_gpt "$@"
