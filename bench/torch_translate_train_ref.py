@@ -10,7 +10,9 @@ models/transformer.h: ../shared/bench/torch_ref.py's Seq2Seq written out below u
 parameter names (emb, enc.N.attn.{q,k,v,o}, enc.N.ln1, enc.N.ff.0, enc.N.ff.2, ..., dec.N.ln3),
 with what train_translate adds to it: key padding masks on source and target, and dropout where
 loom puts it (on embeddings + positions, on the attention probabilities, on the FFN's hidden
-activations, on each sub-layer's output before the residual add). Same initialisation rule
+activations, on each sub-layer's output before the residual add); post-norm as torch_ref.py,
+or, when the dumped run used --norm-first, pre-norm layers and a final LayerNorm after each
+stack (enc_norm, dec_norm), as models::Transformer. Same initialisation rule
 (Xavier-uniform matrices, zero biases, LayerNorm gains 1; --loom-init starts from loom's very
 weights instead), the same recipe and defaults as train_translate (those of the dumped run):
 seq2seq-mini (D 256, 4 heads, 3 + 3 layers, FF 1024, dropout 0.1, shared embeddings), Adam
@@ -273,46 +275,57 @@ def ffn(layer, x):  # ff.0 -> ReLU -> dropout -> ff.2 (the Annotated Transformer
     return layer.ff[2](F.dropout(layer.ff[1](layer.ff[0](x)), layer.p, layer.training))
 
 
+def sublayer(layer, x, ln, sub):
+    """Post-norm LN(x + Dropout(Sub(x))), or with norm_first (pre-norm) x + Dropout(Sub(LN(x))),
+    as models/transformer.cpp's residual()."""
+    if layer.norm_first:
+        return x + F.dropout(sub(ln(x)), layer.p, layer.training)
+    return ln(x + F.dropout(sub(x), layer.p, layer.training))
+
+
 class EncoderLayer(nn.Module):
-    def __init__(self, d, h, ff, p):
+    def __init__(self, d, h, ff, p, norm_first=False):
         super().__init__()
-        self.p = p
+        self.p, self.norm_first = p, norm_first
         self.attn, self.ln1 = Attention(d, h, p), nn.LayerNorm(d)
         self.ff, self.ln2 = nn.Sequential(nn.Linear(d, ff), nn.ReLU(), nn.Linear(ff, d)), \
             nn.LayerNorm(d)
 
-    def forward(self, x, src_mask):                        # post-norm: LN(x + Dropout(Sub(x)))
-        drop = lambda t: F.dropout(t, self.p, self.training)  # noqa: E731
-        x = self.ln1(x + drop(self.attn(x, x, src_mask)))
-        return self.ln2(x + drop(ffn(self, x)))
+    def forward(self, x, src_mask):
+        x = sublayer(self, x, self.ln1, lambda h: self.attn(h, h, src_mask))
+        return sublayer(self, x, self.ln2, lambda h: ffn(self, h))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, d, h, ff, p):
+    def __init__(self, d, h, ff, p, norm_first=False):
         super().__init__()
-        self.p = p
+        self.p, self.norm_first = p, norm_first
         self.self_attn, self.ln1 = Attention(d, h, p), nn.LayerNorm(d)
         self.cross_attn, self.ln2 = Attention(d, h, p), nn.LayerNorm(d)
         self.ff, self.ln3 = nn.Sequential(nn.Linear(d, ff), nn.ReLU(), nn.Linear(ff, d)), \
             nn.LayerNorm(d)
 
     def forward(self, x, mem, tgt_mask, src_mask):
-        drop = lambda t: F.dropout(t, self.p, self.training)  # noqa: E731
-        x = self.ln1(x + drop(self.self_attn(x, x, tgt_mask, causal=True)))
-        x = self.ln2(x + drop(self.cross_attn(x, mem, src_mask)))
-        return self.ln3(x + drop(ffn(self, x)))
+        x = sublayer(self, x, self.ln1, lambda h: self.self_attn(h, h, tgt_mask, causal=True))
+        x = sublayer(self, x, self.ln2, lambda h: self.cross_attn(h, mem, src_mask))
+        return sublayer(self, x, self.ln3, lambda h: ffn(self, h))
 
 
 class Seq2Seq(nn.Module):
     """torch_ref.py's Seq2Seq (post-norm, shared embedding and output matrix, sinusoids) with
-    padding masks and dropout, as models::Transformer with train_translate's config."""
+    padding masks and dropout, as models::Transformer with train_translate's config; with
+    norm_first (--norm-first) pre-norm layers and a final LayerNorm after each stack
+    (enc_norm, dec_norm), as models::Transformer."""
 
-    def __init__(self, vocab, d, h, ff, n_enc, n_dec, max_len, pad, p):
+    def __init__(self, vocab, d, h, ff, n_enc, n_dec, max_len, pad, p, norm_first=False):
         super().__init__()
         self.d, self.pad, self.p = d, pad, p
         self.emb = nn.Embedding(vocab, d)
-        self.enc = nn.ModuleList(EncoderLayer(d, h, ff, p) for _ in range(n_enc))
-        self.dec = nn.ModuleList(DecoderLayer(d, h, ff, p) for _ in range(n_dec))
+        self.enc = nn.ModuleList(EncoderLayer(d, h, ff, p, norm_first) for _ in range(n_enc))
+        self.dec = nn.ModuleList(DecoderLayer(d, h, ff, p, norm_first) for _ in range(n_dec))
+        # pre-norm leaves the stacks' outputs unnormalised
+        self.enc_norm = nn.LayerNorm(d) if norm_first else nn.Identity()
+        self.dec_norm = nn.LayerNorm(d) if norm_first else nn.Identity()
         pos = torch.arange(max_len).unsqueeze(1)
         div = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
         pe = torch.zeros(max_len, d)
@@ -335,14 +348,14 @@ class Seq2Seq(nn.Module):
         mask, x = self.mask(src), self.embed(src)
         for layer in self.enc:
             x = layer(x, mask)
-        return x, mask                                     # memory (B, S, D)
+        return self.enc_norm(x), mask                      # memory (B, S, D)
 
     def forward(self, src, tgt_in):                        # -> logits (B, T, V)
         mem, src_mask = self.encode(src)
         x, tgt_mask = self.embed(tgt_in), self.mask(tgt_in)
         for layer in self.dec:
             x = layer(x, mem, tgt_mask, src_mask)
-        return x @ self.emb.weight.t()
+        return self.dec_norm(x) @ self.emb.weight.t()
 
 
 class IncrementalDecoder:
@@ -367,12 +380,17 @@ class IncrementalDecoder:
         x = m.embed(tokens[:, None], t)                    # (R, 1, D)
         for layer, (kc, vc), (km, vm) in zip(m.dec, self.kv, self.cross):
             a, c = layer.self_attn, layer.cross_attn
-            kc[:, :, t:t + 1], vc[:, :, t:t + 1] = a.heads(x, a.k), a.heads(x, a.v)
-            x = layer.ln1(x + a.attend(a.heads(x, a.q), kc[:, :, :t + 1], vc[:, :, :t + 1], None))
-            x = layer.ln2(x + c.attend(c.heads(x, c.q), km, vm, self.src_mask))
-            x = layer.ln3(x + ffn(layer, x))
+
+            def self_attend(h):                            # caches this position's k, v
+                kc[:, :, t:t + 1], vc[:, :, t:t + 1] = a.heads(h, a.k), a.heads(h, a.v)
+                return a.attend(a.heads(h, a.q), kc[:, :, :t + 1], vc[:, :, :t + 1], None)
+
+            x = sublayer(layer, x, layer.ln1, self_attend)
+            x = sublayer(layer, x, layer.ln2,
+                         lambda h: c.attend(c.heads(h, c.q), km, vm, self.src_mask))
+            x = sublayer(layer, x, layer.ln3, lambda h: ffn(layer, h))
         self.n += 1
-        return x[:, 0] @ m.emb.weight.t()
+        return m.dec_norm(x[:, 0]) @ m.emb.weight.t()
 
     def reorder(self, rows):
         idx = torch.tensor(rows)
@@ -536,10 +554,10 @@ def main():
     torch.manual_seed(o.seed)
     cfg = {k: int(meta[k]) for k in ("d_model", "n_head", "n_encoder_layers", "n_decoder_layers",
                                      "d_ff", "max_len")}
-    assert meta["norm_first"] == "0" and meta["share_embeddings"] == "1", \
-        "only the post-norm, shared-embedding Transformer is written here"
+    assert meta["share_embeddings"] == "1", "only the shared-embedding Transformer is written here"
     model = Seq2Seq(V, cfg["d_model"], cfg["n_head"], cfg["d_ff"], cfg["n_encoder_layers"],
-                    cfg["n_decoder_layers"], cfg["max_len"], pad, f32(o.dropout))
+                    cfg["n_decoder_layers"], cfg["max_len"], pad, f32(o.dropout),
+                    norm_first=meta["norm_first"] == "1")
     if args.loom_init or args.eval_checkpoint:
         path = args.eval_checkpoint or os.path.join(args.dir, "init.safetensors")
         weights, _ = load_with_metadata(path)
