@@ -16,8 +16,8 @@ So that PyTorch is measured with the same recipe, this script runs torch_train_r
 (every line of its model, data, loss, evaluation and clock) with one line changed: the
 schedule of its DETR run, `Schedule(1e-4, 1e-6, warmup=0)`, becomes
 `Schedule(LR, 1e-6, warmup=WARMUP)` (the schedule sets every parameter group's lr at every
-step, so the optimizer's initial lr does not matter). It refuses to run if that line is not
-found exactly once. Every other flag goes to torch_train_ref.py unchanged (--seed,
+step, so the optimizer's initial lr does not matter). It refuses to run if that line, or the
+start of its JSON result, is not found exactly once. Every other flag goes to torch_train_ref.py unchanged (--seed,
 --dump-data, ...); the last line printed is its JSON, with "lr" and "warmup" added.
 """
 import argparse
@@ -26,7 +26,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "..", "..", "shared", "bench", "torch_train_ref.py")
-LINE = "Schedule(1e-4, 1e-6, warmup=0)"
+LINE = "Schedule(1e-4, 1e-6, warmup=0)"  # the schedule of its DETR run
+RESULT = "res = {"                      # the JSON it prints last
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (train_detr's default)")
@@ -38,12 +39,12 @@ if args.lr <= 0 or args.warmup < 0:
 
 with open(args.ref, encoding="utf-8") as f:
     source = f.read()
-if source.count(LINE) != 1:
-    sys.exit(f"torch_detr_train_ref.py: expected '{LINE}' once in {args.ref}, found it "
-             f"{source.count(LINE)} times (has torch_train_ref.py changed?)")
-source = source.replace(LINE, f"Schedule({args.lr!r}, 1e-6, warmup={args.warmup})")
-source = source.replace('res = {"task": args.task,',
-                        f'res = {{"lr": {args.lr!r}, "warmup": {args.warmup}, "task": args.task,')
+for old, new in [(LINE, f"Schedule({args.lr!r}, 1e-6, warmup={args.warmup})"),
+                 (RESULT, f'{RESULT}"lr": {args.lr!r}, "warmup": {args.warmup}, ')]:
+    if source.count(old) != 1:
+        sys.exit(f"torch_detr_train_ref.py: expected '{old}' once in {args.ref}, found it "
+                 f"{source.count(old)} times (has torch_train_ref.py changed?)")
+    source = source.replace(old, new)
 
 # torch_train_ref.py imports torch_ref.py from its own folder and parses sys.argv.
 sys.path.insert(0, os.path.dirname(os.path.abspath(args.ref)))

@@ -41,7 +41,8 @@ void CpuBackend::adam_step_impl(const AdamArgs& args, Tensor& param, const Tenso
 void CpuBackend::adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,
                                       std::span<const Tensor> grads, std::span<Tensor> ms,
                                       std::span<Tensor> vs) {
-  for (size_t i = 0; i < params.size(); ++i) adam_step_impl(args, params[i], grads[i], ms[i], vs[i]);
+  for (size_t i = 0; i < params.size(); ++i)
+    adam_step_impl(args, params[i], grads[i], ms[i], vs[i]);
 }
 
 }  // namespace loom

@@ -1,8 +1,9 @@
 // The multi-tensor optimizer kernels on CUDA against one launch per tensor and against the CPU:
 // Backend::adam_step_multi over many tensors of odd sizes (more than one launch's pointer table,
 // a tensor of several chunks, empty ones), optim::AdamW with decay / no-decay groups over a
-// GPT-like parameter list, and clip_grad_norm's sum_of_squares_multi and scale_multi. Without a GPU the cases return at once (test_cuda.cpp's first case
-// reports that once); tests/cuda/emulator/run_emulated.sh runs them on the CPU emulator.
+// GPT-like parameter list, and clip_grad_norm's sum_of_squares_multi and scale_multi. Without a
+// GPU the cases return at once (test_cuda.cpp's first case reports that once);
+// tests/cuda/emulator/run_emulated.sh runs them on the CPU emulator.
 #include <cmath>
 #include <string>
 #include <vector>

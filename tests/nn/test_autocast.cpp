@@ -14,6 +14,11 @@ using namespace loom;
 using loom::testing::check_close;
 using loom::testing::expect_error;
 
+namespace {
+// t's values rounded to bfloat16, as float32 (outside autograd).
+Tensor bf16_rounded(const Tensor& t) { return t.detach().to(DType::BFloat16).to(DType::Float32); }
+}  // namespace
+
 TEST_CASE("AutocastGuard turns autocast on for its scope, nests, and restores the state") {
   CHECK_FALSE(autocast::is_enabled());
   {
@@ -49,8 +54,7 @@ TEST_CASE("under autocast matmul and Linear run in bfloat16 while softmax, layer
   CHECK(out.dtype() == DType::Float32);
   const Tensor by_hand = [&] {
     AutocastGuard off(false);
-    const auto exact = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
-    return matmul(exact(x), exact(linear.weight).t()) + linear.bias;
+    return matmul(bf16_rounded(x), bf16_rounded(linear.weight).t()) + linear.bias;
   }();
   check_close(out, by_hand, 1e-5f, 1e-5f, "autocast Linear vs the upcast bfloat16 product");
   // ... which is not what rounding the product to bfloat16 first would give.
@@ -94,12 +98,12 @@ TEST_CASE("an autocast Linear is one autograd node whose float32 gradients are t
   REQUIRE(linear.bias.grad().dtype() == DType::Float32);
   // dx = g W and dW = g^T x on the bfloat16-rounded g, W and x, accumulated in float32 and not
   // rounded afterwards; db = the column sums of the float32 g.
-  const auto exact = [](const Tensor& t) { return t.detach().to(DType::BFloat16).to(DType::Float32); };
-  check_close(x.grad(), matmul(exact(upstream), exact(linear.weight)), 1e-6f, 1e-6f, "dx");
-  check_close(linear.weight.grad(), matmul(exact(upstream).t(), exact(x)), 1e-6f, 1e-6f, "dW");
+  const Tensor g = bf16_rounded(upstream);
+  check_close(x.grad(), matmul(g, bf16_rounded(linear.weight)), 1e-6f, 1e-6f, "dx");
+  check_close(linear.weight.grad(), matmul(g.t(), bf16_rounded(x)), 1e-6f, 1e-6f, "dW");
   check_close(linear.bias.grad(), sum(upstream, 0), 1e-6f, 1e-6f, "db");
-  CHECK(x.grad().to_vector() != exact(x.grad()).to_vector());  // not rounded to bfloat16
-  CHECK(linear.weight.grad().to_vector() != exact(linear.weight.grad()).to_vector());
+  CHECK(x.grad().to_vector() != bf16_rounded(x.grad()).to_vector());  // not rounded to bfloat16
+  CHECK(linear.weight.grad().to_vector() != bf16_rounded(linear.weight.grad()).to_vector());
 }
 
 TEST_CASE("outside autocast nothing changes: float32 ops stay float32") {
