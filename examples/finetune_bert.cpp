@@ -7,12 +7,18 @@
 //
 //   finetune_bert                          reads out-bert/ (train_bert's --out)
 //   finetune_bert --pretrained run1 --steps 300 --methods bow,pretrained
+//   finetune_bert --seeds 3                 each BERT from 3 seeds, the mean reported
 //   finetune_bert --help
 //
 // Data: the fortunes of the 8 largest categories (people, definitions, cookie, computers,
 // songs-poems, politics, miscellaneous, work); a fortune found in two files (or twice) is
 // dropped. The test set is the category fortunes that train_bert held out of pre-training (its
 // split is read from the checkpoint), so no method has seen a test fortune, even unlabelled.
+// A --val-fraction of the other fortunes is held out of fine-tuning as a validation set: each
+// BERT is evaluated every --eval-every steps and reports its test accuracy at the step of its
+// best validation accuracy (early stopping; the test set chooses nothing). Pre-training did see
+// the validation fortunes (as text), so the pre-trained model's validation accuracy flatters it:
+// only the test accuracies compare the methods. --seeds N fine-tunes each BERT N times.
 // Input: [CLS] fortune [SEP], cut to --max-seq-len tokens. Results go to <pretrained>/finetune.csv.
 #include <fmt/format.h>
 
@@ -39,8 +45,10 @@ struct Options {
   std::vector<std::string> methods = {"bow", "random", "pretrained"};
   int64_t steps = 1000, batch = 32, warmup = 100, max_seq_len = 128, eval_every = 250;
   float lr = 1e-4f, weight_decay = 0.01f;
+  double val_fraction = 0.1;
   int64_t threads = 0;
   uint64_t seed = 0;
+  int64_t seeds = 1;  // BERT fine-tuned from seeds seed, seed + 1, ...
   std::string device = "cpu";
 };
 
@@ -50,22 +58,39 @@ struct Example {
 };
 
 struct Split {
-  std::vector<Example> train, test;
+  std::vector<Example> train, val, test;
 };
 
-// The category fortunes, tokenized, split by train_bert's held-out set.
+// What one run reached: the test accuracy at the evaluation with the best validation accuracy
+// (the earliest of equals), that step, and the test accuracy after the last step.
+struct Result {
+  double val = 0, test = 0, last_test = 0;
+  int64_t step = 0;
+  uint64_t seed = 0;
+};
+
+// The category fortunes, tokenized: test = train_bert's held-out ones, validation = a
+// --val-fraction of the others (split by the pre-training seed: the same for every method and
+// --seed), training = the rest.
 Split load_split(const Options& o, const data::WordPieceTokenizer& tok, const nn::Metadata& meta,
                  const std::string& ckpt) {
   const std::string dir = o.fortunes.empty() ? meta.at("fortunes") : o.fortunes;
-  const data::TrainValSplit pretraining = data::split_train_val(
-      data::read_fortunes(dir), nn::metadata_number<double>(meta, "val_fraction", ckpt),
-      nn::metadata_number<uint64_t>(meta, "split_seed", ckpt));
+  const auto split_seed = nn::metadata_number<uint64_t>(meta, "split_seed", ckpt);
+  const data::TrainValSplit pretraining =
+      data::split_train_val(data::read_fortunes(dir),
+                            nn::metadata_number<double>(meta, "val_fraction", ckpt), split_seed);
   const std::set<std::string> held_out(pretraining.val.begin(), pretraining.val.end());
   std::map<std::string, std::vector<int64_t>> labels_of;  // fortune -> categories holding it
   for (size_t c = 0; c < o.categories.size(); ++c)
     for (const std::string& f :
          data::parse_fortunes(data::read_file_bytes(dir + "/" + o.categories[c], "finetune_bert")))
       labels_of[f].push_back(static_cast<int64_t>(c));
+  std::vector<std::string> labelled;  // training + validation
+  for (const auto& [fortune, labels] : labels_of)
+    if (labels.size() == 1 && !held_out.count(fortune)) labelled.push_back(fortune);
+  const data::TrainValSplit fit =
+      data::split_train_val(labelled, o.val_fraction, data::mix_seeds(split_seed, 1));
+  const std::set<std::string> val(fit.val.begin(), fit.val.end());
   Split split;
   for (const auto& [fortune, labels] : labels_of) {
     if (labels.size() != 1) continue;  // a duplicate: no single right answer
@@ -75,36 +100,44 @@ Split load_split(const Options& o, const data::WordPieceTokenizer& tok, const nn
         ids.end(), body.begin(),
         body.begin() + std::min<int64_t>(static_cast<int64_t>(body.size()), o.max_seq_len - 2));
     ids.push_back(tok.token_id("[SEP]"));
-    (held_out.count(fortune) ? split.test : split.train).push_back({ids, labels[0]});
+    std::vector<Example>& part = held_out.count(fortune) ? split.test
+                                 : val.count(fortune)    ? split.val
+                                                         : split.train;
+    part.push_back({ids, labels[0]});
   }
-  LOOM_CHECK(!split.train.empty() && !split.test.empty(),
-             "finetune_bert: {} training and {} test fortunes; both must be non-empty",
-             split.train.size(), split.test.size());
+  LOOM_CHECK(!split.train.empty() && !split.val.empty() && !split.test.empty(),
+             "finetune_bert: {} training, {} validation and {} test fortunes (--val-fraction {}); "
+             "all must be non-empty",
+             split.train.size(), split.val.size(), split.test.size(), o.val_fraction);
   return split;
 }
 
 // (a) Multinomial naive Bayes with add-one smoothing on token counts ([CLS]/[SEP] included,
 // they are in every fortune and cancel out).
-double naive_bayes_accuracy(const Split& s, int64_t classes, int64_t vocab) {
+Result naive_bayes(const Split& s, int64_t classes, int64_t vocab) {
   std::vector<double> prior(classes, 0), total(classes, 0);
   std::vector<double> counts(static_cast<size_t>(classes * vocab), 0);
   for (const Example& e : s.train) {
     prior[e.label] += 1;
     for (const int64_t id : e.ids) counts[e.label * vocab + id] += 1, total[e.label] += 1;
   }
-  int64_t right = 0;
-  for (const Example& e : s.test) {
-    int64_t best = 0;
-    double best_score = -INFINITY;
-    for (int64_t c = 0; c < classes; ++c) {
-      double score = std::log(prior[c] / static_cast<double>(s.train.size()));
-      for (const int64_t id : e.ids)
-        score += std::log((counts[c * vocab + id] + 1) / (total[c] + static_cast<double>(vocab)));
-      if (score > best_score) best_score = score, best = c;
+  const auto accuracy = [&](const std::vector<Example>& examples) {
+    int64_t right = 0;
+    for (const Example& e : examples) {
+      int64_t best = 0;
+      double best_score = -INFINITY;
+      for (int64_t c = 0; c < classes; ++c) {
+        double score = std::log(prior[c] / static_cast<double>(s.train.size()));
+        for (const int64_t id : e.ids)
+          score += std::log((counts[c * vocab + id] + 1) / (total[c] + static_cast<double>(vocab)));
+        if (score > best_score) best_score = score, best = c;
+      }
+      right += best == e.label;
     }
-    right += best == e.label;
-  }
-  return static_cast<double>(right) / static_cast<double>(s.test.size());
+    return static_cast<double>(right) / static_cast<double>(examples.size());
+  };
+  const double test = accuracy(s.test);
+  return {.val = accuracy(s.val), .test = test, .last_test = test};
 }
 
 // Examples [begin, end) of `order` padded into one batch: ids, attention mask, labels.
@@ -125,30 +158,31 @@ std::vector<Tensor> make_batch(const std::vector<Example>& examples,
           tensor_i64(labels, {B}).to(device)};
 }
 
-double accuracy(models::BertForSequenceClassification& model, const std::vector<Example>& test,
+double accuracy(models::BertForSequenceClassification& model, const std::vector<Example>& examples,
                 int64_t batch, int64_t pad, Device device) {
   NoGradGuard no_grad;
   model.eval();
   int64_t right = 0;
-  for (size_t s = 0; s < test.size(); s += static_cast<size_t>(batch)) {
+  for (size_t s = 0; s < examples.size(); s += static_cast<size_t>(batch)) {
     std::vector<int64_t> order;
-    for (size_t i = s; i < std::min(test.size(), s + static_cast<size_t>(batch)); ++i)
+    for (size_t i = s; i < std::min(examples.size(), s + static_cast<size_t>(batch)); ++i)
       order.push_back(static_cast<int64_t>(i));
-    const std::vector<Tensor> b = make_batch(test, order, pad, device);
+    const std::vector<Tensor> b = make_batch(examples, order, pad, device);
     const std::vector<int64_t> predicted =
         argmax(model.forward(b[0], Tensor(), b[1]), 1).to_vector_i64();
     const std::vector<int64_t> labels = b[2].to_vector_i64();
     for (size_t i = 0; i < labels.size(); ++i) right += predicted[i] == labels[i];
   }
   model.train();
-  return static_cast<double>(right) / static_cast<double>(test.size());
+  return static_cast<double>(right) / static_cast<double>(examples.size());
 }
 
 // (b) and (c): fine-tuning with AdamW (no decay on LayerNorm and biases), linear warm-up and
 // decay, clipping at 1, dropout 0.1; `pretrained` null = random initialisation.
-double finetune(const Options& o, const models::BertConfig& config, const models::Bert* pretrained,
-                const Split& s, int64_t classes, int64_t pad, Device device, const char* name) {
-  manual_seed(o.seed);
+Result finetune(const Options& o, uint64_t seed, const models::BertConfig& config,
+                const models::Bert* pretrained, const Split& s, int64_t classes, int64_t pad,
+                Device device, const std::string& name) {
+  manual_seed(seed);
   models::BertForSequenceClassification model(config, classes);
   if (pretrained != nullptr) {
     const nn::NamedTensors state = pretrained->bert->state_dict();
@@ -163,14 +197,14 @@ double finetune(const Options& o, const models::BertConfig& config, const models
   optim::ProgressMeter progress(o.batch, "seq/s");
   const auto n = static_cast<int64_t>(s.train.size());
   std::vector<int64_t> order;
-  double acc = 0;
+  Result result{.val = -1, .seed = seed};
   for (int64_t step = 0; step < o.steps; ++step) {
     const float lr = optim::warmup_linear_lr(step + 1, std::min(o.warmup, o.steps), o.steps, o.lr);
     opt.set_lr(lr);
     std::vector<int64_t> indices;
     for (int64_t j = 0; j < o.batch; ++j) {
       const int64_t g = step * o.batch + j;
-      if (g % n == 0) order = data::random_permutation(n, data::mix_seeds(o.seed, g / n));
+      if (g % n == 0) order = data::random_permutation(n, data::mix_seeds(seed, g / n));
       indices.push_back(order[g % n]);
     }
     const std::vector<Tensor> b = make_batch(s.train, indices, pad, device);
@@ -185,13 +219,17 @@ double finetune(const Options& o, const models::BertConfig& config, const models
       fmt::print("{} {}\n", name, progress.line(done, o.steps, lr));
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
       const double t0 = progress.elapsed();
-      acc = accuracy(model, s.test, o.batch, pad, device);
-      fmt::print("{} step {}: test accuracy {:.2f}%\n", name, done, 100 * acc);
+      const double val = accuracy(model, s.val, o.batch, pad, device);
+      const double test = accuracy(model, s.test, o.batch, pad, device);
+      fmt::print("{} step {}: validation accuracy {:.2f}%, test accuracy {:.2f}%\n", name, done,
+                 100 * val, 100 * test);
+      if (val > result.val) result.val = val, result.test = test, result.step = done;
+      result.last_test = test;
       progress.exclude(progress.elapsed() - t0);
     }
     std::fflush(stdout);
   }
-  return acc;
+  return result;
 }
 
 }  // namespace
@@ -217,11 +255,19 @@ int main(int argc, char** argv) try {
       ->check(cli::finite_non_negative);
   app.add_option("--max-seq-len", o.max_seq_len, "tokens per fortune, [CLS] and [SEP] included")
       ->check(CLI::Range(int64_t{3}, int64_t{4096}));
-  app.add_option("--eval-every", o.eval_every, "steps between test evaluations (0 = end)")
+  app.add_option("--val-fraction", o.val_fraction,
+                 "training fortunes held out to choose each BERT's step (early stopping)")
+      ->check(CLI::Range(0.01, 0.5));
+  app.add_option("--eval-every", o.eval_every,
+                 "steps between validation and test evaluations (0 = at the end only)")
       ->check(CLI::NonNegativeNumber);
   cli::add_device(app, o.device);
   app.add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--seeds", o.seeds,
+                 "fine-tune each BERT this many times (--seed, --seed + 1, ...); the mean is "
+                 "reported")
+      ->check(cli::positive);
   app.add_option("--seed", o.seed, "seed of the classifier weights, batches and dropout")
       ->check(cli::non_negative_integer);
   CLI11_PARSE(app, argc, argv);
@@ -240,27 +286,42 @@ int main(int argc, char** argv) try {
   const auto classes = static_cast<int64_t>(o.categories.size());
   const int64_t pad = pre.tokenizer.token_id("[PAD]");
   fmt::print(
-      "finetune_bert: {} classes, {} training and {} test fortunes (held out of "
-      "pre-training)\n",
-      classes, split.train.size(), split.test.size());
+      "finetune_bert: {} classes, {} training, {} validation and {} test fortunes (the test "
+      "ones held out of pre-training)\n",
+      classes, split.train.size(), split.val.size(), split.test.size());
 
-  std::vector<std::pair<std::string, double>> results;
+  std::vector<std::pair<std::string, std::vector<Result>>> results;  // method -> its runs
   for (const std::string& method : o.methods) {
-    double acc = 0;
-    if (method == "bow")
-      acc = naive_bayes_accuracy(split, classes, pre.tokenizer.vocab_size());
-    else
-      acc = finetune(o, config, method == "pretrained" ? pre.model.get() : nullptr, split, classes,
-                     pad, device, method.c_str());
-    results.emplace_back(method, acc);
-    fmt::print("== {}: test accuracy {:.2f}%\n", method, 100 * acc);
+    std::vector<Result>& runs = results.emplace_back(method, std::vector<Result>{}).second;
+    if (method == "bow") runs.push_back(naive_bayes(split, classes, pre.tokenizer.vocab_size()));
+    for (int64_t k = 0; method != "bow" && k < o.seeds; ++k) {
+      const uint64_t seed = o.seed + static_cast<uint64_t>(k);
+      const std::string name = o.seeds == 1 ? method : fmt::format("{} (seed {})", method, seed);
+      runs.push_back(finetune(o, seed, config, method == "pretrained" ? pre.model.get() : nullptr,
+                              split, classes, pad, device, name));
+      fmt::print("== {}: test accuracy {:.2f}%\n", name, 100 * runs.back().test);
+    }
   }
-  std::string csv = "method,test_accuracy\n";
-  fmt::print("\ntest accuracy over {} fortunes ({} classes, chance {:.1f}%):\n", split.test.size(),
-             classes, 100.0 / static_cast<double>(classes));
-  for (const auto& [method, acc] : results) {
-    fmt::print("  {:<12} {:6.2f}%\n", method, 100 * acc);
-    csv += fmt::format("{},{}\n", method, acc);
+  std::string csv = "method,seed,step,val_accuracy,test_accuracy,last_test_accuracy\n";
+  fmt::print(
+      "\ntest accuracy over {} fortunes ({} classes, chance {:.1f}%), BERT at its best "
+      "validation step{}:\n",
+      split.test.size(), classes, 100.0 / static_cast<double>(classes),
+      o.seeds > 1 ? fmt::format(", the mean of {} seeds", o.seeds) : "");
+  for (const auto& [method, runs] : results) {
+    const bool bow = method == "bow";  // one run, no seed, no steps
+    double mean = 0;
+    for (const Result& r : runs) mean += r.test / static_cast<double>(runs.size());
+    fmt::print("  {:<12} {:6.2f}%\n", method, 100 * mean);
+    for (const Result& r : runs) {
+      csv += fmt::format("{},{},{},{},{},{}\n", method, bow ? "" : std::to_string(r.seed),
+                         bow ? "" : std::to_string(r.step), r.val, r.test, r.last_test);
+      if (!bow)
+        fmt::print(
+            "      seed {}: {:.2f}% at step {} (validation {:.2f}%; {:.2f}% after the "
+            "last step)\n",
+            r.seed, 100 * r.test, r.step, 100 * r.val, 100 * r.last_test);
+    }
   }
   data::write_file_atomic(o.pretrained + "/finetune.csv", csv, "finetune_bert");
   return 0;

@@ -38,7 +38,18 @@ done
 [ -s "$work/attention.png" ] || { echo "FAIL: no attention map"; exit 1; }
 
 "$bin/finetune_bert" --pretrained "$work/whole" --methods bow,pretrained --steps 3 --batch 4 \
-  --max-seq-len 32 --threads 2 >"$work/finetune.log"
+  --max-seq-len 32 --eval-every 2 --seeds 2 --seed 5 --threads 2 >"$work/finetune.log"
 grep -qE '^  bow +[0-9.]+%' "$work/finetune.log" || { echo "FAIL: no bag-of-words accuracy"; exit 1; }
-grep -qE '^  pretrained +[0-9.]+%' "$work/finetune.log" || { echo "FAIL: no fine-tuned accuracy"; exit 1; }
+grep -qE '^  pretrained +[0-9.]+%$' "$work/finetune.log" ||
+  { echo "FAIL: no fine-tuned accuracy"; exit 1; }
+for seed in 5 6; do  # --seeds 2: each run at its best validation step
+  grep -qE "^      seed $seed: [0-9.]+% at step [23] \(validation [0-9.]+%" "$work/finetune.log" ||
+    { echo "FAIL: no fine-tuned accuracy of seed $seed"; exit 1; }
+  grep -qE "^pretrained,$seed,[23],[0-9.]+,[0-9.]+,[0-9.]+$" "$work/whole/finetune.csv" ||
+    { echo "FAIL: seed $seed not in finetune.csv"; exit 1; }
+done
+# the printed accuracy is the mean of the two seeds' in finetune.csv
+mean=$(awk -F, '$1 == "pretrained" { s += $5; n++ } END { printf "%.2f%%", 100 * s / n }' \
+  "$work/whole/finetune.csv")
+grep -qE "^  pretrained +$mean$" "$work/finetune.log" || { echo "FAIL: mean is not $mean"; exit 1; }
 echo "train_bert resume, fill_mask and finetune_bert: ok"
