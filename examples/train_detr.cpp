@@ -337,9 +337,9 @@ int main(int argc, char** argv) try {
   for (int64_t step = run.start(); step < run.total(); ++step) {
     // linear warm-up (cut to the run's length), then cosine from lr to min_lr at the planned end
     const int64_t warmup = std::min(o.warmup, run.total());
-    const float lr = optim::warmup_cosine_lr(step, warmup, run.total(), o.lr, o.min_lr);
+    const float lr = optim::warmup_cosine_lr(step + 1, warmup, run.total(), o.lr, o.min_lr);
     opt.set_lr(0, lr);
-    opt.set_lr(1, optim::warmup_cosine_lr(step, warmup, run.total(), o.backbone_lr, o.min_lr));
+    opt.set_lr(1, optim::warmup_cosine_lr(step + 1, warmup, run.total(), o.backbone_lr, o.min_lr));
     const StepLoss l = set_loss(  // this rank's scenes of the global batch
         model, train_scenes.batch(index++ * global_batch + distributed::rank() * o.batch, o.batch),
         device);
