@@ -521,6 +521,11 @@ def main():
     for k in vars(o):                                      # given on the command line
         if getattr(args, k) is not None:
             setattr(o, k, getattr(args, k))
+    for k in ("steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs",
+              "bleu_pairs", "beam"):                       # as train_translate's flags
+        if getattr(o, k) <= 0:
+            sys.exit(f"torch_translate_train_ref.py: --{k.replace('_', '-')} must be positive, "
+                     f"got {getattr(o, k)}")
     pad, bos, eos = (int(meta[k]) for k in ("pad_id", "bos_id", "eos_id"))
     V, max_tokens = int(meta["vocab_size"]), int(meta["max_tokens"])
     train, valid, test = (Split(t, s, args.dir) for s in ("train", "valid", "test"))
