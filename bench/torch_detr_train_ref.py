@@ -17,8 +17,9 @@ So that PyTorch is measured with the same recipe, this script runs torch_train_r
 schedule of its DETR run, `Schedule(1e-4, 1e-6, warmup=0)`, becomes
 `Schedule(LR, 1e-6, warmup=WARMUP)` (the schedule sets every parameter group's lr at every
 step, so the optimizer's initial lr does not matter). It refuses to run if that line, or the
-start of its JSON result, is not found exactly once. Every other flag goes to torch_train_ref.py unchanged (--seed,
---dump-data, ...); the last line printed is its JSON, with "lr" and "warmup" added.
+start of its JSON result, is not found exactly once. Every other flag goes to torch_train_ref.py
+unchanged (--seed, --dump-data, ...); the last line printed is its JSON, with "lr" and "warmup"
+added.
 """
 import argparse
 import os
