@@ -11,13 +11,14 @@ bert-mini (H 256, 4 layers, 4 heads, intermediate 1024, 128 positions, dropout 0
 AdamW (lr 5e-4, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorm and biases),
 linear warm-up (300 steps) then linear decay to 0 at the planned last step, gradient norm clipped
 to 1, batches of pairs of similar length (train_bert's BatchPlanner), loss = MLM CE + NSP CE with
-the MLM head applied at the predicted positions only (google's
-run_pretraining.py and loom's Bert::pretraining_loss; --all-positions: at every one, as HF). The batches and their masking are exactly train_bert's: the same
-SplitMix64 permutations and create_pretraining_data masking, re-implemented here and checked
-against the epoch-0 masking loom wrote into val.safetensors. With --minutes the steps are planned
-from the speed of steps 2-21 per padded token, times the epoch's mean padded tokens a step (as
-train_bert). Held-out MLM / NSP accuracy on the first
-512 validation pairs every --eval-every steps; one JSON line at the end.
+the MLM head applied at the predicted positions only (google's run_pretraining.py and loom's
+Bert::pretraining_loss; --all-positions: at every one, as HF). The batches and their masking are
+exactly train_bert's: the same SplitMix64 permutations and create_pretraining_data masking,
+re-implemented here and checked against the epoch-0 masking loom wrote into val.safetensors. With
+--minutes the steps are planned as train_bert plans them (scripts/time_budget.py): per padded token,
+times the epoch's mean padded tokens a step, at step 21 and then every 20 steps, evaluations not
+counted. Held-out MLM / NSP accuracy on the first 512 validation pairs every --eval-every steps; one
+JSON line at the end.
 """
 import argparse
 import json
@@ -54,6 +55,7 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 from safetensors_io import load_with_metadata  # noqa: E402
 from splitmix import SplitMix64, mix_seeds, random_permutation  # noqa: E402
+from time_budget import TimeBudget  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- loom's data rules
@@ -224,10 +226,10 @@ def main():
     perm0 = epoch_batches(0)[0]  # mean padded tokens a step, for planning --minutes
     mean_padded = sum(args.batch * max(train.lengths[i] for i in perm0[k * args.batch:(k + 1) * args.batch])
                       for k in range(per_epoch)) / per_epoch
-    total, step, plan_epoch, t0, planned_tokens = args.steps, 0, -1, time.time(), 0
-    tokens, t1, evals = 0, 0.0, []
+    total, step, plan_epoch, t0 = args.steps, 0, -1, time.time()
+    tokens, evals, budget = 0, [], None
     if args.minutes > 0:
-        total = 10 ** 9
+        total, budget = 10 ** 9, TimeBudget(args.minutes)
     while step < total:
         lr = args.lr * min((step + 1) / max(min(args.warmup, total), 1),
                            max(0.0, (total - step - 1) / max(total - min(args.warmup, total), 1)))
@@ -253,14 +255,10 @@ def main():
         opt.step()
         step += 1
         tokens += int(mask.sum())
-        if args.minutes > 0 and step == 1:
-            t1 = time.time() - t0
-        if args.minutes > 0 and 1 < step <= 21:
-            planned_tokens += ids.numel()
-        if args.minutes > 0 and step == 21:  # per padded token, as train_bert
-            per_step = (time.time() - t0 - t1) / planned_tokens * mean_padded
-            total = max(22, 21 + int((args.minutes * 60 - (time.time() - t0)) / per_step))
-            print(f"planned steps: {total} ({per_step * 1e3:.1f} ms/step expected)", flush=True)
+        # per padded token, as train_bert; t0 leaves the evaluations out
+        work = ids.numel() / mean_padded       # in average steps
+        planned = budget.plan(step, time.time() - t0, work, "ms/step expected") if budget else None
+        total = total if planned is None else planned
         if step % 20 == 0:
             print(f"step {step}/{total} | loss {loss.item():.4f} | lr {lr:.2e} | "
                   f"{tokens / (time.time() - t0):.0f} tok/s", flush=True)

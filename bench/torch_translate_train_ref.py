@@ -20,15 +20,15 @@ seq2seq-mini (D 256, 4 heads, 3 + 3 layers, FF 1024, dropout 0.1, shared embeddi
 norm clipped to 1; the same batches in the same order: train_translate's make_batches (pairs
 sorted by (target, source) length, cut into runs of at most --batch-tokens padded tokens) and
 epoch_order (SplitMix64, data/splitmix.h), re-implemented here and checked against the dump.
-With --minutes the steps are planned as optim::TimeBudget plans them: the speed of steps 2-21
-extrapolated to the time left. Every --eval-every steps and at the end: validation loss (first
---eval-pairs pairs), validation BLEU (first --bleu-pairs pairs, beam search) and sample
-translations; at the end the test BLEU (first --test-pairs pairs). Decoding is
-models/beam_search's (beam 4, GNMT length penalty 0.6, at most --max-tokens new tokens, batches
-of 32), detokenised by the same byte-level BPE (ill-formed UTF-8 -> U+FFFD, as train_translate),
-scored by a re-implementation of loom's metrics::corpus_bleu (sacreBLEU's BLEU: 13a tokens, exp
-smoothing) checked against the BLEU values loom wrote into the dump and the corpora of
-tests/golden/metrics_golden.txt. One JSON line at the end.
+With --minutes the steps are planned as optim::TimeBudget plans them (scripts/time_budget.py): at
+step 21 from the speed of steps 2-21, then revised every 20 steps; evaluations not counted. Every
+--eval-every steps and at the end: validation loss (first --eval-pairs pairs), validation BLEU
+(first --bleu-pairs pairs, beam search) and sample translations; at the end the test BLEU (first
+--test-pairs pairs). Decoding is models/beam_search's (beam 4, GNMT length penalty 0.6, at most
+--max-tokens new tokens, batches of 32), detokenised by the same byte-level BPE (ill-formed UTF-8 ->
+U+FFFD, as train_translate), scored by a re-implementation of loom's metrics::corpus_bleu
+(sacreBLEU's BLEU: 13a tokens, exp smoothing) checked against the BLEU values loom wrote into the
+dump and the corpora of tests/golden/metrics_golden.txt. One JSON line at the end.
 
 Checking the two sides against each other: with --loom-init --dropout 0 (and train_translate
 --dropout 0) both take the same steps from the same weights, so their losses (log.csv and
@@ -72,6 +72,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from safetensors_io import load_with_metadata  # noqa: E402
 from splitmix import mix_seeds, random_permutation  # noqa: E402
+from time_budget import TimeBudget  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "golden"))
 from gen_metrics import tokenize_13a  # noqa: E402
 
@@ -591,7 +592,8 @@ def main():
     total, epoch, index = o.steps, 0, 0
     order = epoch_order(len(batches), o.seed, 0)
     start = time.time()
-    t0, t_step1, tokens, window = start, 0.0, 0, []
+    t0, paused, tokens, window = start, 0.0, 0, []      # paused: evaluation seconds
+    budget = TimeBudget(args.minutes) if args.minutes > 0 else None
     val_loss = val_bleu = float("nan")
     step = 0
     while step < total:
@@ -618,12 +620,8 @@ def main():
         step += 1
         tokens += ntok
         window.append(loss_value)
-        if args.minutes > 0 and step == 1:                 # optim::TimeBudget
-            t_step1 = time.time() - start
-        if args.minutes > 0 and step == 21:
-            per_step = (time.time() - start - t_step1) / 20
-            total = max(22, 21 + int((args.minutes * 60 - (time.time() - start)) / per_step))
-            print(f"planned steps: {total} ({per_step * 1e3:.0f} ms/step)", flush=True)
+        planned = budget.plan(step, time.time() - start - paused) if budget else None
+        total = total if planned is None else planned
         if step % o.log_every == 0 or step == total:
             print(f"step {step}/{total} | loss {sum(window) / len(window):.4f} | lr {lr:.3e} | "
                   f"epoch {epoch} | {tokens / (time.time() - t0):.0f} target tok/s", flush=True)
@@ -639,6 +637,7 @@ def main():
             for i in range(min(len(hyps), o.samples)):
                 print(f"  {valid.english[i]}\n    -> {hyps[i]}   (reference: {valid.german[i]})")
             t0 += time.time() - te                         # evaluation stays out of tok/s
+            paused += time.time() - te                     # and out of the --minutes plan
         if log:
             log.write(f"{step},{lr!r},{loss_value!r},{vl!r},{vb!r}\n")
             log.flush()

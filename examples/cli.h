@@ -118,8 +118,8 @@ struct RunHelp {
   std::string steps = "optimizer steps in total";
   bool steps_may_be_zero = false;  // 0 = derived (from --epochs, or planned by --minutes)
   std::string minutes =
-      "plan the steps so that training takes this long, from the speed of steps 2-21, as "
-      "torch_train_ref.py does (0 = use --steps)";
+      "plan the steps so that training (evaluations aside) takes this long: planned at step 21 "
+      "as torch_train_ref.py does, then revised every 20 steps (0 = use --steps)";
   std::string minutes_group = "";  // "" = Optimisation
   std::string stop_at =
       "end this run after that step with a checkpoint, as if interrupted (0 = off)";

@@ -91,8 +91,9 @@ void add_options(CLI::App& app, Options& o) {
       app, o.run,
       {.out = "directory for tokenizer, checkpoint, log and curves",
        .seed = "seed of the split, pairs, masking, weights, dropout",
-       .minutes = "plan the steps so that training takes this long, from the speed of steps "
-                  "2-21, as bench/torch_bert_train_ref.py does (overrides --steps)"});
+       .minutes = "plan the steps so that training (evaluations aside) takes this long: "
+                  "planned at step 21, revised every 20 steps, as bench/torch_bert_train_ref.py "
+                  "does (overrides --steps)"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch", o.batch, "sentence pairs per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
@@ -388,7 +389,7 @@ int main(int argc, char** argv) try {
   fmt::print(
       "final (step {}, {} training): see the last eval line; saved {}, {}/bert.safetensors, "
       "{}, {}/curves.png, {}\n",
-      run.total(), optim::format_duration(run.elapsed()), run.checkpoint_path(), out,
+      run.total(), optim::format_duration(run.training_seconds()), run.checkpoint_path(), out,
       run.log_path(), out, tok_path);
   return 0;
 } catch (const std::exception& e) {

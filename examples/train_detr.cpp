@@ -98,8 +98,9 @@ void add_options(CLI::App& app, Options& o) {
       {.seed = "seed of the weights, the training scenes and dropout",
        .steps = "optimizer steps (0 = plan --minutes)",
        .steps_may_be_zero = true,
-       .minutes = "plan the steps so that training takes this long, from the speed of steps "
-                  "2-21, as torch_train_ref.py does (default 10 when --steps is 0)"});
+       .minutes = "plan the steps so that training (evaluations aside) takes this long: "
+                  "planned at step 21 as torch_train_ref.py does, then revised every 20 steps "
+                  "(default 10 when --steps is 0)"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch", o.batch, "scenes per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")
@@ -304,7 +305,7 @@ int main(int argc, char** argv) try {
   // ---- checkpoints (model, AdamW, config, and the scenes done) and resume
   const int64_t global_batch = o.batch * distributed::world_size();  // scenes a step
   int64_t index = 0;  // the next batch of scenes
-  if (o.run.steps == 0) run.set_total(std::numeric_limits<int32_t>::max());  // planned at step 21
+  if (o.run.steps == 0) run.set_total(std::numeric_limits<int32_t>::max());  // planned from 21
   run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t) {
     nn::Metadata meta = config.to_metadata();
     meta.insert({{"model_preset", o.model},
@@ -371,7 +372,7 @@ int main(int argc, char** argv) try {
              ap.ap50, ap.ap75});
     if (run.checkpoint(done)) return 0;  // --stop-at
   }
-  const double train_s = run.elapsed();
+  const double train_s = run.training_seconds();  // evaluations left out
 
   // ---- final report (rank 0's): AP on every held-out scene, checkpoint, curves, pictures
   if (!run.main_process()) return 0;

@@ -367,7 +367,7 @@ int main(int argc, char** argv) try {
     }
     if (run.checkpoint(done)) return 0;  // --stop-at
   }
-  const double train_s = run.elapsed();
+  const double train_s = run.training_seconds();  // evaluations left out
 
   // ---- final report: validation, checkpoint, samples (rank 0's)
   if (!run.main_process()) return 0;

@@ -95,8 +95,9 @@ void add_options(CLI::App& app, Options& o) {
       {.seed = "seed of the weights, batch order, augmentation, dropout",
        .steps = "optimizer steps in total (overrides --epochs)",
        .steps_may_be_zero = true,
-       .minutes = "plan the steps so that training takes this long, from the speed of steps "
-                  "2-21, as torch_train_ref.py does (overrides --epochs/--steps)",
+       .minutes = "plan the steps so that training (evaluations aside) takes this long: "
+                  "planned at step 21 as torch_train_ref.py does, then revised every 20 steps "
+                  "(overrides --epochs/--steps)",
        .minutes_group = "Reference plumbing"});
   CLI::App* t = g.optimisation;
   t->add_option("--epochs", o.epochs, "epochs of 60,000 images (default 30 ViT, 10 Swin)")
@@ -314,7 +315,7 @@ int main(int argc, char** argv) try {
              train_set->size(), steps_per_epoch, global_batch, test_set.size());
 
   // ---- checkpoints (model, AdamW, config and where the run is) and resume
-  run.set_total(o.run.minutes > 0 ? std::numeric_limits<int32_t>::max()  // planned at step 21
+  run.set_total(o.run.minutes > 0 ? std::numeric_limits<int32_t>::max()  // planned from step 21
                 : o.run.steps > 0 ? o.run.steps
                                   : o.epochs * steps_per_epoch);
   run.set_checkpoint({{"model", &model.module()}}, &opt, [&](int64_t) {
@@ -374,7 +375,7 @@ int main(int argc, char** argv) try {
              test_accuracy});
     if (run.checkpoint(done)) return 0;  // --stop-at
   }
-  const double train_s = run.elapsed();
+  const double train_s = run.training_seconds();  // evaluations left out
 
   // ---- final report (rank 0's): test accuracy, confusion matrix, checkpoint, pictures
   if (!run.main_process()) return 0;

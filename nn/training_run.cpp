@@ -98,24 +98,31 @@ float TrainingRun::step_done(int64_t done, double local_loss, double work) {
       static_cast<float>(distributed::all_reduce_value(local_loss, distributed::ReduceOp::Mean));
   LOOM_CHECK(std::isfinite(loss), "{}: the loss became {} at step {}", program_, loss, done - 1);
   progress_->add(loss);
-  if (mean_work_ > 0 && budget_->active()) {   // TimeBudget's plan, per unit of work
-    constexpr int64_t kFirst = 1, kLast = 21;  // time steps 2..21
-    if (done == kFirst) t_step1_ = progress_->elapsed();
-    if (done > kFirst && done <= kLast) work_ += work;
-    if (done == kLast) {
-      const double per_step = (progress_->elapsed() - t_step1_) / work_ * mean_work_;
-      const double left = options_.minutes * 60 - progress_->elapsed();
-      plan(std::max(done + 1, done + static_cast<int64_t>(left / per_step)), per_step, work_note_);
-    }
-  } else if (const auto planned = budget_->observe(done, progress_->elapsed())) {
-    plan(*planned, budget_->seconds_per_step(), plan_note ? plan_note(*planned) : "");
+  // The plan counts work in units of the average step: plan_by_work's mean, or 1 a step.
+  const double units = mean_work_ > 0 ? work / mean_work_ : 1.0;
+  const auto planned = budget_->observe(done, training_seconds(), units);
+  if (!planned) return loss;
+  const double per_step = budget_->seconds_per_step();
+  if (done == optim::TimeBudget::kFirstPlan) {
+    plan(*planned, per_step, mean_work_ > 0 ? work_note_ : plan_note ? plan_note(*planned) : "");
+    return loss;
   }
+  total_ = distributed::broadcast_value(*planned);  // every process stops at the same step
+  // A revision is printed when it moves the plan by more than 2%, or ends the run.
+  if (total_ != done && std::abs(static_cast<double>(total_ - printed_total_)) <=
+                            0.02 * static_cast<double>(printed_total_))
+    return loss;
+  fmt::print("re-planned steps: {} ({:.1f} ms/step over the last {} steps{})\n", total_,
+             per_step * 1e3, budget_->window_steps(),
+             plan_note && mean_work_ == 0 ? plan_note(total_) : "");
+  printed_total_ = total_;
   return loss;
 }
 
 void TrainingRun::plan(int64_t total, double seconds_per_step, const std::string& note) {
   total_ = distributed::broadcast_value(total);  // every process stops at the same step
   fmt::print("planned steps: {} ({:.1f} ms/step{})\n", total_, seconds_per_step * 1e3, note);
+  printed_total_ = total_;
 }
 
 std::string TrainingRun::progress_line(int64_t done, double lr) {
@@ -135,10 +142,13 @@ double TrainingRun::untimed(const std::function<void()>& work) {
   work();
   const double seconds = progress_->elapsed() - t0;
   progress_->exclude(seconds);
+  untimed_seconds_ += seconds;
   return seconds;
 }
 
 double TrainingRun::elapsed() const { return progress_ ? progress_->elapsed() : 0.0; }
+
+double TrainingRun::training_seconds() const { return elapsed() - untimed_seconds_; }
 
 bool TrainingRun::checkpoint(int64_t done) {
   const bool every = options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0;

@@ -32,10 +32,12 @@
 //   - A checkpoint is written every --checkpoint-every steps (not at the last step: the trainer
 //     saves after its final evaluation), and at --stop-at, after which the run ends as an
 //     interruption would; --resume then continues exactly (nn::TrainerState).
-//   - A resumed run keeps the total its first run planned unless --steps is given again, and
-//     never re-plans --minutes.
-//   - --minutes plans the total once, at step 21, from the speed of steps 2-21
-//     (optim::TimeBudget), the same on every rank (rank 0's).
+//   - --minutes plans the total at step 21 from the speed of steps 2-21, then revises it every
+//     20 steps from the speed of the latest 200 (optim::TimeBudget), so that training ends
+//     near its minutes; the seconds are training's (untimed() work is left out); the total is
+//     rank 0's on every rank, so all stop at the same step.
+//   - A resumed run keeps the total of its checkpoint (the first run's plan at that step) unless
+//     --steps is given again, and does not plan --minutes anew.
 #pragma once
 
 #include <cstdint>
@@ -116,15 +118,16 @@ class TrainingRun {
 
   // ---- the loop
   // Starts the clock: the progress line counts `items_per_step` `unit` a step ("tok/s",
-  // "img/s"); with `plan_minutes`, --minutes (unless resumed) plans the total at step 21.
+  // "img/s"); with `plan_minutes`, --minutes (unless resumed) plans the total from step 21 on.
   void begin(int64_t items_per_step, std::string unit = "tok/s", bool plan_minutes = true);
   // For steps of unequal cost (batches of short and of long sequences): --minutes plans from the
-  // time per unit of `work` (step_done's) over steps 2-21 times `mean_work_per_step`, the cost
-  // of the average step, instead of from the time per step; `note` ends the "planned" line.
+  // time per unit of `work` (step_done's) times `mean_work_per_step`, the cost of the average
+  // step, instead of from the time per step; `note` ends the first "planned" line.
   void plan_by_work(double mean_work_per_step, std::string note = "");
   // After the optimizer step `done` (1-based): the global loss (the mean of `local_loss` over
   // the ranks, which it returns) is checked finite and added to the progress line; the plan of
-  // --minutes is made when its time comes. `work`: what this step cost (see plan_by_work).
+  // --minutes is made or revised when its time comes (total() may change, to `done` when the
+  // minutes are spent). `work`: what this step cost (see plan_by_work).
   float step_done(int64_t done, double local_loss, double work = 1);
   // Fixes the total (every rank takes rank 0's) and prints "planned steps: N (x ms/step...)";
   // for a trainer that plans --minutes itself.
@@ -141,7 +144,8 @@ class TrainingRun {
   // Runs `work` (an evaluation), keeping its time out of the throughput and the ETA; returns
   // its seconds.
   double untimed(const std::function<void()>& work);
-  double elapsed() const;  // seconds since begin()
+  double elapsed() const;           // seconds since begin()
+  double training_seconds() const;  // elapsed() less untimed()'s seconds: what --minutes counts
   // After step `done`: saves every --checkpoint-every steps (but the last) and at --stop-at;
   // returns true at --stop-at (before the last step), after printing so: the run ends there.
   bool checkpoint(int64_t done);
@@ -157,8 +161,10 @@ class TrainingRun {
   ContentFn content_;
   std::optional<optim::ProgressMeter> progress_;
   std::optional<optim::TimeBudget> budget_;
-  double mean_work_ = 0, work_ = 0, t_step1_ = 0;  // plan_by_work's
+  double mean_work_ = 0;  // plan_by_work's
   std::string work_note_;
+  double untimed_seconds_ = 0;  // untimed()'s, left out of the plan
+  int64_t printed_total_ = 0;   // the plan last printed
 };
 
 }  // namespace loom::nn

@@ -230,7 +230,7 @@ TEST_CASE("TrainingRun: a run stopped and resumed computes what the uninterrupte
   CHECK(longer.total() == 8);
 }
 
-TEST_CASE("TrainingRun: --minutes plans the total at step 21, never on a resumed run") {
+TEST_CASE("TrainingRun: --minutes plans at step 21 and revises, never on a resumed run") {
   TempDir dir("minutes");
   nn::RunOptions o = options_in(dir.path, 1000000);
   o.minutes = 1e-6;  // a plan that is over at once: the minimum, one step beyond step 21
@@ -240,7 +240,11 @@ TEST_CASE("TrainingRun: --minutes plans the total at step 21, never on a resumed
   for (int64_t done = 1; done <= 21; ++done) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));  // 4 ms: beyond the plan
     run.step_done(done, 1.0);
-    CHECK(run.total() == (done < 21 ? 1000000 : 22));  // planned once, at step 21
+    CHECK(run.total() == (done < 21 ? 1000000 : 22));  // planned at step 21
+  }
+  for (int64_t done = 22; done <= 41; ++done) {  // a trainer stops at 22; the revision at 41
+    run.step_done(done, 1.0);                    // would end the run there
+    CHECK(run.total() == (done < 41 ? 22 : 41));
   }
 
   o.resume = true;  // a resumed run keeps its plan
@@ -257,6 +261,22 @@ TEST_CASE("TrainingRun: --minutes plans the total at step 21, never on a resumed
   CHECK(off.total() == 1000000);
   off.plan(40, 0.01);
   CHECK(off.total() == 40);
+}
+
+TEST_CASE("TrainingRun: --minutes counts training seconds, leaving untimed() work out") {
+  TempDir dir("untimed");
+  nn::RunOptions o = options_in(dir.path, 1000000);
+  o.minutes = 0.01;  // 0.6 s
+  nn::TrainingRun run("train_toy", o);
+  run.begin(1);
+  for (int64_t done = 1; done <= 21; ++done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (done == 10)  // an evaluation of 1 s: were it counted, the minutes would be spent
+      CHECK(run.untimed([] { std::this_thread::sleep_for(std::chrono::seconds(1)); }) >= 1.0);
+    run.step_done(done, 1.0);
+  }
+  CHECK(run.training_seconds() < run.elapsed() - 0.9);
+  CHECK(run.total() > 40);  // ~0.59 s left at ~0.2 ms a step (or a few ms on a busy machine)
 }
 
 TEST_CASE("TrainingRun: plan_by_work plans --minutes from the time per unit of work") {
