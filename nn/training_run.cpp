@@ -108,9 +108,9 @@ float TrainingRun::step_done(int64_t done, double local_loss, double work) {
     return loss;
   }
   total_ = distributed::broadcast_value(*planned);  // every process stops at the same step
-  // A revision is printed when it moves the plan by more than 2%, or ends the run.
+  // A revision is printed when it moves the plan by more than 10%, or ends the run.
   if (total_ != done && std::abs(static_cast<double>(total_ - printed_total_)) <=
-                            0.02 * static_cast<double>(printed_total_))
+                            0.1 * static_cast<double>(printed_total_))
     return loss;
   fmt::print("re-planned steps: {} ({:.1f} ms/step over the last {} steps{})\n", total_,
              per_step * 1e3, budget_->window_steps(),

@@ -18,10 +18,10 @@ class TimeBudget:
 
     def plan(self, done, seconds, work=1.0, unit="ms/step"):
         """observe(), printing the plan as nn::TrainingRun prints it: the first, a revision
-        that moves it by more than 2%, and one that ends the run."""
+        that moves it by more than 10%, and one that ends the run."""
         total = self.observe(done, seconds, work)
         if total is not None and (done == FIRST_PLAN or total == done or
-                                  abs(total - self.printed) > 0.02 * self.printed):
+                                  abs(total - self.printed) > 0.1 * self.printed):
             print(f"{'planned' if done == FIRST_PLAN else 're-planned'} steps: {total} "
                   f"({self.seconds_per_step * 1e3:.1f} {unit})", flush=True)
             self.printed = total
