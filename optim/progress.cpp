@@ -50,9 +50,7 @@ TimeBudget::TimeBudget(double minutes) : minutes_(minutes) {
 std::optional<int64_t> TimeBudget::observe(int64_t done, double seconds, double work) {
   if (!active()) return std::nullopt;
   LOOM_CHECK(std::isfinite(work) && work >= 0,
-             "TimeBudget: the work of step {} must be a finite "
-             "number >= 0, got {}",
-             done, work);
+             "TimeBudget: the work of step {} must be a finite number >= 0, got {}", done, work);
   if (done > 1) work_ += work;  // step 1's one-off costs stay out of every speed
   const bool due = done == 1 || (done >= kFirstPlan && (done - kFirstPlan) % kReviseEvery == 0);
   if (!due) return std::nullopt;
