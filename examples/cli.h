@@ -117,9 +117,7 @@ struct RunHelp {
   std::string seed = "seed of the weights, the batch order and dropout";
   std::string steps = "optimizer steps in total";
   bool steps_may_be_zero = false;  // 0 = derived (from --epochs, or planned by --minutes)
-  std::string minutes =
-      "plan the steps so that training (evaluations aside) takes this long: planned at step 21 "
-      "as torch_train_ref.py does, then revised every 20 steps (0 = use --steps)";
+  std::string minutes_note = "0 = use --steps";  // ends --minutes' help, which is shared
   std::string minutes_group = "";  // "" = Optimisation
   std::string stop_at =
       "end this run after that step with a checkpoint, as if interrupted (0 = off)";
@@ -141,7 +139,10 @@ inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHe
     g.reference = app.add_option_group(
         help.minutes_group, "for runs side by side with ../shared/bench/torch_train_ref.py");
   (g.reference ? g.reference : g.optimisation)
-      ->add_option("--minutes", run.minutes, help.minutes)
+      ->add_option("--minutes", run.minutes,
+                   "plan the steps so that training (evaluations aside) takes this long: planned "
+                   "at step 21 as torch_train_ref.py does, then revised every 20 steps (" +
+                       help.minutes_note + ")")
       ->check(finite_non_negative);
   g.progress->add_option("--log-every", run.log_every, "steps between progress lines")
       ->check(positive);
@@ -160,6 +161,14 @@ inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHe
 }
 
 // Prints every option's value after parsing, given or default, one "  key=value" a line.
+// For defaults a program resolves after parsing (0 or -1 meaning "the model's"): shows each
+// flag's resolved value in print_config() instead of the placeholder.
+inline void show_resolved(CLI::App& app,
+                          std::initializer_list<std::pair<std::string, float>> values) {
+  for (const auto& [flag, value] : values)
+    app.get_option(flag)->default_str(fmt::format("{}", value));
+}
+
 inline void print_config(const CLI::App& app) {
   std::istringstream lines(app.config_to_str(/*default_also=*/true, /*write_description=*/false));
   fmt::print("config:\n");

@@ -98,9 +98,7 @@ void add_options(CLI::App& app, Options& o) {
       {.seed = "seed of the weights, the training scenes and dropout",
        .steps = "optimizer steps (0 = plan --minutes)",
        .steps_may_be_zero = true,
-       .minutes = "plan the steps so that training (evaluations aside) takes this long: "
-                  "planned at step 21 as torch_train_ref.py does, then revised every 20 steps "
-                  "(default 10 when --steps is 0)"});
+       .minutes_note = "default 10 when --steps is 0"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch", o.batch, "scenes per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")

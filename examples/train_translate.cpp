@@ -110,9 +110,7 @@ void add_options(CLI::App& app, Options& o) {
       {.out = "directory for checkpoint, tokenizer, log.csv, loss.png",
        .seed = "seed of the weights, batch order and dropout",
        .steps = "optimizer steps",
-       .minutes = "plan the steps so that training (evaluations aside) takes this long: "
-                  "planned at step 21, revised every 20 steps (0 = use --steps; a resumed run "
-                  "keeps its plan)"});
+       .minutes_note = "0 = use --steps; a resumed run keeps its plan"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch-tokens", o.batch_tokens, "target tokens (padding included) per batch")
       ->check(positive);
