@@ -79,6 +79,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -218,6 +219,12 @@ Tensor triu(const Tensor& x, int64_t k = 0);
 
 // --- fused nn functions (differentiable; nn::functional wraps these) ----------------------------
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+// {h, layer_norm(h, weight, bias, eps)} with h = x + residual: the same values and gradients as
+// the two ops, from one kernel that adds and normalises in the same pass (a pre-norm block's
+// residual add and the LayerNorm after it).
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
+                                         const Tensor& weight, const Tensor& bias,
+                                         float eps = 1e-5f);
 // Mean (over non-ignored targets) softmax cross-entropy of logits [N, C] and int64 targets [N].
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      float label_smoothing = 0.0f);

@@ -4,6 +4,41 @@
 
 namespace loom {
 
+namespace {
+
+// weight and bias as layer_norm takes them: undefined, or float32 [cols] on x's device.
+void check_layer_norm_affine(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const char* op) {
+  const int64_t cols = x.size(-1);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    detail::check_float(*p, op);
+    detail::check_same_device(x, *p, op);
+    LOOM_CHECK(p->shape() == Shape{cols},
+               "{}: weight/bias of shape {} do not match the last dim of input {}", op,
+               shape_str(p->shape()), shape_str(x.shape()));
+  }
+}
+
+// The autograd node of y = layer_norm(input): the kernel's input values xc (contiguous, the
+// same as input's), the affine weight w and the saved row statistics.
+Tensor record_layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Tensor& xc, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& y) {
+  const bool need_w = weight.defined() && weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  return autograd::record("layer_norm", {input, weight, bias}, y,
+                          [xc, w, mean, rstd, need_w, need_b](const Tensor& g) {
+    Tensor dx = Tensor::empty(xc.shape(), DType::Float32, xc.device());
+    Tensor dw = need_w ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
+    Tensor db = need_b ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
+    backend(xc.device()).layer_norm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
+    return std::vector<Tensor>{dx, dw, db};
+  }, {xc, w});
+}
+
+}  // namespace
+
 // Ba et al. 2016: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim.
 // A bfloat16 input (see ops.h) is normalised in float32 (with float32 or bfloat16 weight and
 // bias) and the result rounded to bfloat16; the statistics are float32 throughout.
@@ -15,15 +50,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   detail::check_float(x, "layer_norm");
   LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim, got shape {}",
              shape_str(x.shape()));
+  check_layer_norm_affine(x, weight, bias, "layer_norm");
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
-  for (const Tensor* p : {&weight, &bias}) {
-    if (!p->defined()) continue;
-    detail::check_float(*p, "layer_norm");
-    detail::check_same_device(x, *p, "layer_norm");
-    LOOM_CHECK(p->shape() == Shape{cols},
-               "layer_norm: weight/bias of shape {} do not match the last dim of input {}",
-               shape_str(p->shape()), shape_str(x.shape()));
-  }
   Tensor xc = x.detach().contiguous();
   Tensor y = Tensor::empty(x.shape(), DType::Float32, x.device());
   Tensor mean = Tensor::empty({rows}, DType::Float32, x.device());
@@ -31,16 +59,38 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   backend(x.device()).layer_norm(xc, w, b, eps, y, mean, rstd);
-  const bool need_w = weight.defined() && weight.requires_grad();
-  const bool need_b = bias.defined() && bias.requires_grad();
-  return autograd::record("layer_norm", {x, weight, bias}, y,
-                          [xc, w, mean, rstd, need_w, need_b](const Tensor& g) {
-    Tensor dx = Tensor::empty(xc.shape(), DType::Float32, xc.device());
-    Tensor dw = need_w ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
-    Tensor db = need_b ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
-    backend(xc.device()).layer_norm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
-    return std::vector<Tensor>{dx, dw, db};
-  }, {xc, w});
+  return record_layer_norm(x, weight, bias, xc, w, mean, rstd, y);
+}
+
+// h = x + residual and layer_norm(h) from one kernel, which writes h and normalises it in the
+// same pass over the rows. The graph is the unfused one: an addition node for h (so h's other
+// uses, the next residual add, get their gradient as usual) and a layer_norm node reading h.
+// Inputs the kernel does not take (bfloat16, shapes that broadcast) run as the two ops.
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
+                                         const Tensor& weight, const Tensor& bias, float eps) {
+  detail::check_defined(x, "add_layer_norm");
+  detail::check_defined(residual, "add_layer_norm");
+  const bool fused = x.dtype() == DType::Float32 && residual.dtype() == DType::Float32 &&
+                     x.shape() == residual.shape() && x.device() == residual.device() &&
+                     x.dim() >= 1 && (!weight.defined() || weight.dtype() == DType::Float32) &&
+                     (!bias.defined() || bias.dtype() == DType::Float32);
+  if (!fused) {
+    Tensor h = x + residual;
+    return {h, layer_norm(h, weight, bias, eps)};
+  }
+  check_layer_norm_affine(x, weight, bias, "add_layer_norm");
+  const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+  Tensor h = Tensor::empty(x.shape(), DType::Float32, x.device());
+  Tensor y = Tensor::empty(x.shape(), DType::Float32, x.device());
+  Tensor mean = Tensor::empty({rows}, DType::Float32, x.device());
+  Tensor rstd = Tensor::empty({rows}, DType::Float32, x.device());
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  backend(x.device())
+      .add_layer_norm(x.detach(), residual.detach(), w, b, eps, h, y, mean, rstd);
+  h = autograd::record("add", {x, residual}, h,
+                       [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
+  return {h, record_layer_norm(h, weight, bias, h.detach(), w, mean, rstd, y)};
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,

@@ -346,7 +346,27 @@ void Backend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bi
   c.output(y, DType::Float32, rows * cols, "out");
   c.output(mean, DType::Float32, rows, "mean");
   c.output(rstd, DType::Float32, rows, "rstd");
-  if (rows > 0) layer_norm_impl(contiguous(x), weight, bias, eps, y, mean, rstd);
+  Tensor none;
+  if (rows > 0) layer_norm_impl(contiguous(x), none, weight, bias, eps, none, y, mean, rstd);
+}
+
+void Backend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                             const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
+                             Tensor& rstd) {
+  const Contract c{device_, "add_layer_norm"};
+  c.on_device(x, "input");
+  const int64_t rows = mean.numel(), cols = c.row_length(x, rows, "input");
+  LOOM_CHECK(cols > 0 || rows == 0, "add_layer_norm: cannot normalise rows of 0 elements");
+  c.dtype(x, DType::Float32, "input");
+  c.input(residual, DType::Float32, rows * cols, "residual");
+  if (weight.defined()) c.output(weight, DType::Float32, cols, "weight");
+  if (bias.defined()) c.output(bias, DType::Float32, cols, "bias");
+  c.output(sum, DType::Float32, rows * cols, "sum");
+  c.output(y, DType::Float32, rows * cols, "out");
+  c.output(mean, DType::Float32, rows, "mean");
+  c.output(rstd, DType::Float32, rows, "rstd");
+  if (rows > 0)
+    layer_norm_impl(contiguous(x), contiguous(residual), weight, bias, eps, sum, y, mean, rstd);
 }
 
 void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,

@@ -177,6 +177,11 @@ class Backend {
   // x, y: [rows, cols]; weight/bias [cols] (may be undefined); mean/rstd [rows].
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y,
                   Tensor& mean, Tensor& rstd);
+  // sum = x + residual, then layer_norm of sum, in one pass over the rows: a pre-norm block's
+  // residual add and the LayerNorm that follows it. x, residual, sum, y: [rows, cols].
+  void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                      const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
+                      Tensor& rstd);
   // Writes dx (always), dweight/dbias (when defined) from dy, x and the saved mean/rstd.
   void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                            const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
@@ -260,9 +265,12 @@ class Backend {
                                 const Tensor& index, Tensor& out) = 0;
   virtual void rand_uniform_impl(Tensor& out, uint64_t seed, uint64_t offset) = 0;
   virtual void rand_normal_impl(Tensor& out, uint64_t seed, uint64_t offset) = 0;
-  // weight/bias undefined or [cols]; rows, cols > 0.
-  virtual void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                               Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  // weight/bias undefined or [cols]; rows, cols > 0. residual and sum are both undefined
+  // (layer_norm) or both [rows, cols] (add_layer_norm: the rows normalised are x + residual,
+  // written to sum).
+  virtual void layer_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                               const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
+                               Tensor& rstd) = 0;
   virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                         const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                         Tensor& dweight, Tensor& dbias) = 0;

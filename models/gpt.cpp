@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -201,8 +200,10 @@ Block::Block(const GPTConfig& config) {
 Tensor Block::forward(const Tensor& x, const LayerCache& cache, bool last_only) const {
   // x (B, T, C) -> (B, Tq, C), Tq = T or 1; each sub-block adds to the residual stream.
   const Tensor residual = last_only ? x.narrow(1, x.size(1) - 1, 1) : x;  // (B, Tq, C)
-  Tensor h = residual + attn->forward(ln_1->forward(x), cache, last_only);
-  return h + mlp->forward(ln_2->forward(h));
+  // h = residual + attention, and ln_2(h) from the same pass over h (add_layer_norm).
+  const auto [h, h_normed] =
+      ln_2->add_and_forward(residual, attn->forward(ln_1->forward(x), cache, last_only));
+  return h + mlp->forward(h_normed);
 }
 
 // ============================================================================ model
@@ -259,11 +260,10 @@ Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
   LOOM_CHECK(cache == nullptr || cache->batch() == B,
              "GPT: ids of shape {} do not match the KV cache's batch {}", shape_str(ids.shape()),
              cache != nullptr ? cache->batch() : 0);
-  const Device device = wte->weight.device();
-  std::vector<int64_t> positions(static_cast<size_t>(T));
-  std::iota(positions.begin(), positions.end(), past);
-  Tensor pos = tensor_i64(positions, {T}).to(device);               // (T)
-  Tensor x = drop->forward(wte->forward(ids) + wpe->forward(pos));  // (B, T, C) + (T, C)
+  // The learned position embeddings of positions past .. past + T - 1 are rows of wpe: a view,
+  // so nothing is looked up (or copied from the host) per step.
+  const Tensor pos_emb = wpe->weight.narrow(0, past, T);  // (T, C)
+  Tensor x = drop->forward(wte->forward(ids) + pos_emb);   // (B, T, C) + (T, C)
   // The last block alone may skip the other positions: earlier blocks must produce every
   // position, since later blocks attend to all of them.
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {

@@ -17,6 +17,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   return loom::layer_norm(x, weight, bias, eps);
 }
 
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
+                                         const Tensor& weight, const Tensor& bias, float eps) {
+  return loom::add_layer_norm(x, residual, weight, bias, eps);
+}
+
 Tensor dropout(const Tensor& x, float p, bool training) { return loom::dropout(x, p, training); }
 
 }  // namespace loom::nn::functional

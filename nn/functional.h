@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "core/tensor.h"
 
@@ -18,6 +19,11 @@ enum class Reduction { None, Mean, Sum };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // Normalises over the last dim; weight/bias [D] optional (Ba et al. 2016).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+// {h, layer_norm(h, weight, bias)} with h = x + residual, added and normalised in one pass: a
+// pre-norm block's residual add and the LayerNorm that follows (autograd/ops.h).
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
+                                         const Tensor& weight, const Tensor& bias,
+                                         float eps = 1e-5f);
 // Inverted dropout: active only when training; survivors scaled by 1/(1-p).
 Tensor dropout(const Tensor& x, float p, bool training);
 // x [N, C, H, W]; batch statistics over (N, H, W) when training (then running_mean/var, if

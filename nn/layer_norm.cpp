@@ -24,6 +24,15 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return functional::layer_norm(x, weight, bias, eps);
 }
 
+std::pair<Tensor, Tensor> LayerNorm::add_and_forward(const Tensor& x,
+                                                     const Tensor& residual) const {
+  // x, residual [..., D] -> {x + residual, LayerNorm(x + residual)}
+  LOOM_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == normalized_shape,
+             "LayerNorm({}): expected input [..., {}], got {}", normalized_shape, normalized_shape,
+             x.defined() ? shape_str(x.shape()) : "undefined");
+  return functional::add_layer_norm(x, residual, weight, bias, eps);
+}
+
 std::string LayerNorm::extra_repr() const {
   return fmt::format("({},), eps={}, elementwise_affine={}", normalized_shape, py_repr(eps),
                      py_repr(weight.defined()));

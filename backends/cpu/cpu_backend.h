@@ -59,8 +59,9 @@ class CpuBackend final : public Backend {
                         const Tensor& index, Tensor& out) override;
   void rand_uniform_impl(Tensor& out, uint64_t seed, uint64_t offset) override;
   void rand_normal_impl(Tensor& out, uint64_t seed, uint64_t offset) override;
-  void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                       Tensor& y, Tensor& mean, Tensor& rstd) override;
+  void layer_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                       const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
+                       Tensor& rstd) override;
   void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                 const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
                                 Tensor& dbias) override;

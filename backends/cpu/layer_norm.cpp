@@ -1,7 +1,7 @@
 // Fused layer normalisation (Ba et al. 2016) over the last dimension of a contiguous
 // [rows, cols] tensor: y = (x - mean) * rstd * weight + bias with rstd = 1 / sqrt(var + eps),
 // var the biased variance (PyTorch's definition). The forward saves mean and rstd per row for
-// the backward.
+// the backward. add_layer_norm normalises x + residual, written out first, in the same loop.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -83,10 +83,13 @@ LOOM_FLATTEN void normalize_row_backward(const float* dy, const float* x, const 
 
 }  // namespace
 
-void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                 float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                 const Tensor& bias, float eps, Tensor& sum, Tensor& y,
+                                 Tensor& mean, Tensor& rstd) {
   const int64_t rows = mean.numel(), cols = x.numel() / rows;
   const float* xp = x.data_ptr<float>();
+  const float* resp = optional(residual);
+  float* sp = optional(sum);
   const float* wp = optional(weight);
   const float* bp = optional(bias);
   float* yp = y.data_ptr<float>();
@@ -94,9 +97,17 @@ void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& weight, const Te
   float* rp = rstd.data_ptr<float>();
   cpu::parallel_for(0, rows, std::max<int64_t>(1, cpu::kGrainCheap / std::max<int64_t>(cols, 1)),
                     [&](int64_t b, int64_t e) {
-                      for (int64_t r = b; r < e; ++r)
-                        normalize_row(xp + r * cols, cols, wp, bp, eps, yp + r * cols, mp + r,
-                                      rp + r);
+                      for (int64_t r = b; r < e; ++r) {
+                        const float* row = xp + r * cols;
+                        if (resp) {  // add_layer_norm: the row is x + residual, kept in sum
+                          float* s = sp + r * cols;
+                          const float* res = resp + r * cols;
+#pragma omp simd
+                          for (int64_t c = 0; c < cols; ++c) s[c] = row[c] + res[c];
+                          row = s;
+                        }
+                        normalize_row(row, cols, wp, bp, eps, yp + r * cols, mp + r, rp + r);
+                      }
                     });
 }
 

@@ -2,7 +2,8 @@
 // checked the arguments and made the inputs of the row-based kernels contiguous before any
 // *_impl here runs; each one hands raw pointers to a launcher from kernels.h, or to cuBLAS for
 // matrix products. All work is queued in order on
-// one stream; the host waits only at host <-> device copies and for the index-error flag.
+// one stream; the host waits only at host <-> device copies and synchronize(), where it also
+// reads the error flags of the checked kernels (see "device-side errors" below).
 #include "backends/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -12,6 +13,9 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/allocator.h"
@@ -31,6 +35,11 @@ namespace loom {
 namespace {
 
 std::atomic<bool> g_tf32{false};
+// CUDA_LAUNCH_BLOCKING=1, PyTorch's switch (the CUDA runtime reads it too), starts it on.
+std::atomic<bool> g_launch_blocking{[] {
+  const char* value = std::getenv("CUDA_LAUNCH_BLOCKING");
+  return value != nullptr && std::string_view(value) == "1";
+}()};
 
 using cuda::Elementwise;
 using cuda::matrix_layout;
@@ -101,9 +110,11 @@ class CudaBackend final : public Backend {
     LOOM_CUDA_CHECK(cudaStreamCreate(&stream_));
     LOOM_CUBLAS_CHECK(cublasCreate(&cublas_));
     LOOM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-    void* flag = nullptr;
-    LOOM_CUDA_CHECK(cudaMalloc(&flag, sizeof(cuda::DeviceErrorFlag)));
-    error_flag_ = static_cast<cuda::DeviceErrorFlag*>(flag);
+    void* flags = nullptr;
+    LOOM_CUDA_CHECK(cudaMalloc(&flags, kErrorSlots * sizeof(cuda::DeviceErrorFlag)));
+    LOOM_CUDA_CHECK(
+        cudaMemsetAsync(flags, 0, kErrorSlots * sizeof(cuda::DeviceErrorFlag), stream_));
+    error_flags_ = static_cast<cuda::DeviceErrorFlag*>(flags);
   }
   // Never destroyed (see cuda_backend()): tensors freed during static destruction still
   // find their allocator, and the driver reclaims everything at exit.
@@ -126,7 +137,22 @@ class CudaBackend final : public Backend {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     synchronize();
   }
-  void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  // Waits for every queued kernel, then throws for the first error they flagged (see
+  // "device-side errors" below). The flags' copy is queued behind the kernels: one wait.
+  void synchronize() override {
+    std::vector<Check> checks;
+    checks.swap(checks_);
+    std::vector<cuda::DeviceErrorFlag> flags(checks.size());
+    if (!checks.empty()) {
+      const size_t bytes = flags.size() * sizeof(cuda::DeviceErrorFlag);
+      LOOM_CUDA_CHECK(
+          cudaMemcpyAsync(flags.data(), error_flags_, bytes, cudaMemcpyDeviceToHost, stream_));
+      LOOM_CUDA_CHECK(cudaMemsetAsync(error_flags_, 0, bytes, stream_));
+    }
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (size_t i = 0; i < checks.size(); ++i)
+      if (flags[i].raised) raise_device_error(checks[i], flags[i]);
+  }
 
  protected:
   // --- layout and fill ---
@@ -247,37 +273,33 @@ class CudaBackend final : public Backend {
   // --- indexing ---
   void index_select_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                          const Tensor& index, Tensor& out) override {
-    clear_error_flag();
     cuda::launch_index_select(x.raw_data(), element_size(x.dtype()), outer, n, inner,
-                              index.data_ptr<int64_t>(), index.numel(), out.raw_data(), error_flag_,
-                              stream_);
-    check_index_flag("index_select", n);
+                              index.data_ptr<int64_t>(), index.numel(), out.raw_data(),
+                              error_flag({"index_select", n}), stream_);
+    after_checked_launch();
   }
 
   void index_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                       const Tensor& index, Tensor& out) override {
-    clear_error_flag();
     cuda::launch_index_add(src.raw_data(), out.dtype(), outer, n, inner, index.data_ptr<int64_t>(),
-                           index.numel(), out.raw_data(), error_flag_, stream_);
-    check_index_flag("index_add", n);
+                           index.numel(), out.raw_data(), error_flag({"index_add", n}), stream_);
+    after_checked_launch();
   }
 
   void gather_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                    Tensor& out) override {
-    clear_error_flag();
     cuda::launch_gather(x.raw_data(), element_size(x.dtype()), outer, n, inner,
                         index.data_ptr<int64_t>(), index_depth(index, outer, inner), out.raw_data(),
-                        error_flag_, stream_);
-    check_index_flag("gather", n);
+                        error_flag({"gather", n}), stream_);
+    after_checked_launch();
   }
 
   void scatter_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                         const Tensor& index, Tensor& out) override {
-    clear_error_flag();
     cuda::launch_scatter_add(src.raw_data(), out.dtype(), outer, n, inner,
                              index.data_ptr<int64_t>(), index_depth(index, outer, inner),
-                             out.raw_data(), error_flag_, stream_);
-    check_index_flag("scatter_add", n);
+                             out.raw_data(), error_flag({"scatter_add", n}), stream_);
+    after_checked_launch();
   }
 
   // --- random numbers ---
@@ -289,12 +311,14 @@ class CudaBackend final : public Backend {
   }
 
   // --- fused neural-network kernels ---
-  void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                       Tensor& y, Tensor& mean, Tensor& rstd) override {
+  void layer_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                       const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
+                       Tensor& rstd) override {
     const int64_t rows = mean.numel(), cols = x.numel() / rows;
-    cuda::launch_layer_norm(x.data_ptr<float>(), ptr<float>(weight), ptr<float>(bias), rows, cols,
-                            eps, y.data_ptr<float>(), mean.data_ptr<float>(),
-                            rstd.data_ptr<float>(), stream_);
+    cuda::launch_layer_norm(x.data_ptr<float>(), ptr<float>(residual), ptr<float>(weight),
+                            ptr<float>(bias), rows, cols, eps, ptr<float>(sum),
+                            y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                            stream_);
   }
 
   void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
@@ -311,24 +335,22 @@ class CudaBackend final : public Backend {
   void cross_entropy_impl(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                           float label_smoothing, Tensor& losses, Tensor& lse) override {
     const int64_t rows = target.numel(), classes = logits.numel() / rows;
-    clear_error_flag();
     cuda::launch_cross_entropy(logits.data_ptr<float>(), target.data_ptr<int64_t>(), rows, classes,
                                logits_row_stride(logits), ignore_index, label_smoothing,
-                               losses.data_ptr<float>(), lse.data_ptr<float>(), error_flag_,
-                               stream_);
-    check_target_flag("cross_entropy", classes, ignore_index);
+                               losses.data_ptr<float>(), lse.data_ptr<float>(),
+                               error_flag({"cross_entropy", classes, ignore_index}), stream_);
+    after_checked_launch();
   }
 
   void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                    int64_t ignore_index, float label_smoothing, float scale,
                                    Tensor& dlogits) override {
     const int64_t rows = target.numel(), classes = logits.numel() / rows;
-    clear_error_flag();
     cuda::launch_cross_entropy_backward(
         logits.data_ptr<float>(), target.data_ptr<int64_t>(), lse.data_ptr<float>(), rows, classes,
-        logits_row_stride(logits), ignore_index, label_smoothing, scale,
-        dlogits.data_ptr<float>(), error_flag_, stream_);
-    check_target_flag("cross_entropy_backward", classes, ignore_index);
+        logits_row_stride(logits), ignore_index, label_smoothing, scale, dlogits.data_ptr<float>(),
+        error_flag({"cross_entropy_backward", classes, ignore_index}), stream_);
+    after_checked_launch();
   }
 
   void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
@@ -423,37 +445,56 @@ class CudaBackend final : public Backend {
     tf32_active_ = tf32;
   }
 
-  void clear_error_flag() {
-    LOOM_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(cuda::DeviceErrorFlag), stream_));
+  // --- device-side errors ---
+  // Kernels cannot throw. One that meets a bad value (an index out of range, a target outside
+  // the classes) skips it and raises a flag in device memory. Each checked launch gets a flag of
+  // its own, and the host keeps what its message needs. The flags are read where the host waits
+  // for the GPU anyway (a copy to or from the host, synchronize()), so a checked op costs no
+  // round trip, and the first raised flag becomes a loom::Error there: as in PyTorch, an error
+  // on the GPU is reported at a later call. With CUDA_LAUNCH_BLOCKING=1 (or
+  // cuda_set_launch_blocking(true)) each checked launch is waited for and raises at its own call.
+  struct Check {
+    const char* op;
+    int64_t n;                 // the indexed dimension's size, or the number of classes
+    int64_t ignore_index = 0;  // targets only
+    bool target = false;
+    Check(const char* op_, int64_t n_) : op(op_), n(n_) {}
+    Check(const char* op_, int64_t classes, int64_t ignore)
+        : op(op_), n(classes), ignore_index(ignore), target(true) {}
+  };
+  static constexpr size_t kErrorSlots = 256;  // a full set is read (one wait) before reuse
+
+  // The flag for the next checked launch.
+  cuda::DeviceErrorFlag* error_flag(const Check& check) {
+    if (checks_.size() == kErrorSlots) synchronize();  // reads and clears every flag
+    checks_.push_back(check);
+    return error_flags_ + (checks_.size() - 1);
   }
 
-  // Waits for the kernel and reads the flag back (kernels cannot throw).
-  cuda::DeviceErrorFlag read_error_flag() {
-    cuda::DeviceErrorFlag flag{};
-    copy_to_host(&flag, error_flag_, sizeof flag);
-    return flag;
+  void after_checked_launch() {
+    if (g_launch_blocking.load()) synchronize();
   }
 
-  void check_index_flag(const char* op, int64_t n) {
-    const cuda::DeviceErrorFlag flag = read_error_flag();
-    LOOM_CHECK(!flag.raised,
-               "{}: index {} (at position {}) is out of range for a dimension of size {}; valid "
-               "indices are [0, {})",
-               op, flag.value, flag.position, n, n);
-  }
-
-  void check_target_flag(const char* op, int64_t classes, int64_t ignore_index) {
-    const cuda::DeviceErrorFlag flag = read_error_flag();
-    LOOM_CHECK(!flag.raised,
-               "{}: target {} at position {} is out of range for {} classes; valid targets are "
-               "[0, {}) or ignore_index ({})",
-               op, flag.value, flag.position, classes, classes, ignore_index);
+  [[noreturn]] static void raise_device_error(const Check& c, const cuda::DeviceErrorFlag& flag) {
+    const std::string where =
+        g_launch_blocking.load()
+            ? ""
+            : " (raised on the GPU, reported at the next wait for it; CUDA_LAUNCH_BLOCKING=1 "
+              "reports it at the call)";
+    if (c.target)
+      LOOM_FAIL("{}: target {} at position {} is out of range for {} classes; valid targets are "
+                "[0, {}) or ignore_index ({}){}",
+                c.op, flag.value, flag.position, c.n, c.n, c.ignore_index, where);
+    LOOM_FAIL("{}: index {} (at position {}) is out of range for a dimension of size {}; valid "
+              "indices are [0, {}){}",
+              c.op, flag.value, flag.position, c.n, c.n, where);
   }
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   bool tf32_active_ = false;
-  cuda::DeviceErrorFlag* error_flag_ = nullptr;
+  cuda::DeviceErrorFlag* error_flags_ = nullptr;  // kErrorSlots of them
+  std::vector<Check> checks_;                       // the launches that hold flags, in order
   CachingAllocator allocator_{cuda::device_memory()};
 };
 
@@ -476,5 +517,8 @@ Backend& cuda_backend() {
 
 void cuda_set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool cuda_tf32_enabled() { return g_tf32.load(); }
+
+void cuda_set_launch_blocking(bool enabled) { g_launch_blocking.store(enabled); }
+bool cuda_launch_blocking() { return g_launch_blocking.load(); }
 
 }  // namespace loom

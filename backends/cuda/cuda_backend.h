@@ -20,4 +20,13 @@ Backend& cuda_backend();
 void cuda_set_tf32(bool enabled);
 bool cuda_tf32_enabled();
 
+// Whether each kernel that checks its input (index_select, index_add, gather, scatter_add,
+// cross_entropy) is waited for, so that a bad index or target throws at the call that launched
+// it. Off by default: the error is thrown at the next point that waits for the GPU (a copy to or
+// from the host, synchronize()), as PyTorch reports device-side errors, and the host never
+// stalls for a check. The environment variable CUDA_LAUNCH_BLOCKING=1 (PyTorch's switch) turns
+// it on at start-up.
+void cuda_set_launch_blocking(bool enabled);
+bool cuda_launch_blocking();
+
 }  // namespace loom

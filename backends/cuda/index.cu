@@ -6,7 +6,8 @@
 // (the output of select/gather, the source of add/scatter), grid-stride, so consecutive threads
 // take consecutive i and both the index read and the data access coalesce along inner.
 // An index outside [0, n) raises the DeviceErrorFlag; the thread then writes 0 (select/gather)
-// or skips its update, and CudaBackend turns the flag into a loom::Error after the kernel.
+// or skips its update, and CudaBackend turns the flag into a loom::Error at its next wait for
+// the GPU.
 // The backward kernels accumulate with atomicAdd because several j may name the same row;
 // float atomics make the order of those additions, and so the last bits, vary between runs
 // (int64 sums are exact). Both kernels serve float32 and int64, like the CPU ones.

@@ -34,7 +34,8 @@ struct Operand {
 };
 
 // A flag that kernels raise instead of throwing (device code cannot throw): the first thread
-// that finds a bad index stores it and where it was; the host reads the flag after the kernel.
+// that finds a bad index stores it and where it was; the host reads the flag at its next wait
+// for the GPU (CudaBackend's "device-side errors").
 struct DeviceErrorFlag {
   int raised;
   long long value;
@@ -106,10 +107,11 @@ void launch_scatter_add(const void* src, DType type, int64_t outer, int64_t n, i
 void launch_rand_uniform(float* out, int64_t n, uint64_t seed, uint64_t offset,
                          cudaStream_t stream);
 void launch_rand_normal(float* out, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t stream);
-// weight/bias may be null (no affine transform).
-void launch_layer_norm(const float* x, const float* weight, const float* bias, int64_t rows,
-                       int64_t cols, float eps, float* y, float* mean, float* rstd,
-                       cudaStream_t stream);
+// weight/bias may be null (no affine transform). residual and sum are both null (layer_norm)
+// or both set (add_layer_norm: the rows normalised are x + residual, written to sum).
+void launch_layer_norm(const float* x, const float* residual, const float* weight,
+                       const float* bias, int64_t rows, int64_t cols, float eps, float* sum,
+                       float* y, float* mean, float* rstd, cudaStream_t stream);
 // dweight/dbias may be null (not wanted); weight may be null (identity).
 void launch_layer_norm_backward(const float* dy, const float* x, const float* weight,
                                 const float* mean, const float* rstd, int64_t rows, int64_t cols,

@@ -30,14 +30,27 @@ __global__ void rand_normal_kernel(float* out, int64_t n, uint64_t seed, uint64_
 // Thread mapping: one block per row (grid-stride over rows), threads strided along the row.
 // As on the CPU, both sums run in double and the variance is a second sweep over
 // (x - mean)^2, which does not cancel like E[x^2] - mean^2 for rows with a large mean.
-__global__ void layer_norm_kernel(const float* x, const float* weight, const float* bias,
-                                  int64_t rows, int64_t cols, float eps, float* y, float* mean,
-                                  float* rstd) {
+// With a residual (add_layer_norm) the row is x + residual: the first sweep writes it to `sum`,
+// and the later sweeps read it back there (each thread its own elements: no barrier needed).
+__global__ void layer_norm_kernel(const float* x, const float* residual, const float* weight,
+                                  const float* bias, int64_t rows, int64_t cols, float eps,
+                                  float* sum_out, float* y, float* mean, float* rstd) {
   __shared__ double shared[kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * cols;
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
+    if (residual) {
+      const float* rr = residual + row * cols;
+      float* sr = sum_out + row * cols;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const float v = xr[j] + rr[j];
+        sr[j] = v;
+        sum += v;
+      }
+      xr = sr;
+    } else {
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
+    }
     const float mu = static_cast<float>(block_sum(sum, shared) / static_cast<double>(cols));
     double sq = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
@@ -307,11 +320,11 @@ void launch_rand_normal(float* out, int64_t n, uint64_t seed, uint64_t offset,
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
-void launch_layer_norm(const float* x, const float* weight, const float* bias, int64_t rows,
-                       int64_t cols, float eps, float* y, float* mean, float* rstd,
-                       cudaStream_t stream) {
-  layer_norm_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(x, weight, bias, rows,
-                                                                         cols, eps, y, mean, rstd);
+void launch_layer_norm(const float* x, const float* residual, const float* weight,
+                       const float* bias, int64_t rows, int64_t cols, float eps, float* sum,
+                       float* y, float* mean, float* rstd, cudaStream_t stream) {
+  layer_norm_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(
+      x, residual, weight, bias, rows, cols, eps, sum, y, mean, rstd);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

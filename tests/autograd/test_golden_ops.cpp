@@ -487,11 +487,24 @@ std::vector<GoldenCase> compositions() {
   };
 }
 
-std::vector<std::vector<GoldenCase>> all_families() {
+// add_layer_norm against PyTorch's x + r followed by layer_norm.
+std::vector<GoldenCase> fused_functions() {
   return {
-      elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),   selection(),
-      reduction(),          softmax_family(),     matmul_family(),     views(),        indexing(),
-      nn_functions(),       tensor_methods(),     compositions(),      scatter_adds(), rolls()};
+      {"add_layer_norm",
+       [](const Inputs& x) { return add_layer_norm(x[0], x[1], x[2], x[3], 1e-5f).second; }},
+      {"add_layer_norm_both_used",
+       [](const Inputs& x) {
+         const auto [h, y] = add_layer_norm(x[0], x[1], x[2], x[3], 1e-3f);
+         return y * 2.0f + sin(h);
+       }},
+  };
+}
+
+std::vector<std::vector<GoldenCase>> all_families() {
+  return {elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),
+          selection(),          reduction(),          softmax_family(),    matmul_family(),
+          views(),              indexing(),           nn_functions(),      tensor_methods(),
+          compositions(),       scatter_adds(),       rolls(),             fused_functions()};
 }
 
 }  // namespace
@@ -528,6 +541,9 @@ TEST_CASE("golden: roll by any shift, along one dim or several, matches PyTorch"
 }
 TEST_CASE("golden: layer_norm, cross_entropy and dropout match PyTorch") {
   run_family(nn_functions(), kAccumulating);
+}
+TEST_CASE("golden: add_layer_norm matches PyTorch's residual add and layer_norm") {
+  run_family(fused_functions(), kAccumulating);
 }
 TEST_CASE("golden: Tensor method forms match PyTorch") {
   run_family(tensor_methods(), kAccumulating);

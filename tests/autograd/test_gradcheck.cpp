@@ -363,6 +363,18 @@ TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {
             {randn({3, 5}), randn({5}), randn({5})}, 1e-2f, 2e-2f, 3e-3f, "layer_norm");
   gradcheck(weighted([](const std::vector<Tensor>& in) { return layer_norm(in[0], Tensor(), Tensor(), 1e-3f); }),
             {randn({2, 5, 4}).transpose(1, 2)}, 1e-2f, 2e-2f, 3e-3f, "layer_norm no affine");
+  // add_layer_norm: both outputs feed the loss, as in a pre-norm block.
+  gradcheck(weighted([](const std::vector<Tensor>& in) {
+              const auto [h, y] = add_layer_norm(in[0], in[1], in[2], in[3]);
+              return y * 2.0f + h * h;
+            }),
+            {randn({3, 5}), randn({3, 5}), randn({5}), randn({5})}, 1e-2f, 2e-2f, 3e-3f,
+            "add_layer_norm");
+  gradcheck(weighted([](const std::vector<Tensor>& in) {
+              return add_layer_norm(in[0], in[1], Tensor(), Tensor(), 1e-3f).second;
+            }),
+            {randn({2, 5, 4}).transpose(1, 2), randn({2, 4, 5})}, 1e-2f, 2e-2f, 3e-3f,
+            "add_layer_norm no affine, strided x");
   Tensor target = tensor_i64({1, 0, 3, -100, 2}, {5});
   for (float smoothing : {0.0f, 0.1f})
     gradcheck([target, smoothing](const std::vector<Tensor>& in) {

@@ -815,27 +815,45 @@ TEST_CASE("index_select, index_add, gather and scatter_add match the CPU") {
   }
 }
 
+// cuda_set_launch_blocking for one scope, so that these tests do not depend on whether
+// CUDA_LAUNCH_BLOCKING is set.
+struct LaunchBlocking {
+  explicit LaunchBlocking(bool on) : previous(cuda_launch_blocking()) {
+    cuda_set_launch_blocking(on);
+  }
+  ~LaunchBlocking() { cuda_set_launch_blocking(previous); }
+  LaunchBlocking(const LaunchBlocking&) = delete;
+  LaunchBlocking& operator=(const LaunchBlocking&) = delete;
+  bool previous;
+};
+
 TEST_CASE("an out-of-range index is a loom::Error naming the op, and the device stays usable") {
   LOOM_REQUIRE_GPU();
+  const LaunchBlocking deferred(false);
+  // The kernels flag the error on the GPU; it is thrown at the next wait for it (here
+  // synchronize() and .cpu()).
   const Tensor x = uniform({5, 3}, -1, 1, 47).to(Device::CUDA);
   const Tensor bad = tensor_i64({0, 4, 7, 1}, {4}).to(Device::CUDA);
   expect_error(
       [&] {
         Tensor out = empty_on(Device::CUDA, {1, 4, 3});
         gpu().index_select(x, 1, 5, 3, bad, out);
+        gpu().synchronize();
       },
-      {"index_select", "index 7", "position 2", "size 5"});
+      {"index_select", "index 7", "position 2", "size 5", "CUDA_LAUNCH_BLOCKING=1"});
   expect_error(
       [&] {
         Tensor out = empty_on(Device::CUDA, {5, 3});
         gpu().index_add(empty_on(Device::CUDA, {4, 3}), 1, 5, 3,
                         tensor_i64({0, -1, 2, 3}, {4}).to(Device::CUDA), out);
+        gpu().synchronize();
       },
       {"index_add", "index -1", "position 1"});
   expect_error(
       [&] {
         Tensor out = empty_on(Device::CUDA, {2, 3});
         gpu().gather(x, 1, 5, 3, tensor_i64({0, 1, 2, 3, 9, 4}, {1, 2, 3}).to(Device::CUDA), out);
+        gpu().synchronize();
       },
       {"gather", "index 9", "position 4"});
   expect_error(
@@ -843,16 +861,58 @@ TEST_CASE("an out-of-range index is a loom::Error naming the op, and the device 
         Tensor out = zeros({5, 3}, Device::CUDA);
         gpu().scatter_add(ones({1, 3}, Device::CUDA), 1, 5, 3,
                           tensor_i64({5, 0, 0}, {1, 1, 3}).to(Device::CUDA), out);
+        gpu().synchronize();
       },
       {"scatter_add", "index 5"});
-  expect_error(
-      [&] {
-        embedding(x, tensor_i64({1, 5}, {2}).to(Device::CUDA));
-      },
-      {"index 5", "size 5"});
+  expect_error([&] { embedding(x, tensor_i64({1, 5}, {2}).to(Device::CUDA)).cpu(); },
+               {"index 5", "size 5"});
   // Kernels never touched memory out of bounds, so the context is healthy.
   check_close(index_select(x, 0, tensor_i64({4, 0}, {2}).to(Device::CUDA)),
               index_select(x.cpu(), 0, tensor_i64({4, 0}, {2})), 0.0f, 0.0f, "after errors");
+}
+
+TEST_CASE("a device-side error is thrown once, at the next wait, naming the first op that met it") {
+  LOOM_REQUIRE_GPU();
+  const LaunchBlocking deferred(false);
+  const Tensor x = uniform({5, 3}, -1, 1, 48).to(Device::CUDA);
+  const Tensor good = tensor_i64({4, 0}, {2}).to(Device::CUDA);
+  const Tensor expected = index_select(x.cpu(), 0, good.cpu());
+  SUBCASE("later ops run; the copy to the host throws; the flags are then clear") {
+    // Every input is on the device first: a copy from the host waits for the GPU too.
+    const Tensor bad_index = tensor_i64({1, 6}, {2}).to(Device::CUDA);
+    const Tensor bad_gather = tensor_i64({0, 9, 1}, {1, 3}).to(Device::CUDA);
+    const Tensor bad_rows = index_select(x, 0, bad_index);
+    const Tensor bad_picks = gather(x, 0, bad_gather);  // a second bad op: the first is named
+    const Tensor fine = index_select(x, 0, good);        // queued after the bad ones
+    expect_error([&] { (void)fine.cpu(); }, {"index_select", "index 6", "position 1"});
+    check_close(fine, expected, 0.0f, 0.0f, "read again: no error left");
+    CHECK_NOTHROW(gpu().synchronize());
+  }
+  SUBCASE("cuda_set_launch_blocking(true) throws at the call") {
+    const LaunchBlocking blocking(true);
+    expect_error(
+        [&] {
+          (void)cross_entropy(uniform({2, 4}, -1, 1, 3).to(Device::CUDA),
+                              tensor_i64({2, 9}, {2}).to(Device::CUDA));
+        },
+        {"cross_entropy", "target 9", "position 1", "4 classes"});
+    check_close(index_select(x, 0, good), expected, 0.0f, 0.0f, "after the error");
+  }
+  SUBCASE("more checked launches than flags between two waits") {
+    // 600 launches need the 256 flags more than twice; running out of them waits for the GPU,
+    // so the bad 300th launch is reported within the next 256.
+    const Tensor bad = tensor_i64({8}, {1}).to(Device::CUDA);
+    int launched = 0;
+    expect_error(
+        [&] {
+          for (; launched < 600; ++launched)
+            (void)index_select(x, 0, launched == 299 ? bad : good);
+        },
+        {"index_select", "index 8", "position 0"});
+    CHECK(launched > 299);
+    CHECK(launched <= 299 + 256);
+    check_close(index_select(x, 0, good), expected, 0.0f, 0.0f, "after the error");
+  }
 }
 
 // ============================================================================ random numbers
@@ -916,6 +976,43 @@ TEST_CASE("layer_norm forward and backward match the CPU, with and without affin
   }
 }
 
+TEST_CASE("add_layer_norm matches the CPU and the GPU's own add followed by layer_norm") {
+  LOOM_REQUIRE_GPU();
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {4, 8}, {300, 64}, {3, 4096}, {1, 1}, {70, 768}}) {
+    const Tensor x = uniform({rows, cols}, -3, 5, 52), r = uniform({rows, cols}, -2, 2, 53);
+    const Tensor w = uniform({cols}, 0.5f, 1.5f, 54), b = uniform({cols}, -0.5f, 0.5f, 55);
+    for (bool affine : {true, false}) {
+      const std::string what = "add_layer_norm [" + std::to_string(rows) + "," +
+                               std::to_string(cols) + "]" + (affine ? " affine" : "");
+      compare_devices(
+          what,
+          [&](Backend& be, Device d) {
+            const Tensor wd = affine ? w.to(d) : Tensor(), bd = affine ? b.to(d) : Tensor();
+            Tensor sum = empty_on(d, {rows, cols}), y = empty_on(d, {rows, cols}),
+                   mean = empty_on(d, {rows}), rstd = empty_on(d, {rows});
+            be.add_layer_norm(x.to(d), r.to(d), wd, bd, 1e-5f, sum, y, mean, rstd);
+            return std::vector<Tensor>{sum, y, mean, rstd};
+          },
+          1e-4f, 1e-5f);
+      // On the GPU itself: the same numbers as the two kernels (the sum is one float addition).
+      const Tensor xg = x.to(Device::CUDA), rg = r.to(Device::CUDA);
+      const Tensor wd = affine ? w.to(Device::CUDA) : Tensor();
+      const Tensor bd = affine ? b.to(Device::CUDA) : Tensor();
+      Tensor sum = empty_on(Device::CUDA, {rows, cols}), y = empty_on(Device::CUDA, {rows, cols});
+      Tensor mean = empty_on(Device::CUDA, {rows}), rstd = empty_on(Device::CUDA, {rows});
+      gpu().add_layer_norm(xg, rg, wd, bd, 1e-5f, sum, y, mean, rstd);
+      const Tensor added = xg + rg;
+      Tensor y2 = empty_on(Device::CUDA, {rows, cols});
+      Tensor mean2 = empty_on(Device::CUDA, {rows}), rstd2 = empty_on(Device::CUDA, {rows});
+      gpu().layer_norm(added, wd, bd, 1e-5f, y2, mean2, rstd2);
+      check_close(sum, added, 0.0f, 0.0f, what + ": sum");
+      check_close(y, y2, 0.0f, 0.0f, what + ": normalised");
+      check_close(rstd, rstd2, 0.0f, 0.0f, what + ": rstd");
+    }
+  }
+}
+
 TEST_CASE("cross_entropy forward and backward match the CPU, with ignore_index and smoothing") {
   LOOM_REQUIRE_GPU();
   for (const auto& [rows, classes] :
@@ -953,6 +1050,7 @@ TEST_CASE("cross_entropy forward and backward match the CPU, with ignore_index a
         Tensor losses = empty_on(Device::CUDA, {2}), lse = empty_on(Device::CUDA, {2});
         gpu().cross_entropy(zeros({2, 3}, Device::CUDA), tensor_i64({0, 3}, {2}).to(Device::CUDA),
                             -100, 0.0f, losses, lse);
+        gpu().synchronize();  // where the GPU's error is reported
       },
       {"cross_entropy", "target 3", "position 1", "3 classes"});
 }
@@ -1109,6 +1207,13 @@ TEST_CASE("shape, indexing and fused nn ops match the CPU through .to(Device::CU
   compare_op("layer_norm", [](auto& t) { return layer_norm(t[0], t[1], t[2]); },
              {h, uniform({16}, 0.5f, 1.5f, 88), uniform({16}, -1, 1, 89)});
   compare_op("layer_norm without affine", [](auto& t) { return layer_norm(t[0], {}, {}); }, {h});
+  compare_op("add_layer_norm, both outputs used",
+             [](auto& t) {
+               const auto [sum, normed] = add_layer_norm(t[0], t[1], t[2], t[3]);
+               return normed * sum;
+             },
+             {h, uniform({2, 3, 16}, -1, 1, 91), uniform({16}, 0.5f, 1.5f, 88),
+              uniform({16}, -1, 1, 89)});
   std::vector<int64_t> labels = integers({2, 3}, 0, 16, 90).to_vector_i64();
   labels[4] = -100;
   const Tensor target = tensor_i64(labels, {2, 3});

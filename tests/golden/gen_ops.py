@@ -399,9 +399,22 @@ def rolls():
 
 # Append new families at the end only: each case draws its inputs and weight from one seeded
 # stream, so inserting a case earlier would change every later case's stored tensors.
+def fused_functions():
+    """loom's add_layer_norm returns (h, layer_norm(h)) with h = x + r: PyTorch's two ops."""
+    def add_ln(x, r, w, b, eps=1e-5):
+        h = x + r
+        return h, F.layer_norm(h, (h.shape[-1],), w, b, eps)
+    add_case("add_layer_norm", lambda x, r, w, b: add_ln(x, r, w, b)[1],
+             rn(2, 3, 5), rn(2, 3, 5), rn(5), rn(5))
+    # Both outputs used, as in a pre-norm block (h also feeds the next residual add).
+    add_case("add_layer_norm_both_used",
+             lambda x, r, w, b: (lambda h, y: y * 2.0 + h.sin())(*add_ln(x, r, w, b, 1e-3)),
+             rn(4, 6) * 3 + 5, rn(4, 6), rn(6), rn(6))
+
+
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,
             reduction, softmax, matmul, views, indexing, nn_functions, tensor_methods,
-            compositions, scatter_adds, rolls]
+            compositions, scatter_adds, rolls, fused_functions]
 
 
 def main():

@@ -1,6 +1,7 @@
 // Linear, Embedding, LayerNorm, FeedForward, Dropout and positional encodings: PyTorch golden
 // outputs and gradients, finite-difference gradient checks and error paths.
 #include <cmath>
+#include <tuple>
 
 #include "nn_golden.h"
 
@@ -36,6 +37,57 @@ TEST_CASE("LayerNorm matches PyTorch") {
   load_case_state(ln_eps, "layer_norm_eps");
   auto in2 = case_inputs("layer_norm_eps");
   check_case("layer_norm_eps", ln_eps.forward(in2[0]), in2, &ln_eps, 1e-4f, 1e-4f);
+}
+
+TEST_CASE("LayerNorm::add_and_forward gives x + residual and its LayerNorm, as the two ops do") {
+  manual_seed(31);
+  nn::LayerNorm ln(6);
+  {
+    NoGradGuard no_grad;
+    ln.weight.copy_(randn({6}));
+    ln.bias.copy_(randn({6}));
+  }
+  // The same numbers, values and gradients, as the unfused ops: the kernel adds once and
+  // normalises the sum exactly as layer_norm does.
+  auto run = [&](bool fused, const Tensor& x0, const Tensor& r0) {
+    ln.zero_grad();
+    Tensor x = x0.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+    Tensor h, y;
+    if (fused) {
+      std::tie(h, y) = ln.add_and_forward(x, r);
+    } else {
+      h = x + r;
+      y = ln.forward(h);
+    }
+    sum(y * y + h).backward();  // h also feeds the loss, as the next residual add
+    return std::vector<Tensor>{h, y, x.grad(), r.grad(), ln.weight.grad(), ln.bias.grad()};
+  };
+  const Tensor x = randn({2, 3, 6}) * 2.0f + 1.0f, r = randn({2, 3, 6});
+  const std::vector<Tensor> fused = run(true, x, r), plain = run(false, x, r);
+  const char* names[] = {"sum", "normalised", "dx", "dresidual", "dweight", "dbias"};
+  for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], plain[i], 0.0f, 0.0f, names[i]);
+
+  // A residual that broadcasts, and bfloat16, take the two ops' path: still the same values.
+  const Tensor row = randn({6});
+  check_close(ln.add_and_forward(x, row).second, ln.forward(x + row), 0.0f, 0.0f, "broadcast");
+  const Tensor xb = x.to(DType::BFloat16);
+  const auto [hb, yb] = ln.add_and_forward(xb, r);
+  CHECK(hb.dtype() == DType::Float32);  // bfloat16 + float32 promotes, as PyTorch
+  check_close(yb, ln.forward(xb + r), 0.0f, 0.0f, "bfloat16 input");
+
+  // Inference (no graph) and in-place use of the sum afterwards.
+  {
+    NoGradGuard no_grad;
+    auto [h, y] = ln.add_and_forward(x, r);
+    check_close(y, ln.forward(x + r), 0.0f, 0.0f, "no grad");
+    h.mul_(2.0f);  // allowed: nothing saved it
+  }
+  expect_error([&] { ln.add_and_forward(randn({2, 5}), randn({2, 5})); },
+               {"LayerNorm(6)", "[2,5]"});
+  expect_error([&] { nn::functional::add_layer_norm(x, r, randn({5}), Tensor()); },
+               {"add_layer_norm", "[5]", "[2,3,6]"});
+  expect_error([&] { nn::functional::add_layer_norm(x, Tensor(), Tensor(), Tensor()); },
+               {"add_layer_norm"});
 }
 
 TEST_CASE("FeedForward matches PyTorch's linear2(act(linear1(x))) for GELU and ReLU") {

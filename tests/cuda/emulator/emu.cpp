@@ -179,7 +179,14 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   *stream = reinterpret_cast<cudaStream_t>(&dummy);
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+namespace {
+unsigned long long g_synchronizations = 0;
+}  // namespace
+unsigned long long emu::stream_synchronizations() { return g_synchronizations; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  ++g_synchronizations;
+  return cudaSuccess;
+}
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (bytes > (size_t{1} << 36)) return record(cudaErrorMemoryAllocation);  // a 64 GiB "GPU"
   *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);

@@ -51,6 +51,9 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const void* kernel,
             const std::function<void()>& body);
 unsigned char* dynamic_shared();
 void set_max_dynamic_shared(const void* kernel, int bytes);
+// How many times the host has waited for the "GPU" (cudaStreamSynchronize calls) so far: the
+// tests count the waits of a loop that should not wait.
+unsigned long long stream_synchronizations();
 }  // namespace emu
 
 #define threadIdx (::emu::thread_idx())
