@@ -96,20 +96,21 @@ Tensor randint(int64_t low, int64_t high, Shape shape, Device device) {
   return shifted.to(DType::Int64);
 }
 
+// Both are written on `device` by Backend::arange: nothing is copied from the host.
 Tensor arange_f(float start, float end, float step, Device device) {
   LOOM_CHECK(step != 0.0f && (end - start) / step >= 0.0f,
              "arange_f: bad range start={} end={} step={}", start, end, step);
   const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
-  return tensor(std::move(v), {n}).to(device);
+  Tensor out = Tensor::empty({n}, DType::Float32, device);
+  backend(device).arange(out, start, step);
+  return out;
 }
 
 Tensor arange(int64_t n, Device device) {
   LOOM_CHECK(n >= 0, "arange: negative length {}", n);
-  std::vector<int64_t> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = i;
-  return tensor_i64(std::move(v), {n}).to(device);
+  Tensor out = Tensor::empty({n}, DType::Int64, device);
+  backend(device).arange(out, 0.0, 1.0);
+  return out;
 }
 
 }  // namespace loom

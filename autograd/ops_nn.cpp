@@ -120,17 +120,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   Tensor losses = Tensor::empty({rows}, DType::Float32, x.device());
   Tensor lse = Tensor::empty({rows}, DType::Float32, x.device());
   backend(x.device()).cross_entropy(x, t, ignore_index, label_smoothing, losses, lse);
-  // The mean runs over the targets that are not ignored (PyTorch's reduction='mean').
-  int64_t count = 0;
-  for (int64_t id : t.to_vector_i64()) count += id != ignore_index;
-  const float inv = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-  Tensor loss = count > 0 ? sum(losses) * inv : full({}, std::nanf(""), x.device());
+  // The mean runs over the targets that are not ignored (PyTorch's reduction='mean'). The
+  // count stays on the device, so neither pass waits for the GPU; with every target ignored,
+  // 1 / 0 = inf and the loss is 0 * inf = NaN, as PyTorch's.
+  Tensor ignored = Tensor::empty({}, DType::Int64, x.device());
+  backend(x.device()).fill(ignored, static_cast<double>(ignore_index));
+  const Tensor inv = 1.0f / sum(ne(t, ignored));  // float32 scalar: 1 / the non-ignored count
+  Tensor loss = sum(losses) * inv;
   const Shape shape = logits.shape();
   return autograd::record("cross_entropy", {logits}, loss.detach(),
                           [x, t, lse, ignore_index, label_smoothing, inv, shape](const Tensor& g) {
     Tensor dx = Tensor::empty(x.shape(), DType::Float32, x.device());
-    backend(x.device()).cross_entropy_backward(x, t, lse, ignore_index, label_smoothing,
-                                               g.item() * inv, dx);
+    // dlogits = g / count * (softmax - smoothed one-hot), the factor read on the device.
+    backend(x.device()).cross_entropy_backward(x, t, lse, ignore_index, label_smoothing, 1.0f,
+                                               dx, (g * inv).reshape({1}));
     return std::vector<Tensor>{dx.reshape(shape)};
   }, {x, t});
 }

@@ -144,6 +144,18 @@ void Backend::fill(Tensor& dst, double value) {
   if (dst.numel() > 0) fill_impl(dst, value);
 }
 
+void Backend::arange(Tensor& dst, double start, double step) {
+  const Contract c{device_, "arange"};
+  c.on_device(dst, "dst");
+  LOOM_CHECK(dst.dtype() == DType::Float32 || dst.dtype() == DType::Int64,
+             "arange: dst has dtype {}, expected float32 or int64", dtype_name(dst.dtype()));
+  c.output(dst, dst.dtype(), dst.numel(), "dst");
+  LOOM_CHECK(
+      dst.dtype() == DType::Float32 || (start == std::floor(start) && step == std::floor(step)),
+      "arange: int64 values need an integral start and step, got {} and {}", start, step);
+  if (dst.numel() > 0) arange_impl(dst, start, step);
+}
+
 // ---------------------------------------------------------------------------- elementwise
 void Backend::unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) {
   const Contract c{device_, "unary"};
@@ -405,14 +417,16 @@ void Backend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t 
 
 void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                      int64_t ignore_index, float label_smoothing, float scale,
-                                     Tensor& dlogits) {
+                                     Tensor& dlogits, const Tensor& scale_by) {
   const Contract c{device_, "cross_entropy_backward"};
   const int64_t rows = target.numel(), classes = c.logits_per_target(logits, target);
   c.input(lse, DType::Float32, rows, "lse");
   c.output(dlogits, DType::Float32, rows * classes, "dlogits");
+  if (scale_by.defined()) c.input(scale_by, DType::Float32, 1, "scale_by");
   if (rows > 0)
     cross_entropy_backward_impl(unit_stride_rows(logits), contiguous(target), contiguous(lse),
-                                ignore_index, label_smoothing, scale, dlogits);
+                                ignore_index, label_smoothing, scale,
+                                scale_by.defined() ? contiguous(scale_by) : scale_by, dlogits);
 }
 
 void Backend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,

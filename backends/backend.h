@@ -132,6 +132,10 @@ class Backend {
   // --- layout and fill ---
   void copy(const Tensor& src, Tensor& dst);  // same shape; any strides; may cast
   void fill(Tensor& dst, double value);       // dst may be strided
+  // dst[i] = start + i * step for contiguous float32 or int64 dst (as torch.arange), made on
+  // the device itself: no host buffer copied over. float32: fma(step, float(i), start), rounded
+  // once, on every device; int64: exact, with integral start and step.
+  void arange(Tensor& dst, double start, double step);
 
   // --- elementwise ---
   void unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b);
@@ -193,9 +197,11 @@ class Backend {
   void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing, Tensor& losses, Tensor& lse);
   // dlogits = scale * (softmax - smoothed one-hot) per non-ignored row, 0 for ignored rows.
+  // scale_by, when defined, is a float32 one-element tensor on the device that multiplies scale
+  // (read by the kernel: a factor computed on the GPU needs no copy to the host).
   void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
                               int64_t ignore_index, float label_smoothing, float scale,
-                              Tensor& dlogits);
+                              Tensor& dlogits, const Tensor& scale_by = Tensor());
   void adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
   // adam_step on lists of tensors with the same args (one parameter group at one step): element
   // i of params, grads, ms and vs is one adam_step's param, grad, m and v, with the same
@@ -238,6 +244,7 @@ class Backend {
   // The kernels, one per public method above, with the same arguments, called after the checks.
   virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
   virtual void fill_impl(Tensor& dst, double value) = 0;
+  virtual void arange_impl(Tensor& dst, double start, double step) = 0;  // contiguous, numel > 0
   virtual void unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) = 0;
   // x and y are defined exactly when the derivative reads them (see unary::backward_reads).
   virtual void unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
@@ -281,7 +288,8 @@ class Backend {
                                   float label_smoothing, Tensor& losses, Tensor& lse) = 0;
   virtual void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target,
                                            const Tensor& lse, int64_t ignore_index,
-                                           float label_smoothing, float scale, Tensor& dlogits) = 0;
+                                           float label_smoothing, float scale,
+                                           const Tensor& scale_by, Tensor& dlogits) = 0;
   virtual void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                               Tensor& v) = 0;
   // Non-empty lists of equal length, no tensor in them empty; grads contiguous.

@@ -35,6 +35,7 @@ class CpuBackend final : public Backend {
   // The kernels (see Backend: the checks are done before they are called).
   void copy_impl(const Tensor& src, Tensor& dst) override;
   void fill_impl(Tensor& dst, double value) override;
+  void arange_impl(Tensor& dst, double start, double step) override;
   void unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) override;
   void unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
                            Tensor& out, float a, float b) override;
@@ -69,7 +70,7 @@ class CpuBackend final : public Backend {
                           float label_smoothing, Tensor& losses, Tensor& lse) override;
   void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                    int64_t ignore_index, float label_smoothing, float scale,
-                                   Tensor& dlogits) override;
+                                   const Tensor& scale_by, Tensor& dlogits) override;
   void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
                       Tensor& v) override;
   void adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,

@@ -71,7 +71,9 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& target,
 
 void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor& target,
                                              const Tensor& lse, int64_t ignore_index,
-                                             float label_smoothing, float scale, Tensor& dlogits) {
+                                             float label_smoothing, float scale_arg,
+                                             const Tensor& scale_by, Tensor& dlogits) {
+  const float scale = scale_by.defined() ? scale_arg * scale_by.data_ptr<float>()[0] : scale_arg;
   const int64_t rows = target.numel(), classes = logits.numel() / rows;
   const int64_t ld = logits_row_stride(logits);
   const float* x = logits.data_ptr<float>();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -193,6 +194,20 @@ void CpuBackend::copy_impl(const Tensor& src, Tensor& dst) {
       iter.for_each(cpu::kGrainCheap, copy_run<To, From>);
     });
   });
+}
+
+void CpuBackend::arange_impl(Tensor& dst, double start, double step) {
+  const int64_t n = dst.numel();
+  if (dst.dtype() == DType::Float32) {
+    float* p = dst.data_ptr<float>();
+    const float s = static_cast<float>(start), d = static_cast<float>(step);
+    // One rounding (a fused multiply-add), so that the CUDA kernel's values are the same.
+    for (int64_t i = 0; i < n; ++i) p[i] = std::fma(d, static_cast<float>(i), s);
+  } else {
+    int64_t* p = dst.data_ptr<int64_t>();
+    const auto s = static_cast<int64_t>(start), d = static_cast<int64_t>(step);
+    for (int64_t i = 0; i < n; ++i) p[i] = s + d * i;
+  }
 }
 
 void CpuBackend::fill_impl(Tensor& dst, double value) {

@@ -179,6 +179,10 @@ class CudaBackend final : public Backend {
     cuda::launch_fill(plan.layout, plan.operands[0], dst.dtype(), value, stream_);
   }
 
+  void arange_impl(Tensor& dst, double start, double step) override {
+    cuda::launch_arange(dst.raw_data(), dst.dtype(), dst.numel(), start, step, stream_);
+  }
+
   // --- elementwise ---
   void unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) override {
     const Elementwise plan = plan_elementwise("unary", out.shape(), {&out, &x});
@@ -344,12 +348,13 @@ class CudaBackend final : public Backend {
 
   void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                    int64_t ignore_index, float label_smoothing, float scale,
-                                   Tensor& dlogits) override {
+                                   const Tensor& scale_by, Tensor& dlogits) override {
     const int64_t rows = target.numel(), classes = logits.numel() / rows;
     cuda::launch_cross_entropy_backward(
         logits.data_ptr<float>(), target.data_ptr<int64_t>(), lse.data_ptr<float>(), rows, classes,
-        logits_row_stride(logits), ignore_index, label_smoothing, scale, dlogits.data_ptr<float>(),
-        error_flag({"cross_entropy_backward", classes, ignore_index}), stream_);
+        logits_row_stride(logits), ignore_index, label_smoothing, scale, ptr<float>(scale_by),
+        dlogits.data_ptr<float>(), error_flag({"cross_entropy_backward", classes, ignore_index}),
+        stream_);
     after_checked_launch();
   }
 

@@ -1,5 +1,5 @@
-// Elementwise kernels: copy/cast (float32, bfloat16, int64), fill, unary functions and their derivatives, binary
-// arithmetic and comparisons, where, axpy.
+// Elementwise kernels: copy/cast (float32, bfloat16, int64), fill, arange, unary functions and
+// their derivatives, binary arithmetic and comparisons, where, axpy.
 //
 // Thread mapping (the general kernels): a grid-stride loop over the row-major index
 // space of the output; thread t handles elements t, t + T, t + 2T, ... (T = threads in the
@@ -157,6 +157,14 @@ struct FillWith {
 template <typename T>
 __global__ void fill_kernel(Layout layout, Operand dst, T value) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) { at<T>(dst, element_offsets(i, layout, dst).at[0]) = value; }
+}
+
+// out[i] = start + i * step; float32 as one fused multiply-add, rounded once, as on the CPU.
+__global__ void arange_float_kernel(float* out, int64_t n, float start, float step) {
+  LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = __fmaf_rn(step, static_cast<float>(i), start); }
+}
+__global__ void arange_int64_kernel(int64_t* out, int64_t n, int64_t start, int64_t step) {
+  LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = start + step * i; }
 }
 
 // ---------------------------------------------------------------------------- unary
@@ -386,6 +394,17 @@ void launch_fill(const Layout& layout, const Operand& dst, DType type, double va
       fill_kernel<BFloat16><<<grid, kBlock, 0, stream>>>(layout, dst, v);
   } else
     fill_kernel<int64_t><<<grid, kBlock, 0, stream>>>(layout, dst, static_cast<int64_t>(value));
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_arange(void* out, DType type, int64_t n, double start, double step,
+                   cudaStream_t stream) {
+  if (type == DType::Float32)
+    arange_float_kernel<<<grid_for(n), kBlock, 0, stream>>>(
+        static_cast<float*>(out), n, static_cast<float>(start), static_cast<float>(step));
+  else
+    arange_int64_kernel<<<grid_for(n), kBlock, 0, stream>>>(
+        static_cast<int64_t*>(out), n, static_cast<int64_t>(start), static_cast<int64_t>(step));
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

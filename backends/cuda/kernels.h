@@ -58,6 +58,9 @@ void launch_copy(const Layout& layout, const Operand& src, DType src_type, const
                  DType dst_type, cudaStream_t stream);
 void launch_fill(const Layout& layout, const Operand& dst, DType type, double value,
                  cudaStream_t stream);
+// out[i] = start + i * step over n contiguous float32 or int64 elements (Backend::arange).
+void launch_arange(void* out, DType type, int64_t n, double start, double step,
+                   cudaStream_t stream);
 // Every Operand may be strided, outputs included (stride 0 only for inputs). The math of each
 // unary op is in backends/unary_math.h. x float32 -> out float32.
 void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& out, float a,
@@ -122,10 +125,11 @@ void launch_layer_norm_backward(const float* dy, const float* x, const float* we
 void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
                           int64_t ld, int64_t ignore_index, float label_smoothing, float* losses,
                           float* lse, DeviceErrorFlag* error, cudaStream_t stream);
+// scale_by (may be null): a device float that multiplies scale.
 void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
                                    int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
-                                   float label_smoothing, float scale, float* dlogits,
-                                   DeviceErrorFlag* error, cudaStream_t stream);
+                                   float label_smoothing, float scale, const float* scale_by,
+                                   float* dlogits, DeviceErrorFlag* error, cudaStream_t stream);
 void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,
                  float* v, cudaStream_t stream);
 // One tensor of a multi-tensor Adam step: n > 0 contiguous elements at each pointer.

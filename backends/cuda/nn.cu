@@ -182,8 +182,9 @@ template <typename Index>
 __global__ void cross_entropy_backward_kernel(const float* logits, const int64_t* target,
                                               const float* lse, int64_t rows, int64_t classes,
                                               int64_t ld, int64_t ignore_index, float smoothing,
-                                              float scale, float* dlogits,
-                                              DeviceErrorFlag* error) {
+                                              float scale_arg, const float* scale_by,
+                                              float* dlogits, DeviceErrorFlag* error) {
+  const float scale = scale_by ? scale_arg * *scale_by : scale_arg;
   const float uniform = smoothing / static_cast<float>(classes);
   const Index n = static_cast<Index>(classes);
   LOOM_GRID_STRIDE_LOOP(e, rows * classes) {
@@ -371,17 +372,17 @@ void launch_cross_entropy(const float* logits, const int64_t* target, int64_t ro
 
 void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
                                    int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
-                                   float label_smoothing, float scale, float* dlogits,
-                                   DeviceErrorFlag* error, cudaStream_t stream) {
+                                   float label_smoothing, float scale, const float* scale_by,
+                                   float* dlogits, DeviceErrorFlag* error, cudaStream_t stream) {
   const unsigned grid = grid_for(rows * classes);
   if (rows * std::max(ld, classes) < (int64_t{1} << 31))
     cross_entropy_backward_kernel<uint32_t><<<grid, kBlock, 0, stream>>>(
-        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
-        error);
+        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, scale_by,
+        dlogits, error);
   else
     cross_entropy_backward_kernel<int64_t><<<grid, kBlock, 0, stream>>>(
-        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, dlogits,
-        error);
+        logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, scale_by,
+        dlogits, error);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -69,6 +69,16 @@ TEST_CASE("randint range and arange_f step errors") {
   expect_error([] { arange_f(1.0f, 0.0f, 0.5f); },
                     {"arange_f", "start=1", "end=0", "step=0.5"});
   CHECK(arange_f(1.0f, 0.0f, -0.5f).numel() == 2);
+  CHECK(arange_f(1.0f, 0.0f, -0.5f).to_vector() == std::vector<float>{1.0f, 0.5f});
+  CHECK(arange(4).to_vector_i64() == std::vector<int64_t>{0, 1, 2, 3});
+  // Backend::arange itself: float32 or int64 only, integral steps for int64.
+  Tensor bf = Tensor::empty({3}, DType::BFloat16);
+  expect_error([&] { backend(Device::CPU).arange(bf, 0.0, 1.0); }, {"arange", "bfloat16"});
+  Tensor ids = Tensor::empty({3}, DType::Int64);
+  expect_error([&] { backend(Device::CPU).arange(ids, 0.0, 0.5); },
+               {"arange", "integral", "0.5"});
+  backend(Device::CPU).arange(ids, 5.0, -2.0);
+  CHECK(ids.to_vector_i64() == std::vector<int64_t>{5, 3, 1});
 }
 
 TEST_CASE("comparing an int64 tensor with a non-integer scalar") {

@@ -1241,6 +1241,10 @@ TEST_CASE("creation on the device gives the CPU's values, random ones included")
   both([](Device d) { return full({3, 4}, -2.5f, d); }, "full");
   both([](Device d) { return arange(10, d); }, "arange");
   both([](Device d) { return arange_f(0.5f, 3.0f, 0.25f, d); }, "arange_f");
+  // Long enough for every thread of the grid-stride loop to take several elements; steps whose
+  // products round, where a fused multiply-add would differ from the CPU.
+  both([](Device d) { return arange(300000, d); }, "arange, long");
+  both([](Device d) { return arange_f(-3.1f, 40000.0f, 0.1f, d); }, "arange_f, rounding");
   both([](Device d) { return scalar_tensor(4.0f, d); }, "scalar_tensor");
   both(
       [](Device d) {

@@ -1,0 +1,83 @@
+// How often the host waits for the GPU, counted by the CUDA emulator (tests/cuda/emulator: every
+// cudaStreamSynchronize): a wait stalls the host until the GPU is idle, and the GPU then idles
+// while the host queues the next kernels, so the loops that matter must not wait per step.
+// These cases run only on the emulator (run_emulated.sh), which counts the waits; on a GPU the
+// same code waits as often.
+#include <cmath>
+#include <vector>
+
+#include "models/gpt_fixture.h"
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::testing;
+
+#ifdef LOOM_CUDA_EMULATED
+#include "emu.h"
+
+namespace {
+
+// The golden tests' tiny GPT with a context long enough that generation never slides.
+models::GPTConfig tiny_gpt() {
+  models::GPTConfig config = tiny_gpt_config();
+  config.context = 128;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("GPT::generate on CUDA waits for the GPU only when it copies tokens back") {
+  // Per cached decoding step the device loop queues the model, the sampling and the token's
+  // write without a wait: the position embeddings are a view of wpe, the causal mask is made on
+  // the device (Backend::arange), and the embedding's index check is read at the next wait. So
+  // the prompt costs one wait (its copy to the device), and every 16 tokens one more (their copy
+  // back). The context is long enough that the window never slides (a sliding window re-runs
+  // the whole window every step, a prefill each time).
+  manual_seed(4);
+  models::GPT gpu(tiny_gpt());
+  gpu.to(Device::CUDA);
+  models::GenerateOptions options;
+  for (const float temperature : {0.0f, 0.8f}) {
+    options.temperature = temperature;
+    auto waits_for = [&](int64_t new_tokens) {
+      options.max_new_tokens = new_tokens;
+      const unsigned long long before = emu::stream_synchronizations();
+      const std::vector<int64_t> tokens = gpu.generate({3, 4, 5, 9, 2}, options);
+      REQUIRE(tokens.size() == static_cast<size_t>(5 + new_tokens));
+      return emu::stream_synchronizations() - before;
+    };
+    const unsigned long long short_run = waits_for(48), long_run = waits_for(96);
+    CHECK_MESSAGE(long_run - short_run == 3, "48 tokens: " << short_run << " waits, 96 tokens: "
+                                                          << long_run << " (T " << temperature
+                                                          << ")");
+    CHECK_MESSAGE(short_run == 1 + 3, short_run << " waits for 48 tokens");
+  }
+}
+
+TEST_CASE("a GPT training step on CUDA waits for the GPU only where the loss is read") {
+  // Forward, cross-entropy (its mean over the non-ignored targets is counted on the device),
+  // backward and the AdamW step queue their kernels without a wait: the embedding's and the
+  // loss's index checks are read at the next wait, here loss.item().
+  manual_seed(5);
+  models::GPT model(tiny_gpt());
+  model.to(Device::CUDA);
+  optim::AdamW opt(model.parameters(), 1e-3f);
+  const Tensor ids = randint(0, 13, {2, 12}).to(Device::CUDA);
+  Tensor target = randint(0, 13, {2, 12});
+  target.data_ptr<int64_t>()[3] = -100;  // an ignored position
+  target = target.to(Device::CUDA);
+  for (int step = 0; step < 3; ++step) {
+    const unsigned long long before = emu::stream_synchronizations();
+    opt.zero_grad();
+    const Tensor logits = model.forward(ids);  // (2, 12, 13)
+    const Tensor loss = cross_entropy(logits.reshape({-1, 13}), target.reshape({-1}));
+    loss.backward();
+    opt.step();
+    const unsigned long long waits = emu::stream_synchronizations() - before;
+    CHECK_MESSAGE(waits == 0, waits << " waits in step " << step);
+    const float value = loss.item();
+    CHECK(std::isfinite(value));
+    CHECK(emu::stream_synchronizations() == before + 1);  // the one wait: reading the loss
+  }
+}
+#endif
