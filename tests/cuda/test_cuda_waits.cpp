@@ -1,6 +1,7 @@
 // How often the host waits for the GPU, counted by the CUDA emulator (tests/cuda/emulator: every
 // cudaStreamSynchronize): a wait stalls the host until the GPU is idle, and the GPU then idles
-// while the host queues the next kernels, so the loops that matter must not wait per step.
+// while the host queues the next kernels, so the loops that matter must not wait per step. The
+// emulator also counts the operations queued (emu::stream_work), each a launch on a GPU.
 // These cases run only on the emulator (run_emulated.sh), which counts the waits; on a GPU the
 // same code waits as often.
 #include <cmath>
@@ -39,18 +40,27 @@ TEST_CASE("GPT::generate on CUDA waits for the GPU only when it copies tokens ba
   models::GenerateOptions options;
   for (const float temperature : {0.0f, 0.8f}) {
     options.temperature = temperature;
-    auto waits_for = [&](int64_t new_tokens) {
+    struct Count {
+      unsigned long long waits, work;
+    };
+    auto count = [&](int64_t new_tokens) {
       options.max_new_tokens = new_tokens;
-      const unsigned long long before = emu::stream_synchronizations();
+      const Count before{emu::stream_synchronizations(), emu::stream_work()};
       const std::vector<int64_t> tokens = gpu.generate({3, 4, 5, 9, 2}, options);
       REQUIRE(tokens.size() == static_cast<size_t>(5 + new_tokens));
-      return emu::stream_synchronizations() - before;
+      return Count{emu::stream_synchronizations() - before.waits,
+                   emu::stream_work() - before.work};
     };
-    const unsigned long long short_run = waits_for(48), long_run = waits_for(96);
-    CHECK_MESSAGE(long_run - short_run == 3, "48 tokens: " << short_run << " waits, 96 tokens: "
-                                                          << long_run << " (T " << temperature
-                                                          << ")");
-    CHECK_MESSAGE(short_run == 1 + 3, short_run << " waits for 48 tokens");
+    const Count short_run = count(48), long_run = count(96);
+    CHECK_MESSAGE(long_run.waits - short_run.waits == 3,
+                  "48 tokens: " << short_run.waits << " waits, 96 tokens: " << long_run.waits
+                                << " (T " << temperature << ")");
+    CHECK_MESSAGE(short_run.waits == 1 + 3, short_run.waits << " waits for 48 tokens");
+    // What the GPU is given per token: about 22 operations (launches, GEMMs, copies) per layer
+    // and 7 around them, each a launch on a GPU: 2,409 for these 48 tokens (2 layers). A guard
+    // against new per-token work; CUDA graphs would replay them as one launch.
+    const double per_token = static_cast<double>(long_run.work - short_run.work) / 48.0;
+    CHECK_MESSAGE(per_token <= 51.0, per_token << " stream operations per token");
   }
 }
 

@@ -19,6 +19,7 @@ dim3 block_dim, grid_dim;
 
 namespace {
 
+unsigned long long g_stream_work = 0;  // see stream_work()
 constexpr size_t kStack = 64 * 1024;
 
 struct Fiber {
@@ -99,6 +100,7 @@ void* shuffle_buffer(size_t bytes) {
 }
 
 void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  ++g_stream_work;
   const unsigned long long count = 1ull * block.x * block.y * block.z;
   if (count == 0 || count > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
       grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
@@ -183,6 +185,7 @@ namespace {
 unsigned long long g_synchronizations = 0;
 }  // namespace
 unsigned long long emu::stream_synchronizations() { return g_synchronizations; }
+unsigned long long emu::stream_work() { return emu::g_stream_work; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
   ++g_synchronizations;
   return cudaSuccess;
@@ -198,11 +201,13 @@ cudaError_t cudaFree(void* ptr) {
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t) {
+  ++emu::g_stream_work;
   if (bytes > 0 && (dst == nullptr || src == nullptr)) return record(cudaErrorInvalidValue);
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
+  ++emu::g_stream_work;
   if (bytes > 0 && dst == nullptr) return record(cudaErrorInvalidValue);
   std::memset(dst, value, bytes);
   return cudaSuccess;
@@ -242,6 +247,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
                                           const void* beta, void* C, cudaDataType c_type, int ldc,
                                           long long stride_c, int batch,
                                           cublasComputeType_t compute, cublasGemmAlgo_t) {
+  ++emu::g_stream_work;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
       ldb < std::max(1, b_rows) || ldc < std::max(1, m) || a_type != b_type ||
@@ -272,6 +278,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t trans
                                          long long stride_a, const float* B, int ldb,
                                          long long stride_b, const float* beta, float* C, int ldc,
                                          long long stride_c, int batch) {
+  ++emu::g_stream_work;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
       ldb < std::max(1, b_rows) || ldc < std::max(1, m))

@@ -54,6 +54,9 @@ void set_max_dynamic_shared(const void* kernel, int bytes);
 // How many times the host has waited for the "GPU" (cudaStreamSynchronize calls) so far: the
 // tests count the waits of a loop that should not wait.
 unsigned long long stream_synchronizations();
+// How many operations the host has queued on the stream so far: kernel launches, cuBLAS
+// products, and copies and memsets (each one launch on a GPU).
+unsigned long long stream_work();
 }  // namespace emu
 
 #define threadIdx (::emu::thread_idx())
