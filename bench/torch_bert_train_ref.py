@@ -146,8 +146,9 @@ class BertForPreTraining(nn.Module):
                         position_embeddings=nn.Embedding(max_pos, d),
                         token_type_embeddings=nn.Embedding(2, d),
                         LayerNorm=nn.LayerNorm(d, eps=1e-12))
-        self.bert = Container(embeddings=emb, encoder=Container(layer=nn.ModuleList(
-            Layer(d, h, inter, p) for _ in range(n_layer))), pooler=Container(dense=nn.Linear(d, d)))
+        layers = nn.ModuleList(Layer(d, h, inter, p) for _ in range(n_layer))
+        self.bert = Container(embeddings=emb, encoder=Container(layer=layers),
+                              pooler=Container(dense=nn.Linear(d, d)))
         pred = Container(transform=Container(dense=nn.Linear(d, d),
                                              LayerNorm=nn.LayerNorm(d, eps=1e-12)),
                          decoder=nn.Linear(d, vocab, bias=False))
@@ -203,15 +204,17 @@ def main():
         os.path.join(args.dir, "val.safetensors"))
     for i in range(min(64, val.n)):  # loom's epoch-0 masking, reproduced
         x, y = val.example(i, 0)
-        assert x == val.check_ids[i][: len(x)].tolist() and y == val.check_labels[i][: len(y)].tolist(), \
-            f"masking of validation pair {i} differs from loom's"
+        same = (x == val.check_ids[i][: len(x)].tolist()
+                and y == val.check_labels[i][: len(y)].tolist())
+        assert same, f"masking of validation pair {i} differs from loom's"
     torch.manual_seed(args.seed)
     model = BertForPreTraining(train.rule["vocab_size"], args.hidden, args.layers, args.heads,
                                args.intermediate)
     no_decay = lambda n: "LayerNorm" in n or n.endswith("bias")  # noqa: E731
+    named = list(model.named_parameters())
     opt = torch.optim.AdamW(
-        [{"params": [p for n, p in model.named_parameters() if not no_decay(n)], "weight_decay": 0.01},
-         {"params": [p for n, p in model.named_parameters() if no_decay(n)], "weight_decay": 0.0}],
+        [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": 0.01},
+         {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}],
         lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
     per_epoch = train.n // args.batch
 
@@ -224,8 +227,8 @@ def main():
         return perm, random_permutation(per_epoch, mix_seeds(seed, 0x62617463))
 
     perm0 = epoch_batches(0)[0]  # mean padded tokens a step, for planning --minutes
-    mean_padded = sum(args.batch * max(train.lengths[i] for i in perm0[k * args.batch:(k + 1) * args.batch])
-                      for k in range(per_epoch)) / per_epoch
+    batches0 = (perm0[k * args.batch:(k + 1) * args.batch] for k in range(per_epoch))
+    mean_padded = sum(args.batch * max(train.lengths[i] for i in b) for b in batches0) / per_epoch
     total, step, plan_epoch, t0 = args.steps, 0, -1, time.time()
     tokens, evals, budget = 0, [], None
     if args.minutes > 0:
