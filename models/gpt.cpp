@@ -155,16 +155,25 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const LayerCache& cache,
   // c_attn stacks W_q, W_k and W_v ([3C, C], GPT-2's layout). Applying its three row blocks
   // one by one is the same arithmetic as one GEMM followed by a split, but the backward then
   // needs no scatter into a zero-filled (B, T, 3C) gradient, and the queries may be fewer.
+  // Without a graph to record (generation), one GEMM over all of c_attn is one launch, not
+  // three: the split is then three views.
+  auto heads = [&](const Tensor& t) {  // (B, rows, C) -> (B, nh, rows, hs)
+    return t.reshape({B, t.size(1), n_head, hs}).transpose(1, 2);
+  };
   auto project = [&](const Tensor& input, int64_t i) {  // i = 0, 1, 2: query, key, value
     const Tensor w = c_attn->weight.narrow(0, i * C, C), b = c_attn->bias.narrow(0, i * C, C);
-    const int64_t rows = input.size(1);
-    return nn::functional::linear(input, w, b)  // (B, rows, C)
-        .view({B, rows, n_head, hs})            // (B, rows, nh, hs)
-        .transpose(1, 2);                       // (B, nh, rows, hs)
+    return heads(nn::functional::linear(input, w, b));
   };
-  const Tensor x_query = last_only ? x.narrow(1, T - 1, 1) : x;  // (B, Tq, C)
-  const Tensor q = project(x_query, 0);                          // (B, nh, Tq, hs)
-  Tensor k = project(x, 1), v = project(x, 2);                   // (B, nh, T, hs)
+  Tensor q, k, v;  // (B, nh, Tq, hs), (B, nh, T, hs), (B, nh, T, hs)
+  if (Tq == T && !autograd::grad_mode_enabled()) {
+    const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
+    q = heads(qkv.narrow(2, 0, C));
+    k = heads(qkv.narrow(2, C, C));
+    v = heads(qkv.narrow(2, 2 * C, C));
+  } else {
+    q = project(last_only ? x.narrow(1, T - 1, 1) : x, 0);
+    k = project(x, 1), v = project(x, 2);
+  }
   const int64_t past = cache.defined() ? cache.length : 0;
   if (cache.defined()) std::tie(k, v) = cache.append(k, v);  // (B, nh, S, hs)
   // Vaswani et al. 2017, eq. 1 with sec. 3.2.3's mask ("masking out (setting to -inf) all
