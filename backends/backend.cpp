@@ -346,38 +346,43 @@ void Backend::rand_normal(Tensor& out, uint64_t seed, uint64_t offset) {
 }
 
 // ---------------------------------------------------------------------------- nn kernels
-void Backend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                         Tensor& y, Tensor& mean, Tensor& rstd) {
-  const Contract c{device_, "layer_norm"};
+namespace {
+
+// What layer_norm and add_layer_norm check alike: x float32 in mean.numel() rows, the affine
+// weight and bias, and the outputs y, mean and rstd. Returns the row length.
+int64_t check_layer_norm(const Contract& c, const Tensor& x, const Tensor& weight,
+                         const Tensor& bias, const Tensor& y, const Tensor& mean,
+                         const Tensor& rstd) {
   c.on_device(x, "input");
   const int64_t rows = mean.numel(), cols = c.row_length(x, rows, "input");
-  LOOM_CHECK(cols > 0 || rows == 0, "layer_norm: cannot normalise rows of 0 elements");
+  LOOM_CHECK(cols > 0 || rows == 0, "{}: cannot normalise rows of 0 elements", c.op);
   c.dtype(x, DType::Float32, "input");
   if (weight.defined()) c.output(weight, DType::Float32, cols, "weight");
   if (bias.defined()) c.output(bias, DType::Float32, cols, "bias");
   c.output(y, DType::Float32, rows * cols, "out");
   c.output(mean, DType::Float32, rows, "mean");
   c.output(rstd, DType::Float32, rows, "rstd");
+  return cols;
+}
+
+}  // namespace
+
+void Backend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                         Tensor& y, Tensor& mean, Tensor& rstd) {
+  check_layer_norm(Contract{device_, "layer_norm"}, x, weight, bias, y, mean, rstd);
   Tensor none;
-  if (rows > 0) layer_norm_impl(contiguous(x), none, weight, bias, eps, none, y, mean, rstd);
+  if (mean.numel() > 0)
+    layer_norm_impl(contiguous(x), none, weight, bias, eps, none, y, mean, rstd);
 }
 
 void Backend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                              const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
                              Tensor& rstd) {
   const Contract c{device_, "add_layer_norm"};
-  c.on_device(x, "input");
-  const int64_t rows = mean.numel(), cols = c.row_length(x, rows, "input");
-  LOOM_CHECK(cols > 0 || rows == 0, "add_layer_norm: cannot normalise rows of 0 elements");
-  c.dtype(x, DType::Float32, "input");
-  c.input(residual, DType::Float32, rows * cols, "residual");
-  if (weight.defined()) c.output(weight, DType::Float32, cols, "weight");
-  if (bias.defined()) c.output(bias, DType::Float32, cols, "bias");
-  c.output(sum, DType::Float32, rows * cols, "sum");
-  c.output(y, DType::Float32, rows * cols, "out");
-  c.output(mean, DType::Float32, rows, "mean");
-  c.output(rstd, DType::Float32, rows, "rstd");
-  if (rows > 0)
+  const int64_t count = mean.numel() * check_layer_norm(c, x, weight, bias, y, mean, rstd);
+  c.input(residual, DType::Float32, count, "residual");
+  c.output(sum, DType::Float32, count, "sum");
+  if (mean.numel() > 0)
     layer_norm_impl(contiguous(x), contiguous(residual), weight, bias, eps, sum, y, mean, rstd);
 }
 
@@ -425,8 +430,7 @@ void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target,
   if (scale_by.defined()) c.input(scale_by, DType::Float32, 1, "scale_by");
   if (rows > 0)
     cross_entropy_backward_impl(unit_stride_rows(logits), contiguous(target), contiguous(lse),
-                                ignore_index, label_smoothing, scale,
-                                scale_by.defined() ? contiguous(scale_by) : scale_by, dlogits);
+                                ignore_index, label_smoothing, scale, scale_by, dlogits);
 }
 
 void Backend::adam_step(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,

@@ -19,7 +19,8 @@ dim3 block_dim, grid_dim;
 
 namespace {
 
-unsigned long long g_stream_work = 0;  // see stream_work()
+// The counters behind stream_work() and stream_synchronizations().
+unsigned long long g_stream_work = 0, g_synchronizations = 0;
 constexpr size_t kStack = 64 * 1024;
 
 struct Fiber {
@@ -181,13 +182,10 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   *stream = reinterpret_cast<cudaStream_t>(&dummy);
   return cudaSuccess;
 }
-namespace {
-unsigned long long g_synchronizations = 0;
-}  // namespace
-unsigned long long emu::stream_synchronizations() { return g_synchronizations; }
+unsigned long long emu::stream_synchronizations() { return emu::g_synchronizations; }
 unsigned long long emu::stream_work() { return emu::g_stream_work; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  ++g_synchronizations;
+  ++emu::g_synchronizations;
   return cudaSuccess;
 }
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
