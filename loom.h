@@ -6,6 +6,7 @@
 #include "core/bfloat16.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/graph.h"
 #include "core/rng.h"
 #include "core/shape.h"
 #include "core/tensor.h"

@@ -313,6 +313,16 @@ void Backend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inn
   if (k > 0) index_add_impl(contiguous(src), outer, n, inner, contiguous(index), out);
 }
 
+void Backend::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                         const Tensor& index, Tensor& out) {
+  const Contract c{device_, "index_copy", /*takes_bfloat16=*/true};
+  c.extents(outer, n, inner);
+  const int64_t k = c.index_length(index);
+  c.output(out, out.dtype(), outer * n * inner, "out");
+  c.input(src, out.dtype(), outer * k * inner, "src");
+  if (k > 0) index_copy_impl(contiguous(src), outer, n, inner, contiguous(index), out);
+}
+
 void Backend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                      Tensor& out) {
   const Contract c{device_, "gather"};
@@ -618,7 +628,7 @@ void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tens
 
 // ---------------------------------------------------------------------------- sampling
 void Backend::sample(const Tensor& logits, float temperature, int64_t top_k, float top_p,
-                     uint64_t seed, uint64_t offset, Tensor& out) {
+                     uint64_t seed, uint64_t offset, Tensor& out, const Tensor& offset_by) {
   const Contract c{device_, "sample"};
   c.dtype(logits, DType::Float32, "logits");
   LOOM_CHECK(logits.dim() == 2 && logits.size(1) > 0 && logits.size(1) < (int64_t{1} << 31),
@@ -629,7 +639,22 @@ void Backend::sample(const Tensor& logits, float temperature, int64_t top_k, flo
   LOOM_CHECK(top_k >= 0, "sample: top_k {} is negative", top_k);
   LOOM_CHECK(top_p > 0.0f && top_p <= 1.0f, "sample: top_p {} outside (0, 1]", top_p);
   c.output(out, DType::Int64, logits.size(0), "out");
-  if (out.numel() > 0) sample_impl(contiguous(logits), temperature, top_k, top_p, seed, offset, out);
+  if (offset_by.defined()) {
+    c.dtype(offset_by, DType::Int64, "offset_by");
+    c.numel(offset_by, 1, "offset_by");
+  }
+  if (out.numel() > 0)
+    sample_impl(contiguous(logits), temperature, top_k, top_p, seed, offset,
+                offset_by.defined() ? contiguous(offset_by) : offset_by, out);
+}
+
+void Backend::begin_capture() {
+  LOOM_FAIL("graph capture: {} cannot record work for replay (CUDA graphs need a CUDA device)",
+            device_name(device_));
+}
+
+std::unique_ptr<DeviceGraph> Backend::end_capture() {
+  LOOM_FAIL("graph capture: {} has no capture in progress", device_name(device_));
 }
 
 }  // namespace loom

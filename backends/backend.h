@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "backends/unary_math.h"
@@ -37,6 +38,13 @@ namespace loom {
 
 // UnaryOp (Neg, Exp, ..., Pow: x^a, Affine: a*x + b, RDiv: a/x, Clamp: min(max(x, a), b)) and
 // the math of each op live in backends/unary_math.h, the one table both devices instantiate.
+
+// Recorded device work (Backend::end_capture), replayed with one launch.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void replay() = 0;
+};
 
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
@@ -166,6 +174,10 @@ class Backend {
   // out[o, index[j], i] += src[o, j, i]         (the backward of index_select)
   void index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                  Tensor& out);
+  // out[o, index[j], i] = src[o, j, i]          (Tensor::index_copy_; any dtype, bfloat16 too;
+  //                                              with repeated indices one of the rows wins)
+  void index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                  Tensor& out);
   // out[o, j, i] = x[o, index[o, j, i], i]      (index [outer, k, inner], like torch.gather)
   void gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
               Tensor& out);
@@ -236,9 +248,23 @@ class Backend {
   // smallest set of most likely tokens whose probability reaches top_p (ties broken towards
   // the smaller id; the most likely token is always kept), inverted at the uniform
   // philox_uniform(offset + row, seed) (core/rng.h). A NaN logit: loom::Error on the CPU;
-  // on CUDA (which does not wait for the kernel) the row's token is -1.
+  // on CUDA (which does not wait for the kernel) the row's token is -1. offset_by, when
+  // defined, is an int64 tensor of one element on this device whose value the kernel adds to
+  // offset where it runs: a counter in device memory, which a recorded graph can advance.
   void sample(const Tensor& logits, float temperature, int64_t top_k, float top_p, uint64_t seed,
-              uint64_t offset, Tensor& out);
+              uint64_t offset, Tensor& out, const Tensor& offset_by = {});
+
+  // --- recording work for replay (CUDA graphs; core/graph.h) ---
+  // Between begin_capture() and end_capture() the kernels, copies and products this device is
+  // asked for are recorded instead of run; the returned graph replays them, on the same memory,
+  // with one launch. Memory allocated during the capture comes from a pool that belongs to the
+  // graph, so replays find their intermediates where the capture put them. Work that needs the
+  // host to wait (a copy to or from the host, synchronize()) throws loom::Error. A device that
+  // cannot record (the CPU) throws loom::Error from begin_capture(). abort_capture() ends a
+  // capture that failed and drops what it recorded.
+  virtual void begin_capture();
+  virtual std::unique_ptr<DeviceGraph> end_capture();
+  virtual void abort_capture() noexcept {}
 
  protected:
   // The kernels, one per public method above, with the same arguments, called after the checks.
@@ -266,6 +292,8 @@ class Backend {
                                  const Tensor& index, Tensor& out) = 0;
   virtual void index_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                               const Tensor& index, Tensor& out) = 0;
+  virtual void index_copy_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                               const Tensor& index, Tensor& out) = 0;
   virtual void gather_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                            const Tensor& index, Tensor& out) = 0;
   virtual void scatter_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
@@ -309,7 +337,8 @@ class Backend {
                                        Tensor& dk, Tensor& dv) = 0;
   // rows, n > 0; logits contiguous.
   virtual void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
-                           uint64_t seed, uint64_t offset, Tensor& out) = 0;
+                           uint64_t seed, uint64_t offset, const Tensor& offset_by,
+                           Tensor& out) = 0;
 
  private:
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device

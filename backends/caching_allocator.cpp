@@ -50,21 +50,25 @@ void* CachingAllocator::allocate(size_t bytes) {
   return block;
 }
 
-void CachingAllocator::deallocate(void* ptr) noexcept {
-  if (ptr == nullptr) return;
+bool CachingAllocator::deallocate(void* ptr) noexcept {
+  if (ptr == nullptr) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   auto live = live_blocks_.find(ptr);
-  if (live == live_blocks_.end()) return;  // not ours: nothing sensible to do in a destructor
+  if (live == live_blocks_.end()) return false;  // not ours
   const size_t size = live->second;
   live_blocks_.erase(live);
   allocated_bytes_ -= size;
-  if (cached_bytes_ + size > cache_limit_) return source_.give_back(ptr);
+  if (cached_bytes_ + size > cache_limit_) {
+    source_.give_back(ptr);
+    return true;
+  }
   try {
     free_blocks_[size].push_back(ptr);
     cached_bytes_ += size;
   } catch (...) {
     source_.give_back(ptr);  // the free list could not grow: give the block back instead
   }
+  return true;
 }
 
 void CachingAllocator::empty_cache() noexcept {

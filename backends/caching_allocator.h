@@ -37,8 +37,9 @@ class CachingAllocator {
   // is released and the request retried once; then it throws loom::Error("<device>: out of
   // memory ...").
   void* allocate(size_t bytes);
-  // Keeps the block for reuse. Never throws: it runs in Storage's destructor.
-  void deallocate(void* ptr) noexcept;
+  // Keeps the block for reuse; false (and nothing done) when the block is not one of this
+  // allocator's. Never throws: it runs in Storage's destructor.
+  bool deallocate(void* ptr) noexcept;
   // Gives every cached block back to the source (torch.cuda.empty_cache()).
   void empty_cache() noexcept;
 

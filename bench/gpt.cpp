@@ -20,7 +20,9 @@
 //            --bf16 (the forward pass under AutocastGuard: bfloat16 matrix products, as
 //            torch_gpu_ref.py --bf16); --host-sampling (generate cases on CUDA: the old
 //            loop that copies each token's logits to the host and samples there, to compare
-//            with the default device-side sampling); gpt --help lists them all
+//            with the default device-side sampling); --no-cuda-graphs (generate cases on
+//            CUDA: launch every kernel of a step instead of replaying the recorded step);
+//            gpt --help lists them all
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
 // d_model x seq per token, PaLM's count) over the H100/H200 bf16 dense peak of 989 TFLOP/s,
 // the same figure bench/torch_gpu_ref.py prints.
@@ -53,8 +55,9 @@ struct Args {
   bool fused_attention = false, no_fused_attention = false;
   bool bf16 = false;
   bool distributed = false;
-  // generate cases: GenerateOptions::host_sampling
+  // generate cases: GenerateOptions::host_sampling and cuda_graphs
   bool host_sampling = false;
+  bool cuda_graphs = true;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
 
@@ -179,14 +182,17 @@ void generate_case(const Args& args, const std::string& preset) {
   options.max_new_tokens = new_tokens;
   options.use_cache = args.cache;
   options.host_sampling = args.host_sampling;
+  options.cuda_graphs = args.cuda_graphs;
   size_t generated = 0;
   const bench::Timing t = time_steps(
       [&] { generated = model.generate(prompt, options).size() - prompt.size(); }, args.steps);
   fmt::print(
       "{{\"case\": \"{}\", \"batch\": 1, \"prompt\": {}, \"new_tokens\": {}, "
-      "\"kv_cache\": {}, \"new_tokens_per_s\": {:.2f}, \"host_sampling\": {}, {}}}\n",
+      "\"kv_cache\": {}, \"new_tokens_per_s\": {:.2f}, \"host_sampling\": {}, "
+      "\"cuda_graphs\": {}, {}}}\n",
       args.case_name, prompt_len, generated, args.cache ? "true" : "false",
       static_cast<double>(generated) / t.median_s, args.host_sampling ? "true" : "false",
+      args.cuda_graphs && !args.host_sampling ? "true" : "false",
       common_fields(t, args, model.num_parameters()));
 }
 
@@ -218,6 +224,10 @@ int main(int argc, char** argv) {
   app.add_flag("--host-sampling", args.host_sampling,
                "generate cases on CUDA: copy each token's logits to the host and sample there "
                "(the old host-synchronised loop) instead of sampling on the device");
+  bool no_cuda_graphs = false;
+  app.add_flag("--no-cuda-graphs", no_cuda_graphs,
+               "generate cases on CUDA: launch every kernel of each decoding step instead of "
+               "replaying the step recorded as a CUDA graph");
   app.add_flag("--tf32", args.tf32, "CUDA only: TF32 tensor-core matrix products");
   app.add_flag("--bf16", args.bf16,
                "training cases: the forward pass under autocast (bfloat16 matrix products)");
@@ -236,6 +246,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   args.cache = !no_cache;
+  args.cuda_graphs = !no_cuda_graphs;
   try {
     LOOM_CHECK(!args.tf32 || args.device == Device::CUDA, "--tf32 needs --device cuda");
 #ifdef LOOM_WITH_CUDA

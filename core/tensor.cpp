@@ -333,6 +333,36 @@ Tensor& Tensor::add_(const Tensor& other, float alpha) {
   return *this;
 }
 
+Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& src) {
+  check_inplace(*this, "index_copy_");
+  LOOM_CHECK(src.defined() && index.defined(), "index_copy_: {} is an undefined tensor",
+             src.defined() ? "index" : "src");
+  LOOM_CHECK(this->dim() >= 1, "index_copy_: cannot index a 0-d tensor");
+  const int64_t d = wrap_dim(dim, this->dim(), "index_copy_");
+  LOOM_CHECK(index.dtype() == DType::Int64 && index.dim() == 1,
+             "index_copy_: index must be 1-D int64, got {} of shape {}", dtype_name(index.dtype()),
+             shape_str(index.shape()));
+  Shape expected = shape();
+  expected[static_cast<size_t>(d)] = index.numel();
+  LOOM_CHECK(src.shape() == expected && src.dtype() == dtype(),
+             "index_copy_: src {} of shape {} does not match {} of shape {} with {} indices at "
+             "dim {} (expected {} of shape {})",
+             dtype_name(src.dtype()), shape_str(src.shape()), dtype_name(dtype()),
+             shape_str(shape()), index.numel(), d, dtype_name(dtype()), shape_str(expected));
+  LOOM_CHECK(src.device() == device() && index.device() == device(),
+             "index_copy_: self is on {}, src on {} and index on {}; they must share a device",
+             device_name(device()), device_name(src.device()), device_name(index.device()));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= size(i);
+  for (int64_t i = d + 1; i < this->dim(); ++i) inner *= size(i);
+  // The kernel writes a contiguous block; a strided self is written through a contiguous copy.
+  const bool direct = is_contiguous();
+  Tensor block = direct ? *this : contiguous();
+  backend(device()).index_copy(src.detach(), outer, size(d), inner, index, block);
+  if (!direct) backend(device()).copy(block, *this);
+  return *this;
+}
+
 Tensor& Tensor::mul_(float value) {
   check_inplace(*this, "mul_");
   LOOM_CHECK(is_floating_point(dtype()), "mul_: needs a float32 or bfloat16 tensor, got {}",

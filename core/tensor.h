@@ -159,6 +159,12 @@ class Tensor {
   Tensor& fill_(float value);
   Tensor& add_(const Tensor& other, float alpha = 1.0f);   // this += alpha * other
   Tensor& mul_(float value);
+  // this[..., index[j], ...] = src[..., j, ...] along dim (torch.Tensor.index_copy_): index is
+  // 1-D int64 on this device, src has this dtype, device and shape but index.numel() at dim.
+  // With the positions in device memory, a GPU writes rows where no host knows the position
+  // (a KV cache filled by a recorded graph). An index out of range is a loom::Error (on CUDA at
+  // the next wait for the GPU); with repeated indices one of the rows wins.
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& src);
 
   // --- views (share storage) and layout ---
   Tensor reshape(const Shape& shape) const;   // a view when possible, else a copy; one dim may be -1

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "core/graph.h"
 #include "core/rng.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
@@ -113,13 +115,24 @@ KVCache::KVCache(const GPTConfig& config, int64_t batch, Device device)
 LayerCache KVCache::layer(int64_t layer) const {
   LOOM_CHECK(layer >= 0 && layer < static_cast<int64_t>(keys_.size()),
              "KVCache: layer {} outside [0, {})", layer, keys_.size());
-  return {keys_[static_cast<size_t>(layer)], values_[static_cast<size_t>(layer)], length_};
+  LayerCache cache;
+  cache.keys = keys_[static_cast<size_t>(layer)];
+  cache.values = values_[static_cast<size_t>(layer)];
+  cache.length = length_;
+  return cache;
 }
 
 std::pair<Tensor, Tensor> LayerCache::append(const Tensor& k, const Tensor& v) const {
   // k, v (B, nh, T, hs) -> every key and value so far, (B, nh, length + T, hs) each.
   // Inference only: the new keys and values are copied in (no gradient flows through the cache).
   const int64_t T = k.size(2);
+  if (position.defined()) {  // graph decoding: the position is in device memory
+    LOOM_CHECK(T == 1, "KVCache: a step at a device position takes 1 new position, got {}", T);
+    Tensor key_storage = keys, value_storage = values;  // handles to the cache's storage
+    key_storage.index_copy_(2, position, k.dtype() == keys.dtype() ? k : k.to(keys.dtype()));
+    value_storage.index_copy_(2, position, v.dtype() == values.dtype() ? v : v.to(values.dtype()));
+    return {keys, values};  // (B, nh, capacity, hs): the mask hides the positions after it
+  }
   LOOM_CHECK(length + T <= keys.size(2),
              "KVCache: cannot hold {} more positions after {} (capacity {})", T, length,
              keys.size(2));
@@ -178,13 +191,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const LayerCache& cache,
   if (cache.defined()) std::tie(k, v) = cache.append(k, v);  // (B, nh, S, hs)
   // Vaswani et al. 2017, eq. 1 with sec. 3.2.3's mask ("masking out (setting to -inf) all
   // values in the input of the softmax which correspond to illegal connections"): the first
-  // query sits at position past + T - Tq among the S keys.
+  // query sits at position past + T - Tq among the S keys. A step at a device position
+  // (graph decoding) sees all capacity keys, and the cache's mask hides those after it.
+  const bool device_position = cache.position.defined();
   const Tensor y = nn::functional::scaled_dot_product_attention(  // (B, nh, Tq, hs)
       q, k, v,
-      {.dropout_p = attn_dropout->p,
+      {.mask = device_position ? cache.mask : Tensor{},
+       .dropout_p = attn_dropout->p,
        .training = attn_dropout->is_training(),
-       .causal = true,
-       .query_offset = past + T - Tq});
+       .causal = !device_position,
+       .query_offset = device_position ? 0 : past + T - Tq});
   // Heads side by side again: (B, Tq, nh, hs) -> (B, Tq, nh * hs).
   const Tensor merged = y.transpose(1, 2).reshape({B, Tq, C});  // (B, Tq, C)
   return resid_dropout->forward(c_proj->forward(merged));       // (B, Tq, C)
@@ -285,6 +301,23 @@ Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
   return ln_f->forward(x);  // (B, T, C)
 }
 
+Tensor GPT::decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
+                               const KVCache& cache) {
+  // The same arithmetic as forward_hidden for one new token, with every position read from
+  // device memory: the token is seq[0, position], its position embedding the row `position`
+  // of wpe, and each layer writes its keys and values at `position` (LayerCache::append).
+  const Tensor ids = index_select(seq, 1, position);              // (1, 1)
+  const Tensor pos_emb = index_select(wpe->weight, 0, position);  // (1, C)
+  Tensor x = drop->forward(wte->forward(ids) + pos_emb);          // (1, 1, C)
+  for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
+    LayerCache layer_cache = cache.layer(layer);
+    layer_cache.position = position;
+    layer_cache.mask = mask;
+    x = blocks_[static_cast<size_t>(layer)]->forward(x, layer_cache);  // (1, 1, C)
+  }
+  return ln_f->forward(x);  // (1, 1, C)
+}
+
 Tensor GPT::lm_head(const Tensor& hidden) const {
   // (..., C) -> (..., vocab). The output projection is the token embedding itself (weight
   // tying, Press & Wolf 2017, as GPT-2), read through a transposed view.
@@ -368,6 +401,7 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
   constexpr int64_t kHostBatch = 16;
   const Device device = wte->weight.device();
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  const int64_t context = config_.context;
   Tensor seq = Tensor::empty({1, prompt_len + options.max_new_tokens}, DType::Int64, device);
   seq.narrow(1, 0, prompt_len).copy_(tensor_i64(prompt, {1, prompt_len}));
   std::optional<KVCache> cache;
@@ -377,21 +411,60 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
   const uint64_t first_draw = gen.offset();
   const bool sampling = options.temperature > 0.0f;
 
+  // With the cache, and while the whole sequence fits the context, a step takes the newest
+  // token and appends one: the same kernels every time, only the position differs. So the
+  // position lives in device memory (`position`, which the step advances itself through the
+  // table next_position[p] = p + 1), the step is recorded once as a CUDA graph, and each token
+  // costs one replay. The draws stay those of the loop below: token t (0-based) uses counter
+  // first_draw + t, which is first_draw + 1 - prompt_len + the input's position (unsigned
+  // arithmetic wraps, so the sum is exact).
+  const bool graphs = options.cuda_graphs && cache.has_value();
+  Tensor position, next_position, key_positions;  // (1), (context), (context) int64
+  CudaGraph step_graph;
+  auto record_step = [&] {
+    position = zeros({1}, DType::Int64, device);
+    next_position = arange(context + 1, device).narrow(0, 1, context).contiguous();
+    key_positions = arange(context, device);
+    step_graph.capture([&] {
+      const Tensor mask =  // (context): 0 for the keys up to the position, -inf after it
+          masked_fill(zeros({context}, device), gt(key_positions, position),
+                      -std::numeric_limits<float>::infinity());
+      const Tensor hidden = decode_step_hidden(seq, position, mask, *cache);  // (1, 1, C)
+      const Tensor logits = lm_head(hidden.reshape({1, -1}));                 // (1, vocab)
+      const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p,
+                                      gen.seed(), first_draw + 1 - prompt_len, position);
+      const Tensor after = index_select(next_position, 0, position);  // (1): position + 1
+      seq.index_copy_(1, after, next.view({1, 1}));
+      position.copy_(after);
+    });
+  };
+
   std::vector<int64_t> tokens = std::move(prompt);
   int64_t length = prompt_len;  // tokens in seq; those before tokens.size() are on the host
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const int64_t start = std::max<int64_t>(0, length - config_.context);  // the window
+    const int64_t start = std::max<int64_t>(0, length - context);  // the window
     if (cache && start != cached_from) {
       cache->clear();
       cached_from = start;
     }
     const int64_t done = cache ? cache->length() : 0;
-    const Tensor ids = seq.narrow(1, start + done, length - start - done);       // (1, n)
-    const Tensor hidden = forward_hidden(ids, cache ? &*cache : nullptr, true);  // (1, 1, C)
-    const Tensor logits = lm_head(hidden.reshape({1, -1}));                      // (1, vocab)
-    const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p);
-    seq.narrow(1, length, 1).copy_(next.view({1, 1}));
-    ++length;
+    if (graphs && start == 0 && done == length - 1) {  // one token to take: replay the step
+      if (!step_graph.captured()) {
+        record_step();
+        position.fill_(static_cast<float>(length - 1));  // the graph advances it from here
+      }
+      if (sampling) gen.reserve(1);  // the counter the replay draws (see above)
+      step_graph.replay();
+      cache->advance(1);
+      ++length;
+    } else {
+      const Tensor ids = seq.narrow(1, start + done, length - start - done);       // (1, n)
+      const Tensor hidden = forward_hidden(ids, cache ? &*cache : nullptr, true);  // (1, 1, C)
+      const Tensor logits = lm_head(hidden.reshape({1, -1}));                      // (1, vocab)
+      const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p);
+      seq.narrow(1, length, 1).copy_(next.view({1, 1}));
+      ++length;
+    }
     if (length - static_cast<int64_t>(tokens.size()) < kHostBatch &&
         step + 1 < options.max_new_tokens)
       continue;

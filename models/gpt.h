@@ -76,11 +76,17 @@ struct GPTConfig {
 struct LayerCache {
   Tensor keys, values;  // (B, nh, capacity, hs); positions [0, length) hold earlier tokens
   int64_t length = 0;   // positions already cached = the position of the first new token
+  // Decoding by a recorded graph (GPT::generate on a GPU), one new token per step: its position
+  // is not known on the host but held in device memory, `position` (1) int64, and attention
+  // covers all capacity positions with the additive `mask` (capacity): 0 up to the position,
+  // -inf after it. Undefined (the default): the position is `length`.
+  Tensor position, mask;
 
   bool defined() const { return keys.defined(); }
   // Writes k and v (B, nh, T, hs) at positions [length, length + T) and returns every key and
   // value so far, (B, nh, length + T, hs) each: views of the cache, no copy. The KVCache's
-  // length moves on only when the whole model has written (KVCache::advance).
+  // length moves on only when the whole model has written (KVCache::advance). With a device
+  // `position` (T = 1), writes there and returns the whole storage (B, nh, capacity, hs).
   std::pair<Tensor, Tensor> append(const Tensor& k, const Tensor& v) const;
 };
 
@@ -198,6 +204,11 @@ class GPT : public nn::Module {
   // generate's loop for a model on a GPU: no host round-trip per token (see generate).
   std::vector<int64_t> generate_on_device(std::vector<int64_t> prompt,
                                           const GenerateOptions& options);
+  // One decoding step whose positions live in device memory, so that a CUDA graph can record
+  // it once and replay it for every token: the token seq[0, position] (position (1) int64)
+  // -> ln_f of its hidden state (1, 1, C), its keys and values written to `cache` at position.
+  Tensor decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
+                            const KVCache& cache);
   void init_weights();
 
   GPTConfig config_;

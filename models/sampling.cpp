@@ -24,6 +24,11 @@ int64_t sample_token(const std::vector<float>& logits, float temperature, int64_
 
 Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
                    uint64_t seed, uint64_t offset) {
+  return sample_next(logits, temperature, top_k, top_p, seed, offset, Tensor{});
+}
+
+Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                   uint64_t seed, uint64_t offset, const Tensor& offset_by) {
   LOOM_CHECK(logits.defined() && logits.dtype() == DType::Float32 && logits.dim() == 2,
              "sample_next: expected float32 logits of shape [B, vocab], got {} of shape {}",
              logits.defined() ? dtype_name(logits.dtype()) : "undefined",
@@ -34,7 +39,14 @@ Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float
   LOOM_CHECK(top_k >= 0, "sample_next: top_k {} is negative", top_k);
   LOOM_CHECK(top_p > 0.0f && top_p <= 1.0f, "sample_next: top_p {} outside (0, 1]", top_p);
   Tensor tokens = Tensor::empty({logits.size(0)}, DType::Int64, logits.device());
-  backend(logits.device()).sample(logits.detach(), temperature, top_k, top_p, seed, offset, tokens);
+  LOOM_CHECK(!offset_by.defined() || (offset_by.dtype() == DType::Int64 && offset_by.numel() == 1 &&
+                                      offset_by.device() == logits.device()),
+             "sample_next: offset_by must be one int64 on the logits' device ({}), got {} of "
+             "shape {} on {}",
+             device_name(logits.device()), dtype_name(offset_by.dtype()),
+             shape_str(offset_by.shape()), device_name(offset_by.device()));
+  backend(logits.device())
+      .sample(logits.detach(), temperature, top_k, top_p, seed, offset, tokens, offset_by);
   return tokens;
 }
 

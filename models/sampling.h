@@ -27,6 +27,10 @@ struct GenerateOptions {
   // forces the host-synchronised loop instead (the logits of every token copied to the host
   // and sampled there by sample_token), e.g. to compare the two. No effect on the CPU.
   bool host_sampling = false;
+  // A GPU model with a KV cache records one decoding step as a CUDA graph (core/graph.h) and
+  // replays it for every token: one launch per token instead of one per kernel. The tokens
+  // are the same either way; false launches every kernel from the host (e.g. to compare).
+  bool cuda_graphs = true;
 };
 
 // Throws loom::Error (naming `op`) unless max_new_tokens >= 0, temperature >= 0, top_k >= 0
@@ -51,6 +55,11 @@ int64_t sample_token(const std::vector<float>& logits, float temperature, int64_
 // CUDA (see Backend::sample).
 Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
                    uint64_t seed, uint64_t offset);
+// The same with offset + offset_by[0] as the first counter, offset_by an int64 tensor of one
+// element on the logits' device, read where the kernel runs: a recorded graph (core/graph.h)
+// advances the draws by advancing offset_by.
+Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
+                   uint64_t seed, uint64_t offset, const Tensor& offset_by);
 // The same with the draws taken from loom's global generator as generate_tokens takes them
 // (B counters when temperature > 0, none for greedy decoding).
 Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k = 0, float top_p = 1.0f);

@@ -425,7 +425,10 @@ Tensor Transformer::decode_step(const Tensor& tokens, DecoderCache& cache) {
   const int64_t R = tokens.size(0);
   Tensor x = embed(tokens.view({R, 1}), tgt_emb ? *tgt_emb : *emb, cache.length);  // (R, 1, D)
   for (size_t l = 0; l < dec_list_.size(); ++l) {
-    const LayerCache layer_cache{cache.self_keys[l], cache.self_values[l], cache.length};
+    LayerCache layer_cache;
+    layer_cache.keys = cache.self_keys[l];
+    layer_cache.values = cache.self_values[l];
+    layer_cache.length = cache.length;
     x = dec_list_[l]->step(x, layer_cache, cache.cross_keys[l], cache.cross_values[l],
                            cache.src_mask);
   }

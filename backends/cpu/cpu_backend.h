@@ -54,6 +54,8 @@ class CpuBackend final : public Backend {
                          const Tensor& index, Tensor& out) override;
   void index_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                       const Tensor& index, Tensor& out) override;
+  void index_copy_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                       const Tensor& index, Tensor& out) override;
   void gather_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                    Tensor& out) override;
   void scatter_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
@@ -86,7 +88,8 @@ class CpuBackend final : public Backend {
                                const Tensor& lse, const AttentionArgs& args, Tensor& dq,
                                Tensor& dk, Tensor& dv) override;
   void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
-                   uint64_t seed, uint64_t offset, Tensor& out) override;  // sample.cpp
+                   uint64_t seed, uint64_t offset, const Tensor& offset_by,
+                   Tensor& out) override;  // sample.cpp
 
  private:
   CachingAllocator allocator_;  // freed blocks are kept for reuse (backends/caching_allocator.h)

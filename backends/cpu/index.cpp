@@ -1,6 +1,7 @@
 // Indexing kernels on a contiguous [outer, n, inner] view (int64 indices along the middle axis):
 //   index_select  out[o, j, i] = x[o, index[j], i]             index [k]
 //   index_add     out[o, index[j], i] += src[o, j, i]          (backward of index_select)
+//   index_copy    out[o, index[j], i] = src[o, j, i]           (any element type)
 //   gather        out[o, j, i] = x[o, index[o, j, i], i]       index [outer, k, inner]
 //   scatter_add   out[o, index[o, j, i], i] += src[o, j, i]    (backward of gather)
 // Every index is checked against [0, n) before any element moves. The two accumulating kernels
@@ -127,6 +128,25 @@ void CpuBackend::index_add_impl(const Tensor& sc, int64_t outer, int64_t n, int6
   else
     index_add_typed(sc.data_ptr<int64_t>(), outer, n, inner, idx.data_ptr<int64_t>(), k,
                     out.data_ptr<int64_t>());
+}
+
+void CpuBackend::index_copy_impl(const Tensor& sc, int64_t outer, int64_t n, int64_t inner,
+                                 const Tensor& idx, Tensor& out) {
+  const int64_t k = idx.numel();
+  const int64_t* index = idx.data_ptr<int64_t>();
+  check_indices(index, k, n, "index_copy");
+  if (outer * k * inner == 0) return;
+  // Rows of raw bytes, so every dtype takes the same loop; each (o, j) row is one memcpy.
+  const size_t row_bytes = static_cast<size_t>(inner) * element_size(out.dtype());
+  const auto* src = static_cast<const unsigned char*>(sc.raw_data());
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  cpu::parallel_for(0, outer, std::max<int64_t>(1, cpu::kGrainCheap / (k * inner)),
+                    [=](int64_t b, int64_t e) {
+                      for (int64_t o = b; o < e; ++o)
+                        for (int64_t j = 0; j < k; ++j)  // in order: the last of repeats wins
+                          std::memcpy(dst + (o * n + index[j]) * row_bytes,
+                                      src + (o * k + j) * row_bytes, row_bytes);
+                    });
 }
 
 void CpuBackend::gather_impl(const Tensor& xc, int64_t outer, int64_t n, int64_t inner,

@@ -54,8 +54,9 @@ int64_t sample_row(const float* logits, int64_t n, float temperature, int64_t to
 }  // namespace cpu
 
 void CpuBackend::sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
-                             uint64_t seed, uint64_t offset, Tensor& out) {
+                             uint64_t seed, uint64_t offset, const Tensor& offset_by, Tensor& out) {
   const int64_t rows = out.numel(), n = logits.numel() / rows;
+  if (offset_by.defined()) offset += static_cast<uint64_t>(offset_by.data_ptr<int64_t>()[0]);
   const float* x = logits.data_ptr<float>();
   int64_t* y = out.data_ptr<int64_t>();
   for (int64_t i = 0; i < rows * n; ++i)

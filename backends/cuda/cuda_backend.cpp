@@ -3,7 +3,8 @@
 // *_impl here runs; each one hands raw pointers to a launcher from kernels.h, or to cuBLAS for
 // matrix products. All work is queued in order on
 // one stream; the host waits only at host <-> device copies and synchronize(), where it also
-// reads the error flags of the checked kernels (see "device-side errors" below).
+// reads the error flags of the checked kernels (see "device-side errors" below). The work may
+// also be recorded into a CUDA graph and replayed with one launch ("graphs" below).
 #include "backends/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -14,6 +15,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,23 +54,24 @@ T* ptr(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
-// Every Scratch block goes back to the caching allocator when the method returns.
+// Every Scratch block goes back to the backend's memory (the caching allocator, or a graph's
+// pool during a capture) when the method returns.
 class ScratchBlocks final : public cuda::Scratch {
  public:
-  explicit ScratchBlocks(CachingAllocator& allocator) : allocator_(allocator) {}
+  explicit ScratchBlocks(Backend& memory) : memory_(memory) {}
   ~ScratchBlocks() {
-    for (void* block : blocks_) allocator_.deallocate(block);
+    for (void* block : blocks_) memory_.deallocate(block, 0);
   }
   ScratchBlocks(const ScratchBlocks&) = delete;
   ScratchBlocks& operator=(const ScratchBlocks&) = delete;
   void* get(size_t bytes) override {
     blocks_.reserve(blocks_.size() + 1);  // so push_back cannot throw and leak the block
-    blocks_.push_back(allocator_.allocate(bytes));
+    blocks_.push_back(memory_.allocate(bytes));
     return blocks_.back();
   }
 
  private:
-  CachingAllocator& allocator_;
+  Backend& memory_;
   std::vector<void*> blocks_;
 };
 
@@ -110,6 +114,10 @@ class CudaBackend final : public Backend {
     LOOM_CUDA_CHECK(cudaStreamCreate(&stream_));
     LOOM_CUBLAS_CHECK(cublasCreate(&cublas_));
     LOOM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // cuBLAS's workspace is ours (32 MiB, NVIDIA's size for Hopper), so a product recorded in a
+    // graph capture never makes cuBLAS allocate one (set after cublasSetStream, which resets it).
+    LOOM_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+    LOOM_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
     void* flags = nullptr;
     LOOM_CUDA_CHECK(cudaMalloc(&flags, kErrorSlots * sizeof(cuda::DeviceErrorFlag)));
     LOOM_CUDA_CHECK(
@@ -121,38 +129,61 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override = default;
 
   // --- memory ---
-  void* allocate(size_t bytes) override { return allocator_.allocate(bytes); }
-  void deallocate(void* ptr, size_t /*bytes*/) override { allocator_.deallocate(ptr); }
+  // During a capture, blocks come from the capture's pool (see "graphs" below).
+  void* allocate(size_t bytes) override {
+    return capture_ ? capture_->pool->memory.allocate(bytes) : allocator_.allocate(bytes);
+  }
+  void deallocate(void* ptr, size_t /*bytes*/) override {
+    if (allocator_.deallocate(ptr)) return;
+    for (auto pool = pools_.begin(); pool != pools_.end(); ++pool) {
+      if (!pool->memory.deallocate(ptr)) continue;
+      if (pool->retired && pool->memory.allocated_bytes() == 0) release(pool);
+      return;
+    }
+  }
 
   // Host <-> device copies wait for the stream, as PyTorch's default (non_blocking=False)
   // .to("cuda") does: the host buffer may be freed or reused as soon as the call returns, and
   // cudaMemcpyAsync from pageable memory is only documented as "might be synchronous".
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
+    check_not_capturing("a copy from the host");
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     synchronize();
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
+    check_not_capturing("a copy to the host");
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     synchronize();
   }
   // Waits for every queued kernel, then throws for the first error they flagged (see
-  // "device-side errors" below). The flags' copy is queued behind the kernels: one wait.
+  // "device-side errors" below). The flags' copies are queued behind the kernels: one wait.
   void synchronize() override {
+    check_not_capturing("synchronize()");
     std::vector<Check> checks;
     checks.swap(checks_);
     std::vector<cuda::DeviceErrorFlag> flags(checks.size());
-    if (!checks.empty()) {
-      const size_t bytes = flags.size() * sizeof(cuda::DeviceErrorFlag);
-      LOOM_CUDA_CHECK(
-          cudaMemcpyAsync(flags.data(), error_flags_, bytes, cudaMemcpyDeviceToHost, stream_));
-      LOOM_CUDA_CHECK(cudaMemsetAsync(error_flags_, 0, bytes, stream_));
+    if (!checks.empty()) read_flags(error_flags_, flags);
+    // Each graph replayed since the last wait has its own flags (see "graphs").
+    std::vector<std::pair<const Recording*, std::vector<cuda::DeviceErrorFlag>>> replayed;
+    for (const Recording* graph : replayed_) {
+      replayed.emplace_back(graph, std::vector<cuda::DeviceErrorFlag>(graph->checks.size()));
+      read_flags(graph->flags, replayed.back().second);
     }
+    replayed_.clear();
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (size_t i = 0; i < checks.size(); ++i)
       if (flags[i].raised) raise_device_error(checks[i], flags[i]);
+    for (const auto& [graph, graph_flags] : replayed)
+      for (size_t i = 0; i < graph_flags.size(); ++i)
+        if (graph_flags[i].raised) raise_device_error(graph->checks[i], graph_flags[i], true);
   }
+
+  // --- graphs ---
+  void begin_capture() override;
+  std::unique_ptr<DeviceGraph> end_capture() override;
+  void abort_capture() noexcept override;
 
  protected:
   // --- layout and fill ---
@@ -216,7 +247,7 @@ class CudaBackend final : public Backend {
   // --- reductions ---
   void reduce_impl(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                    Tensor& out) override {
-    ScratchBlocks scratch(allocator_);
+    ScratchBlocks scratch(*this);
     cuda::launch_reduce(op, x.raw_data(), x.dtype(), outer, n, inner, out.raw_data(), scratch,
                         stream_);
   }
@@ -247,7 +278,7 @@ class CudaBackend final : public Backend {
                          g.beta, stream_);
       return;
     }
-    ScratchBlocks scratch(allocator_);
+    ScratchBlocks scratch(*this);
     const Matrix a =
         legal_operand({g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a},
                       g.ab_type, g.batch, scratch);
@@ -280,6 +311,14 @@ class CudaBackend final : public Backend {
     cuda::launch_index_select(x.raw_data(), element_size(x.dtype()), outer, n, inner,
                               index.data_ptr<int64_t>(), index.numel(), out.raw_data(),
                               error_flag({"index_select", n}), stream_);
+    after_checked_launch();
+  }
+
+  void index_copy_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                       const Tensor& index, Tensor& out) override {
+    cuda::launch_index_copy(src.raw_data(), element_size(out.dtype()), outer, n, inner,
+                            index.data_ptr<int64_t>(), index.numel(), out.raw_data(),
+                            error_flag({"index_copy", n}), stream_);
     after_checked_launch();
   }
 
@@ -329,7 +368,7 @@ class CudaBackend final : public Backend {
                                 const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
                                 Tensor& dbias) override {
     const int64_t rows = mean.numel(), cols = x.numel() / rows;
-    ScratchBlocks scratch(allocator_);
+    ScratchBlocks scratch(*this);
     cuda::launch_layer_norm_backward(dy.data_ptr<float>(), x.data_ptr<float>(), ptr<float>(weight),
                                      mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, cols,
                                      dx.data_ptr<float>(), ptr<float>(dweight), ptr<float>(dbias),
@@ -375,7 +414,7 @@ class CudaBackend final : public Backend {
   }
 
   void sum_of_squares_multi_impl(std::span<const Tensor> xs, Tensor& out) override {
-    ScratchBlocks scratch(allocator_);
+    ScratchBlocks scratch(*this);
     const std::vector<cuda::FloatTensor> tensors = float_tensors(xs);
     cuda::launch_sum_of_squares_multi(tensors.data(), tensors.size(), out.data_ptr<float>(),
                                       scratch, stream_);
@@ -401,7 +440,7 @@ class CudaBackend final : public Backend {
                                const Tensor& lse, const AttentionArgs& args, Tensor& dq,
                                Tensor& dk, Tensor& dv) override {
     check_attention_launch("attention_backward", args);
-    ScratchBlocks scratch(allocator_);
+    ScratchBlocks scratch(*this);
     cuda::launch_attention_backward(args, q.dtype(), dout.raw_data(), q.raw_data(), k.raw_data(),
                                     v.raw_data(), ptr<float>(mask), attention_mask_layout(mask),
                                     out.raw_data(), lse.data_ptr<float>(), dq.raw_data(),
@@ -409,14 +448,14 @@ class CudaBackend final : public Backend {
   }
 
   void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
-                   uint64_t seed, uint64_t offset, Tensor& out) override {
+                   uint64_t seed, uint64_t offset, const Tensor& offset_by, Tensor& out) override {
     const int64_t rows = out.numel(), n = logits.numel() / rows;
-    ScratchBlocks scratch(allocator_);
+    ScratchBlocks scratch(*this);
     double* probs = temperature > 0.0f
                         ? static_cast<double*>(scratch.get(sizeof(double) * rows * n))
                         : nullptr;
     cuda::launch_sample(logits.data_ptr<float>(), rows, n, temperature, top_k, top_p, seed, offset,
-                        probs, out.data_ptr<int64_t>(), stream_);
+                        ptr<int64_t>(offset_by), probs, out.data_ptr<int64_t>(), stream_);
   }
 
  private:
@@ -469,20 +508,39 @@ class CudaBackend final : public Backend {
   };
   static constexpr size_t kErrorSlots = 256;  // a full set is read (one wait) before reuse
 
-  // The flag for the next checked launch.
+  // The flag for the next checked launch; during a capture, one of the graph's own flags.
   cuda::DeviceErrorFlag* error_flag(const Check& check) {
+    if (capture_) {
+      std::vector<Check>& checks = capture_->recording->checks;
+      LOOM_CHECK(checks.size() < kErrorSlots,
+                 "graph capture: more than {} checked launches ({} ...) in one graph", kErrorSlots,
+                 check.op);
+      checks.push_back(check);
+      return capture_->recording->flags + (checks.size() - 1);
+    }
     if (checks_.size() == kErrorSlots) synchronize();  // reads and clears every flag
     checks_.push_back(check);
     return error_flags_ + (checks_.size() - 1);
   }
 
   void after_checked_launch() {
-    if (g_launch_blocking.load()) synchronize();
+    if (g_launch_blocking.load() && !capture_) synchronize();
   }
 
-  [[noreturn]] static void raise_device_error(const Check& c, const cuda::DeviceErrorFlag& flag) {
+  // Queues the copy of `flags.size()` device flags into `flags` and their reset to 0.
+  void read_flags(cuda::DeviceErrorFlag* device_flags, std::vector<cuda::DeviceErrorFlag>& flags) {
+    const size_t bytes = flags.size() * sizeof(cuda::DeviceErrorFlag);
+    if (bytes == 0) return;
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(flags.data(), device_flags, bytes, cudaMemcpyDeviceToHost, stream_));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(device_flags, 0, bytes, stream_));
+  }
+
+  [[noreturn]] static void raise_device_error(const Check& c, const cuda::DeviceErrorFlag& flag,
+                                              bool in_graph = false) {
     const std::string where =
-        g_launch_blocking.load()
+        in_graph ? " (raised on the GPU by a replayed CUDA graph, reported at the next wait for it)"
+        : g_launch_blocking.load()
             ? ""
             : " (raised on the GPU, reported at the next wait for it; CUDA_LAUNCH_BLOCKING=1 "
               "reports it at the call)";
@@ -495,13 +553,139 @@ class CudaBackend final : public Backend {
               c.op, flag.value, flag.position, c.n, c.n, where);
   }
 
+  // --- graphs ---
+  // A capture records the stream's work into a CUDA graph (cudaStreamBeginCapture ...
+  // cudaStreamEndCapture), which cudaGraphLaunch replays with one launch. A replay runs the same
+  // kernels on the same addresses, so:
+  //   * blocks allocated during the capture come from a pool that belongs to the graph, never
+  //     handed to anyone else while the graph lives (a replay rewrites them). A pool outlives
+  //     its graph while tensors still hold blocks of it, then its memory is released;
+  //   * the checked kernels of a graph raise flags of the graph's own (one per launch), read
+  //     at the first wait after a replay;
+  //   * nothing may need the host to wait: a copy to or from the host, synchronize() or a
+  //     kernel that waits under CUDA_LAUNCH_BLOCKING throws check_not_capturing's error.
+  struct Pool {
+    CachingAllocator memory{cuda::device_memory()};
+    bool retired = false;  // its graph is gone; released when its last block is freed
+  };
+  // What a replay needs besides the executable graph: the flags and what they check.
+  struct Recording {
+    cuda::DeviceErrorFlag* flags = nullptr;  // kErrorSlots of them, in the graph's pool
+    std::vector<Check> checks;
+  };
+  struct Capture {
+    Pool* pool = nullptr;
+    std::unique_ptr<Recording> recording;
+  };
+  class Graph;
+
+  void check_not_capturing(const char* what) const {
+    LOOM_CHECK(!capture_,
+               "graph capture: {} needs the host to wait for the GPU, which a CUDA graph cannot "
+               "record; move it before or after the captured work",
+               what);
+  }
+  void retire(Pool* pool) noexcept {
+    pool->retired = true;
+    for (auto it = pools_.begin(); it != pools_.end(); ++it)
+      if (&*it == pool && pool->memory.allocated_bytes() == 0) return release(it);
+  }
+  void release(std::list<Pool>::iterator pool) noexcept {
+    pool->memory.empty_cache();  // cudaFree for every block
+    pools_.erase(pool);
+  }
+
+  static constexpr size_t kCublasWorkspace = size_t{32} << 20;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
   bool tf32_active_ = false;
   cuda::DeviceErrorFlag* error_flags_ = nullptr;  // kErrorSlots of them
   std::vector<Check> checks_;                       // the launches that hold flags, in order
   CachingAllocator allocator_{cuda::device_memory()};
+  std::list<Pool> pools_;                   // of live graphs, and retired ones still in use
+  std::unique_ptr<Capture> capture_;        // set between begin_capture and end_capture
+  std::vector<const Recording*> replayed_;  // graphs replayed since the last wait
 };
+
+// An instantiated graph: replay() is one cudaGraphLaunch on the backend's stream.
+class CudaBackend::Graph final : public DeviceGraph {
+ public:
+  Graph(CudaBackend& backend, cudaGraphExec_t exec, Pool* pool,
+        std::unique_ptr<Recording> recording)
+      : backend_(backend), exec_(exec), pool_(pool), recording_(std::move(recording)) {}
+  ~Graph() override {
+    std::erase(backend_.replayed_, recording_.get());  // its flags are no longer read
+    (void)cudaGraphExecDestroy(exec_);
+    backend_.retire(pool_);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void replay() override {
+    backend_.check_not_capturing("replaying a graph");
+    LOOM_CUDA_CHECK(cudaGraphLaunch(exec_, backend_.stream_));
+    if (!recording_->checks.empty() &&
+        std::find(backend_.replayed_.begin(), backend_.replayed_.end(), recording_.get()) ==
+            backend_.replayed_.end())
+      backend_.replayed_.push_back(recording_.get());
+    if (g_launch_blocking.load()) backend_.synchronize();
+  }
+
+ private:
+  CudaBackend& backend_;
+  cudaGraphExec_t exec_;
+  Pool* pool_;
+  std::unique_ptr<Recording> recording_;
+};
+
+void CudaBackend::begin_capture() {
+  LOOM_CHECK(!capture_, "graph capture: a capture is already in progress (captures do not nest)");
+  // Work queued before stays queued (and its flags pending): the capture records what follows.
+  Pool& pool = pools_.emplace_back();
+  auto capture = std::make_unique<Capture>();
+  capture->pool = &pool;
+  capture->recording = std::make_unique<Recording>();
+  try {
+    const size_t bytes = kErrorSlots * sizeof(cuda::DeviceErrorFlag);
+    capture->recording->flags = static_cast<cuda::DeviceErrorFlag*>(pool.memory.allocate(bytes));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(capture->recording->flags, 0, bytes, stream_));
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  } catch (...) {
+    if (capture->recording->flags != nullptr) pool.memory.deallocate(capture->recording->flags);
+    retire(&pool);
+    throw;
+  }
+  capture_ = std::move(capture);
+}
+
+std::unique_ptr<DeviceGraph> CudaBackend::end_capture() {
+  LOOM_CHECK(capture_, "graph capture: end_capture() without begin_capture()");
+  std::unique_ptr<Capture> capture = std::move(capture_);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t status = cudaStreamEndCapture(stream_, &graph);
+  if (status == cudaSuccess) status = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);  // the executable keeps what it needs
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    capture->pool->memory.deallocate(capture->recording->flags);
+    retire(capture->pool);
+    LOOM_CUDA_CHECK(status);
+  }
+  return std::make_unique<Graph>(*this, exec, capture->pool, std::move(capture->recording));
+}
+
+void CudaBackend::abort_capture() noexcept {
+  if (!capture_) return;
+  std::unique_ptr<Capture> capture = std::move(capture_);
+  cudaGraph_t graph = nullptr;
+  (void)cudaStreamEndCapture(stream_, &graph);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  capture->pool->memory.deallocate(capture->recording->flags);
+  retire(capture->pool);
+}
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // Indexing kernels over a contiguous [outer, n, inner] block: index_select and its backward
-// index_add (embedding lookups and their gradients), gather and its backward scatter_add
+// index_add (embedding lookups and their gradients), index_copy (writing rows at positions held
+// in device memory: a KV cache filled by a recorded graph), gather and its backward scatter_add
 // (cross-entropy-style picks along any dim).
 //
 // Thread mapping (every kernel here): one thread per element of the [outer, k, inner] side
@@ -64,6 +65,17 @@ __global__ void index_add_kernel(const T* src, int64_t outer, int64_t n, int64_t
   }
 }
 
+// out[o, index[j], i] = src[o, j, i]; with repeated indices, one of the writes wins.
+template <typename T>
+__global__ void index_copy_kernel(const T* src, int64_t outer, int64_t n, int64_t inner,
+                                  const int64_t* index, int64_t k, T* out, DeviceErrorFlag* error) {
+  LOOM_GRID_STRIDE_LOOP(e, outer * k * inner) {
+    const Position p = split(e, k, inner);
+    const int64_t row = index[p.j];
+    if (valid(row, p.j, n, error)) out[(p.o * n + row) * inner + p.i] = src[e];
+  }
+}
+
 // out[o, j, i] = x[o, index[o, j, i], i]
 template <typename T>
 __global__ void gather_kernel(const T* x, int64_t outer, int64_t n, int64_t inner,
@@ -116,6 +128,25 @@ void launch_index_add(const void* src, DType type, int64_t outer, int64_t n, int
     index_add_kernel<<<grid, kBlock, 0, stream>>>(static_cast<const long long*>(src), outer, n,
                                                   inner, index, k, static_cast<long long*>(out),
                                                   error);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_index_copy(const void* src, size_t element_size, int64_t outer, int64_t n,
+                       int64_t inner, const int64_t* index, int64_t k, void* out,
+                       DeviceErrorFlag* error, cudaStream_t stream) {
+  const unsigned grid = grid_for(outer * k * inner);
+  if (element_size == 2)
+    index_copy_kernel<<<grid, kBlock, 0, stream>>>(static_cast<const uint16_t*>(src), outer, n,
+                                                   inner, index, k, static_cast<uint16_t*>(out),
+                                                   error);
+  else if (element_size == 4)
+    index_copy_kernel<<<grid, kBlock, 0, stream>>>(static_cast<const uint32_t*>(src), outer, n,
+                                                   inner, index, k, static_cast<uint32_t*>(out),
+                                                   error);
+  else
+    index_copy_kernel<<<grid, kBlock, 0, stream>>>(static_cast<const uint64_t*>(src), outer, n,
+                                                   inner, index, k, static_cast<uint64_t*>(out),
+                                                   error);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

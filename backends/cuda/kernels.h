@@ -92,13 +92,17 @@ void launch_softmax_backward(const float* grad, const float* y, int64_t outer, i
 // ---------------------------------------------------------------------------- index.cu
 // Index arrays are contiguous int64; an out-of-range index raises `error` (value = the index,
 // position = where it sits in the index array). index_select and gather copy elements of
-// `element_size` bytes (4: float32, 8: int64); the accumulating kernels take float32 or int64.
+// `element_size` bytes (4: float32, 8: int64; index_copy also 2: bfloat16); the accumulating
+// kernels take float32 or int64.
 void launch_index_select(const void* x, size_t element_size, int64_t outer, int64_t n,
                          int64_t inner, const int64_t* index, int64_t k, void* out,
                          DeviceErrorFlag* error, cudaStream_t stream);
 void launch_index_add(const void* src, DType type, int64_t outer, int64_t n, int64_t inner,
                       const int64_t* index, int64_t k, void* out, DeviceErrorFlag* error,
                       cudaStream_t stream);
+void launch_index_copy(const void* src, size_t element_size, int64_t outer, int64_t n,
+                       int64_t inner, const int64_t* index, int64_t k, void* out,
+                       DeviceErrorFlag* error, cudaStream_t stream);
 void launch_gather(const void* x, size_t element_size, int64_t outer, int64_t n, int64_t inner,
                    const int64_t* index, int64_t k, void* out, DeviceErrorFlag* error,
                    cudaStream_t stream);
@@ -176,9 +180,10 @@ void launch_attention_backward(const AttentionArgs& args, DType type, const void
 
 // ---------------------------------------------------------------------------- sample.cu
 // Backend::sample: logits contiguous [rows, n] -> int64 out [rows]. probs: scratch of rows * n
-// doubles when temperature > 0 (may be null for greedy decoding).
+// doubles when temperature > 0 (may be null for greedy decoding). offset_by: null, or one int64
+// in device memory added to offset by the kernel.
 void launch_sample(const float* logits, int64_t rows, int64_t n, float temperature, int64_t top_k,
-                   float top_p, uint64_t seed, uint64_t offset, double* probs, int64_t* out,
-                   cudaStream_t stream);
+                   float top_p, uint64_t seed, uint64_t offset, const int64_t* offset_by,
+                   double* probs, int64_t* out, cudaStream_t stream);
 
 }  // namespace loom::cuda

@@ -128,7 +128,8 @@ constexpr int kMaxThreads = 1024;
 
 __global__ void __launch_bounds__(kMaxThreads)
     sample_kernel(const float* logits, int64_t n, float temperature, int64_t top_k, float top_p,
-                  uint64_t seed, uint64_t offset, double* probs, int64_t* out) {
+                  uint64_t seed, uint64_t offset, const int64_t* offset_by, double* probs,
+                  int64_t* out) {
   __shared__ int int_shared[kWarp];
   __shared__ double double_shared[kWarp];
   __shared__ unsigned long long u64_shared[kWarp];
@@ -203,6 +204,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 
   // Inverse CDF at the row's uniform: the token whose cumulative mass (in the sorted order)
   // first exceeds goal. Its key is the largest t whose kept mass at or above t exceeds goal.
+  // offset_by: a counter in device memory (a recorded graph's draws), added where it is read.
+  if (offset_by != nullptr) offset += static_cast<uint64_t>(*offset_by);
   const double goal = static_cast<double>(philox_uniform(offset + row, seed)) * kept_total;
   int64_t token = 0;
   if (r.mass(kept) > goal) {
@@ -226,10 +229,10 @@ __global__ void __launch_bounds__(kMaxThreads)
 }  // namespace
 
 void launch_sample(const float* logits, int64_t rows, int64_t n, float temperature, int64_t top_k,
-                   float top_p, uint64_t seed, uint64_t offset, double* probs, int64_t* out,
-                   cudaStream_t stream) {
+                   float top_p, uint64_t seed, uint64_t offset, const int64_t* offset_by,
+                   double* probs, int64_t* out, cudaStream_t stream) {
   sample_kernel<<<static_cast<unsigned>(rows), row_threads(n, kMaxThreads), 0, stream>>>(
-      logits, n, temperature, top_k, top_p, seed, offset, probs, out);
+      logits, n, temperature, top_k, top_p, seed, offset, offset_by, probs, out);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -295,6 +295,56 @@ TEST_CASE("in-place updates: copy_, fill_, zero_, add_, mul_") {
   CHECK(i.to_vector() == std::vector<float>{1, 2, 3});
 }
 
+TEST_CASE("index_copy_ writes src's slices at the indexed positions, in any dtype") {
+  // Reference: out[o, index[j], i] = src[o, j, i] by loops over the [outer, n, inner] view.
+  auto reference = [](std::vector<float> x, int64_t outer, int64_t n, int64_t inner,
+                      const std::vector<int64_t>& index, const std::vector<float>& src) {
+    const int64_t k = static_cast<int64_t>(index.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < inner; ++i)
+          x[static_cast<size_t>((o * n + index[static_cast<size_t>(j)]) * inner + i)] =
+              src[static_cast<size_t>((o * k + j) * inner + i)];
+    return x;
+  };
+  manual_seed(3);
+  const Tensor x = randn({2, 5, 3}), src = randn({2, 2, 3});
+  const std::vector<int64_t> index = {4, 1};
+  Tensor y = x.clone();
+  y.index_copy_(1, tensor_i64(index, {2}), src);
+  CHECK(y.to_vector() == reference(x.to_vector(), 2, 5, 3, index, src.to_vector()));
+  // dim 0, a negative dim, and a strided (transposed) destination written through its view.
+  Tensor rows = zeros({4, 2});
+  rows.index_copy_(0, tensor_i64({3, 0}, {2}), tensor({1, 2, 3, 4}, {2, 2}));
+  CHECK(rows.to_vector() == std::vector<float>{3, 4, 0, 0, 0, 0, 1, 2});
+  Tensor base = zeros({2, 4});
+  base.t().index_copy_(-1, tensor_i64({1}, {1}), tensor({5, 6, 7, 8}, {4, 1}));
+  CHECK(base.to_vector() == std::vector<float>{0, 0, 0, 0, 5, 6, 7, 8});
+  // int64 and bfloat16 rows move unchanged.
+  Tensor ids = zeros({1, 4}, DType::Int64);
+  ids.index_copy_(1, tensor_i64({2}, {1}), tensor_i64({41}, {1, 1}));
+  CHECK(ids.to_vector_i64() == std::vector<int64_t>{0, 0, 41, 0});
+  Tensor half = zeros({3}, DType::BFloat16);
+  half.index_copy_(0, tensor_i64({1}, {1}), tensor({2.5f}, {1}).to(DType::BFloat16));
+  CHECK(half.to(DType::Float32).to_vector() == std::vector<float>{0, 2.5f, 0});
+}
+
+TEST_CASE("index_copy_ rejects bad indices, shapes and dtypes with loom::Error") {
+  Tensor t = zeros({2, 3});
+  testing::expect_error([&] { t.index_copy_(1, tensor_i64({3}, {1}), zeros({2, 1})); },
+              {"index_copy", "index 3", "size 3"});
+  testing::expect_error([&] { t.index_copy_(1, tensor_i64({0, 1}, {2}), zeros({2, 3})); },
+              {"index_copy_", "[2,3]", "[2,2]"});
+  testing::expect_error([&] { t.index_copy_(1, tensor({0}, {1}), zeros({2, 1})); },
+              {"index_copy_", "int64"});
+  testing::expect_error(
+      [&] { t.index_copy_(1, tensor_i64({0}, {1}), zeros({2, 1}, DType::Int64)); },
+              {"index_copy_", "int64", "float32"});
+  testing::expect_error([&] { t.index_copy_(2, tensor_i64({0}, {1}), zeros({2, 1})); },
+                        {"index_copy_"});
+  CHECK(t.to_vector() == std::vector<float>(6, 0.0f));  // nothing was written
+}
+
 TEST_CASE("printing looks like PyTorch") {
   std::ostringstream os;
   os << tensor({1, 2, 3, 4}, {2, 2});

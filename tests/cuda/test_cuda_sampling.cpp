@@ -19,6 +19,19 @@ models::GPTConfig tiny_gpt() {
   return c;
 }
 
+// The same model on the CPU and on CUDA, its weights 6x the init's so that the logits are far
+// from uniform (and greedy choices far from ties).
+struct ModelPair {
+  models::GPT cpu, gpu;
+  ModelPair(const models::GPTConfig& config, uint64_t seed)
+      : cpu((manual_seed(seed), config)), gpu((manual_seed(seed), config)) {
+    NoGradGuard no_grad;
+    for (auto& p : cpu.parameters()) p.mul_(6.0f);
+    for (auto& p : gpu.parameters()) p.mul_(6.0f);
+    gpu.to(Device::CUDA);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("sample_next on CUDA picks the CPU's tokens: greedy, temperature, top-k, top-p, ties") {
@@ -59,17 +72,8 @@ TEST_CASE("sample_next on CUDA picks the CPU's tokens: greedy, temperature, top-
 
 TEST_CASE("GPT::generate on CUDA returns the CPU's tokens, with and without a stop token") {
   LOOM_REQUIRE_GPU();
-  const models::GPTConfig config = tiny_gpt();
-  manual_seed(4);
-  models::GPT cpu(config);
-  manual_seed(4);
-  models::GPT gpu(config);
-  {  // larger weights than the init, so the logits are far from uniform
-    NoGradGuard no_grad;
-    for (auto& p : cpu.parameters()) p.mul_(6.0f);
-    for (auto& p : gpu.parameters()) p.mul_(6.0f);
-  }
-  gpu.to(Device::CUDA);
+  ModelPair pair(tiny_gpt(), 4);
+  models::GPT &cpu = pair.cpu, &gpu = pair.gpu;
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 2};
   models::GenerateOptions options;
   options.max_new_tokens = 37;  // past the context of 20 (the window slides), 3 host batches
@@ -85,6 +89,9 @@ TEST_CASE("GPT::generate on CUDA returns the CPU's tokens, with and without a st
   options.host_sampling = true;  // the old loop on the GPU model
   CHECK(gpu.generate(prompt, options) == expected);
   options.host_sampling = false;
+  options.cuda_graphs = false;  // the device loop launching every kernel (no recorded step)
+  CHECK(gpu.generate(prompt, options) == expected);
+  options.cuda_graphs = true;
 
   // A stop token in the middle of the second batch of 16: generation stops right after it.
   options.stop_token = expected[prompt.size() + 20];
@@ -114,4 +121,39 @@ TEST_CASE("GPT::generate on CUDA returns the CPU's tokens, with and without a st
   manual_seed(77);
   CHECK(gpu.generate(prompt, options) == stop_cpu);
   CHECK(default_generator().offset() == offset_cpu);
+  options.cuda_graphs = false;
+  manual_seed(77);
+  CHECK(gpu.generate(prompt, options) == stop_cpu);
+  CHECK(default_generator().offset() == offset_cpu);
+}
+
+TEST_CASE("GPT::generate on CUDA: the recorded decoding step gives the CPU's tokens") {
+  // A context long enough that the whole run is replays of one recorded step (GPT's graph
+  // decoding), greedy and sampled, against the CPU loop; then a prompt that already fills all
+  // but one position of the context: one replay, then the window slides (launched kernels).
+  LOOM_REQUIRE_GPU();
+  models::GPTConfig config = tiny_gpt();
+  config.context = 64;
+  ModelPair pair(config, 6);
+  models::GPT &cpu = pair.cpu, &gpu = pair.gpu;
+  models::GenerateOptions options;
+  options.max_new_tokens = 40;
+  for (const float temperature : {0.0f, 1.0f}) {
+    options.temperature = temperature;
+    CAPTURE(temperature);
+    manual_seed(12);
+    const std::vector<int64_t> expected = cpu.generate({7, 1, 8}, options);
+    const uint64_t offset = default_generator().offset();
+    manual_seed(12);
+    CHECK(gpu.generate({7, 1, 8}, options) == expected);
+    CHECK(default_generator().offset() == offset);
+    std::vector<int64_t> long_prompt(63);
+    for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = (7 * i + 3) % 61;
+    options.max_new_tokens = 5;
+    manual_seed(12);
+    const std::vector<int64_t> slid = cpu.generate(long_prompt, options);
+    manual_seed(12);
+    CHECK(gpu.generate(long_prompt, options) == slid);
+    options.max_new_tokens = 40;
+  }
 }

@@ -128,6 +128,24 @@ TEST_CASE("sample_next draws from the global generator as generate_tokens does")
             .to_vector_i64());
 }
 
+TEST_CASE("sample_next with offset_by draws counter offset + offset_by, read from the tensor") {
+  // The device-side counter a recorded graph advances (GPT::generate on a GPU); on the CPU the
+  // same argument is read from host memory.
+  manual_seed(8);
+  const Tensor logits = randn({3, 11});
+  Tensor offset_by = tensor_i64({0}, {1});
+  for (const int64_t by : {0, 5, 40}) {
+    offset_by.fill_(static_cast<float>(by));
+    CHECK(models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, offset_by).to_vector_i64() ==
+          models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100 + by).to_vector_i64());
+  }
+  expect_error([&] { models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, tensor({1}, {1})); },
+               {"sample_next", "offset_by", "float32"});
+  expect_error(
+      [&] { models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, tensor_i64({1, 2}, {2})); },
+      {"sample_next", "offset_by", "[2]"});
+}
+
 TEST_CASE("sample_next rejects bad arguments with loom::Error naming the op") {
   using models::sample_next;
   const Tensor logits = tensor({0.0f, 1.0f, 2.0f, 3.0f}, {2, 2});

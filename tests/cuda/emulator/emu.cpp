@@ -19,8 +19,8 @@ dim3 block_dim, grid_dim;
 
 namespace {
 
-// The counters behind stream_work() and stream_synchronizations().
-unsigned long long g_stream_work = 0, g_synchronizations = 0;
+// The counters behind stream_work(), stream_synchronizations() and graph_launches().
+unsigned long long g_stream_work = 0, g_synchronizations = 0, g_graph_launches = 0;
 constexpr size_t kStack = 64 * 1024;
 
 struct Fiber {
@@ -86,6 +86,38 @@ void run_block() {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------- capture
+// The stream's capture state (one stream): the operations recorded so far, and whether
+// something the capture cannot record has invalidated it.
+struct Capture {
+  bool active = false, invalidated = false;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::vector<std::function<void()>> work;
+};
+Capture g_capture;
+thread_local cudaStreamCaptureMode g_thread_mode = cudaStreamCaptureModeGlobal;
+
+// Records `op` when the stream is capturing (true), else counts it as queued work (false: the
+// caller runs it now).
+bool record(std::function<void()> op) {
+  if (g_capture.active) {
+    g_capture.work.push_back(std::move(op));
+    return true;
+  }
+  ++g_stream_work;
+  return false;
+}
+
+// For what a capture cannot record: false (and the capture invalidated) during a capture.
+bool allowed_outside_capture(bool unsafe_only) {
+  if (!g_capture.active) return true;
+  if (unsafe_only && (g_capture.mode == cudaStreamCaptureModeRelaxed ||
+                      g_thread_mode == cudaStreamCaptureModeRelaxed))
+    return true;
+  g_capture.invalidated = true;
+  return false;
+}
+
 const uint3& thread_idx() { return fibers[current].idx; }
 int linear_thread() { return current; }
 int block_threads() { return threads; }
@@ -100,13 +132,25 @@ void* shuffle_buffer(size_t bytes) {
   return shuffle_space.data();
 }
 
-void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
-  ++g_stream_work;
+namespace {
+void run_launch(dim3 grid, dim3 block, const std::function<void()>& kernel);
+void check_launch(dim3 grid, dim3 block) {
   const unsigned long long count = 1ull * block.x * block.y * block.z;
   if (count == 0 || count > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
       grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
       grid.z > 65535)
     fail("invalid launch configuration");
+}
+}  // namespace
+
+void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  check_launch(grid, block);
+  if (!record([=] { run_launch(grid, block, kernel); })) run_launch(grid, block, kernel);
+}
+
+namespace {
+void run_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  const unsigned long long count = 1ull * block.x * block.y * block.z;
   grid_dim = grid;
   block_dim = block;
   body = &kernel;
@@ -120,6 +164,7 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
         run_block();
       }
 }
+}  // namespace
 
 unsigned char* dynamic_shared() {
   // 128-byte aligned, as the GPU aligns dynamic shared memory.
@@ -134,8 +179,12 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const void* kernel,
   const auto allowed = max_dynamic.find(kernel);
   const size_t limit = allowed == max_dynamic.end() ? 48 * 1024 : allowed->second;
   if (shared_bytes > limit) fail("dynamic shared memory above the kernel's allowed size");
-  dynamic_space.assign(shared_bytes + 128, 0);
-  launch(grid, block, body_);
+  check_launch(grid, block);
+  auto run = [=] {
+    dynamic_space.assign(shared_bytes + 128, 0);
+    run_launch(grid, block, body_);
+  };
+  if (!record(run)) run();
 }
 
 }  // namespace emu
@@ -174,6 +223,10 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "invalid configuration argument";
     case cudaErrorNoDevice:
       return "no CUDA-capable device is detected";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
   }
   return "unknown error";
 }
@@ -184,30 +237,92 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 }
 unsigned long long emu::stream_synchronizations() { return emu::g_synchronizations; }
 unsigned long long emu::stream_work() { return emu::g_stream_work; }
+unsigned long long emu::graph_launches() { return emu::g_graph_launches; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  if (!emu::allowed_outside_capture(false)) return record(cudaErrorStreamCaptureUnsupported);
   ++emu::g_synchronizations;
   return cudaSuccess;
 }
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (!emu::allowed_outside_capture(true)) return record(cudaErrorStreamCaptureUnsupported);
   if (bytes > (size_t{1} << 36)) return record(cudaErrorMemoryAllocation);  // a 64 GiB "GPU"
   *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaFree(void* ptr) {
+  if (!emu::allowed_outside_capture(true)) return record(cudaErrorStreamCaptureUnsupported);
   std::free(ptr);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t) {
-  ++emu::g_stream_work;
   if (bytes > 0 && (dst == nullptr || src == nullptr)) return record(cudaErrorInvalidValue);
-  if (bytes > 0) std::memmove(dst, src, bytes);
+  if (kind != cudaMemcpyDeviceToDevice && !emu::allowed_outside_capture(false))
+    return record(cudaErrorStreamCaptureUnsupported);
+  auto copy = [=] {
+    if (bytes > 0) std::memmove(dst, src, bytes);
+  };
+  if (!emu::record(copy)) copy();
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
-  ++emu::g_stream_work;
   if (bytes > 0 && dst == nullptr) return record(cudaErrorInvalidValue);
-  std::memset(dst, value, bytes);
+  auto set = [=] {
+    if (bytes > 0) std::memset(dst, value, bytes);
+  };
+  if (!emu::record(set)) set();
+  return cudaSuccess;
+}
+
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return record(cudaErrorInvalidValue);
+  std::swap(*mode, emu::g_thread_mode);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode mode) {
+  if (emu::g_capture.active) return record(cudaErrorInvalidValue);  // captures do not nest
+  emu::g_capture = {true, false, mode, {}};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
+  if (!emu::g_capture.active || graph == nullptr) return record(cudaErrorInvalidValue);
+  const bool invalidated = emu::g_capture.invalidated;
+  std::vector<std::function<void()>> work = std::move(emu::g_capture.work);
+  emu::g_capture = {};
+  if (invalidated) {
+    *graph = nullptr;
+    return record(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = new CUgraph_st{std::move(work)};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (exec == nullptr || graph == nullptr) return record(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+  if (exec == nullptr) return record(cudaErrorInvalidValue);
+  auto run = [exec] {
+    for (const auto& op : exec->work) op();
+  };
+  if (emu::record(run)) return cudaSuccess;
+  ++emu::g_graph_launches;
+  run();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }
 
@@ -221,6 +336,9 @@ cublasStatus_t cublasCreate(cublasHandle_t* handle) {
 }
 cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void* workspace, size_t bytes) {
+  return workspace != nullptr || bytes == 0 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
 const char* cublasGetStatusString(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
 }
@@ -245,28 +363,31 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
                                           const void* beta, void* C, cudaDataType c_type, int ldc,
                                           long long stride_c, int batch,
                                           cublasComputeType_t compute, cublasGemmAlgo_t) {
-  ++emu::g_stream_work;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
       ldb < std::max(1, b_rows) || ldc < std::max(1, m) || a_type != b_type ||
       compute != CUBLAS_COMPUTE_32F)
     return CUBLAS_STATUS_INVALID_VALUE;
+  // alpha and beta are host values: read at the call (a capture records them by value).
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  for (long long p = 0; p < batch; ++p)
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        double acc = 0.0;
-        for (int l = 0; l < k; ++l) {
-          const float av = load(A, a_type, p * stride_a + (transa == CUBLAS_OP_N ? i + l * lda
-                                                                                  : l + i * lda));
-          const float bv = load(B, b_type, p * stride_b + (transb == CUBLAS_OP_N ? l + j * ldb
-                                                                                  : j + l * ldb));
-          acc += static_cast<double>(av) * bv;
+  auto product = [=] {
+    for (long long p = 0; p < batch; ++p)
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          double acc = 0.0;
+          for (int l = 0; l < k; ++l) {
+            const float av =
+                load(A, a_type, p * stride_a + (transa == CUBLAS_OP_N ? i + l * lda : l + i * lda));
+            const float bv =
+                load(B, b_type, p * stride_b + (transb == CUBLAS_OP_N ? l + j * ldb : j + l * ldb));
+            acc += static_cast<double>(av) * bv;
+          }
+          const long long at = p * stride_c + i + static_cast<long long>(j) * ldc;
+          const float old = be == 0.0f ? 0.0f : be * load(C, c_type, at);
+          store(C, c_type, at, al * static_cast<float>(acc) + old);
         }
-        const long long at = p * stride_c + i + static_cast<long long>(j) * ldc;
-        const float old = be == 0.0f ? 0.0f : be * load(C, c_type, at);
-        store(C, c_type, at, al * static_cast<float>(acc) + old);
-      }
+  };
+  if (!emu::record(product)) product();
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -276,26 +397,29 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t trans
                                          long long stride_a, const float* B, int ldb,
                                          long long stride_b, const float* beta, float* C, int ldc,
                                          long long stride_c, int batch) {
-  ++emu::g_stream_work;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, a_rows) ||
       ldb < std::max(1, b_rows) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
-  for (int p = 0; p < batch; ++p) {
-    const float* a = A + p * stride_a;
-    const float* b = B + p * stride_b;
-    float* c = C + p * stride_c;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        double acc = 0.0;
-        for (int l = 0; l < k; ++l) {
-          const float av = transa == CUBLAS_OP_N ? a[i + l * lda] : a[l + i * lda];
-          const float bv = transb == CUBLAS_OP_N ? b[l + j * ldb] : b[j + l * ldb];
-          acc += static_cast<double>(av) * bv;
+  const float al = *alpha, be = *beta;  // host values, read at the call
+  auto product = [=] {
+    for (int p = 0; p < batch; ++p) {
+      const float* a = A + p * stride_a;
+      const float* b = B + p * stride_b;
+      float* c = C + p * stride_c;
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          double acc = 0.0;
+          for (int l = 0; l < k; ++l) {
+            const float av = transa == CUBLAS_OP_N ? a[i + l * lda] : a[l + i * lda];
+            const float bv = transb == CUBLAS_OP_N ? b[l + j * ldb] : b[j + l * ldb];
+            acc += static_cast<double>(av) * bv;
+          }
+          float& out = c[i + j * ldc];
+          out = al * static_cast<float>(acc) + (be == 0.0f ? 0.0f : be * out);
         }
-        float& out = c[i + j * ldc];
-        out = *alpha * static_cast<float>(acc) + (*beta == 0.0f ? 0.0f : *beta * out);
-      }
-  }
+    }
+  };
+  if (!emu::record(product)) product();
   return CUBLAS_STATUS_SUCCESS;
 }

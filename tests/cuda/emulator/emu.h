@@ -55,8 +55,11 @@ void set_max_dynamic_shared(const void* kernel, int bytes);
 // tests count the waits of a loop that should not wait.
 unsigned long long stream_synchronizations();
 // How many operations the host has queued on the stream so far: kernel launches, cuBLAS
-// products, and copies and memsets (each one launch on a GPU).
+// products, copies and memsets (each one launch on a GPU), and graph launches (one each,
+// however much work the graph replays; work recorded into a graph is not queued).
 unsigned long long stream_work();
+// How many times a CUDA graph has been launched (cudaGraphLaunch) so far.
+unsigned long long graph_launches();
 }  // namespace emu
 
 #define threadIdx (::emu::thread_idx())
@@ -139,6 +142,8 @@ enum cudaError_t {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorNoDevice = 100,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToDevice = 1,
@@ -159,6 +164,31 @@ cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream);
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream);
+
+// Stream capture and graphs. Between cudaStreamBeginCapture and cudaStreamEndCapture the
+// launches, device-to-device copies, memsets and cuBLAS products queued on the stream are
+// recorded (their arguments, and cuBLAS's host alpha and beta, by value) instead of run;
+// cudaGraphLaunch runs the recording. As on a GPU, a capture is invalidated (and the call
+// fails with cudaErrorStreamCaptureUnsupported) by what it cannot record: a copy to or from the
+// host, cudaStreamSynchronize, and, unless the capture or the calling thread is in relaxed
+// mode, cudaMalloc and cudaFree.
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+struct CUgraph_st;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+using cudaGraphExec_t = CUgraphExec_st*;
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode);
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 // Up to 227 KB per block, as on an H100/H200.
 template <class T>
@@ -179,6 +209,7 @@ using cublasHandle_t = cublasContext*;
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes);
 const char* cublasGetStatusString(cublasStatus_t status);
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
                                          cublasOperation_t transb, int m, int n, int k,
