@@ -13,22 +13,27 @@ using detail::saved;
 namespace {
 
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, float b = 0.0f) {
-  if (is_bf16(x)) {
+  // exp, log, rsqrt and pow are on autocast's float32 list (autograd/autocast.h).
+  const bool float32_op =
+      op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Rsqrt || op == UnaryOp::Pow;
+  if (is_bf16(x) && float32_op) {
     auto f = [&](const Tensor& xf) { return unary_op(op, name, xf, a, b); };
-    // exp, log, rsqrt and pow are on autocast's float32 list (autograd/autocast.h).
-    const bool float32_op =
-        op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Rsqrt || op == UnaryOp::Pow;
-    return float32_op ? detail::bf16_float32_op(x, f) : bf16_unary(x, f);
+    return detail::bf16_float32_op(x, f);
   }
-  detail::check_float(x, name);
-  Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
+  if (!is_bf16(x)) detail::check_float(x, name);
+  // bfloat16 x: the kernel computes in float32 and rounds the result once, the values of
+  // bf16_unary without its two casts; the backward likewise (a bfloat16 dx from float32 math).
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).unary(op, x, out, a, b);
   if (!autograd::any_requires_grad({x})) return out;
-  Tensor xs = saved(x), ys = saved(out);
+  // A derivative that reads the output gets it unrounded: for a bfloat16 output the kernel
+  // recomputes it in float32 from x (an undefined y), as the float32 op would give it.
+  const bool rounded = is_bf16(out) && unary::backward_reads(op) == unary::Reads::Output;
+  Tensor xs = saved(x), ys = rounded ? Tensor() : saved(out);
   return autograd::record(
       name, {x}, out,
       [op, xs, ys, a, b](const Tensor& g) {
-        Tensor dx = Tensor::empty(xs.shape(), DType::Float32, xs.device());
+        Tensor dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
         backend(xs.device()).unary_backward(op, g, xs, ys, dx, a, b);
         return std::vector<Tensor>{dx};
       },
@@ -79,13 +84,21 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   detail::check_defined(a, name);
   detail::check_defined(b, name);
   detail::check_same_device(a, b, name);
-  // bfloat16 (see ops.h): computed in float32 on the exact upcast values, and an arithmetic
-  // result rounded to bfloat16 once when both operands are bfloat16 (PyTorch's promotion). The
-  // caller records the op on the bfloat16 operands, so its backward computes in bfloat16 too.
-  if (is_bf16(a) || is_bf16(b)) {
-    Tensor out = binary_forward(op, name, detail::upcast(a.detach()), detail::upcast(b.detach()),
-                                comparison);
-    return !comparison && is_bf16(a) && is_bf16(b) ? out.to(DType::BFloat16) : out;
+  // bfloat16 (see ops.h): computed in float32 on the exact values, and an arithmetic result
+  // rounded to bfloat16 once when both operands are bfloat16 (PyTorch's promotion). The caller
+  // records the op on the bfloat16 operands, so its backward computes in bfloat16 too.
+  if (comparison && (is_bf16(a) || is_bf16(b)))
+    return binary_forward(op, name, detail::upcast(a.detach()), detail::upcast(b.detach()), true);
+  if (!comparison && (is_bf16(a) || is_bf16(b))) {
+    // The kernel reads each operand as it is (float32 or bfloat16), computes in float32 and
+    // rounds a bfloat16 result once: the values of upcasting both, without the casts.
+    if (!is_bf16(a)) detail::check_float(a, name);  // no int64 beside a bfloat16
+    if (!is_bf16(b)) detail::check_float(b, name);
+    const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+    const DType type = is_bf16(a) && is_bf16(b) ? DType::BFloat16 : DType::Float32;
+    Tensor out = Tensor::empty(shape, type, a.device());
+    backend(a.device()).binary(op, broadcast_view(a, shape), broadcast_view(b, shape), out);
+    return out;
   }
   if (comparison) {
     LOOM_CHECK(a.dtype() == b.dtype(), "{}: dtypes {} and {} differ", name, dtype_name(a.dtype()),

@@ -39,6 +39,13 @@ struct Contract {
     LOOM_CHECK(t.dtype() == dtype, "{}: {} has dtype {}, expected {}", op, name,
                dtype_name(t.dtype()), dtype_name(dtype));
   }
+  // A float32 or bfloat16 tensor (the elementwise kernels that compute in float32 on either).
+  void floating(const Tensor& t, const char* name) const {
+    on_device(t, name);
+    LOOM_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::BFloat16,
+               "{}: {} has dtype {}, expected float32 or bfloat16", op, name,
+               dtype_name(t.dtype()));
+  }
   void numel(const Tensor& t, int64_t numel, const char* name) const {
     LOOM_CHECK(t.numel() == numel, "{}: {} has shape {} ({} elements), expected {} elements", op,
                name, shape_str(t.shape()), t.numel(), numel);
@@ -158,34 +165,34 @@ void Backend::arange(Tensor& dst, double start, double step) {
 
 // ---------------------------------------------------------------------------- elementwise
 void Backend::unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) {
-  const Contract c{device_, "unary"};
+  const Contract c{device_, "unary", /*takes_bfloat16=*/true};
   LOOM_CHECK(unary::is_valid(op), "unary: unknown op {}", static_cast<int>(op));
-  c.dtype(x, DType::Float32, "input");
-  c.dtype(out, DType::Float32, "out");
+  c.floating(x, "input");
+  c.floating(out, "out");
   c.same_shape(x, out, "input");
   if (out.numel() > 0) unary_impl(op, x, out, a, b);
 }
 
 void Backend::unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
                              Tensor& out, float a, float b) {
-  const Contract c{device_, "unary_backward"};
+  const Contract c{device_, "unary_backward", /*takes_bfloat16=*/true};
   LOOM_CHECK(unary::is_valid(op), "unary_backward: unknown op {}", static_cast<int>(op));
-  c.dtype(grad, DType::Float32, "grad");
-  c.dtype(out, DType::Float32, "out");
+  c.floating(grad, "grad");
+  c.floating(out, "out");
   c.same_shape(grad, out, "grad");
   // Pass the kernel exactly the tensor its derivative reads.
   const unary::Reads reads = unary::backward_reads(op);
   Tensor xs, ys;
   if (reads == unary::Reads::Input) {
-    c.dtype(x, DType::Float32, "x");
+    c.floating(x, "x");
     c.same_shape(x, out, "x");
     xs = x;
   } else if (reads == unary::Reads::Output && y.defined()) {
-    c.dtype(y, DType::Float32, "y");
+    c.floating(y, "y");
     c.same_shape(y, out, "y");
     ys = y;
   } else if (reads == unary::Reads::Output) {  // y was not saved: recompute it from x
-    c.dtype(x, DType::Float32, "x (needed to recompute y)");
+    c.floating(x, "x (needed to recompute y)");
     c.same_shape(x, out, "x");
     ys = Tensor::empty(x.shape(), DType::Float32, device_);
     unary(op, x, ys, a, b);
@@ -194,17 +201,18 @@ void Backend::unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, co
 }
 
 void Backend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  const Contract c{device_, "binary"};
+  const Contract c{device_, "binary", /*takes_bfloat16=*/op < BinaryOp::Eq};
   c.on_device(a, "a");
   c.on_device(b, "b");
   if (op >= BinaryOp::Eq) {  // comparisons take float32 or int64, the same on both sides
     LOOM_CHECK(a.dtype() == b.dtype(), "binary: comparison of {} with {}; dtypes must match",
                dtype_name(a.dtype()), dtype_name(b.dtype()));
-  } else {
-    c.dtype(a, DType::Float32, "a");
-    c.dtype(b, DType::Float32, "b");
+    c.dtype(out, DType::Float32, "out");
+  } else {  // arithmetic: each operand float32 or bfloat16, computed in float32
+    c.floating(a, "a");
+    c.floating(b, "b");
+    c.floating(out, "out");
   }
-  c.dtype(out, DType::Float32, "out");
   c.same_shape(a, out, "a");
   c.same_shape(b, out, "b");
   if (out.numel() > 0) binary_impl(op, a, b, out);

@@ -178,6 +178,9 @@ void where_loop(const cpu::StridedIter<4>& iter) {
 }  // namespace
 
 void CpuBackend::binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  if (!is_comparison(op) && (a.dtype() != DType::Float32 || b.dtype() != DType::Float32 ||
+                             out.dtype() != DType::Float32))  // bfloat16: see into()
+    return into(out, [&](Tensor& o) { binary_impl(op, float32_copy(a), float32_copy(b), o); });
   const cpu::StridedIter<3> it({&out, &a, &b}, "binary");
   if (is_comparison(op)) {
     if (a.dtype() == DType::Float32)

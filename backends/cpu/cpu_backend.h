@@ -92,6 +92,19 @@ class CpuBackend final : public Backend {
                    Tensor& out) override;  // sample.cpp
 
  private:
+  // The reference path of the elementwise kernels for bfloat16 operands: t itself when it is
+  // float32, else an exact float32 copy of it (undefined stays undefined).
+  Tensor float32_copy(const Tensor& t);
+  // Runs kernel(out32) on a float32 output: `out` itself, or a float32 buffer whose values
+  // are then rounded once into the bfloat16 `out`.
+  template <class Kernel>
+  void into(Tensor& out, const Kernel& kernel) {
+    if (out.dtype() == DType::Float32) return kernel(out);
+    Tensor result = Tensor::empty(out.shape(), DType::Float32, Device::CPU);
+    kernel(result);
+    copy(result, out);
+  }
+
   CachingAllocator allocator_;  // freed blocks are kept for reuse (backends/caching_allocator.h)
 };
 

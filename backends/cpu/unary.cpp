@@ -79,13 +79,27 @@ void backward_loop(const cpu::StridedIter<4>& iter, Op op) {
 
 }  // namespace
 
+Tensor CpuBackend::float32_copy(const Tensor& t) {
+  if (!t.defined() || t.dtype() == DType::Float32) return t;
+  Tensor f = Tensor::empty(t.shape(), DType::Float32, Device::CPU);
+  copy(t, f);
+  return f;
+}
+
 void CpuBackend::unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) {
+  if (x.dtype() != DType::Float32 || out.dtype() != DType::Float32)  // bfloat16: see into()
+    return into(out, [&](Tensor& o) { unary_impl(op, float32_copy(x), o, a, b); });
   const cpu::StridedIter<2> it({&out, &x}, "unary");
   unary::visit<CpuMath>(op, a, b, [&](auto entry) { forward_loop(it, entry); });
 }
 
 void CpuBackend::unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x,
                                      const Tensor& y, Tensor& out, float a, float b) {
+  for (const Tensor* t : {&grad, &x, &y, static_cast<const Tensor*>(&out)})
+    if (t->defined() && t->dtype() != DType::Float32)  // bfloat16: see into()
+      return into(out, [&](Tensor& o) {
+        unary_backward_impl(op, float32_copy(grad), float32_copy(x), float32_copy(y), o, a, b);
+      });
   // The derivative reads at most one of x and y; the other slot gets an operand it ignores.
   const Tensor& xs = x.defined() ? x : grad;
   const Tensor& ys = y.defined() ? y : grad;

@@ -1,5 +1,8 @@
 // Elementwise kernels: copy/cast (float32, bfloat16, int64), fill, arange, unary functions and
-// their derivatives, binary arithmetic and comparisons, where, axpy.
+// their derivatives, binary arithmetic and comparisons, where, axpy. Unary ops, their
+// derivatives and binary arithmetic take float32 or bfloat16 for each operand (Operand::bf16):
+// the values are computed in float32 and a bfloat16 result is rounded once, so a bfloat16 op
+// costs one pass over memory, not a cast in, the op, and a cast out.
 //
 // Thread mapping (the general kernels): a grid-stride loop over the row-major index
 // space of the output; thread t handles elements t, t + T, t + 2T, ... (T = threads in the
@@ -125,6 +128,62 @@ struct ConvertTo {
   }
 };
 
+// f on float values with its result stored as Out (a bfloat16 rounded once): the vector path of
+// the ops that compute in float32 on float32 or bfloat16 operands.
+template <typename Out, class F>
+struct AsFloat {
+  F f;
+  template <typename... In>
+  __device__ __forceinline__ Out operator()(In... x) const {
+    return convert<Out>(f(convert<float>(x)...));
+  }
+};
+
+// An element of a float32-or-bfloat16 operand as float, and a float stored into one: the
+// general (strided) kernels of those ops.
+__device__ __forceinline__ float load_float(const Operand& o, int64_t offset) {
+  return o.bf16 ? static_cast<float>(static_cast<const BFloat16*>(o.data)[offset])
+                : static_cast<const float*>(o.data)[offset];
+}
+__device__ __forceinline__ void store_float(const Operand& o, int64_t offset, float value) {
+  if (o.bf16)
+    static_cast<BFloat16*>(o.data)[offset] = BFloat16(value);
+  else
+    static_cast<float*>(o.data)[offset] = value;
+}
+
+// The vector path of f over `out` and one or two inputs that are all float32 or all bfloat16,
+// and for two inputs the mixed cases autocast produces: a float32 result of a float32 and a
+// bfloat16 input (a residual add of a bfloat16 branch), and a bfloat16 result of a float32 and
+// a bfloat16 input (a derivative: a float32 gradient times a bfloat16 input's). false: nothing
+// launched, the caller runs the general kernel.
+template <class F>
+bool launch_vector_floating(const Layout& layout, const F& f, const Operand& out, const Operand& x,
+                            cudaStream_t stream) {
+  if (!out.bf16 && !x.bf16) return launch_vector<float, float>(layout, f, out, x, stream);
+  if (out.bf16 && x.bf16)
+    return launch_vector<BFloat16, BFloat16>(layout, AsFloat<BFloat16, F>{f}, out, x, stream);
+  return false;
+}
+template <class F>
+bool launch_vector_floating(const Layout& layout, const F& f, const Operand& out, const Operand& a,
+                            const Operand& b, cudaStream_t stream) {
+  const AsFloat<float, F> to_float{f};
+  if (!out.bf16 && !a.bf16 && !b.bf16)
+    return launch_vector<float, float, float>(layout, f, out, a, b, stream);
+  if (out.bf16 && a.bf16 && b.bf16)
+    return launch_vector<BFloat16, BFloat16, BFloat16>(layout, AsFloat<BFloat16, F>{f}, out, a, b,
+                                                       stream);
+  if (!out.bf16 && !a.bf16 && b.bf16)
+    return launch_vector<float, float, BFloat16>(layout, to_float, out, a, b, stream);
+  if (!out.bf16 && a.bf16 && !b.bf16)
+    return launch_vector<float, BFloat16, float>(layout, to_float, out, a, b, stream);
+  if (out.bf16 && !a.bf16 && b.bf16)
+    return launch_vector<BFloat16, float, BFloat16>(layout, AsFloat<BFloat16, F>{f}, out, a, b,
+                                                    stream);
+  return false;
+}
+
 template <typename Src, typename Dst>
 __global__ void copy_kernel(Layout layout, Operand src, Operand dst) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
@@ -207,7 +266,7 @@ template <class Op>
 __global__ void unary_kernel(Op op, Layout layout, Operand x, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, x, out);
-    at<float>(out, o.at[1]) = op.forward(at<float>(x, o.at[0]));
+    store_float(out, o.at[1], op.forward(load_float(x, o.at[0])));
   }
 }
 
@@ -218,9 +277,9 @@ __global__ void unary_backward_kernel(Op op, Layout layout, Operand grad, Operan
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, grad, x, y, out);
     float xv = 0.0f, yv = 0.0f;
-    if constexpr (Op::reads == unary::Reads::Input) xv = at<float>(x, o.at[1]);
-    if constexpr (Op::reads == unary::Reads::Output) yv = at<float>(y, o.at[2]);
-    at<float>(out, o.at[3]) = op.backward(at<float>(grad, o.at[0]), xv, yv);
+    if constexpr (Op::reads == unary::Reads::Input) xv = load_float(x, o.at[1]);
+    if constexpr (Op::reads == unary::Reads::Output) yv = load_float(y, o.at[2]);
+    store_float(out, o.at[3], op.backward(load_float(grad, o.at[0]), xv, yv));
   }
 }
 
@@ -276,11 +335,17 @@ struct BinaryFloat {
   }
 };
 
+// T = float: arithmetic or float32 comparisons, each operand float32 or bfloat16 (comparisons
+// only ever see float32); T = int64_t: int64 comparisons.
 template <typename T>
 __global__ void binary_kernel(BinaryOp op, Layout layout, Operand a, Operand b, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, a, b, out);
-    at<float>(out, o.at[2]) = binary_apply<T>(op, at<T>(a, o.at[0]), at<T>(b, o.at[1]));
+    if constexpr (std::is_same_v<T, float>)
+      store_float(out, o.at[2],
+                  binary_apply<float>(op, load_float(a, o.at[0]), load_float(b, o.at[1])));
+    else
+      at<float>(out, o.at[2]) = binary_apply<T>(op, at<T>(a, o.at[0]), at<T>(b, o.at[1]));
   }
 }
 
@@ -411,7 +476,7 @@ void launch_arange(void* out, DType type, int64_t n, double start, double step,
 void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& out, float a,
                   float b, cudaStream_t stream) {
   unary::visit<CudaMath>(op, a, b, [&](auto entry) {
-    if (launch_vector<float, float>(layout, UnaryForward<decltype(entry)>{entry}, out, x, stream))
+    if (launch_vector_floating(layout, UnaryForward<decltype(entry)>{entry}, out, x, stream))
       return;
     unary_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, x, out);
   });
@@ -425,12 +490,14 @@ void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad
     using Op = decltype(entry);
     const UnaryBackward<Op> f{entry};
     bool done = false;
+    // out has the dtype of the input the derivative is for; grad may be float32 beside a
+    // bfloat16 input (autocast: a float32 gradient from a product's backward).
     if constexpr (Op::reads == unary::Reads::Input)
-      done = launch_vector<float, float, float>(layout, f, out, grad, x, stream);
+      done = launch_vector_floating(layout, f, out, grad, x, stream);
     else if constexpr (Op::reads == unary::Reads::Output)
-      done = launch_vector<float, float, float>(layout, f, out, grad, y, stream);
+      done = launch_vector_floating(layout, f, out, grad, y, stream);
     else
-      done = launch_vector<float, float>(layout, f, out, grad, stream);
+      done = launch_vector_floating(layout, f, out, grad, stream);
     if (done) return;
     unary_backward_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, grad, x, y,
                                                                          out);
@@ -441,8 +508,8 @@ void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad
 void launch_binary(BinaryOp op, const Layout& layout, const Operand& a, const Operand& b,
                    DType in_type, const Operand& out, cudaStream_t stream) {
   const unsigned grid = grid_for(layout.numel);
-  if (in_type == DType::Float32) {
-    if (!launch_vector<float, float, float>(layout, BinaryFloat{op}, out, a, b, stream))
+  if (in_type != DType::Int64) {  // float32 or bfloat16 operands (see Operand::bf16)
+    if (!launch_vector_floating(layout, BinaryFloat{op}, out, a, b, stream))
       binary_kernel<float><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
   } else
     binary_kernel<int64_t><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);

@@ -31,6 +31,9 @@ struct Layout {
 struct Operand {
   void* data = nullptr;
   int64_t strides[kMaxDims] = {};  // in elements
+  // The elements are bfloat16 (else float32), for the kernels that take either: unary and its
+  // backward, binary arithmetic. plan_elementwise sets it from the tensor.
+  bool bf16 = false;
 };
 
 // A flag that kernels raise instead of throwing (device code cannot throw): the first thread
@@ -70,7 +73,8 @@ void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Oper
 void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad, const Operand& x,
                            const Operand& y, const Operand& out, float a, float b,
                            cudaStream_t stream);
-// a, b of in_type (float32; int64 only for comparisons); out float32.
+// Arithmetic: a, b and out each float32 or bfloat16 (Operand::bf16), computed in float32.
+// Comparisons: a, b of in_type (float32 or int64), out float32.
 void launch_binary(BinaryOp op, const Layout& layout, const Operand& a, const Operand& b,
                    DType in_type, const Operand& out, cudaStream_t stream);
 // out = cond != 0 ? a : b; a, b and out share `type`.

@@ -47,6 +47,7 @@ Elementwise plan_elementwise(const char* op, const Shape& shape,
   for (size_t k = 0; k < ts.size(); ++k) {
     Operand operand;
     operand.data = ts[k]->defined() ? ts[k]->raw_data() : nullptr;
+    operand.bf16 = ts[k]->defined() && ts[k]->dtype() == DType::BFloat16;
     for (size_t d = 0; d < dims.size(); ++d) operand.strides[d] = strides[k][d];
     if (ts[k]->defined() && (dims.size() > 1 || (dims.size() == 1 && strides[k][0] != 1)))
       plan.layout.contiguous = false;

@@ -233,6 +233,73 @@ TEST_CASE("gradients of bfloat16 ops are bfloat16 and close to the float32 gradi
   check_close(xb.grad().to(DType::Float32), xf.grad(), 3e-2f, 3e-2f, "d/dx");
 }
 
+TEST_CASE("unary and binary ops on bfloat16 are one kernel with the values and gradients of "
+          "the float32 op on the exact values, rounded once") {
+  // The kernels read bfloat16 operands directly (Backend::unary, unary_backward, binary); the
+  // reference runs the float32 op on upcast copies and rounds the result: bit for bit equal,
+  // forward and gradient, also for broadcast, strided and mixed float32/bfloat16 operands. The
+  // gradients of mul, div and maximum are composed of bfloat16 ops (each rounded, as PyTorch's
+  // bfloat16 backward), so they may differ from the one-rounding reference by one ulp.
+  manual_seed(9);
+  auto bits_equal = [](const Tensor& a, const Tensor& b, const std::string& what, int ulps = 0) {
+    INFO(what);
+    REQUIRE(a.dtype() == b.dtype());
+    CHECK(max_ulp_distance(a.to(DType::BFloat16), b.to(DType::BFloat16)) <= ulps);
+    if (ulps == 0) CHECK(a.to(DType::Float32).to_vector() == b.to(DType::Float32).to_vector());
+  };
+  using Unary = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<const char*, Unary>> unary_ops = {
+      {"gelu_tanh", [](const Tensor& x) { return gelu_tanh(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},  // its derivative reads the output
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"affine", [](const Tensor& x) { return x * 1.7f; }},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5f, 0.8f); }},
+      {"neg", [](const Tensor& x) { return -x; }}};
+  const Tensor base = randn({5, 7});
+  for (const auto& [name, f] : unary_ops) {
+    for (const bool strided : {false, true}) {
+      Tensor xb = (strided ? base.t() : base).to(DType::BFloat16).requires_grad_();
+      Tensor xr = xb.detach().requires_grad_();
+      const Tensor yb = f(xb);
+      const Tensor yr = f(xr.to(DType::Float32)).to(DType::BFloat16);  // the reference
+      bits_equal(yb, yr, std::string(name) + " forward");
+      const Tensor g = randn(yb.shape()).to(DType::BFloat16);
+      sum(yb.to(DType::Float32) * g.to(DType::Float32)).backward();
+      sum(yr.to(DType::Float32) * g.to(DType::Float32)).backward();
+      bits_equal(xb.grad(), xr.grad(), std::string(name) + " gradient");
+    }
+  }
+  using Binary = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<const char*, Binary>> binary_ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }}};
+  const Tensor a32 = randn({4, 6}), row32 = randn({6}) + 3.0f;
+  for (const auto& [name, f] : binary_ops) {
+    // bfloat16 with bfloat16 (broadcast row), bfloat16 with float32 and float32 with bfloat16.
+    for (const int mix : {0, 1, 2}) {
+      CAPTURE(mix);
+      Tensor a = mix == 2 ? a32.clone() : a32.to(DType::BFloat16);
+      Tensor b = mix == 1 ? row32.clone() : row32.to(DType::BFloat16);
+      a.requires_grad_(), b.requires_grad_();
+      Tensor ar = a.detach().requires_grad_(), br = b.detach().requires_grad_();
+      const Tensor y = f(a, b);
+      Tensor yr = f(ar.to(DType::Float32), br.to(DType::Float32));
+      if (mix == 0) yr = yr.to(DType::BFloat16);
+      bits_equal(y, yr, std::string(name) + " forward");
+      sum(y.to(DType::Float32)).backward();
+      sum(yr.to(DType::Float32)).backward();
+      const int ulps = std::string(name) == "add" || std::string(name) == "sub" ? 0 : 1;
+      bits_equal(a.grad(), ar.grad(), std::string(name) + " d/da", ulps);
+      bits_equal(b.grad(), br.grad(), std::string(name) + " d/db", ulps);
+    }
+  }
+}
+
 TEST_CASE("the gradient of a cast comes back in the source's memory layout when that is a "
           "permuted contiguous one") {
   // Attention heads: (B, T, nh, hs) viewed as (B, nh, T, hs) and cast to bfloat16. The cast's
