@@ -24,11 +24,12 @@
 // bfloat16: the arithmetic, the unary functions, comparisons, where, masked_fill, sum, mean,
 // max, min, argmax, argmin, var, softmax, log_softmax, matmul, layer_norm, cross_entropy,
 // dropout, embedding, tril, triu and every view, cat/stack/roll/contiguous/clone. The index
-// ops (index_select, gather, index_add, scatter_add) and the backend's kernels called directly
-// refuse it with a loom::Error naming the op and the dtype. The backends keep only
-// copy (the conversions) and fill for bfloat16, on the CPU; CUDA refuses bfloat16 tensors in
-// every kernel (moving them between devices works) until it gets its own conversion and
-// cublasGemmEx kernels: this composite is the reference they will be tested against.
+// ops (index_select, gather, index_add, scatter_add) refuse it with a loom::Error naming the op
+// and the dtype. Where it happens: the unary functions (but exp, log, rsqrt, pow) and the
+// arithmetic are one backend kernel that reads and writes bfloat16 itself (one pass over
+// memory; a derivative that reads the output recomputes it in float32 from the input); gemm
+// takes bfloat16 operands (cuBLAS's bfloat16 GEMM on CUDA); every other op runs its float32
+// kernel on upcast copies and rounds once. The values are the same either way.
 // Inside an AutocastGuard (autograd/autocast.h) matmul casts float32 operands to bfloat16, and
 // softmax, log_softmax, layer_norm, cross_entropy, sum, exp, log, rsqrt and pow return their
 // float32 result for bfloat16 inputs instead of rounding it.
@@ -221,7 +222,8 @@ Tensor triu(const Tensor& x, int64_t k = 0);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
 // {h, layer_norm(h, weight, bias, eps)} with h = x + residual: the same values and gradients as
 // the two ops, from one kernel that adds and normalises in the same pass (a pre-norm block's
-// residual add and the LayerNorm after it).
+// residual add and the LayerNorm after it). One of x and residual may be bfloat16 (autocast's
+// branch): it is added in float32 as it is read; h and the result are then float32.
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
                                          const Tensor& weight, const Tensor& bias,
                                          float eps = 1e-5f);

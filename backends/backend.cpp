@@ -396,9 +396,10 @@ void Backend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bi
 void Backend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                              const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
                              Tensor& rstd) {
-  const Contract c{device_, "add_layer_norm"};
+  const Contract c{device_, "add_layer_norm", /*takes_bfloat16=*/true};
   const int64_t count = mean.numel() * check_layer_norm(c, x, weight, bias, y, mean, rstd);
-  c.input(residual, DType::Float32, count, "residual");
+  c.floating(residual, "residual");  // a bfloat16 branch is added in float32
+  c.numel(residual, count, "residual");
   c.output(sum, DType::Float32, count, "sum");
   if (mean.numel() > 0)
     layer_norm_impl(contiguous(x), contiguous(residual), weight, bias, eps, sum, y, mean, rstd);

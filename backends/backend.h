@@ -6,7 +6,8 @@
 //   * Every tensor is defined and on the backend's device; float32 unless stated (int64 for
 //     indices and targets; copy, fill, where, comparisons, reductions and index kernels also
 //     take int64 data). bfloat16 tensors are taken by copy (any dtype to any), fill, gemm
-//     (GemmArgs), index_copy, and as any operand of unary, unary_backward and the arithmetic
+//     (GemmArgs), index_copy, add_layer_norm's residual, and as any operand of unary,
+//     unary_backward and the arithmetic
 //     binary ops, which compute in float32 and round a bfloat16 result once (the CPU on float32
 //     copies, CUDA in its kernels): the other ops on them compute in float32 (autograd/ops.h).
 //   * `out` tensors are allocated by the caller, on the same device as the inputs, with the

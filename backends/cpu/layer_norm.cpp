@@ -86,6 +86,8 @@ LOOM_FLATTEN void normalize_row_backward(const float* dy, const float* x, const 
 void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                  const Tensor& bias, float eps, Tensor& sum, Tensor& y,
                                  Tensor& mean, Tensor& rstd) {
+  if (residual.defined() && residual.dtype() != DType::Float32)  // bfloat16: see into()
+    return layer_norm_impl(x, float32_copy(residual), weight, bias, eps, sum, y, mean, rstd);
   const int64_t rows = mean.numel(), cols = x.numel() / rows;
   const float* xp = x.data_ptr<float>();
   const float* resp = optional(residual);

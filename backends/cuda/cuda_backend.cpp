@@ -358,8 +358,9 @@ class CudaBackend final : public Backend {
                        const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
                        Tensor& rstd) override {
     const int64_t rows = mean.numel(), cols = x.numel() / rows;
-    cuda::launch_layer_norm(x.data_ptr<float>(), ptr<float>(residual), ptr<float>(weight),
-                            ptr<float>(bias), rows, cols, eps, ptr<float>(sum),
+    cuda::launch_layer_norm(x.data_ptr<float>(), residual.defined() ? residual.raw_data() : nullptr,
+                            residual.defined() && residual.dtype() == DType::BFloat16,
+                            ptr<float>(weight), ptr<float>(bias), rows, cols, eps, ptr<float>(sum),
                             y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
                             stream_);
   }

@@ -119,10 +119,12 @@ void launch_rand_uniform(float* out, int64_t n, uint64_t seed, uint64_t offset,
                          cudaStream_t stream);
 void launch_rand_normal(float* out, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t stream);
 // weight/bias may be null (no affine transform). residual and sum are both null (layer_norm)
-// or both set (add_layer_norm: the rows normalised are x + residual, written to sum).
-void launch_layer_norm(const float* x, const float* residual, const float* weight,
-                       const float* bias, int64_t rows, int64_t cols, float eps, float* sum,
-                       float* y, float* mean, float* rstd, cudaStream_t stream);
+// or both set (add_layer_norm: the rows normalised are x + residual, written to sum); the
+// residual is float32, or bfloat16 when residual_bf16.
+void launch_layer_norm(const float* x, const void* residual, bool residual_bf16,
+                       const float* weight, const float* bias, int64_t rows, int64_t cols,
+                       float eps, float* sum, float* y, float* mean, float* rstd,
+                       cudaStream_t stream);
 // dweight/dbias may be null (not wanted); weight may be null (identity).
 void launch_layer_norm_backward(const float* dy, const float* x, const float* weight,
                                 const float* mean, const float* rstd, int64_t rows, int64_t cols,

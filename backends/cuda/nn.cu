@@ -6,6 +6,7 @@
 
 #include "backends/cuda/device_utils.cuh"
 #include "backends/cuda/multi_tensor.cuh"
+#include "core/bfloat16.h"
 #include "core/rng.h"
 
 namespace loom::cuda {
@@ -32,7 +33,9 @@ __global__ void rand_normal_kernel(float* out, int64_t n, uint64_t seed, uint64_
 // (x - mean)^2, which does not cancel like E[x^2] - mean^2 for rows with a large mean.
 // With a residual (add_layer_norm) the row is x + residual: the first sweep writes it to `sum`,
 // and the later sweeps read it back there (each thread its own elements: no barrier needed).
-__global__ void layer_norm_kernel(const float* x, const float* residual, const float* weight,
+// The residual is float32 or bfloat16 (R: autocast's bfloat16 branch, added in float32).
+template <typename R>
+__global__ void layer_norm_kernel(const float* x, const R* residual, const float* weight,
                                   const float* bias, int64_t rows, int64_t cols, float eps,
                                   float* sum_out, float* y, float* mean, float* rstd) {
   __shared__ double shared[kWarp];
@@ -40,10 +43,10 @@ __global__ void layer_norm_kernel(const float* x, const float* residual, const f
     const float* xr = x + row * cols;
     double sum = 0.0;
     if (residual) {
-      const float* rr = residual + row * cols;
+      const R* rr = residual + row * cols;
       float* sr = sum_out + row * cols;
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        const float v = xr[j] + rr[j];
+        const float v = xr[j] + static_cast<float>(rr[j]);
         sr[j] = v;
         sum += v;
       }
@@ -321,11 +324,17 @@ void launch_rand_normal(float* out, int64_t n, uint64_t seed, uint64_t offset,
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
-void launch_layer_norm(const float* x, const float* residual, const float* weight,
-                       const float* bias, int64_t rows, int64_t cols, float eps, float* sum,
-                       float* y, float* mean, float* rstd, cudaStream_t stream) {
-  layer_norm_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(
-      x, residual, weight, bias, rows, cols, eps, sum, y, mean, rstd);
+void launch_layer_norm(const float* x, const void* residual, bool residual_bf16,
+                       const float* weight, const float* bias, int64_t rows, int64_t cols,
+                       float eps, float* sum, float* y, float* mean, float* rstd,
+                       cudaStream_t stream) {
+  if (residual_bf16)
+    layer_norm_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(
+        x, static_cast<const BFloat16*>(residual), weight, bias, rows, cols, eps, sum, y, mean,
+        rstd);
+  else
+    layer_norm_kernel<<<grid_for(rows, 1), row_threads(cols), 0, stream>>>(
+        x, static_cast<const float*>(residual), weight, bias, rows, cols, eps, sum, y, mean, rstd);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -1011,6 +1011,30 @@ TEST_CASE("add_layer_norm matches the CPU and the GPU's own add followed by laye
       check_close(rstd, rstd2, 0.0f, 0.0f, what + ": rstd");
     }
   }
+  // A bfloat16 residual (autocast's branch) is added in float32 as it is read: the CPU's
+  // numbers, and on the GPU exactly its own float32 add of the upcast branch then layer_norm.
+  const int64_t rows = 70, cols = 768;
+  const Tensor x = uniform({rows, cols}, -3, 5, 56);
+  const Tensor rb = uniform({rows, cols}, -2, 2, 57).to(DType::BFloat16);
+  compare_devices(
+      "add_layer_norm, bfloat16 residual",
+      [&](Backend& be, Device d) {
+        Tensor sum = empty_on(d, {rows, cols}), y = empty_on(d, {rows, cols}),
+               mean = empty_on(d, {rows}), rstd = empty_on(d, {rows});
+        be.add_layer_norm(x.to(d), rb.to(d), Tensor(), Tensor(), 1e-5f, sum, y, mean, rstd);
+        return std::vector<Tensor>{sum, y, mean, rstd};
+      },
+      1e-4f, 1e-5f);
+  Tensor sum = empty_on(Device::CUDA, {rows, cols}), y = empty_on(Device::CUDA, {rows, cols});
+  Tensor mean = empty_on(Device::CUDA, {rows}), rstd = empty_on(Device::CUDA, {rows});
+  const Tensor xg = x.to(Device::CUDA), rg = rb.to(Device::CUDA);
+  gpu().add_layer_norm(xg, rg, Tensor(), Tensor(), 1e-5f, sum, y, mean, rstd);
+  const Tensor added = xg + rg.to(DType::Float32);
+  Tensor y2 = empty_on(Device::CUDA, {rows, cols});
+  Tensor mean2 = empty_on(Device::CUDA, {rows}), rstd2 = empty_on(Device::CUDA, {rows});
+  gpu().layer_norm(added, Tensor(), Tensor(), 1e-5f, y2, mean2, rstd2);
+  check_close(sum, added, 0.0f, 0.0f, "bfloat16 residual: sum");
+  check_close(y, y2, 0.0f, 0.0f, "bfloat16 residual: normalised");
 }
 
 TEST_CASE("cross_entropy forward and backward match the CPU, with ignore_index and smoothing") {

@@ -67,13 +67,29 @@ TEST_CASE("LayerNorm::add_and_forward gives x + residual and its LayerNorm, as t
   const char* names[] = {"sum", "normalised", "dx", "dresidual", "dweight", "dbias"};
   for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], plain[i], 0.0f, 0.0f, names[i]);
 
-  // A residual that broadcasts, and bfloat16, take the two ops' path: still the same values.
+  // A residual that broadcasts takes the two ops' path: still the same values.
   const Tensor row = randn({6});
   check_close(ln.add_and_forward(x, row).second, ln.forward(x + row), 0.0f, 0.0f, "broadcast");
-  const Tensor xb = x.to(DType::BFloat16);
-  const auto [hb, yb] = ln.add_and_forward(xb, r);
-  CHECK(hb.dtype() == DType::Float32);  // bfloat16 + float32 promotes, as PyTorch
-  check_close(yb, ln.forward(xb + r), 0.0f, 0.0f, "bfloat16 input");
+  // A bfloat16 branch (autocast's), on either side, is added in float32 by the kernel as it is
+  // read: the values and gradients of the two ops (bfloat16 + float32 promotes, as PyTorch).
+  for (const bool branch_first : {false, true}) {
+    CAPTURE(branch_first);
+    auto with_branch = [&](bool fused) {
+      ln.zero_grad();
+      Tensor xs = x.detach().requires_grad_(true);
+      Tensor rs = r.to(DType::BFloat16).requires_grad_(true);
+      Tensor h, y;
+      if (fused)
+        std::tie(h, y) = branch_first ? ln.add_and_forward(rs, xs) : ln.add_and_forward(xs, rs);
+      else
+        y = ln.forward(h = xs + rs);
+      CHECK(h.dtype() == DType::Float32);
+      sum(y * y + h).backward();
+      return std::vector<Tensor>{h, y, xs.grad(), rs.grad().to(DType::Float32), ln.weight.grad()};
+    };
+    const std::vector<Tensor> f = with_branch(true), p = with_branch(false);
+    for (size_t i = 0; i < f.size(); ++i) check_close(f[i], p[i], 0.0f, 0.0f, "bfloat16 branch");
+  }
 
   // Inference (no graph) and in-place use of the sum afterwards.
   {
