@@ -192,7 +192,7 @@ void generate_case(const Args& args, const std::string& preset) {
       "\"cuda_graphs\": {}, {}}}\n",
       args.case_name, prompt_len, generated, args.cache ? "true" : "false",
       static_cast<double>(generated) / t.median_s, args.host_sampling ? "true" : "false",
-      args.cuda_graphs && !args.host_sampling ? "true" : "false",
+      args.cuda_graphs && !args.host_sampling && args.device == Device::CUDA ? "true" : "false",
       common_fields(t, args, model.num_parameters()));
 }
 
