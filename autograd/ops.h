@@ -222,8 +222,8 @@ Tensor triu(const Tensor& x, int64_t k = 0);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
 // {h, layer_norm(h, weight, bias, eps)} with h = x + residual: the same values and gradients as
 // the two ops, from one kernel that adds and normalises in the same pass (a pre-norm block's
-// residual add and the LayerNorm after it). One of x and residual may be bfloat16 (autocast's
-// branch): it is added in float32 as it is read; h and the result are then float32.
+// residual add and the LayerNorm after it). One of x and residual may be bfloat16 (a branch
+// computed in bfloat16): it is added in float32 as it is read; h and the result are float32.
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
                                          const Tensor& weight, const Tensor& bias,
                                          float eps = 1e-5f);

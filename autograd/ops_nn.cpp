@@ -70,7 +70,7 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual
                                          const Tensor& weight, const Tensor& bias, float eps) {
   detail::check_defined(x, "add_layer_norm");
   detail::check_defined(residual, "add_layer_norm");
-  // The kernel adds a bfloat16 branch (autocast's) in float32 as it reads it: put it second.
+  // The kernel adds a bfloat16 branch in float32 as it reads it: put it second.
   if (detail::is_bf16(x) && residual.dtype() == DType::Float32)
     return add_layer_norm(residual, x, weight, bias, eps);
   const bool fused = x.dtype() == DType::Float32 &&

@@ -33,7 +33,7 @@ __global__ void rand_normal_kernel(float* out, int64_t n, uint64_t seed, uint64_
 // (x - mean)^2, which does not cancel like E[x^2] - mean^2 for rows with a large mean.
 // With a residual (add_layer_norm) the row is x + residual: the first sweep writes it to `sum`,
 // and the later sweeps read it back there (each thread its own elements: no barrier needed).
-// The residual is float32 or bfloat16 (R: autocast's bfloat16 branch, added in float32).
+// The residual is float32 or bfloat16 (R; a bfloat16 branch is added in float32).
 template <typename R>
 __global__ void layer_norm_kernel(const float* x, const R* residual, const float* weight,
                                   const float* bias, int64_t rows, int64_t cols, float eps,

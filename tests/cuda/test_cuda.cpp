@@ -1011,7 +1011,7 @@ TEST_CASE("add_layer_norm matches the CPU and the GPU's own add followed by laye
       check_close(rstd, rstd2, 0.0f, 0.0f, what + ": rstd");
     }
   }
-  // A bfloat16 residual (autocast's branch) is added in float32 as it is read: the CPU's
+  // A bfloat16 residual (a bfloat16 branch) is added in float32 as it is read: the CPU's
   // numbers, and on the GPU exactly its own float32 add of the upcast branch then layer_norm.
   const int64_t rows = 70, cols = 768;
   const Tensor x = uniform({rows, cols}, -3, 5, 56);

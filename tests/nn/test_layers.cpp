@@ -70,7 +70,7 @@ TEST_CASE("LayerNorm::add_and_forward gives x + residual and its LayerNorm, as t
   // A residual that broadcasts takes the two ops' path: still the same values.
   const Tensor row = randn({6});
   check_close(ln.add_and_forward(x, row).second, ln.forward(x + row), 0.0f, 0.0f, "broadcast");
-  // A bfloat16 branch (autocast's), on either side, is added in float32 by the kernel as it is
+  // A bfloat16 branch, on either side, is added in float32 by the kernel as it is
   // read: the values and gradients of the two ops (bfloat16 + float32 promotes, as PyTorch).
   for (const bool branch_first : {false, true}) {
     CAPTURE(branch_first);
