@@ -586,6 +586,12 @@ class CudaBackend final : public Backend {
                "record; move it before or after the captured work",
                what);
   }
+  // A recording is gone (its graph destroyed, or its capture failed): its flags go back to the
+  // pool, and the pool is released once no tensor holds a block of it.
+  void discard(Pool* pool, const Recording& recording) noexcept {
+    pool->memory.deallocate(recording.flags);
+    retire(pool);
+  }
   void retire(Pool* pool) noexcept {
     pool->retired = true;
     for (auto it = pools_.begin(); it != pools_.end(); ++it)
@@ -618,7 +624,7 @@ class CudaBackend::Graph final : public DeviceGraph {
   ~Graph() override {
     std::erase(backend_.replayed_, recording_.get());  // its flags are no longer read
     (void)cudaGraphExecDestroy(exec_);
-    backend_.retire(pool_);
+    backend_.discard(pool_, *recording_);
   }
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -653,8 +659,7 @@ void CudaBackend::begin_capture() {
     LOOM_CUDA_CHECK(cudaMemsetAsync(capture->recording->flags, 0, bytes, stream_));
     LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   } catch (...) {
-    if (capture->recording->flags != nullptr) pool.memory.deallocate(capture->recording->flags);
-    retire(&pool);
+    discard(&pool, *capture->recording);
     throw;
   }
   capture_ = std::move(capture);
@@ -670,8 +675,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::end_capture() {
   if (graph != nullptr) (void)cudaGraphDestroy(graph);  // the executable keeps what it needs
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
-    capture->pool->memory.deallocate(capture->recording->flags);
-    retire(capture->pool);
+    discard(capture->pool, *capture->recording);
     LOOM_CUDA_CHECK(status);
   }
   return std::make_unique<Graph>(*this, exec, capture->pool, std::move(capture->recording));
@@ -684,8 +688,7 @@ void CudaBackend::abort_capture() noexcept {
   (void)cudaStreamEndCapture(stream_, &graph);
   if (graph != nullptr) (void)cudaGraphDestroy(graph);
   (void)cudaGetLastError();
-  capture->pool->memory.deallocate(capture->recording->flags);
-  retire(capture->pool);
+  discard(capture->pool, *capture->recording);
 }
 
 }  // namespace

@@ -101,3 +101,27 @@ TEST_CASE("CudaGraph: a bad index met by a replay is a loom::Error at the next w
   graph.replay();
   CHECK(out.to_vector() == std::vector<float>{20});
 }
+
+#ifdef LOOM_CUDA_EMULATED
+#include "emu.h"
+
+TEST_CASE("CudaGraph: a replay is one launch, and a destroyed graph gives its memory back") {
+  // Counted by the emulator: each replay queues one graph launch; the capture's private pool
+  // (its intermediates and the graph's error flags) is freed when the graph goes, so capturing
+  // and dropping graphs again and again holds no more device memory.
+  Tensor x = tensor({1, 2, 3}, {3}).to(Device::CUDA);
+  Tensor out = zeros({3}, Device::CUDA);
+  const long long blocks = emu::device_blocks();
+  for (int round = 0; round < 3; ++round) {
+    CudaGraph graph;
+    graph.capture([&] { out.copy_(index_select(x * 2.0f + 1.0f, 0, arange(3, Device::CUDA))); });
+    const unsigned long long launches = emu::graph_launches();
+    graph.replay();
+    graph.replay();
+    CHECK(emu::graph_launches() == launches + 2);
+    CHECK(out.to_vector() == std::vector<float>{3, 5, 7});
+    graph.reset();
+    CHECK_MESSAGE(emu::device_blocks() == blocks, "round " << round);
+  }
+}
+#endif

@@ -21,6 +21,7 @@ namespace {
 
 // The counters behind stream_work(), stream_synchronizations() and graph_launches().
 unsigned long long g_stream_work = 0, g_synchronizations = 0, g_graph_launches = 0;
+long long g_device_blocks = 0;  // behind device_blocks()
 constexpr size_t kStack = 64 * 1024;
 
 struct Fiber {
@@ -238,6 +239,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 unsigned long long emu::stream_synchronizations() { return emu::g_synchronizations; }
 unsigned long long emu::stream_work() { return emu::g_stream_work; }
 unsigned long long emu::graph_launches() { return emu::g_graph_launches; }
+long long emu::device_blocks() { return emu::g_device_blocks; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
   if (!emu::allowed_outside_capture(false)) return record(cudaErrorStreamCaptureUnsupported);
   ++emu::g_synchronizations;
@@ -247,10 +249,13 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (!emu::allowed_outside_capture(true)) return record(cudaErrorStreamCaptureUnsupported);
   if (bytes > (size_t{1} << 36)) return record(cudaErrorMemoryAllocation);  // a 64 GiB "GPU"
   *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation);
+  if (*ptr == nullptr) return record(cudaErrorMemoryAllocation);
+  ++emu::g_device_blocks;
+  return cudaSuccess;
 }
 cudaError_t cudaFree(void* ptr) {
   if (!emu::allowed_outside_capture(true)) return record(cudaErrorStreamCaptureUnsupported);
+  if (ptr != nullptr) --emu::g_device_blocks;
   std::free(ptr);
   return cudaSuccess;
 }

@@ -60,6 +60,8 @@ unsigned long long stream_synchronizations();
 unsigned long long stream_work();
 // How many times a CUDA graph has been launched (cudaGraphLaunch) so far.
 unsigned long long graph_launches();
+// How many blocks of device memory are held (cudaMalloc'd and not yet cudaFree'd).
+long long device_blocks();
 }  // namespace emu
 
 #define threadIdx (::emu::thread_idx())
