@@ -84,31 +84,22 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   detail::check_defined(a, name);
   detail::check_defined(b, name);
   detail::check_same_device(a, b, name);
-  // bfloat16 (see ops.h): computed in float32 on the exact values, and an arithmetic result
-  // rounded to bfloat16 once when both operands are bfloat16 (PyTorch's promotion). The caller
+  // bfloat16 (see ops.h): an arithmetic kernel reads each operand as it is (float32 or
+  // bfloat16), computes in float32 and rounds the result to bfloat16 once when both operands
+  // are bfloat16 (PyTorch's promotion); comparisons compare the exact upcast values. The caller
   // records the op on the bfloat16 operands, so its backward computes in bfloat16 too.
   if (comparison && (is_bf16(a) || is_bf16(b)))
     return binary_forward(op, name, detail::upcast(a.detach()), detail::upcast(b.detach()), true);
-  if (!comparison && (is_bf16(a) || is_bf16(b))) {
-    // The kernel reads each operand as it is (float32 or bfloat16), computes in float32 and
-    // rounds a bfloat16 result once: the values of upcasting both, without the casts.
-    if (!is_bf16(a)) detail::check_float(a, name);  // no int64 beside a bfloat16
-    if (!is_bf16(b)) detail::check_float(b, name);
-    const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-    const DType type = is_bf16(a) && is_bf16(b) ? DType::BFloat16 : DType::Float32;
-    Tensor out = Tensor::empty(shape, type, a.device());
-    backend(a.device()).binary(op, broadcast_view(a, shape), broadcast_view(b, shape), out);
-    return out;
-  }
   if (comparison) {
     LOOM_CHECK(a.dtype() == b.dtype(), "{}: dtypes {} and {} differ", name, dtype_name(a.dtype()),
                dtype_name(b.dtype()));
   } else {
-    detail::check_float(a, name);
-    detail::check_float(b, name);
+    if (!is_bf16(a)) detail::check_float(a, name);
+    if (!is_bf16(b)) detail::check_float(b, name);
   }
+  const bool low = !comparison && is_bf16(a) && is_bf16(b);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = Tensor::empty(shape, DType::Float32, a.device());
+  Tensor out = Tensor::empty(shape, low ? DType::BFloat16 : DType::Float32, a.device());
   backend(a.device()).binary(op, broadcast_view(a, shape), broadcast_view(b, shape), out);
   return out;
 }

@@ -129,8 +129,8 @@ std::pair<Tensor, Tensor> LayerCache::append(const Tensor& k, const Tensor& v) c
   if (position.defined()) {  // graph decoding: the position is in device memory
     LOOM_CHECK(T == 1, "KVCache: a step at a device position takes 1 new position, got {}", T);
     Tensor key_storage = keys, value_storage = values;  // handles to the cache's storage
-    key_storage.index_copy_(2, position, k.dtype() == keys.dtype() ? k : k.to(keys.dtype()));
-    value_storage.index_copy_(2, position, v.dtype() == values.dtype() ? v : v.to(values.dtype()));
+    key_storage.index_copy_(2, position, k.to(keys.dtype()));  // to(): k itself when equal
+    value_storage.index_copy_(2, position, v.to(values.dtype()));
     return {keys, values};  // (B, nh, capacity, hs): the mask hides the positions after it
   }
   LOOM_CHECK(length + T <= keys.size(2),

@@ -98,9 +98,9 @@ struct Capture {
 Capture g_capture;
 thread_local cudaStreamCaptureMode g_thread_mode = cudaStreamCaptureModeGlobal;
 
-// Records `op` when the stream is capturing (true), else counts it as queued work (false: the
-// caller runs it now).
-bool record(std::function<void()> op) {
+// Whether `op` was recorded into the stream's capture (true); else (false) it is counted as
+// queued work and the caller runs it now.
+bool captured(std::function<void()> op) {
   if (g_capture.active) {
     g_capture.work.push_back(std::move(op));
     return true;
@@ -134,7 +134,7 @@ void* shuffle_buffer(size_t bytes) {
 }
 
 namespace {
-void run_launch(dim3 grid, dim3 block, const std::function<void()>& kernel);
+// A launch's configuration is checked when it is queued (or recorded), as on a GPU.
 void check_launch(dim3 grid, dim3 block) {
   const unsigned long long count = 1ull * block.x * block.y * block.z;
   if (count == 0 || count > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
@@ -142,14 +142,7 @@ void check_launch(dim3 grid, dim3 block) {
       grid.z > 65535)
     fail("invalid launch configuration");
 }
-}  // namespace
 
-void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
-  check_launch(grid, block);
-  if (!record([=] { run_launch(grid, block, kernel); })) run_launch(grid, block, kernel);
-}
-
-namespace {
 void run_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   const unsigned long long count = 1ull * block.x * block.y * block.z;
   grid_dim = grid;
@@ -166,6 +159,11 @@ void run_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
       }
 }
 }  // namespace
+
+void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  check_launch(grid, block);
+  if (!captured([=] { run_launch(grid, block, kernel); })) run_launch(grid, block, kernel);
+}
 
 unsigned char* dynamic_shared() {
   // 128-byte aligned, as the GPU aligns dynamic shared memory.
@@ -185,7 +183,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const void* kernel,
     dynamic_space.assign(shared_bytes + 128, 0);
     run_launch(grid, block, body_);
   };
-  if (!record(run)) run();
+  if (!captured(run)) run();
 }
 
 }  // namespace emu
@@ -267,7 +265,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   auto copy = [=] {
     if (bytes > 0) std::memmove(dst, src, bytes);
   };
-  if (!emu::record(copy)) copy();
+  if (!emu::captured(copy)) copy();
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
@@ -275,7 +273,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
   auto set = [=] {
     if (bytes > 0) std::memset(dst, value, bytes);
   };
-  if (!emu::record(set)) set();
+  if (!emu::captured(set)) set();
   return cudaSuccess;
 }
 
@@ -317,7 +315,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
   auto run = [exec] {
     for (const auto& op : exec->work) op();
   };
-  if (emu::record(run)) return cudaSuccess;
+  if (emu::captured(run)) return cudaSuccess;
   ++emu::g_graph_launches;
   run();
   return cudaSuccess;
@@ -392,7 +390,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
           store(C, c_type, at, al * static_cast<float>(acc) + old);
         }
   };
-  if (!emu::record(product)) product();
+  if (!emu::captured(product)) product();
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -425,6 +423,6 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t trans
         }
     }
   };
-  if (!emu::record(product)) product();
+  if (!emu::captured(product)) product();
   return CUBLAS_STATUS_SUCCESS;
 }
