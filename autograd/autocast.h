@@ -1,13 +1,16 @@
 // Automatic mixed precision: PyTorch's torch.autocast(device_type, dtype=torch.bfloat16) as an
 // RAII scope. Inside it:
-//   * matmul (and so nn::Linear, scaled_dot_product_attention's two products, every model's
-//     projections) casts float32 operands to bfloat16 and multiplies them with float32
-//     accumulation; its result is bfloat16 (PyTorch's "lower precision" list);
+//   * matmul and linear (and so nn::Linear, scaled_dot_product_attention's two products, every
+//     model's projections) cast float32 operands, a Linear's bias included, to bfloat16 and
+//     multiply them with float32 accumulation; the result is bfloat16, rounded once (PyTorch's
+//     "lower precision" list). So a Linear's output, and GELU of it, stay bfloat16 up to the
+//     next product;
 //   * the ops PyTorch keeps in float32 (softmax, log_softmax, layer_norm, cross_entropy, sum,
 //     exp, log, pow, rsqrt) return their float32 result for bfloat16 inputs instead of
-//     rounding it to bfloat16;
+//     rounding it to bfloat16 (cross_entropy and sum read the bfloat16 values in place);
 //   * every other op runs in the dtype of its inputs (autograd/ops.h, "bfloat16"): bfloat16
-//     with bfloat16 stays bfloat16, bfloat16 with float32 (a Linear's bias) is float32.
+//     with bfloat16 stays bfloat16, bfloat16 with float32 (a residual sum with the float32
+//     stream) is float32.
 // Parameters stay float32 (the master weights): the casts are recorded (a Linear casts inside its
 // one node, whose backward GEMMs write float32 gradients directly), so their gradients arrive in
 // float32, and the optimizer and its state never see bfloat16. Like PyTorch, run

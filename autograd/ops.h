@@ -28,11 +28,12 @@
 // and the dtype. Where it happens: the unary functions (but exp, log, rsqrt, pow) and the
 // arithmetic are one backend kernel that reads and writes bfloat16 itself (one pass over
 // memory; a derivative that reads the output recomputes it in float32 from the input); gemm
-// takes bfloat16 operands (cuBLAS's bfloat16 GEMM on CUDA); every other op runs its float32
-// kernel on upcast copies and rounds once. The values are the same either way.
-// Inside an AutocastGuard (autograd/autocast.h) matmul casts float32 operands to bfloat16, and
-// softmax, log_softmax, layer_norm, cross_entropy, sum, exp, log, rsqrt and pow return their
-// float32 result for bfloat16 inputs instead of rounding it.
+// takes bfloat16 operands (cuBLAS's bfloat16 GEMM on CUDA); sum and cross_entropy read
+// bfloat16 in their kernels too; every other op runs its float32 kernel on upcast copies and
+// rounds once. The values are the same either way.
+// Inside an AutocastGuard (autograd/autocast.h) matmul and linear cast float32 operands to
+// bfloat16 (a bfloat16 result), and softmax, log_softmax, layer_norm, cross_entropy, sum, exp,
+// log, rsqrt and pow return their float32 result for bfloat16 inputs instead of rounding it.
 //
 // How to add an op
 // ----------------

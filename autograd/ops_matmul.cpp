@@ -180,13 +180,22 @@ Tensor pad_with_zeros(const Tensor& t, int64_t dim, DType type) {
   return buffer;
 }
 
-// y = x W^T + b as one GEMM that starts from the bias; the bias and the result are float32.
-// Without `low`, x and weight are both float32 or both bfloat16 (then multiplied on tensor cores
-// with float32 accumulation). With `low` (autocast) x and weight are any floating dtype: the op
-// casts them to `low` itself, outside autograd, and records ONE node whose inputs are x, weight
-// and bias as given: it saves the low-precision copies for its backward, whose two GEMMs write
-// dx and dW in x's and weight's own dtype (float32 for float32 master weights) straight from
-// their float32 accumulators: no cast nodes, and no bfloat16 gradient rounded and cast back.
+// The column sums of g [rows, cols] in float32, a bfloat16 g read as it is: a Linear's bias
+// gradient (no autograd: the backward of linear is not differentiated again).
+Tensor column_sums(const Tensor& g) {
+  Tensor out = Tensor::empty({g.size(1)}, DType::Float32, g.device());
+  backend(g.device()).reduce(ReduceOp::Sum, g.contiguous(), 1, g.size(0), g.size(1), out);
+  return out;
+}
+
+// y = x W^T + b as one GEMM that starts from the bias. Without `low`, x, weight, the bias and y
+// are float32. With `low` (autocast) x and weight are any floating dtype: the op casts them, and
+// the bias, to `low` itself, outside autograd; the GEMM accumulates in float32 from the bias and
+// rounds y to `low` once (PyTorch's autocast addmm). It records ONE node whose inputs are x,
+// weight and bias as given: it saves the low-precision copies for its backward, whose two GEMMs
+// write dx and dW in x's and weight's own dtype (float32 for float32 master weights) straight
+// from their float32 accumulators, and db is summed in float32: no cast nodes, and no gradient
+// of a parameter rounded to bfloat16 and cast back.
 Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    std::optional<DType> low = std::nullopt) {
   // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
@@ -220,15 +229,18 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         : low ? weight.detach().to(*low) : weight.detach();
   // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
   // to add it, and no pass of the BLAS zeroing the output first.
+  const DType y_type = low ? *low : DType::Float32;
   Tensor y;
   if (pad) {  // [rows, out] inside a [rows, out_p] buffer
-    Tensor y_p = Tensor::empty({rows, out_p}, DType::Float32, x.device());
-    if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, DType::Float32);
-    y = gemm_forward(xa, wa.t(), y_p, DType::Float32, bias.defined() ? 1.0f : 0.0f)
-            .narrow(1, 0, out);
+    Tensor y_p = Tensor::empty({rows, out_p}, y_type, x.device());
+    if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, y_type);
+    y = gemm_forward(xa, wa.t(), y_p, y_type, bias.defined() ? 1.0f : 0.0f).narrow(1, 0, out);
   } else {
-    const Tensor init = bias.defined() ? bias.detach().expand({rows, out}).clone() : Tensor();
-    y = gemm_forward(xa, wa.t(), init, DType::Float32);  // [rows, out]
+    // A fresh [rows, out] buffer holding the bias in y's dtype (to() casts and copies in one
+    // pass; clone() copies when there is nothing to cast).
+    const Tensor b = bias.defined() ? bias.detach().expand({rows, out}) : Tensor();
+    const Tensor init = !b.defined() ? Tensor() : b.dtype() == y_type ? b.clone() : b.to(y_type);
+    y = gemm_forward(xa, wa.t(), init, y_type);  // [rows, out]
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
     Tensor xs = detail::saved(xa), ws = detail::saved(wa);
@@ -236,8 +248,8 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     const bool need_b = bias.defined() && bias.requires_grad();
     const DType x_type = x2.dtype(), w_type = weight.dtype();
     // dx = g W; dW = g^T x, computed in weight's own [out, in] layout (no transposed copy);
-    // db = the column sums of g. The products take g in the operands' dtype (bfloat16 under
-    // autocast) and write dx and dW in the inputs' own dtypes.
+    // db = the column sums of g, in float32. The products take g in the operands' dtype
+    // (bfloat16 under autocast) and write dx and dW in the inputs' own dtypes.
     y = autograd::record("linear", {x2, weight, bias}, y,
                          [xs, ws, need_x, need_w, need_b, x_type, w_type, pad,
                           out](const Tensor& grad) {
@@ -249,7 +261,7 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
         if (pad) dw = dw.narrow(0, 0, out);
       }
       return std::vector<Tensor>{need_x ? gemm_forward(g, ws, Tensor(), x_type) : Tensor(), dw,
-                                 need_b ? sum(grad, 0) : Tensor()};
+                                 need_b ? column_sums(grad) : Tensor()};
     }, {xs, ws});
   }
   return x.dim() == 2 ? y : y.reshape(out_shape);  // [..., out]
@@ -260,12 +272,14 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined(x, "linear");
   detail::check_defined(weight, "linear");
-  // Under autocast (autograd/autocast.h) the product runs in bfloat16 on tensor cores and is
-  // accumulated in float32 together with the float32 bias: the result is float32, never rounded
-  // (PyTorch rounds it to bfloat16; float32 is more exact, and the float32 ops after a Linear,
-  // a residual sum or the loss, need no pass converting it back). One autograd node: the casts
-  // are internal, and the gradients of x and weight come out of the backward's GEMMs in their own
-  // dtypes (float32 for float32 inputs), unrounded.
+  // Under autocast (autograd/autocast.h) the product runs in bfloat16 on tensor cores, is
+  // accumulated in float32 from the bias (cast to bfloat16, as PyTorch casts every input of an
+  // autocast op) and rounded to bfloat16 once: the result is bfloat16, as in PyTorch. So the
+  // activations between products stay bfloat16 (GELU reads and writes them in one pass, the
+  // next product needs no cast, the LM head's logits are half the bytes), and a residual sum
+  // with the float32 stream is float32. One autograd node: the casts are internal, and the
+  // gradients of x and weight come out of the backward's GEMMs in their own dtypes (float32 for
+  // float32 inputs), unrounded.
   if (autocast::is_enabled() && is_floating_point(x.dtype()) &&
       is_floating_point(weight.dtype()))
     return linear_gemm(x, weight, bias, autocast::get_dtype());

@@ -99,11 +99,10 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing) {
-  if (detail::is_bf16(logits))  // log-sum-exp and the mean in float32; the loss is bfloat16
-    return detail::bf16_float32_op(logits, [&](const Tensor& xf) {
-      return cross_entropy(xf, target, ignore_index, label_smoothing);
-    });
-  detail::check_float(logits, "cross_entropy");
+  detail::check_defined(logits, "cross_entropy");
+  LOOM_CHECK(is_floating_point(logits.dtype()),
+             "cross_entropy: logits must be float32 or bfloat16, got {} of shape {}",
+             dtype_name(logits.dtype()), shape_str(logits.shape()));
   detail::check_defined(target, "cross_entropy");
   detail::check_same_device(logits, target, "cross_entropy");
   LOOM_CHECK(target.dtype() == DType::Int64, "cross_entropy: target must be int64, got {}",
@@ -118,6 +117,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const int64_t classes = logits.size(-1), rows = target.numel();
   // Rows of unit stride are read in place, padded ones too (an LM head's output on the GPU, see
   // Backend::cross_entropy): reshape keeps them a view; other layouts are copied once, here.
+  // bfloat16 logits (an LM head under autocast) are read as they are: the log-sum-exp, the loss
+  // and its mean are float32, and the gradient is rounded to bfloat16 once.
   Tensor x = logits.detach().reshape({rows, classes});
   if (x.stride(1) != 1 && classes > 1) x = x.contiguous();
   Tensor t = target.reshape({rows}).contiguous();
@@ -132,14 +133,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const Tensor inv = 1.0f / sum(ne(t, ignored));  // float32 scalar: 1 / the non-ignored count
   Tensor loss = sum(losses) * inv;
   const Shape shape = logits.shape();
-  return autograd::record("cross_entropy", {logits}, loss.detach(),
+  loss = autograd::record("cross_entropy", {logits}, loss.detach(),
                           [x, t, lse, ignore_index, label_smoothing, inv, shape](const Tensor& g) {
-    Tensor dx = Tensor::empty(x.shape(), DType::Float32, x.device());
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     // dlogits = g / count * (softmax - smoothed one-hot), the factor read on the device.
     backend(x.device()).cross_entropy_backward(x, t, lse, ignore_index, label_smoothing, 1.0f,
                                                dx, (g * inv).reshape({1}));
     return std::vector<Tensor>{dx.reshape(shape)};
   }, {x, t});
+  // The loss of bfloat16 logits is float32 under autocast (PyTorch's float32 list), else
+  // rounded to the logits' dtype as any op on bfloat16.
+  return detail::is_bf16(logits) && !autocast::is_enabled() ? loss.to(DType::BFloat16) : loss;
 }
 
 // Inverted dropout (Srivastava et al. 2014): zero each element with probability p and scale

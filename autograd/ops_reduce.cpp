@@ -20,13 +20,15 @@ Shape reduced_shape(const Shape& shape, int64_t dim, bool keepdim) {
 Tensor reduce_forward(ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
   detail::check_defined(x, name);
   const bool is_arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  if (op != ReduceOp::Sum || x.dtype() != DType::Int64) detail::check_float(x, name);
+  const bool bf16_sum = op == ReduceOp::Sum && is_bf16(x);  // read as it is, summed in float32
+  if (!bf16_sum && (op != ReduceOp::Sum || x.dtype() != DType::Int64)) detail::check_float(x, name);
   const int64_t d = wrap_dim(dim, x.dim(), name);
   if (x.dim() > 0 && op != ReduceOp::Sum)
     LOOM_CHECK(x.shape()[d] > 0, "{}: cannot reduce over an empty dim {} of shape {}", name, dim,
                shape_str(x.shape()));
   const Shape shape = x.dim() == 0 ? Shape{} : reduced_shape(x.shape(), d, keepdim);
-  Tensor out = Tensor::empty(shape, is_arg ? DType::Int64 : x.dtype(), x.device());
+  const DType type = is_arg ? DType::Int64 : bf16_sum ? DType::Float32 : x.dtype();
+  Tensor out = Tensor::empty(shape, type, x.device());
   const detail::Split3 s = x.dim() == 0 ? detail::Split3{} : detail::split_at(x.shape(), d);
   backend(x.device()).reduce(op, x.detach().contiguous(), s.outer, s.n, s.inner, out);
   return out;
@@ -38,28 +40,39 @@ Tensor unreduce(const Tensor& g, const Shape& in_shape, int64_t dim, bool keepdi
   return g.unsqueeze(wrap_dim(dim, static_cast<int64_t>(in_shape.size()), "unreduce"));
 }
 
+// A bfloat16 x is read as it is and summed into float32 (the backend takes it), then the sum
+// is float32 under autocast (PyTorch's float32 list) and rounded to bfloat16 outside it; its
+// gradient reaches x in x's dtype.
+Tensor finish_bf16_sum(const Tensor& x, const Tensor& out) {
+  return is_bf16(x) && !autocast::is_enabled() ? out.to(DType::BFloat16) : out;
+}
+
 }  // namespace
 
 // bfloat16 inputs (see ops.h) are reduced in float32, accumulating as float32 inputs are, and
 // the result is rounded to bfloat16 once; argmax/argmin compare the exact upcast values.
+
 Tensor sum(const Tensor& x) {
   detail::check_defined(x, "sum");
-  if (is_bf16(x)) return detail::bf16_float32_op(x, [](const Tensor& xf) { return sum(xf); });
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x.detach().reshape({1, x.numel()}), 1, false)
                    .reshape({});
   const Shape shape = x.shape();
-  return autograd::record("sum", {x}, out,
-                          [shape](const Tensor& g) { return std::vector<Tensor>{g.expand(shape)}; });
+  const DType type = x.dtype();
+  out = autograd::record("sum", {x}, out, [shape, type](const Tensor& g) {
+    return std::vector<Tensor>{g.to(type).expand(shape)};
+  });
+  return finish_bf16_sum(x, out);
 }
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
-  if (is_bf16(x))
-    return detail::bf16_float32_op(x, [&](const Tensor& xf) { return sum(xf, dim, keepdim); });
+  detail::check_defined(x, "sum");
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x, dim, keepdim);
   const Shape shape = x.shape();
-  return autograd::record("sum", {x}, out, [shape, dim, keepdim](const Tensor& g) {
-    return std::vector<Tensor>{unreduce(g, shape, dim, keepdim).expand(shape)};
+  const DType type = x.dtype();
+  out = autograd::record("sum", {x}, out, [shape, type, dim, keepdim](const Tensor& g) {
+    return std::vector<Tensor>{unreduce(g.to(type), shape, dim, keepdim).expand(shape)};
   });
+  return finish_bf16_sum(x, out);
 }
 
 Tensor mean(const Tensor& x) {

@@ -93,9 +93,10 @@ struct Contract {
                rows);
     return rows > 0 ? x.numel() / rows : 0;
   }
-  // Float32 logits of one row per int64 target, at least one class; returns the classes.
+  // Float32 or bfloat16 logits of one row per int64 target, at least one class; returns the
+  // classes.
   int64_t logits_per_target(const Tensor& logits, const Tensor& target) const {
-    dtype(logits, DType::Float32, "logits");
+    floating(logits, "logits");
     dtype(target, DType::Int64, "target");
     const int64_t rows = target.numel(), classes = row_length(logits, rows, "logits");
     LOOM_CHECK(classes > 0 || rows == 0, "{}: logits have 0 classes", op);
@@ -240,12 +241,15 @@ void Backend::axpy(float alpha, const Tensor& src, Tensor& dst) {
 // ---------------------------------------------------------------------------- reductions
 void Backend::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                      Tensor& out) {
-  const Contract c{device_, reduce_name(op)};
+  const Contract c{device_, reduce_name(op), /*takes_bfloat16=*/op == ReduceOp::Sum};
   c.extents(outer, n, inner);
   c.on_device(x, "input");
   c.numel(x, outer * n * inner, "input");
   const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  c.output(out, arg ? DType::Int64 : x.dtype(), outer * inner, "out");
+  const DType out_type = arg                            ? DType::Int64
+                         : x.dtype() == DType::BFloat16 ? DType::Float32  // a bfloat16 sum
+                                                        : x.dtype();
+  c.output(out, out_type, outer * inner, "out");
   if (outer * inner == 0) return;
   if (n == 0) {
     LOOM_CHECK(op == ReduceOp::Sum,
@@ -429,7 +433,7 @@ void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tenso
 
 void Backend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                             float label_smoothing, Tensor& losses, Tensor& lse) {
-  const Contract c{device_, "cross_entropy"};
+  const Contract c{device_, "cross_entropy", /*takes_bfloat16=*/true};
   c.logits_per_target(logits, target);
   const int64_t rows = target.numel();
   c.output(losses, DType::Float32, rows, "losses");
@@ -442,10 +446,10 @@ void Backend::cross_entropy(const Tensor& logits, const Tensor& target, int64_t 
 void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                      int64_t ignore_index, float label_smoothing, float scale,
                                      Tensor& dlogits, const Tensor& scale_by) {
-  const Contract c{device_, "cross_entropy_backward"};
+  const Contract c{device_, "cross_entropy_backward", /*takes_bfloat16=*/true};
   const int64_t rows = target.numel(), classes = c.logits_per_target(logits, target);
   c.input(lse, DType::Float32, rows, "lse");
-  c.output(dlogits, DType::Float32, rows * classes, "dlogits");
+  c.output(dlogits, logits.dtype(), rows * classes, "dlogits");
   if (scale_by.defined()) c.input(scale_by, DType::Float32, 1, "scale_by");
   if (rows > 0)
     cross_entropy_backward_impl(unit_stride_rows(logits), contiguous(target), contiguous(lse),

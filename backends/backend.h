@@ -161,6 +161,8 @@ class Backend {
   void axpy(float alpha, const Tensor& src, Tensor& dst);
 
   // --- reductions over the middle axis of contiguous [outer, n, inner] -> [outer, inner] ---
+  // A sum also takes bfloat16 x and writes a float32 out (autocast keeps sums in float32; a
+  // Linear's bias gradient is the column sums of a bfloat16 gradient), read without a copy.
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out);
   // out = dL/dx from grad = dL/dy and y = softmax(x) (or log_softmax(x) when log).
@@ -207,11 +209,13 @@ class Backend {
                            Tensor& dbias);
   // Softmax cross-entropy per row. logits [rows, classes], target int64 [rows]. A 2-D logits
   // view whose rows are padded (row stride >= classes, unit stride within a row: an LM head's
-  // output, see ops_matmul.cpp) is read in place, with no contiguous copy.
+  // output, see ops_matmul.cpp) is read in place, with no contiguous copy. The logits are
+  // float32 or bfloat16 (an LM head under autocast), read as they are and computed in float32.
   // Writes losses [rows] (0 for ignored rows) and lse [rows] (log-sum-exp, for backward).
   void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing, Tensor& losses, Tensor& lse);
-  // dlogits = scale * (softmax - smoothed one-hot) per non-ignored row, 0 for ignored rows.
+  // dlogits = scale * (softmax - smoothed one-hot) per non-ignored row, 0 for ignored rows;
+  // dlogits has the logits' dtype (a bfloat16 gradient rounded once from float32).
   // scale_by, when defined, is a float32 one-element tensor on the device that multiplies scale
   // (read by the kernel: a factor computed on the GPU needs no copy to the host).
   void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,

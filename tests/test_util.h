@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <string>
@@ -35,6 +38,24 @@ inline void check_close(const Tensor& actual, const Tensor& expected, float rtol
     }
   }
   CHECK(true);
+}
+
+// The distance in bfloat16 steps (ulps) between two bfloat16 tensors, elementwise maximum.
+inline int max_ulp_distance(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.dtype() == DType::BFloat16);
+  REQUIRE(b.dtype() == DType::BFloat16);
+  REQUIRE(a.shape() == b.shape());
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  std::vector<uint16_t> x(static_cast<size_t>(a.numel())), y(x.size());
+  std::memcpy(x.data(), ca.raw_data(), x.size() * 2);
+  std::memcpy(y.data(), cb.raw_data(), y.size() * 2);
+  // Map sign-magnitude bits to a monotonic integer line, so neighbours differ by 1.
+  auto line = [](uint16_t v) {
+    return v & 0x8000 ? -static_cast<int>(v & 0x7FFF) : static_cast<int>(v);
+  };
+  int worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(line(x[i]) - line(y[i])));
+  return worst;
 }
 
 // Compares the analytic gradients of f (a scalar function of `inputs`) with central finite

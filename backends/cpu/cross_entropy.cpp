@@ -46,6 +46,9 @@ float row_mean(const float* x, int64_t n) {
 void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& target,
                                     int64_t ignore_index, float label_smoothing, Tensor& losses,
                                     Tensor& lse) {
+  if (logits.dtype() == DType::BFloat16)  // the reference path: the exact float32 values
+    return cross_entropy_impl(float32_copy(logits), target, ignore_index, label_smoothing, losses,
+                              lse);
   const int64_t rows = target.numel(), classes = logits.numel() / rows;
   const int64_t ld = logits_row_stride(logits);
   const float* x = logits.data_ptr<float>();
@@ -73,6 +76,11 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
                                              const Tensor& lse, int64_t ignore_index,
                                              float label_smoothing, float scale_arg,
                                              const Tensor& scale_by, Tensor& dlogits) {
+  if (logits.dtype() == DType::BFloat16)  // float32 gradients, rounded once into dlogits
+    return into(dlogits, [&](Tensor& d) {
+      cross_entropy_backward_impl(float32_copy(logits), target, lse, ignore_index, label_smoothing,
+                                  scale_arg, scale_by, d);
+    });
   const float scale = scale_by.defined() ? scale_arg * scale_by.data_ptr<float>()[0] : scale_arg;
   const int64_t rows = target.numel(), classes = logits.numel() / rows;
   const int64_t ld = logits_row_stride(logits);

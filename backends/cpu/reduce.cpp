@@ -234,6 +234,8 @@ void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t n, int64_t inn
 
 void CpuBackend::reduce_impl(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                              Tensor& out) {
+  if (x.dtype() == DType::BFloat16)  // a sum (Backend::reduce): of the exact float32 values
+    return reduce_impl(op, float32_copy(x), outer, n, inner, out);
   if (x.dtype() == DType::Float32)
     reduce_typed<float>(op, x.data_ptr<float>(), outer, n, inner, out);
   else

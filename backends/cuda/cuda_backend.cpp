@@ -379,10 +379,10 @@ class CudaBackend final : public Backend {
   void cross_entropy_impl(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                           float label_smoothing, Tensor& losses, Tensor& lse) override {
     const int64_t rows = target.numel(), classes = logits.numel() / rows;
-    cuda::launch_cross_entropy(logits.data_ptr<float>(), target.data_ptr<int64_t>(), rows, classes,
-                               logits_row_stride(logits), ignore_index, label_smoothing,
-                               losses.data_ptr<float>(), lse.data_ptr<float>(),
-                               error_flag({"cross_entropy", classes, ignore_index}), stream_);
+    cuda::launch_cross_entropy(
+        logits.raw_data(), logits.dtype() == DType::BFloat16, target.data_ptr<int64_t>(), rows,
+        classes, logits_row_stride(logits), ignore_index, label_smoothing, losses.data_ptr<float>(),
+        lse.data_ptr<float>(), error_flag({"cross_entropy", classes, ignore_index}), stream_);
     after_checked_launch();
   }
 
@@ -391,10 +391,10 @@ class CudaBackend final : public Backend {
                                    const Tensor& scale_by, Tensor& dlogits) override {
     const int64_t rows = target.numel(), classes = logits.numel() / rows;
     cuda::launch_cross_entropy_backward(
-        logits.data_ptr<float>(), target.data_ptr<int64_t>(), lse.data_ptr<float>(), rows, classes,
-        logits_row_stride(logits), ignore_index, label_smoothing, scale, ptr<float>(scale_by),
-        dlogits.data_ptr<float>(), error_flag({"cross_entropy_backward", classes, ignore_index}),
-        stream_);
+        logits.raw_data(), logits.dtype() == DType::BFloat16, target.data_ptr<int64_t>(),
+        lse.data_ptr<float>(), rows, classes, logits_row_stride(logits), ignore_index,
+        label_smoothing, scale, ptr<float>(scale_by), dlogits.raw_data(),
+        error_flag({"cross_entropy_backward", classes, ignore_index}), stream_);
     after_checked_launch();
   }
 

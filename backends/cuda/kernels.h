@@ -85,7 +85,8 @@ void launch_axpy(int64_t n, float alpha, const float* src, float* dst, cudaStrea
 void launch_scale(const Layout& layout, const Operand& x, float alpha, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------- reduce.cu
-// x contiguous [outer, n, inner] of `type` -> out [outer, inner] of `type` (int64 for Arg*).
+// x contiguous [outer, n, inner] of `type` -> out [outer, inner] of `type` (int64 for Arg*;
+// float32 for the sum of a bfloat16 x, the one reduction bfloat16 takes).
 void launch_reduce(ReduceOp op, const void* x, DType type, int64_t outer, int64_t n, int64_t inner,
                    void* out, Scratch& scratch, cudaStream_t stream);
 void launch_softmax(const float* x, int64_t outer, int64_t n, int64_t inner, bool log, float* out,
@@ -131,15 +132,16 @@ void launch_layer_norm_backward(const float* dy, const float* x, const float* we
                                 float* dx, float* dweight, float* dbias, Scratch& scratch,
                                 cudaStream_t stream);
 // logits: rows of `classes` values, row r at logits + r * ld (ld >= classes: padded rows are read
-// in place); dlogits contiguous.
-void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
-                          int64_t ld, int64_t ignore_index, float label_smoothing, float* losses,
-                          float* lse, DeviceErrorFlag* error, cudaStream_t stream);
+// in place), float32 or bfloat16 (logits_bf16); dlogits contiguous, of the logits' dtype.
+void launch_cross_entropy(const void* logits, bool logits_bf16, const int64_t* target, int64_t rows,
+                          int64_t classes, int64_t ld, int64_t ignore_index, float label_smoothing,
+                          float* losses, float* lse, DeviceErrorFlag* error, cudaStream_t stream);
 // scale_by (may be null): a device float that multiplies scale.
-void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
-                                   int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
-                                   float label_smoothing, float scale, const float* scale_by,
-                                   float* dlogits, DeviceErrorFlag* error, cudaStream_t stream);
+void launch_cross_entropy_backward(const void* logits, bool logits_bf16, const int64_t* target,
+                                   const float* lse, int64_t rows, int64_t classes, int64_t ld,
+                                   int64_t ignore_index, float label_smoothing, float scale,
+                                   const float* scale_by, void* dlogits, DeviceErrorFlag* error,
+                                   cudaStream_t stream);
 void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,
                  float* v, cudaStream_t stream);
 // One tensor of a multi-tensor Adam step: n > 0 contiguous elements at each pointer.

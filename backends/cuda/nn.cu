@@ -138,22 +138,26 @@ __global__ void layer_norm_param_grad_kernel(const float* dy, const float* x, co
 // lse - ((1 - s) x_t + s mean_c x_c). Ignored rows get loss 0.
 // Thread mapping: one block per row of logits (grid-stride over rows), threads strided along
 // the classes; thread 0 writes the row's loss and log-sum-exp. Row r starts at logits + r * ld.
-__global__ void cross_entropy_kernel(const float* logits, const int64_t* target, int64_t rows,
+// T: float or BFloat16 logits (an LM head under autocast), computed in float32.
+template <typename T>
+__global__ void cross_entropy_kernel(const T* logits, const int64_t* target, int64_t rows,
                                      int64_t classes, int64_t ld, int64_t ignore_index,
                                      float smoothing, float* losses, float* lse,
                                      DeviceErrorFlag* error) {
   __shared__ float shared[kWarp];
   __shared__ double shared_sum[kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* x = logits + row * ld;
+    const T* x = logits + row * ld;
     float max = -INFINITY;
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) max = fmaxf(max, x[c]);
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      max = fmaxf(max, static_cast<float>(x[c]));
     max = block_max(max, shared);
     float sum_exp = 0.0f;
     double sum_x = 0.0;  // for the smoothing term's mean, in double as on the CPU
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      sum_exp += expf(x[c] - max);
-      sum_x += x[c];
+      const float v = static_cast<float>(x[c]);
+      sum_exp += expf(v - max);
+      sum_x += v;
     }
     sum_exp = block_sum(sum_exp, shared);
     sum_x = block_sum(sum_x, shared_sum);
@@ -167,7 +171,7 @@ __global__ void cross_entropy_kernel(const float* logits, const int64_t* target,
         } else {
           const float mean_x = static_cast<float>(sum_x / static_cast<double>(classes));
           const float smooth = smoothing != 0.0f ? smoothing * mean_x : 0.0f;
-          loss = row_lse - ((1.0f - smoothing) * x[t] + smooth);
+          loss = row_lse - ((1.0f - smoothing) * static_cast<float>(x[t]) + smooth);
         }
       }
       losses[row] = loss;
@@ -181,12 +185,13 @@ __global__ void cross_entropy_kernel(const float* logits, const int64_t* target,
 // by every thread of the row (from cache). logits rows are ld apart, dlogits' are contiguous.
 // Index: uint32_t when every offset fits (a 32-bit division per element instead of a 64-bit
 // one, which costs several times more: an LM head has 4e8 logits), else int64_t.
-template <typename Index>
-__global__ void cross_entropy_backward_kernel(const float* logits, const int64_t* target,
+// T: float or BFloat16, the logits' and dlogits' type (a bfloat16 gradient rounded once).
+template <typename Index, typename T>
+__global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* target,
                                               const float* lse, int64_t rows, int64_t classes,
                                               int64_t ld, int64_t ignore_index, float smoothing,
-                                              float scale_arg, const float* scale_by,
-                                              float* dlogits, DeviceErrorFlag* error) {
+                                              float scale_arg, const float* scale_by, T* dlogits,
+                                              DeviceErrorFlag* error) {
   const float scale = scale_by ? scale_arg * *scale_by : scale_arg;
   const float uniform = smoothing / static_cast<float>(classes);
   const Index n = static_cast<Index>(classes);
@@ -198,11 +203,11 @@ __global__ void cross_entropy_backward_kernel(const float* logits, const int64_t
       if (t < 0 || t >= classes) {
         raise_error(error, t, row);
       } else {
-        d = scale * (expf(logits[row * ld + c] - lse[row]) - uniform);
+        d = scale * (expf(static_cast<float>(logits[row * ld + c]) - lse[row]) - uniform);
         if (c == t) d -= scale * (1.0f - smoothing);
       }
     }
-    dlogits[e] = d;
+    dlogits[e] = T(d);
   }
 }
 
@@ -371,18 +376,22 @@ void launch_layer_norm_backward(const float* dy, const float* x, const float* we
                   stream);
 }
 
-void launch_cross_entropy(const float* logits, const int64_t* target, int64_t rows, int64_t classes,
-                          int64_t ld, int64_t ignore_index, float label_smoothing, float* losses,
-                          float* lse, DeviceErrorFlag* error, cudaStream_t stream) {
+namespace {
+
+template <typename T>
+void cross_entropy_typed(const T* logits, const int64_t* target, int64_t rows, int64_t classes,
+                         int64_t ld, int64_t ignore_index, float label_smoothing, float* losses,
+                         float* lse, DeviceErrorFlag* error, cudaStream_t stream) {
   cross_entropy_kernel<<<grid_for(rows, 1), row_threads(classes), 0, stream>>>(
       logits, target, rows, classes, ld, ignore_index, label_smoothing, losses, lse, error);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
-void launch_cross_entropy_backward(const float* logits, const int64_t* target, const float* lse,
-                                   int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
-                                   float label_smoothing, float scale, const float* scale_by,
-                                   float* dlogits, DeviceErrorFlag* error, cudaStream_t stream) {
+template <typename T>
+void cross_entropy_backward_typed(const T* logits, const int64_t* target, const float* lse,
+                                  int64_t rows, int64_t classes, int64_t ld, int64_t ignore_index,
+                                  float label_smoothing, float scale, const float* scale_by,
+                                  T* dlogits, DeviceErrorFlag* error, cudaStream_t stream) {
   const unsigned grid = grid_for(rows * classes);
   if (rows * std::max(ld, classes) < (int64_t{1} << 31))
     cross_entropy_backward_kernel<uint32_t><<<grid, kBlock, 0, stream>>>(
@@ -393,6 +402,34 @@ void launch_cross_entropy_backward(const float* logits, const int64_t* target, c
         logits, target, lse, rows, classes, ld, ignore_index, label_smoothing, scale, scale_by,
         dlogits, error);
   LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_cross_entropy(const void* logits, bool logits_bf16, const int64_t* target, int64_t rows,
+                          int64_t classes, int64_t ld, int64_t ignore_index, float label_smoothing,
+                          float* losses, float* lse, DeviceErrorFlag* error, cudaStream_t stream) {
+  if (logits_bf16)
+    cross_entropy_typed(static_cast<const BFloat16*>(logits), target, rows, classes, ld,
+                        ignore_index, label_smoothing, losses, lse, error, stream);
+  else
+    cross_entropy_typed(static_cast<const float*>(logits), target, rows, classes, ld, ignore_index,
+                        label_smoothing, losses, lse, error, stream);
+}
+
+void launch_cross_entropy_backward(const void* logits, bool logits_bf16, const int64_t* target,
+                                   const float* lse, int64_t rows, int64_t classes, int64_t ld,
+                                   int64_t ignore_index, float label_smoothing, float scale,
+                                   const float* scale_by, void* dlogits, DeviceErrorFlag* error,
+                                   cudaStream_t stream) {
+  if (logits_bf16)
+    cross_entropy_backward_typed(static_cast<const BFloat16*>(logits), target, lse, rows, classes,
+                                 ld, ignore_index, label_smoothing, scale, scale_by,
+                                 static_cast<BFloat16*>(dlogits), error, stream);
+  else
+    cross_entropy_backward_typed(static_cast<const float*>(logits), target, lse, rows, classes, ld,
+                                 ignore_index, label_smoothing, scale, scale_by,
+                                 static_cast<float*>(dlogits), error, stream);
 }
 
 void launch_adam(const AdamArgs& args, int64_t n, float* param, const float* grad, float* m,

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "backends/cuda/device_utils.cuh"
+#include "core/bfloat16.h"
 
 namespace loom::cuda {
 namespace {
@@ -20,9 +21,21 @@ namespace {
 enum class Kind { Sum, Max, Min };
 
 // The accumulator type: float sums run in double (as on the CPU), so the result does not
-// depend on the summation order in any visible way; max/min and int64 keep their type.
+// depend on the summation order in any visible way; max/min and int64 keep their type. A
+// bfloat16 input is only summed (into a float32 result), in double too.
 template <Kind K, typename T>
-using AccumType = std::conditional_t<K == Kind::Sum && std::is_same_v<T, float>, double, T>;
+using AccumType =
+    std::conditional_t<K == Kind::Sum && (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>),
+                       double, T>;
+
+// An element as the accumulator type (a bfloat16 through its exact float value).
+template <typename A, typename T>
+__device__ __forceinline__ A to_acc(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    return static_cast<A>(static_cast<float>(v));
+  else
+    return static_cast<A>(v);
+}
 
 // A running reduction: the value and, for Max/Min, the index where it was found.
 template <typename A>
@@ -106,7 +119,7 @@ __global__ void reduce_rows_kernel(const In* x, const long long* x_index, int64_
     Acc<A> acc = identity<K, A>();
     for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
       const int64_t at = row * n + j;
-      acc = combine<K>(acc, Acc<A>{static_cast<A>(x[at]), x_index ? x_index[at] : j});
+      acc = combine<K>(acc, Acc<A>{to_acc<A>(x[at]), x_index ? x_index[at] : j});
     }
     acc = block_combine<K>(acc, shared);
     if (threadIdx.x == 0) {
@@ -136,7 +149,7 @@ __global__ void reduce_columns_kernel(const In* x, const long long* x_index, int
     if (i < inner) {
       for (int64_t j = begin + threadIdx.y; j < end; j += kColumnRows) {
         const int64_t at = (o * n + j) * inner + i;
-        acc = combine<K>(acc, Acc<A>{static_cast<A>(x[at]), x_index ? x_index[at] : j});
+        acc = combine<K>(acc, Acc<A>{to_acc<A>(x[at]), x_index ? x_index[at] : j});
       }
     }
     partial[threadIdx.y][threadIdx.x] = acc;
@@ -171,8 +184,8 @@ void reduce_pass(const In* x, const long long* x_index, int64_t outer, int64_t n
 
 // One pass when the blocks already fill the GPU; otherwise chunk partials (kept in the
 // accumulator type) and a second pass over them.
-template <Kind K, typename T>
-void reduce_typed(const T* x, int64_t outer, int64_t n, int64_t inner, T* out_value,
+template <Kind K, typename T, typename Out>
+void reduce_typed(const T* x, int64_t outer, int64_t n, int64_t inner, Out* out_value,
                   long long* out_index, Scratch& scratch, cudaStream_t stream) {
   using A = AccumType<K, T>;
   const Split split = inner == 1 ? plan_split(outer, n, 4096)
@@ -349,6 +362,9 @@ void launch_reduce(ReduceOp op, const void* x, DType type, int64_t outer, int64_
   if (outer * inner == 0) return;
   if (type == DType::Float32)
     reduce_any(op, static_cast<const float*>(x), outer, n, inner, out, scratch, stream);
+  else if (type == DType::BFloat16)  // a sum into float32 (Backend::reduce)
+    reduce_typed<Kind::Sum>(static_cast<const BFloat16*>(x), outer, n, inner,
+                            static_cast<float*>(out), nullptr, scratch, stream);
   else
     reduce_any(op, static_cast<const long long*>(x), outer, n, inner, out, scratch, stream);
 }

@@ -13,29 +13,12 @@
 using namespace loom;
 using loom::testing::check_close;
 using loom::testing::expect_error;
+using loom::testing::max_ulp_distance;
 
 namespace {
 
 std::map<std::string, Tensor> golden() {
   return nn::read_safetensors(LOOM_TEST_DATA "/bf16.safetensors", nullptr, true);
-}
-
-// The distance in bfloat16 steps (ulps) between two bfloat16 tensors, elementwise maximum.
-int max_ulp_distance(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.dtype() == DType::BFloat16);
-  REQUIRE(b.dtype() == DType::BFloat16);
-  REQUIRE(a.shape() == b.shape());
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  std::vector<uint16_t> x(static_cast<size_t>(a.numel())), y(x.size());
-  std::memcpy(x.data(), ca.raw_data(), x.size() * 2);
-  std::memcpy(y.data(), cb.raw_data(), y.size() * 2);
-  // Map sign-magnitude bits to a monotonic integer line, so neighbours differ by 1.
-  auto line = [](uint16_t v) {
-    return v & 0x8000 ? -static_cast<int>(v & 0x7FFF) : static_cast<int>(v);
-  };
-  int worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(line(x[i]) - line(y[i])));
-  return worst;
 }
 
 struct GoldenCase {

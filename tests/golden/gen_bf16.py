@@ -12,6 +12,13 @@ bf16.safetensors (PyTorch's CPU bfloat16, torch 1.13):
     i64_in / i64_to_bf16 / bf16_to_i64_in / bf16_to_i64_out   the int64 conversions
     op_<name>       the result of one op on bfloat16 inputs (op_a, op_b, op_m, op_n: the inputs),
                     computed by PyTorch in bfloat16 on the CPU (op_matmul: see op_goldens)
+autocast.safetensors: a two-layer MLP (Linear 24->48, GELU, Linear 48->10, cross-entropy with
+    label smoothing 0.1 and one ignored target) run forward and backward under
+    torch.autocast("cpu", dtype=torch.bfloat16); tests/nn/test_autocast.cpp reads it:
+    x, target, w1, b1, w2, b2   the float32 inputs and parameters
+    y1, h, logits               the bfloat16 activations (fc1's output, GELU's, fc2's)
+    loss                        the float32 loss
+    dx, dw1, db1, dw2, db2      the float32 gradients
 bf16_checkpoint.safetensors: bfloat16 tensors (and F32/I64 beside them) written by
     scripts/safetensors_io.py; loom reads them as bfloat16 and must write the same bytes back.
 """
@@ -100,6 +107,28 @@ def op_goldens():
     return out
 
 
+def autocast_goldens():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(16, 24, generator=g).requires_grad_()
+    target = torch.randint(0, 10, (16,), generator=g)
+    target[5] = -100
+    w1 = (torch.randn(48, 24, generator=g) * 0.3).requires_grad_()
+    b1 = (torch.randn(48, generator=g) * 0.3).requires_grad_()
+    w2 = (torch.randn(10, 48, generator=g) * 0.3).requires_grad_()
+    b2 = (torch.randn(10, generator=g) * 0.3).requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y1 = torch.nn.functional.linear(x, w1, b1)
+        h = torch.nn.functional.gelu(y1)
+        logits = torch.nn.functional.linear(h, w2, b2)
+        loss = torch.nn.functional.cross_entropy(logits, target, label_smoothing=0.1)
+    assert y1.dtype == h.dtype == logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    loss.backward()
+    out = {"x": x, "target": target, "w1": w1, "b1": b1, "w2": w2, "b2": b2, "y1": y1, "h": h,
+           "logits": logits, "loss": loss, "dx": x.grad, "dw1": w1.grad, "db1": b1.grad,
+           "dw2": w2.grad, "db2": b2.grad}
+    return {name: t.detach().contiguous() for name, t in out.items()}
+
+
 def main():
     x = conversion_inputs()
     xb = x.to(torch.bfloat16)
@@ -118,6 +147,9 @@ def main():
     }
     tensors.update(op_goldens())
     safetensors_io.save(os.path.join(HERE, "bf16.safetensors"), tensors,
+                        metadata={"source": "tests/golden/gen_bf16.py", "torch": torch.__version__})
+
+    safetensors_io.save(os.path.join(HERE, "autocast.safetensors"), autocast_goldens(),
                         metadata={"source": "tests/golden/gen_bf16.py", "torch": torch.__version__})
 
     g = torch.Generator().manual_seed(2)
