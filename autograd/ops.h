@@ -228,6 +228,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
                                          const Tensor& weight, const Tensor& bias,
                                          float eps = 1e-5f);
+// relu / gelu / gelu_tanh of (x + bias), bias [C] added along x's last dim, in one pass each way
+// (Megatron-LM's bias_gelu): a Linear run without its bias (linear(x, W, Tensor())) whose output
+// goes straight into the activation, as nn::feed_forward does. The values and gradients of
+// gelu(x + bias); the result has x's dtype (a bfloat16 product stays bfloat16), the bias's
+// gradient bias's.
+Tensor bias_relu(const Tensor& x, const Tensor& bias);
+Tensor bias_gelu(const Tensor& x, const Tensor& bias);
+Tensor bias_gelu_tanh(const Tensor& x, const Tensor& bias);
 // Mean (over non-ignored targets) softmax cross-entropy of logits [N, C] and int64 targets [N].
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      float label_smoothing = 0.0f);

@@ -40,7 +40,54 @@ Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, float a = 0.0f, f
       {xs, ys});
 }
 
+// op(x + bias) for a bias [C] along x's last dim, one kernel each way (Backend::bias_unary).
+// The result has x's dtype (bias is the bias of the product x came from); the gradients are
+// those of op(x + bias): dx = g * op'(x + bias) in x's dtype and db its column sums, summed in
+// float32 and returned in bias's dtype.
+Tensor bias_unary_op(UnaryOp op, const char* name, const Tensor& x, const Tensor& bias) {
+  detail::check_defined(x, name);
+  detail::check_defined(bias, name);
+  LOOM_CHECK(is_floating_point(x.dtype()) && is_floating_point(bias.dtype()),
+             "{}: expected float32 or bfloat16 tensors, got {} of shape {} and a {} bias", name,
+             dtype_name(x.dtype()), shape_str(x.shape()), dtype_name(bias.dtype()));
+  detail::check_same_device(x, bias, name);
+  LOOM_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1),
+             "{}: bias of shape {} does not match input of shape {} (expected bias [{}])", name,
+             shape_str(bias.shape()), shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0);
+  const Shape shape = x.shape();
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  backend(x.device()).bias_unary(op, x.detach(), broadcast_view(bias.detach(), shape), out);
+  if (!autograd::any_requires_grad({x, bias})) return out;
+  const Tensor xs = saved(x), bs = saved(bias);
+  const bool need_b = bias.requires_grad();
+  return autograd::record(
+      name, {x, bias}, out,
+      [op, xs, bs, need_b](const Tensor& g) {
+        Tensor dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+        backend(xs.device()).bias_unary_backward(op, g, xs, broadcast_view(bs, xs.shape()), dx);
+        Tensor db;
+        if (need_b) {  // the column sums of dx over every leading position, in float32
+          const int64_t cols = bs.size(0), rows = cols > 0 ? dx.numel() / cols : 0;
+          db = Tensor::empty({cols}, DType::Float32, dx.device());
+          backend(dx.device()).reduce(ReduceOp::Sum, dx, 1, rows, cols, db);
+          db = db.to(bs.dtype());
+        }
+        return std::vector<Tensor>{dx, db};
+      },
+      {xs, bs});
+}
+
 }  // namespace
+
+Tensor bias_relu(const Tensor& x, const Tensor& bias) {
+  return bias_unary_op(UnaryOp::Relu, "bias_relu", x, bias);
+}
+Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
+  return bias_unary_op(UnaryOp::Gelu, "bias_gelu", x, bias);
+}
+Tensor bias_gelu_tanh(const Tensor& x, const Tensor& bias) {
+  return bias_unary_op(UnaryOp::GeluTanh, "bias_gelu_tanh", x, bias);
+}
 
 Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, "exp", x); }
 Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, "log", x); }

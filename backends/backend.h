@@ -156,6 +156,14 @@ class Backend {
   void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, Tensor& out,
                       float a, float b);
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+  // out = op(x + bias) in one pass: the add fused into the activation after it (a Linear's
+  // bias on its way into GELU, Megatron-LM's bias_gelu). bias has x's shape (a [rows, cols]
+  // broadcast view of a [cols] bias is the use); op is one whose derivative reads its input
+  // (relu, gelu, gelu_tanh, ...). x, bias and out are float32 or bfloat16, computed in float32.
+  void bias_unary(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out);
+  // out = grad * op'(x + bias), the same operands.
+  void bias_unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& bias,
+                           Tensor& out);
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
   // dst += alpha * src (same shape, both contiguous): gradient accumulation, optimizers.
   void axpy(float alpha, const Tensor& src, Tensor& dst);
@@ -283,6 +291,9 @@ class Backend {
   virtual void unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
                                    Tensor& out, float a, float b) = 0;
   virtual void binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void bias_unary_impl(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out) = 0;
+  virtual void bias_unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x,
+                                        const Tensor& bias, Tensor& out) = 0;
   virtual void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void axpy_impl(float alpha, const Tensor& src, Tensor& dst) = 0;
   // n > 0 (an empty Sum is a fill, done before).

@@ -17,6 +17,18 @@ Tensor activate(const Tensor& x, Activation activation) {
   LOOM_FAIL("activate: unknown activation {}", static_cast<int>(activation));
 }
 
+Tensor activate(const Tensor& x, Activation activation, const Tensor& bias) {
+  switch (activation) {
+    case Activation::ReLU:
+      return bias_relu(x, bias);
+    case Activation::GELU:
+      return bias_gelu(x, bias);
+    case Activation::GELUTanh:
+      return bias_gelu_tanh(x, bias);
+  }
+  LOOM_FAIL("activate: unknown activation {}", static_cast<int>(activation));
+}
+
 Tensor ReLU::forward(const Tensor& x) const { return relu(x); }
 
 Tensor GELU::forward(const Tensor& x) const { return approximate_tanh ? gelu_tanh(x) : gelu(x); }

@@ -12,6 +12,9 @@ enum class Activation { ReLU, GELU, GELUTanh };
 
 // Applies the activation function elementwise.
 Tensor activate(const Tensor& x, Activation activation);
+// activate(x + bias) for a bias [C] along x's last dim, the add fused into the activation's
+// kernel (bias_relu, bias_gelu, bias_gelu_tanh in autograd/ops.h); the result has x's dtype.
+Tensor activate(const Tensor& x, Activation activation, const Tensor& bias);
 
 class ReLU : public Module {
  public:

@@ -6,8 +6,12 @@ namespace loom::nn {
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2,
                     Activation activation, const Dropout& dropout) {
   // Vaswani et al. 2017, eq. 2: x [..., d_model] -> hidden [..., d_ff] -> [..., d_model]
-  const Tensor hidden = dropout.forward(activate(linear1.forward(x), activation));
-  return linear2.forward(hidden);
+  // act(x W_1 + b_1), with b_1 added inside the activation's kernel: one pass over the hidden
+  // activations instead of two (the GEMM starting from a copy of the bias, then act).
+  const Tensor hidden = linear1.bias.defined()
+                            ? activate(linear1.forward_skip_bias(x), activation, linear1.bias)
+                            : activate(linear1.forward(x), activation);
+  return linear2.forward(dropout.forward(hidden));
 }
 
 FeedForward::FeedForward(int64_t d_model, int64_t dim_feedforward,

@@ -26,10 +26,19 @@ void Linear::reset_parameters() {
 
 Tensor Linear::forward(const Tensor& x) const {
   // x [..., in_features] -> [..., out_features]
+  check_input(x);
+  return functional::linear(x, weight, bias);
+}
+
+Tensor Linear::forward_skip_bias(const Tensor& x) const {
+  check_input(x);
+  return functional::linear(x, weight, Tensor());
+}
+
+void Linear::check_input(const Tensor& x) const {
   LOOM_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features,
              "Linear({}, {}): expected input [..., {}], got {}", in_features, out_features,
              in_features, x.defined() ? shape_str(x.shape()) : "undefined");
-  return functional::linear(x, weight, bias);
 }
 
 std::string Linear::extra_repr() const {

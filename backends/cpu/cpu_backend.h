@@ -39,6 +39,9 @@ class CpuBackend final : public Backend {
   void unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) override;
   void unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
                            Tensor& out, float a, float b) override;
+  void bias_unary_impl(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out) override;
+  void bias_unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& bias,
+                                Tensor& out) override;
   void binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
   void axpy_impl(float alpha, const Tensor& src, Tensor& dst) override;

@@ -77,6 +77,49 @@ void backward_loop(const cpu::StridedIter<4>& iter, Op op) {
                 });
 }
 
+// out = op.forward(x + bias): the add and the activation in one pass.
+template <class Op>
+void bias_forward_loop(const cpu::StridedIter<3>& iter, Op op) {
+  iter.for_each(grain(Op::forward_cost),
+                [op](const Ptrs<3>& p, const Steps<3>& s, int64_t n) LOOM_FLATTEN {
+                  float* out = reinterpret_cast<float*>(p[0]);
+                  const float* x = reinterpret_cast<const float*>(p[1]);
+                  const float* b = reinterpret_cast<const float*>(p[2]);
+                  if (s[0] == 4 && s[1] == 4 && s[2] == 4) {  // a row of x and the bias
+#pragma omp simd
+                    for (int64_t i = 0; i < n; ++i) out[i] = op.forward(x[i] + b[i]);
+                  } else {
+                    for (int64_t i = 0; i < n; ++i)
+                      *reinterpret_cast<float*>(p[0] + i * s[0]) =
+                          op.forward(*reinterpret_cast<const float*>(p[1] + i * s[1]) +
+                                     *reinterpret_cast<const float*>(p[2] + i * s[2]));
+                  }
+                });
+}
+
+// out = op.backward(grad, x + bias) = grad * op'(x + bias).
+template <class Op>
+void bias_backward_loop(const cpu::StridedIter<4>& iter, Op op) {
+  iter.for_each(grain(Op::backward_cost),
+                [op](const Ptrs<4>& p, const Steps<4>& s, int64_t n) LOOM_FLATTEN {
+                  float* out = reinterpret_cast<float*>(p[0]);
+                  const float* g = reinterpret_cast<const float*>(p[1]);
+                  const float* x = reinterpret_cast<const float*>(p[2]);
+                  const float* b = reinterpret_cast<const float*>(p[3]);
+                  if (s[0] == 4 && s[1] == 4 && s[2] == 4 && s[3] == 4) {
+#pragma omp simd
+                    for (int64_t i = 0; i < n; ++i) out[i] = op.backward(g[i], x[i] + b[i], 0.0f);
+                  } else {
+                    for (int64_t i = 0; i < n; ++i)
+                      *reinterpret_cast<float*>(p[0] + i * s[0]) =
+                          op.backward(*reinterpret_cast<const float*>(p[1] + i * s[1]),
+                                      *reinterpret_cast<const float*>(p[2] + i * s[2]) +
+                                          *reinterpret_cast<const float*>(p[3] + i * s[3]),
+                                      0.0f);
+                  }
+                });
+}
+
 }  // namespace
 
 Tensor CpuBackend::float32_copy(const Tensor& t) {
@@ -105,6 +148,32 @@ void CpuBackend::unary_backward_impl(UnaryOp op, const Tensor& grad, const Tenso
   const Tensor& ys = y.defined() ? y : grad;
   const cpu::StridedIter<4> it({&out, &grad, &xs, &ys}, "unary_backward");
   unary::visit<CpuMath>(op, a, b, [&](auto entry) { backward_loop(it, entry); });
+}
+
+void CpuBackend::bias_unary_impl(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out) {
+  for (const Tensor* t : {&x, &bias, static_cast<const Tensor*>(&out)})
+    if (t->dtype() != DType::Float32)  // bfloat16: see into()
+      return into(out,
+                  [&](Tensor& o) { bias_unary_impl(op, float32_copy(x), float32_copy(bias), o); });
+  const cpu::StridedIter<3> it({&out, &x, &bias}, "bias_unary");
+  // Only ops whose derivative reads the input get here (Backend::bias_unary); the others are
+  // not instantiated.
+  unary::visit<CpuMath>(op, 0.0f, 0.0f, [&](auto entry) {
+    if constexpr (decltype(entry)::reads != unary::Reads::Output) bias_forward_loop(it, entry);
+  });
+}
+
+void CpuBackend::bias_unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x,
+                                          const Tensor& bias, Tensor& out) {
+  for (const Tensor* t : {&grad, &x, &bias, static_cast<const Tensor*>(&out)})
+    if (t->dtype() != DType::Float32)
+      return into(out, [&](Tensor& o) {
+        bias_unary_backward_impl(op, float32_copy(grad), float32_copy(x), float32_copy(bias), o);
+      });
+  const cpu::StridedIter<4> it({&out, &grad, &x, &bias}, "bias_unary_backward");
+  unary::visit<CpuMath>(op, 0.0f, 0.0f, [&](auto entry) {
+    if constexpr (decltype(entry)::reads != unary::Reads::Output) bias_backward_loop(it, entry);
+  });
 }
 
 }  // namespace loom

@@ -228,6 +228,20 @@ class CudaBackend final : public Backend {
                                 plan.operands[3], plan.operands[0], a, b, stream_);
   }
 
+  void bias_unary_impl(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out) override {
+    const Elementwise plan = plan_elementwise("bias_unary", out.shape(), {&out, &x, &bias});
+    cuda::launch_bias_unary(op, plan.layout, plan.operands[1], plan.operands[2], plan.operands[0],
+                            stream_);
+  }
+
+  void bias_unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& bias,
+                                Tensor& out) override {
+    const Elementwise plan =
+        plan_elementwise("bias_unary_backward", out.shape(), {&out, &grad, &x, &bias});
+    cuda::launch_bias_unary_backward(op, plan.layout, plan.operands[1], plan.operands[2],
+                                     plan.operands[3], plan.operands[0], stream_);
+  }
+
   void binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override {
     const Elementwise plan = plan_elementwise("binary", out.shape(), {&out, &a, &b});
     cuda::launch_binary(op, plan.layout, plan.operands[1], plan.operands[2], a.dtype(),

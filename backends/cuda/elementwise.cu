@@ -283,6 +283,25 @@ __global__ void unary_backward_kernel(Op op, Layout layout, Operand grad, Operan
   }
 }
 
+// The add of a bias fused into the unary op after it (bias_gelu): one pass instead of two.
+template <class Op>
+__global__ void bias_unary_kernel(Op op, Layout layout, Operand x, Operand bias, Operand out) {
+  LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
+    const auto o = element_offsets(i, layout, x, bias, out);
+    store_float(out, o.at[2], op.forward(load_float(x, o.at[0]) + load_float(bias, o.at[1])));
+  }
+}
+
+template <class Op>
+__global__ void bias_unary_backward_kernel(Op op, Layout layout, Operand grad, Operand x,
+                                           Operand bias, Operand out) {
+  LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
+    const auto o = element_offsets(i, layout, grad, x, bias, out);
+    const float v = load_float(x, o.at[1]) + load_float(bias, o.at[2]);
+    store_float(out, o.at[3], op.backward(load_float(grad, o.at[0]), v, 0.0f));
+  }
+}
+
 // ---------------------------------------------------------------------------- binary
 // Comparisons on float32 or int64 (T) give 1/0; arithmetic is float32 only (CudaBackend
 // checks), so its branches are compiled for float alone. Maximum/Minimum propagate NaN from
@@ -501,6 +520,28 @@ void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad
     if (done) return;
     unary_backward_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, grad, x, y,
                                                                          out);
+  });
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+// Only ops whose derivative reads the input get here (Backend::bias_unary checks); the kernels
+// are not instantiated for the others.
+void launch_bias_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& bias,
+                       const Operand& out, cudaStream_t stream) {
+  unary::visit<CudaMath>(op, 0.0f, 0.0f, [&](auto entry) {
+    if constexpr (decltype(entry)::reads != unary::Reads::Output)
+      bias_unary_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, x, bias, out);
+  });
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_bias_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad,
+                                const Operand& x, const Operand& bias, const Operand& out,
+                                cudaStream_t stream) {
+  unary::visit<CudaMath>(op, 0.0f, 0.0f, [&](auto entry) {
+    if constexpr (decltype(entry)::reads != unary::Reads::Output)
+      bias_unary_backward_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, grad,
+                                                                                x, bias, out);
   });
   LOOM_CUDA_CHECK_LAUNCH();
 }

@@ -73,6 +73,13 @@ void launch_unary(UnaryOp op, const Layout& layout, const Operand& x, const Oper
 void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad, const Operand& x,
                            const Operand& y, const Operand& out, float a, float b,
                            cudaStream_t stream);
+// out = op(x + bias) and out = grad * op'(x + bias) (Backend::bias_unary: op's derivative reads
+// its input); every operand float32 or bfloat16, computed in float32; bias usually a broadcast.
+void launch_bias_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& bias,
+                       const Operand& out, cudaStream_t stream);
+void launch_bias_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad,
+                                const Operand& x, const Operand& bias, const Operand& out,
+                                cudaStream_t stream);
 // Arithmetic: a, b and out each float32 or bfloat16 (Operand::bf16), computed in float32.
 // Comparisons: a, b of in_type (float32 or int64), out float32.
 void launch_binary(BinaryOp op, const Layout& layout, const Operand& a, const Operand& b,

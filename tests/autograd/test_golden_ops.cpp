@@ -487,7 +487,8 @@ std::vector<GoldenCase> compositions() {
   };
 }
 
-// add_layer_norm against PyTorch's x + r followed by layer_norm.
+// add_layer_norm against PyTorch's x + r followed by layer_norm; bias_gelu and friends against
+// the activation of x + b.
 std::vector<GoldenCase> fused_functions() {
   return {
       {"add_layer_norm",
@@ -497,6 +498,9 @@ std::vector<GoldenCase> fused_functions() {
          const auto [h, y] = add_layer_norm(x[0], x[1], x[2], x[3], 1e-3f);
          return y * 2.0f + sin(h);
        }},
+      {"bias_gelu", [](const Inputs& x) { return bias_gelu(x[0], x[1]); }},
+      {"bias_gelu_tanh", [](const Inputs& x) { return bias_gelu_tanh(x[0], x[1]); }},
+      {"bias_relu", [](const Inputs& x) { return bias_relu(x[0], x[1]); }},
   };
 }
 
@@ -542,7 +546,7 @@ TEST_CASE("golden: roll by any shift, along one dim or several, matches PyTorch"
 TEST_CASE("golden: layer_norm, cross_entropy and dropout match PyTorch") {
   run_family(nn_functions(), kAccumulating);
 }
-TEST_CASE("golden: add_layer_norm matches PyTorch's residual add and layer_norm") {
+TEST_CASE("golden: add_layer_norm and bias_gelu match PyTorch's unfused ops") {
   run_family(fused_functions(), kAccumulating);
 }
 TEST_CASE("golden: Tensor method forms match PyTorch") {

@@ -375,6 +375,13 @@ TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {
             }),
             {randn({2, 5, 4}).transpose(1, 2), randn({2, 4, 5})}, 1e-2f, 2e-2f, 3e-3f,
             "add_layer_norm no affine, strided x");
+  // bias_gelu and friends: x and the bias (summed over every leading position), x strided.
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return bias_gelu(in[0], in[1]); }),
+            {randn({2, 3, 4}), randn({4})}, 1e-2f, 2e-2f, 3e-3f, "bias_gelu");
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return bias_gelu_tanh(in[0], in[1]); }),
+            {randn({5, 3}).t(), randn({5})}, 1e-2f, 2e-2f, 3e-3f, "bias_gelu_tanh strided x");
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return bias_relu(in[0], in[1]); }),
+            {randn({4, 6}) + 0.5f, randn({6})}, 1e-2f, 2e-2f, 3e-3f, "bias_relu");
   Tensor target = tensor_i64({1, 0, 3, -100, 2}, {5});
   for (float smoothing : {0.0f, 0.1f})
     gradcheck([target, smoothing](const std::vector<Tensor>& in) {

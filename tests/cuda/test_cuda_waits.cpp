@@ -128,10 +128,11 @@ TEST_CASE("an autocast GPT training step keeps its activations bfloat16 between 
   };
   const unsigned long long fp32 = step_work(false), amp = step_work(true);
   MESSAGE("stream operations per training step: float32 " << fp32 << ", autocast " << amp);
-  // Measured 258 (float32: 226; the rest are the casts PyTorch makes too: each weight, each
+  // Measured 256 (float32: 224; the rest are the casts PyTorch makes too: each weight, each
   // LayerNorm output before its product, the float32 residual gradient before a backward
   // product). It was 281 when an autocast Linear returned float32 and every product cast its
-  // input, and its backward its gradient, to bfloat16.
-  CHECK(amp <= 258);
+  // input, and its backward its gradient, to bfloat16, and 258 before the MLP's first bias
+  // moved into GELU's kernel (bias_gelu_tanh: no bias copy for the GEMM to start from).
+  CHECK(amp <= 256);
 }
 #endif

@@ -400,7 +400,8 @@ def rolls():
 # Append new families at the end only: each case draws its inputs and weight from one seeded
 # stream, so inserting a case earlier would change every later case's stored tensors.
 def fused_functions():
-    """loom's add_layer_norm returns (h, layer_norm(h)) with h = x + r: PyTorch's two ops."""
+    """loom's fused functions against PyTorch's unfused ops: add_layer_norm returns
+    (h, layer_norm(h)) with h = x + r; bias_gelu(x, b) is gelu(x + b)."""
     def add_ln(x, r, w, b, eps=1e-5):
         h = x + r
         return h, F.layer_norm(h, (h.shape[-1],), w, b, eps)
@@ -410,6 +411,11 @@ def fused_functions():
     add_case("add_layer_norm_both_used",
              lambda x, r, w, b: (lambda h, y: y * 2.0 + h.sin())(*add_ln(x, r, w, b, 1e-3)),
              rn(4, 6) * 3 + 5, rn(4, 6), rn(6), rn(6))
+    # loom's bias_gelu / bias_gelu_tanh / bias_relu: the activation of x + bias (a Linear run
+    # without its bias, then the activation with the bias added in its kernel).
+    add_case("bias_gelu", lambda x, b: F.gelu(x + b), rn(3, 4, 7) * 2, rn(7))
+    add_case("bias_gelu_tanh", lambda x, b: F.gelu(x + b, approximate="tanh"), rn(5, 9) * 2, rn(9))
+    add_case("bias_relu", lambda x, b: F.relu(x + b), rn(4, 6), rn(6))
 
 
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,

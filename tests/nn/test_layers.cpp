@@ -106,6 +106,57 @@ TEST_CASE("LayerNorm::add_and_forward gives x + residual and its LayerNorm, as t
                {"add_layer_norm"});
 }
 
+TEST_CASE("bias_gelu, bias_gelu_tanh and bias_relu give act(x + bias) as the two ops do") {
+  manual_seed(33);
+  using Fn = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::tuple<const char*, Fn, Fn>> cases = {
+      {"bias_gelu", bias_gelu, [](const Tensor& x, const Tensor& b) { return gelu(x + b); }},
+      {"bias_gelu_tanh", bias_gelu_tanh,
+       [](const Tensor& x, const Tensor& b) { return gelu_tanh(x + b); }},
+      {"bias_relu", bias_relu, [](const Tensor& x, const Tensor& b) { return relu(x + b); }},
+  };
+  // Float32: the same numbers, values and both gradients, as the add followed by the
+  // activation (the kernel adds in float32, then applies the same math; db is the same sum).
+  const Tensor x0 = randn({2, 5, 8}) * 2.0f, b0 = randn({8}), w = randn({2, 5, 8});
+  for (const auto& [name, fused, plain] : cases) {
+    CAPTURE(std::string(name));
+    auto run = [&, w](Fn f, const Tensor& x_in) {
+      Tensor x = x_in.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+      const Tensor y = f(x, b);
+      sum(y * w).backward();
+      return std::vector<Tensor>{y, x.grad(), b.grad()};
+    };
+    for (const Tensor& xi : {x0, x0.transpose(0, 1).contiguous().transpose(0, 1)}) {
+      const std::vector<Tensor> f = run(fused, xi), p = run(plain, xi);
+      check_close(f[0], p[0], 0.0f, 0.0f, "value");
+      check_close(f[1], p[1], 0.0f, 0.0f, "dx");
+      check_close(f[2], p[2], 0.0f, 0.0f, "dbias");
+    }
+    // bfloat16 x (a product under autocast): the result stays bfloat16, the float32 value of
+    // act(x + bias) rounded once; the gradient of x is bfloat16, the bias's float32.
+    Tensor xb = x0.to(DType::BFloat16).requires_grad_(true), b = b0.detach().requires_grad_(true);
+    const Tensor y = fused(xb, b);
+    REQUIRE(y.dtype() == DType::BFloat16);
+    const Tensor reference = plain(xb.detach().to(DType::Float32), b0);
+    CHECK(y.to_vector() == reference.to(DType::BFloat16).to_vector());
+    sum(y.to(DType::Float32) * w).backward();
+    CHECK(xb.grad().dtype() == DType::BFloat16);
+    CHECK(b.grad().dtype() == DType::Float32);
+  }
+  // Without a graph nothing is saved; the errors name the op and the shapes.
+  {
+    NoGradGuard no_grad;
+    check_close(bias_gelu(x0, b0), gelu(x0 + b0), 0.0f, 0.0f, "no grad");
+  }
+  expect_error([&] { bias_gelu(x0, randn({5})); }, {"bias_gelu", "[5]", "[2,5,8]"});
+  expect_error([&] { bias_relu(x0, randn({2, 8})); }, {"bias_relu", "[2,8]"});
+  expect_error([&] { bias_gelu(tensor_i64({1, 2}, {2}), b0); }, {"bias_gelu", "int64"});
+  const Tensor m = randn({2, 8});
+  Tensor out = Tensor::empty({2, 8});
+  expect_error([&] { backend(Device::CPU).bias_unary(UnaryOp::Tanh, m, m, out); },
+               {"bias_unary", "reads its output"});
+}
+
 TEST_CASE("FeedForward matches PyTorch's linear2(act(linear1(x))) for GELU and ReLU") {
   for (auto [tag, act] : {std::pair{"feed_forward_gelu", nn::Activation::GELU},
                           std::pair{"feed_forward_relu", nn::Activation::ReLU}}) {
