@@ -59,6 +59,16 @@ inline Split3 split_at(const Shape& shape, int64_t dim) {
 // Saved for backward without creating a reference cycle through the output's grad_fn.
 inline Tensor saved(const Tensor& t) { return t.detach(); }
 
+// The sums of g [..., cols] over every leading position, in float32, a bfloat16 g read as it is:
+// the gradient of a bias added along the last dim (no autograd: used inside backward functions
+// that are not differentiated again).
+inline Tensor column_sums(const Tensor& g, int64_t cols) {
+  Tensor out = Tensor::empty({cols}, DType::Float32, g.device());
+  const int64_t rows = cols > 0 ? g.numel() / cols : 0;
+  backend(g.device()).reduce(ReduceOp::Sum, g.contiguous(), 1, rows, cols, out);
+  return out;
+}
+
 // ---- bfloat16 (see "bfloat16" in autograd/ops.h): an op on bfloat16 tensors runs in float32 on
 // the upcast inputs and rounds its result to bfloat16 once. The casts are recorded ops, so the
 // gradient flows back through them with no backward of its own.

@@ -65,13 +65,7 @@ Tensor bias_unary_op(UnaryOp op, const char* name, const Tensor& x, const Tensor
       [op, xs, bs, need_b](const Tensor& g) {
         Tensor dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
         backend(xs.device()).bias_unary_backward(op, g, xs, broadcast_view(bs, xs.shape()), dx);
-        Tensor db;
-        if (need_b) {  // the column sums of dx over every leading position, in float32
-          const int64_t cols = bs.size(0), rows = cols > 0 ? dx.numel() / cols : 0;
-          db = Tensor::empty({cols}, DType::Float32, dx.device());
-          backend(dx.device()).reduce(ReduceOp::Sum, dx, 1, rows, cols, db);
-          db = db.to(bs.dtype());
-        }
+        const Tensor db = need_b ? detail::column_sums(dx, bs.size(0)).to(bs.dtype()) : Tensor();
         return std::vector<Tensor>{dx, db};
       },
       {xs, bs});

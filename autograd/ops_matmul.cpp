@@ -180,14 +180,6 @@ Tensor pad_with_zeros(const Tensor& t, int64_t dim, DType type) {
   return buffer;
 }
 
-// The column sums of g [rows, cols] in float32, a bfloat16 g read as it is: a Linear's bias
-// gradient (no autograd: the backward of linear is not differentiated again).
-Tensor column_sums(const Tensor& g) {
-  Tensor out = Tensor::empty({g.size(1)}, DType::Float32, g.device());
-  backend(g.device()).reduce(ReduceOp::Sum, g.contiguous(), 1, g.size(0), g.size(1), out);
-  return out;
-}
-
 // y = x W^T + b as one GEMM that starts from the bias. Without `low`, x, weight, the bias and y
 // are float32. With `low` (autocast) x and weight are any floating dtype: the op casts them, and
 // the bias, to `low` itself, outside autograd; the GEMM accumulates in float32 from the bias and
@@ -261,7 +253,7 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
         if (pad) dw = dw.narrow(0, 0, out);
       }
       return std::vector<Tensor>{need_x ? gemm_forward(g, ws, Tensor(), x_type) : Tensor(), dw,
-                                 need_b ? column_sums(grad) : Tensor()};
+                                 need_b ? detail::column_sums(grad, out) : Tensor()};
     }, {xs, ws});
   }
   return x.dim() == 2 ? y : y.reshape(out_shape);  // [..., out]
