@@ -81,16 +81,21 @@ Tensor bf16_unary(const Tensor& x, const F& f) {
   return f(upcast(x)).to(DType::BFloat16);
 }
 
-// f(a, b) with at least one bfloat16 operand, by PyTorch's type promotion: bfloat16 with
-// bfloat16 gives bfloat16, bfloat16 with float32 gives float32; computed in float32.
-// The ops PyTorch's autocast keeps in float32 (autograd/autocast.h): for a bfloat16 x, f(float32
-// x) as it is inside an AutocastGuard, rounded to bfloat16 outside one.
+// The ops PyTorch's autocast keeps in float32 (autograd/autocast.h): their float32 result `out`
+// on `input` is kept as it is inside an AutocastGuard, and rounded to bfloat16 outside one when
+// the input is bfloat16 (sum and cross_entropy, which read bfloat16 in their kernels, finish
+// with this too) ...
+inline Tensor float32_op_result(const Tensor& input, const Tensor& out) {
+  return is_bf16(input) && !autocast::is_enabled() ? out.to(DType::BFloat16) : out;
+}
+// ... and the others compute f(float32 x) for a bfloat16 x.
 template <class F>
 Tensor bf16_float32_op(const Tensor& x, const F& f) {
-  Tensor out = f(upcast(x));
-  return autocast::is_enabled() ? out : out.to(DType::BFloat16);
+  return float32_op_result(x, f(upcast(x)));
 }
 
+// f(a, b) with at least one bfloat16 operand, by PyTorch's type promotion: bfloat16 with
+// bfloat16 gives bfloat16, bfloat16 with float32 gives float32; computed in float32.
 template <class F>
 Tensor bf16_binary(const Tensor& a, const Tensor& b, const F& f) {
   Tensor out = f(upcast(a), upcast(b));

@@ -143,7 +143,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   }, {x, t});
   // The loss of bfloat16 logits is float32 under autocast (PyTorch's float32 list), else
   // rounded to the logits' dtype as any op on bfloat16.
-  return detail::is_bf16(logits) && !autocast::is_enabled() ? loss.to(DType::BFloat16) : loss;
+  return detail::float32_op_result(logits, loss);
 }
 
 // Inverted dropout (Srivastava et al. 2014): zero each element with probability p and scale

@@ -40,18 +40,12 @@ Tensor unreduce(const Tensor& g, const Shape& in_shape, int64_t dim, bool keepdi
   return g.unsqueeze(wrap_dim(dim, static_cast<int64_t>(in_shape.size()), "unreduce"));
 }
 
-// A bfloat16 x is read as it is and summed into float32 (the backend takes it), then the sum
-// is float32 under autocast (PyTorch's float32 list) and rounded to bfloat16 outside it; its
-// gradient reaches x in x's dtype.
-Tensor finish_bf16_sum(const Tensor& x, const Tensor& out) {
-  return is_bf16(x) && !autocast::is_enabled() ? out.to(DType::BFloat16) : out;
-}
-
 }  // namespace
 
 // bfloat16 inputs (see ops.h) are reduced in float32, accumulating as float32 inputs are, and
-// the result is rounded to bfloat16 once; argmax/argmin compare the exact upcast values.
-
+// the result is rounded to bfloat16 once; argmax/argmin compare the exact upcast values. sum
+// reads a bfloat16 x as it is (the backend sums it into float32); the sum stays float32 under
+// autocast (PyTorch's float32 list), and its gradient reaches x in x's dtype.
 Tensor sum(const Tensor& x) {
   detail::check_defined(x, "sum");
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x.detach().reshape({1, x.numel()}), 1, false)
@@ -61,7 +55,7 @@ Tensor sum(const Tensor& x) {
   out = autograd::record("sum", {x}, out, [shape, type](const Tensor& g) {
     return std::vector<Tensor>{g.to(type).expand(shape)};
   });
-  return finish_bf16_sum(x, out);
+  return detail::float32_op_result(x, out);
 }
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
@@ -72,7 +66,7 @@ Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
   out = autograd::record("sum", {x}, out, [shape, type, dim, keepdim](const Tensor& g) {
     return std::vector<Tensor>{unreduce(g.to(type), shape, dim, keepdim).expand(shape)};
   });
-  return finish_bf16_sum(x, out);
+  return detail::float32_op_result(x, out);
 }
 
 Tensor mean(const Tensor& x) {

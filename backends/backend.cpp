@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -205,33 +206,32 @@ void Backend::unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, co
 namespace {
 // The checks bias_unary and its backward share: a known op whose derivative reads its input,
 // and floating operands of out's shape.
-void check_bias_unary(const Contract& c, UnaryOp op, std::initializer_list<const Tensor*> operands,
-                      std::initializer_list<const char*> names, const Tensor& out) {
+void check_bias_unary(const Contract& c, UnaryOp op,
+                      std::initializer_list<std::pair<const Tensor*, const char*>> operands,
+                      const Tensor& out) {
   LOOM_CHECK(unary::is_valid(op), "{}: unknown op {}", c.op, static_cast<int>(op));
   LOOM_CHECK(unary::backward_reads(op) != unary::Reads::Output,
              "{}: op {} has a derivative that reads its output; only ops whose derivative reads "
              "the input (relu, gelu, gelu_tanh, ...) are fused with a bias",
              c.op, static_cast<int>(op));
   c.floating(out, "out");
-  auto name = names.begin();
-  for (const Tensor* t : operands) {
-    c.floating(*t, *name);
-    c.same_shape(*t, out, *name);
-    ++name;
+  for (const auto& [t, name] : operands) {
+    c.floating(*t, name);
+    c.same_shape(*t, out, name);
   }
 }
 }  // namespace
 
 void Backend::bias_unary(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out) {
   const Contract c{device_, "bias_unary", /*takes_bfloat16=*/true};
-  check_bias_unary(c, op, {&x, &bias}, {"input", "bias"}, out);
+  check_bias_unary(c, op, {{&x, "input"}, {&bias, "bias"}}, out);
   if (out.numel() > 0) bias_unary_impl(op, x, bias, out);
 }
 
 void Backend::bias_unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x,
                                   const Tensor& bias, Tensor& out) {
   const Contract c{device_, "bias_unary_backward", /*takes_bfloat16=*/true};
-  check_bias_unary(c, op, {&grad, &x, &bias}, {"grad", "input", "bias"}, out);
+  check_bias_unary(c, op, {{&grad, "grad"}, {&x, "input"}, {&bias, "bias"}}, out);
   if (out.numel() > 0) bias_unary_backward_impl(op, grad, x, bias, out);
 }
 
