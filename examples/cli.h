@@ -50,7 +50,8 @@ inline void use_short_omp_spin(char** argv) {
 // `mpirun -np N` and prints once. Errors still reach stderr from every rank.
 inline void init_distributed() {
   distributed::init();
-  if (!distributed::is_main_process()) std::freopen("/dev/null", "w", stdout);
+  if (!distributed::is_main_process() && std::freopen("/dev/null", "w", stdout) == nullptr)
+    std::perror("init_distributed: stdout to /dev/null");  // it then prints on every rank
 }
 
 // Every option added afterwards shows its default value in --help and in print_config().
