@@ -3,8 +3,8 @@
 //   * matmul and linear (and so nn::Linear, scaled_dot_product_attention's two products, every
 //     model's projections) cast float32 operands, a Linear's bias included, to bfloat16 and
 //     multiply them with float32 accumulation; the result is bfloat16, rounded once (PyTorch's
-//     "lower precision" list). So a Linear's output, and GELU of it, stay bfloat16 up to the
-//     next product;
+//     "lower precision" list; on CUDA cuBLAS rounds a Linear's product before adding the bias). So
+//     a Linear's output, and GELU of it, stay bfloat16 up to the next product;
 //   * the ops PyTorch keeps in float32 (softmax, log_softmax, layer_norm, cross_entropy, sum,
 //     exp, log, pow, rsqrt) return their float32 result for bfloat16 inputs instead of
 //     rounding it to bfloat16 (cross_entropy and sum read the bfloat16 values in place);

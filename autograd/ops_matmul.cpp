@@ -183,8 +183,9 @@ Tensor pad_with_zeros(const Tensor& t, int64_t dim, DType type) {
 // y = x W^T + b as one GEMM that starts from the bias. Without `low`, x, weight, the bias and y
 // are float32. With `low` (autocast) x and weight are any floating dtype: the op casts them, and
 // the bias, to `low` itself, outside autograd; the GEMM accumulates in float32 from the bias and
-// rounds y to `low` once (PyTorch's autocast addmm). It records ONE node whose inputs are x,
-// weight and bias as given: it saves the low-precision copies for its backward, whose two GEMMs
+// rounds y to `low` once (PyTorch's autocast addmm; cuBLAS's bfloat16 GEMM rounds the product
+// before it adds the bias, and rounds again: seen on an H200). It records ONE node whose inputs are
+// x, weight and bias as given: it saves the low-precision copies for its backward, whose two GEMMs
 // write dx and dW in x's and weight's own dtype (float32 for float32 master weights) straight
 // from their float32 accumulators, and db is summed in float32: no cast nodes, and no gradient
 // of a parameter rounded to bfloat16 and cast back.

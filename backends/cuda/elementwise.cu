@@ -20,9 +20,10 @@
 // the widest element: 4 for float32, 8 for bfloat16 alone; a float32 <-> bfloat16 cast moves
 // 16 bytes on the float32 side and 8 on the bfloat16 side). Consecutive threads still touch
 // consecutive vectors, so a warp reads and writes one run of memory; the last numel % N
-// elements (the tail) go one per thread to the grid's first threads. A copy that broadcasts one
-// row to every row of a matrix (a Linear's bias as its GEMM's initial C) has its own vector
-// kernel: vector v of the output reads vector (v mod row_vectors) of the row.
+// elements (the tail) go one per thread to the grid's first threads. Two more vector kernels
+// cover strided layouts whose rows stay whole: a copy whose innermost dim has stride 1 on both
+// sides (a permute of attention's heads, a row broadcast to every row) moves vectors along it,
+// and bias_unary reads its bias row's vector (v mod row_vectors) for vector v of a dense x.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -192,18 +193,17 @@ __global__ void copy_kernel(Layout layout, Operand src, Operand dst) {
   }
 }
 
-// dst[r, c] = row[c]: a row broadcast to every row of a [rows, cols] matrix whose row stride
-// ld is a multiple of N, as vectors (cols a multiple of N, every address vector-aligned).
-// Index: uint32_t when the vector count fits (a cheaper division), else int64_t.
-template <int N, typename Index, typename Src, typename Dst>
-__global__ void broadcast_rows_kernel(int64_t rows, int64_t cols, const Src* row, int64_t ld,
-                                      Dst* dst) {
-  const Index row_vectors = static_cast<Index>(cols / N);
-  LOOM_GRID_STRIDE_LOOP(v, rows * row_vectors) {
-    const Index r = static_cast<Index>(v) / row_vectors;
-    const Index c = static_cast<Index>(v) - r * row_vectors;
-    reinterpret_cast<Vec<Dst, N>*>(dst + r * ld)[c] =
-        map_vec<N, Dst>(ConvertTo<Dst>{}, load_vec<N>(row, c));
+// A copy whose innermost dim has stride 1 in both operands, as vectors of N along that dim:
+// a permute that keeps each row whole (attention's heads, (B, T, nh, hs) <-> (B, nh, T, hs)), a
+// slice of columns, a row broadcast to every row (a Linear's bias as its GEMM's initial C).
+// The layout is the copy's own with the innermost size and every outer stride divided by N, so
+// element_offsets counts vectors.
+template <int N, typename Src, typename Dst>
+__global__ void copy_rows_vector_kernel(Layout layout, Operand src, Operand dst) {
+  LOOM_GRID_STRIDE_LOOP(v, layout.numel) {
+    const auto o = element_offsets(v, layout, src, dst);
+    reinterpret_cast<Vec<Dst, N>*>(dst.data)[o.at[1]] =
+        map_vec<N, Dst>(ConvertTo<Dst>{}, load_vec<N>(static_cast<const Src*>(src.data), o.at[0]));
   }
 }
 
@@ -300,6 +300,62 @@ __global__ void bias_unary_backward_kernel(Op op, Layout layout, Operand grad, O
     const float v = load_float(x, o.at[1]) + load_float(bias, o.at[2]);
     store_float(out, o.at[3], op.backward(load_float(grad, o.at[0]), v, 0.0f));
   }
+}
+
+// The vector path of bias_unary and its backward: out and the inputs dense [rows, cols] (cols a
+// multiple of N), the bias a [cols] row; vector v covers columns [c*N, c*N + N) of row
+// v / (cols/N), c = v mod (cols/N), and reads the bias's vector c. Index: uint32_t when the
+// vector count fits (a cheaper division), else int64_t.
+template <int N, typename Index, typename Out, typename Bias, typename F, typename... In>
+__global__ void bias_vector_kernel(int64_t rows, int64_t cols, F f, Out* out, const Bias* bias,
+                                   const In*... in) {
+  const Index row_vectors = static_cast<Index>(cols / N);
+  LOOM_GRID_STRIDE_LOOP(v, rows * row_vectors) {
+    const Index c = static_cast<Index>(v) % row_vectors;
+    reinterpret_cast<Vec<Out, N>*>(out)[v] =
+        map_vec<N, Out>(f, load_vec<N>(bias, c), load_vec<N>(in, v)...);
+  }
+}
+
+// op(x + b) and grad * op'(x + b) on float values, the bias first (bias_vector_kernel's order).
+template <class Op>
+struct BiasForward {
+  Op op;
+  __device__ __forceinline__ float operator()(float b, float x) const { return op.forward(x + b); }
+};
+template <class Op>
+struct BiasBackward {
+  Op op;
+  __device__ __forceinline__ float operator()(float b, float grad, float x) const {
+    return op.backward(grad, x + b, 0.0f);
+  }
+};
+
+// bias_vector_kernel, if the layout allows it: [rows, cols] with out and every input dense,
+// the bias's strides (0, 1), cols a multiple of N, every address vector-aligned.
+template <typename Out, typename Bias, typename... In, typename F>
+bool launch_bias_vector(const Layout& layout, const F& f, const Operand& out, const Operand& bias,
+                        OperandFor<In>... in, cudaStream_t stream) {
+  constexpr int N = kVecWidth<Out, Bias, In...>;
+  if (layout.ndim != 2 || bias.strides[0] != 0 || bias.strides[1] != 1) return false;
+  const int64_t rows = layout.shape[0], cols = layout.shape[1];
+  auto dense = [&](const Operand& o, size_t bytes) {
+    return o.strides[0] == cols && o.strides[1] == 1 && vector_aligned(o.data, N * bytes);
+  };
+  if (cols % N != 0 || !dense(out, sizeof(Out)) || !(dense(in, sizeof(In)) && ...) ||
+      !vector_aligned(bias.data, N * sizeof(Bias)))
+    return false;
+  const int64_t n = rows * (cols / N);
+  const unsigned grid = grid_for(n);
+  auto* o = static_cast<Out*>(out.data);
+  const auto* b = static_cast<const Bias*>(bias.data);
+  if (n < (int64_t{1} << 31))
+    bias_vector_kernel<N, uint32_t>
+        <<<grid, kBlock, 0, stream>>>(rows, cols, f, o, b, static_cast<const In*>(in.data)...);
+  else
+    bias_vector_kernel<N, int64_t>
+        <<<grid, kBlock, 0, stream>>>(rows, cols, f, o, b, static_cast<const In*>(in.data)...);
+  return true;
 }
 
 // ---------------------------------------------------------------------------- binary
@@ -399,25 +455,29 @@ __global__ void scale_kernel(Layout layout, Operand x, float alpha) {
   }
 }
 
-// The row-broadcast copy's vector kernel, if the layout is one: [rows, cols] with the source's
-// strides (0, 1), the destination's (ld, 1), cols and ld multiples of N, both addresses aligned.
+// copy_rows_vector_kernel, if the layout allows it: at least 2 dims, the innermost of stride 1
+// in both operands and a multiple of N long, every outer stride a multiple of N, both addresses
+// vector-aligned.
 template <typename Src, typename Dst>
-bool launch_broadcast_rows(const Layout& layout, const Operand& src, const Operand& dst,
-                           cudaStream_t stream) {
+bool launch_copy_rows_vector(const Layout& layout, const Operand& src, const Operand& dst,
+                             cudaStream_t stream) {
   constexpr int N = kVecWidth<Src, Dst>;
-  if (layout.ndim != 2 || src.strides[0] != 0 || src.strides[1] != 1 || dst.strides[1] != 1)
-    return false;
-  const int64_t rows = layout.shape[0], cols = layout.shape[1], ld = dst.strides[0];
-  if (cols % N != 0 || ld % N != 0 || !vector_aligned(src.data, N * sizeof(Src)) ||
+  const int last = layout.ndim - 1;
+  if (layout.ndim < 2 || src.strides[last] != 1 || dst.strides[last] != 1 ||
+      layout.shape[last] % N != 0 || !vector_aligned(src.data, N * sizeof(Src)) ||
       !vector_aligned(dst.data, N * sizeof(Dst)))
     return false;
-  const unsigned grid = grid_for(rows * (cols / N));
-  const auto* row = static_cast<const Src*>(src.data);
-  auto* out = static_cast<Dst*>(dst.data);
-  if (rows * (cols / N) < (int64_t{1} << 31))
-    broadcast_rows_kernel<N, uint32_t><<<grid, kBlock, 0, stream>>>(rows, cols, row, ld, out);
-  else
-    broadcast_rows_kernel<N, int64_t><<<grid, kBlock, 0, stream>>>(rows, cols, row, ld, out);
+  Layout vectors = layout;
+  Operand s = src, d = dst;
+  for (int i = 0; i < last; ++i) {
+    if (src.strides[i] % N != 0 || dst.strides[i] % N != 0) return false;
+    s.strides[i] /= N;
+    d.strides[i] /= N;
+  }
+  vectors.shape[last] /= N;
+  vectors.numel /= N;
+  copy_rows_vector_kernel<N, Src, Dst>
+      <<<grid_for(std::max<int64_t>(vectors.numel, 1)), kBlock, 0, stream>>>(vectors, s, d);
   return true;
 }
 
@@ -425,7 +485,7 @@ template <typename Src, typename Dst>
 void copy_to(const Layout& layout, const Operand& src, const Operand& dst, cudaStream_t stream) {
   if constexpr (!std::is_same_v<Src, int64_t> && !std::is_same_v<Dst, int64_t>) {
     if (launch_vector<Dst, Src>(layout, ConvertTo<Dst>{}, dst, src, stream)) return;
-    if (launch_broadcast_rows<Src, Dst>(layout, src, dst, stream)) return;
+    if (launch_copy_rows_vector<Src, Dst>(layout, src, dst, stream)) return;
   }
   copy_kernel<Src, Dst><<<grid_for(layout.numel), kBlock, 0, stream>>>(layout, src, dst);
 }
@@ -529,8 +589,17 @@ void launch_unary_backward(UnaryOp op, const Layout& layout, const Operand& grad
 void launch_bias_unary(UnaryOp op, const Layout& layout, const Operand& x, const Operand& bias,
                        const Operand& out, cudaStream_t stream) {
   unary::visit<CudaMath>(op, 0.0f, 0.0f, [&](auto entry) {
-    if constexpr (decltype(entry)::reads != unary::Reads::Output)
+    if constexpr (decltype(entry)::reads != unary::Reads::Output) {
+      // The vector path for a float32 bias and x and out both float32 or both bfloat16.
+      using F = BiasForward<decltype(entry)>;
+      if (!bias.bf16 && x.bf16 == out.bf16 &&
+          (x.bf16
+               ? launch_bias_vector<BFloat16, float, BFloat16>(
+                     layout, AsFloat<BFloat16, F>{F{entry}}, out, bias, x, stream)
+               : launch_bias_vector<float, float, float>(layout, F{entry}, out, bias, x, stream)))
+        return;
       bias_unary_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, x, bias, out);
+    }
   });
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -539,9 +608,18 @@ void launch_bias_unary_backward(UnaryOp op, const Layout& layout, const Operand&
                                 const Operand& x, const Operand& bias, const Operand& out,
                                 cudaStream_t stream) {
   unary::visit<CudaMath>(op, 0.0f, 0.0f, [&](auto entry) {
-    if constexpr (decltype(entry)::reads != unary::Reads::Output)
+    if constexpr (decltype(entry)::reads != unary::Reads::Output) {
+      // The vector path for a float32 bias and grad, x and out all float32 or all bfloat16.
+      using F = BiasBackward<decltype(entry)>;
+      if (!bias.bf16 && grad.bf16 == x.bf16 && x.bf16 == out.bf16 &&
+          (x.bf16 ? launch_bias_vector<BFloat16, float, BFloat16, BFloat16>(
+                        layout, AsFloat<BFloat16, F>{F{entry}}, out, bias, grad, x, stream)
+                  : launch_bias_vector<float, float, float, float>(layout, F{entry}, out, bias,
+                                                                   grad, x, stream)))
+        return;
       bias_unary_backward_kernel<<<grid_for(layout.numel), kBlock, 0, stream>>>(entry, layout, grad,
                                                                                 x, bias, out);
+    }
   });
   LOOM_CUDA_CHECK_LAUNCH();
 }

@@ -86,6 +86,14 @@ std::vector<std::pair<std::string, Tensor> > layouts(const Tensor& x) {
           {"sliced", cat({x, x}, 1).narrow(1, 0, x.size(1))}};
 }
 
+// Every (source, destination) pair of the floating dtypes, for the copy kernels' casts.
+std::vector<std::pair<DType, DType> > float_type_pairs() {
+  return {{DType::Float32, DType::Float32},
+          {DType::Float32, DType::BFloat16},
+          {DType::BFloat16, DType::Float32},
+          {DType::BFloat16, DType::BFloat16}};
+}
+
 // Runs one kernel call on both devices: `call` builds the call's tensors on the device it is
 // given, from the same host values, and returns the tensors to compare. The CUDA results must
 // match the CPU ones within rtol/atol (0/0 = bit for bit).
@@ -542,10 +550,7 @@ TEST_CASE("copying one row into every row of a matrix (a bias as a GEMM's start)
   const Tensor host = uniform({4, 24}, -2.0f, 2.0f, 33);
   for (int64_t cols : {8, 12, 16, 13}) {
     for (int64_t start : {0, 1}) {
-      for (auto [from, to] : {std::pair{DType::Float32, DType::Float32},
-                              std::pair{DType::Float32, DType::BFloat16},
-                              std::pair{DType::BFloat16, DType::Float32},
-                              std::pair{DType::BFloat16, DType::BFloat16}}) {
+      for (auto [from, to] : float_type_pairs()) {
         CAPTURE(cols);
         CAPTURE(start);
         compare_devices(
@@ -563,6 +568,37 @@ TEST_CASE("copying one row into every row of a matrix (a bias as a GEMM's start)
       }
     }
   }
+}
+
+TEST_CASE("a copy that keeps rows whole (attention's heads permuted) matches the CPU") {
+  // x [2, 5, W] viewed as heads [2, 5, 3, hs] (a column slice at `start`) and permuted to
+  // [2, 3, 5, hs], copied into a dense tensor and into a permuted view of one. The vector kernel
+  // runs when hs, every outer stride and both addresses allow whole vectors (hs 16; 12 for
+  // float32 only), the strided kernel otherwise (hs 13, a misaligned start, W odd).
+  LOOM_REQUIRE_GPU();
+  for (int64_t hs : {16, 12, 13})
+    for (int64_t start : {0, 1})
+      for (int64_t extra : {0, 1})
+        for (auto [from, to] : float_type_pairs()) {
+          CAPTURE(hs);
+          CAPTURE(start);
+          CAPTURE(extra);
+          const int64_t width = 4 * hs * 3 + extra;
+          const Tensor host = uniform({2, 5, width}, -2.0f, 2.0f, 34);
+          compare_devices(
+              "heads permuted",
+              [&](Backend& be, Device d) {
+                const Tensor heads =
+                    host.to(from).to(d).narrow(2, start, 3 * hs).reshape({2, 5, 3, hs});
+                Tensor dense = empty_on(d, {2, 3, 5, hs}, to);
+                be.copy(heads.transpose(1, 2), dense);
+                Tensor back = zeros({2, 5, 3, hs}, to, d);
+                Tensor view = back.transpose(1, 2);  // [2, 3, 5, hs] with strides of [2, 5, 3, hs]
+                be.copy(heads.transpose(1, 2), view);
+                return std::vector<Tensor>{dense, back};
+              },
+              0.0f, 0.0f);
+        }
 }
 
 // ============================================================================ reductions
