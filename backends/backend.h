@@ -103,6 +103,11 @@ struct AttentionArgs {
   uint64_t seed = 0, offset = 0;
 };
 
+// Problems of at most this many queries and no dropout (KV-cache decoding: one query per step)
+// run on CUDA as split-key decoding kernels (backends/cuda/attention.cu), which
+// scaled_dot_product_attention then takes by default in float32 too.
+constexpr int64_t kAttentionDecodeQueries = 8;
+
 // Where a fused attention kernel reads mask element (b, i, j): at
 // batch_offset(b) + i * row_stride + j * col_stride from the mask's data pointer, b split into
 // its coordinates over the mask's leading dims (size-1 dims dropped; stride 0 = broadcast).

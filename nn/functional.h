@@ -101,11 +101,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The fused kernel (FlashAttention-2, Backend::attention_forward/backward): used by
 // scaled_dot_product_attention when it is enabled for the device and the call allows it (no
 // attn_weights requested, q/k/v of one dtype with equal leading dims and d_k = d_v, on the GPU
-// head_dim <= 128 and at least 16 queries (not KV-cache decoding), a mask that needs no
-// gradient, dropout_p < 1). It computes the same values
-// without materialising the [..., T_q, T_k] scores; dropout draws the same Philox numbers, so
-// the same seed gives the same result. Default, by measurement (functional_attention.cpp): on
-// the GPU bfloat16 attention (autocast's too) is fused and float32 is not; the CPU is not fused.
+// head_dim <= 128 and either at least 16 queries or at most kAttentionDecodeQueries = 8
+// (KV-cache decoding, without dropout), a mask that needs no gradient, dropout_p < 1). It
+// computes the same values without materialising the [..., T_q, T_k] scores; dropout draws the
+// same Philox numbers, so the same seed gives the same result. Default, by measurement
+// (functional_attention.cpp): on the GPU bfloat16 attention (autocast's too) is fused, and
+// float32 only when decoding (the split-key decoding kernels); the CPU is not fused.
 // set_fused_attention(device, true / false) fuses every dtype the kernel takes / none.
 // fused_attention_enabled(device): whether bfloat16 attention on `device` is fused.
 void set_fused_attention(Device device, bool enabled);

@@ -47,8 +47,10 @@ Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t 
 // Which path each device takes, as measured (README, "On a GPU"): set_fused_attention forces
 // one; by default (kDefault) the GPU fuses bfloat16 attention (autocast's included), where its
 // tensor-core kernel beats cuBLAS + the softmax kernels (GPT-2 124M on an H200: 100k against
-// 88k tokens/s), and leaves float32 to the unfused path, which is faster there; the CPU's
-// BLAS-batched unfused products are faster than its fused reference kernel.
+// 88k tokens/s), and leaves float32 to the unfused path, which is faster there, except for
+// KV-cache decoding (at most kAttentionDecodeQueries queries), where the GPU's split-key
+// decoding kernels are 2 launches instead of the unfused path's 5 and skip the blocked keys;
+// the CPU's BLAS-batched unfused products are faster than its fused reference kernel.
 constexpr int kDefault = -1, kOff = 0, kOn = 1;
 std::atomic<int> fused_on_cpu{kDefault}, fused_on_cuda{kDefault};
 
@@ -56,27 +58,33 @@ std::atomic<int>& fused_flag(Device device) {
   return device == Device::CUDA ? fused_on_cuda : fused_on_cpu;
 }
 
-// Whether the fused kernel is used on `device` for attention computed in `compute`.
-bool fused_for(Device device, DType compute) {
+// Whether the fused kernel is used on `device` for attention of q_len queries computed in
+// `compute`.
+bool fused_for(Device device, DType compute, int64_t q_len) {
   const int state = fused_flag(device);
   if (state != kDefault) return state == kOn;
-  return device == Device::CUDA && compute == DType::BFloat16;
+  return device == Device::CUDA && (compute == DType::BFloat16 || q_len <= kAttentionDecodeQueries);
 }
 
 // Whether the fused kernel computes this call, in `compute` (q's dtype, or bfloat16 under
 // autocast; see set_fused_attention in functional.h).
 bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                DType compute) {
-  if (o.attn_weights != nullptr || !fused_for(q.device(), compute)) return false;
+  if (o.attn_weights != nullptr || !fused_for(q.device(), compute, q.size(-2))) return false;
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return false;
   if (q.dtype() != DType::Float32 && q.dtype() != DType::BFloat16) return false;
   if (k.device() != q.device() || v.device() != q.device()) return false;
   const int64_t d = q.size(-1);
   if (v.size(-1) != d || d < 1 || (q.device() == Device::CUDA && d > 128)) return false;
-  // A few queries against many keys (KV-cache decoding: one query per step) would leave the
-  // GPU kernel's 16-64-row query tiles nearly empty and its blocks few, and would copy the
-  // cache's strided views; cuBLAS's batched products do that case better.
-  if (q.device() == Device::CUDA && q.size(-2) < 16) return false;
+  // Up to kAttentionDecodeQueries queries (KV-cache decoding) the GPU runs its decoding
+  // kernels; a few more would leave the 16-64-row query tiles of the others nearly empty and
+  // their blocks few, where cuBLAS's batched products do better.
+  if (q.device() == Device::CUDA && q.size(-2) > kAttentionDecodeQueries && q.size(-2) < 16)
+    return false;
+  // The decoding kernels take no dropout: training with so few queries stays unfused.
+  if (q.device() == Device::CUDA && q.size(-2) <= kAttentionDecodeQueries && o.training &&
+      o.dropout_p > 0.0f)
+    return false;
   for (int64_t i = 0; i + 2 < q.dim(); ++i)
     if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) return false;
   if (q.numel() == 0 || k.size(-2) == 0) return false;
@@ -140,7 +148,9 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 void set_fused_attention(Device device, bool enabled) { fused_flag(device) = enabled ? kOn : kOff; }
 void reset_fused_attention(Device device) { fused_flag(device) = kDefault; }
-bool fused_attention_enabled(Device device) { return fused_for(device, DType::BFloat16); }
+bool fused_attention_enabled(Device device) {
+  return fused_for(device, DType::BFloat16, kAttentionDecodeQueries + 1);
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {

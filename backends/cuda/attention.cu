@@ -36,6 +36,16 @@
 //   load K_tile, V_tile; dK = dV = 0 (float, shared)
 //   for each query tile: S, dP, then P Z and dS in place; dV += (P Z)^T dO, dK += dS^T Q
 //     (accumulating in shared); dQ_part = dS K added with atomicAdd; dK * scale, dV stored.
+//
+// Decoding (at most kAttentionDecodeQueries queries, no dropout; either dtype): a query tile
+// would be nearly empty and the blocks few (one per head), so the keys are split instead
+// (Flash-Decoding, Dao et al. 2023): grid (problem b, chunk of kDecodeChunk keys), each warp
+// runs the online softmax over every 4th key of its block's chunk, one dot product per key
+// across the warp's lanes (lane l holds dims l, l + 32, ...); the block merges its warps and
+// writes a partial (m, l, o[D]) per query row, and a second kernel merges the chunks:
+//   m = max_c m_c, l = sum_c l_c exp(m_c - m), out = sum_c o_c exp(m_c - m) / l, lse = m + log l.
+// A key a query cannot see (a -inf mask, past the causal bound) is skipped before its K and V
+// rows are read, so a recorded decoding step that covers the whole cache reads its filled part.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -947,15 +957,146 @@ __global__ void attention_store_dq_kernel(const float* __restrict__ acc, int64_t
   LOOM_GRID_STRIDE_LOOP(i, count) dq[i] = from_float<T>(acc[i]);
 }
 
+// ---------------------------------------------------------------------------- decoding
+constexpr int64_t kDecodeChunk = 64;  // keys per block of attention_decode_split_kernel
+
+// part [n * q_len, chunks, D + 2]: for each query row and chunk, the chunk's running max m, its
+// sum l of exp(s - m), and its unnormalised output o = sum_j exp(s_j - m) v_j (m = -inf, l = 0,
+// o = 0 when the row sees no key of the chunk).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    attention_decode_split_kernel(Problem pb, const T* __restrict__ q, const T* __restrict__ k,
+                                  const T* __restrict__ v, float* __restrict__ part,
+                                  int64_t chunks) {
+  constexpr int kPer = D / kWarp;  // dims per lane
+  constexpr int kWarps = kThreads / kWarp;
+  __shared__ float warp_m[kWarps], warp_l[kWarps], warp_o[kWarps][D];
+  const AttentionArgs& a = pb.args;
+  const int64_t b = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp,
+            warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int d = static_cast<int>(a.head_dim);
+  const int64_t first = chunk * kDecodeChunk;
+  const int64_t end = first + kDecodeChunk < a.kv_len ? first + kDecodeChunk : a.kv_len;
+  const int64_t mask_base = pb.mask ? pb.layout.batch_offset(b) : 0;
+  for (int64_t i = 0; i < a.q_len; ++i) {
+    float qi[kPer], o[kPer];
+#pragma unroll
+    for (int t = 0; t < kPer; ++t) {
+      const int c = lane + t * kWarp;
+      qi[t] = c < d ? to_float(q[(b * a.q_len + i) * d + c]) : 0.0f;
+      o[t] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    // Every warp runs the same number of steps (its key j may be past the chunk's end), so
+    // that all the block's threads reach each shuffle, as CUDA's rules for them ask.
+    for (int64_t j = first + warp; j - warp < end; j += kWarps) {
+      float add = -INFINITY;  // the mask's value, -inf for a key this query cannot see
+      if (j < end && pb.visible(i, j))
+        add = pb.mask ? pb.mask[mask_base + i * pb.layout.row_stride + j * pb.layout.col_stride]
+                      : 0.0f;
+      const bool seen = add != -INFINITY;            // a blocked key's K and V rows are not read
+      const int64_t kv_at = (b * a.kv_len + j) * d;  // key j in k and v
+      float dot = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kPer; ++t) {
+        const int c = lane + t * kWarp;
+        if (seen && c < d) dot += qi[t] * to_float(k[kv_at + c]);
+      }
+      dot = group_sum<kWarp>(dot);
+      if (!seen) continue;
+      const float s = dot * a.scale + add;  // Problem::score's value
+      const float m_new = fmaxf(m, s);
+      const float alpha = expf(m - m_new), p = expf(s - m_new);
+      l = l * alpha + p;
+#pragma unroll
+      for (int t = 0; t < kPer; ++t) {
+        const int c = lane + t * kWarp;
+        o[t] = o[t] * alpha + (c < d ? p * to_float(v[kv_at + c]) : 0.0f);
+      }
+      m = m_new;
+    }
+    // The block's warps merged into this chunk's partial.
+    if (lane == 0) warp_m[warp] = m, warp_l[warp] = l;
+#pragma unroll
+    for (int t = 0; t < kPer; ++t) warp_o[warp][lane + t * kWarp] = o[t];
+    __syncthreads();
+    float m_all = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+    float* row = part + ((b * a.q_len + i) * chunks + chunk) * (D + 2);
+    auto weight = [&](int w) { return warp_m[w] == -INFINITY ? 0.0f : expf(warp_m[w] - m_all); };
+    for (int c = static_cast<int>(threadIdx.x); c < D; c += kThreads) {
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
+      row[2 + c] = sum;
+    }
+    if (threadIdx.x == 0) {
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_l[w];
+      row[0] = m_all, row[1] = sum;
+    }
+    __syncthreads();  // warp_* are written again for the next row
+  }
+}
+
+// One block of one warp per query row: the chunks' partials merged into out (T) and lse. A row
+// that saw no key at all gets NaN, as the CPU kernel and the unfused softmax give.
+template <typename T, int D>
+__global__ void attention_decode_merge_kernel(const float* __restrict__ part, int64_t chunks, int d,
+                                              T* __restrict__ out, float* __restrict__ lse) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t r = blockIdx.x;
+  const float* p = part + r * chunks * (D + 2);
+  float m = -INFINITY;
+  for (int64_t c = lane; c < chunks; c += kWarp) m = fmaxf(m, p[c * (D + 2)]);
+  m = group_max<kWarp>(m);
+  if (m == -INFINITY) {
+    for (int c = lane; c < d; c += kWarp) out[r * d + c] = from_float<T>(NAN);
+    if (lane == 0) lse[r] = NAN;
+    return;
+  }
+  float l = 0.0f;
+  for (int64_t c = lane; c < chunks; c += kWarp) l += p[c * (D + 2) + 1] * expf(p[c * (D + 2)] - m);
+  l = group_sum<kWarp>(l);
+  for (int col = lane; col < d; col += kWarp) {
+    float sum = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) sum += p[c * (D + 2) + 2 + col] * expf(p[c * (D + 2)] - m);
+    out[r * d + col] = from_float<T>(sum / l);
+  }
+  if (lane == 0) lse[r] = m + logf(l);
+}
+
 // The padded head dim of the kernels: 32, 64 or 128.
 int padded_dim(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 
 // One block per (problem, tile); CudaBackend checked that the count fits grid.x (2^31 - 1).
 unsigned grid_of(int64_t n, int64_t tiles) { return static_cast<unsigned>(n * tiles); }
 
+// The decoding kernels' launch (see the top of the file), when the problem is one: at most
+// kAttentionDecodeQueries queries, no dropout, and a grid that fits. false: nothing launched.
+template <typename T, int D>
+bool decode(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
+            Scratch& scratch, cudaStream_t stream) {
+  const AttentionArgs& a = pb.args;
+  const int64_t chunks = ceil_div(a.kv_len, kDecodeChunk), rows = a.n * a.q_len;
+  if (a.q_len > kAttentionDecodeQueries || a.dropout_p > 0.0f || rows == 0 || chunks == 0 ||
+      a.n * chunks >= (int64_t{1} << 31) || rows >= (int64_t{1} << 31))
+    return false;
+  float* part = static_cast<float*>(scratch.get(sizeof(float) * rows * chunks * (D + 2)));
+  attention_decode_split_kernel<T, D><<<grid_of(a.n, chunks), kThreads, 0, stream>>>(
+      pb, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part,
+      chunks);
+  LOOM_CUDA_CHECK_LAUNCH();
+  attention_decode_merge_kernel<T, D><<<static_cast<unsigned>(rows), kWarp, 0, stream>>>(
+      part, chunks, static_cast<int>(a.head_dim), static_cast<T*>(out), lse);
+  LOOM_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 template <typename T, int D>
 void forward(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
-             cudaStream_t stream) {
+             Scratch& scratch, cudaStream_t stream) {
+  if (decode<T, D>(pb, q, k, v, out, lse, scratch, stream)) return;
   if constexpr (std::is_same_v<T, Bits>) {
     using L = FwdMma<D>;
     const int64_t q_tiles = ceil_div(pb.args.q_len, L::BR);
@@ -1041,10 +1182,10 @@ void dispatch(DType type, int64_t head_dim, const F& f) {
 
 void launch_attention_forward(const AttentionArgs& args, DType type, const void* q, const void* k,
                               const void* v, const float* mask, const AttentionMaskLayout& layout,
-                              void* out, float* lse, cudaStream_t stream) {
+                              void* out, float* lse, Scratch& scratch, cudaStream_t stream) {
   const Problem pb{args, mask, layout};
   dispatch(type, args.head_dim,
-           [&]<typename T, int D>() { forward<T, D>(pb, q, k, v, out, lse, stream); });
+           [&]<typename T, int D>() { forward<T, D>(pb, q, k, v, out, lse, scratch, stream); });
 }
 
 void launch_attention_backward(const AttentionArgs& args, DType type, const void* dout,

@@ -445,9 +445,10 @@ class CudaBackend final : public Backend {
                               const Tensor& mask, const AttentionArgs& args, Tensor& out,
                               Tensor& lse) override {
     check_attention_launch("attention_forward", args);
+    ScratchBlocks scratch(*this);  // the decoding kernels' partial results
     cuda::launch_attention_forward(args, q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(),
                                    ptr<float>(mask), attention_mask_layout(mask), out.raw_data(),
-                                   lse.data_ptr<float>(), stream_);
+                                   lse.data_ptr<float>(), scratch, stream_);
   }
 
   void attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,

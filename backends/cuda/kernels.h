@@ -186,7 +186,7 @@ void launch_scale_multi(const FloatTensor* xs, size_t count, float alpha, cudaSt
 // mask float32 read through `layout`, or null. head_dim 1..128 (padded to 32, 64 or 128).
 void launch_attention_forward(const AttentionArgs& args, DType type, const void* q, const void* k,
                               const void* v, const float* mask, const AttentionMaskLayout& layout,
-                              void* out, float* lse, cudaStream_t stream);
+                              void* out, float* lse, Scratch& scratch, cudaStream_t stream);
 void launch_attention_backward(const AttentionArgs& args, DType type, const void* dout,
                                const void* q, const void* k, const void* v, const float* mask,
                                const AttentionMaskLayout& layout, const void* out,

@@ -2,8 +2,8 @@
 // reference kernel (backends/cpu/attention.cpp): out, lse, dq, dk, dv for float32 and bfloat16,
 // head dims 32/64/128 and odd ones (padded), causal with and without a query offset, padding
 // and broadcast masks read in place, dropout (the same Philox draw), lengths 1, 17, 64, 129 and
-// one long sequence; and scaled_dot_product_attention on CUDA (fused when enabled) against its
-// unfused path. bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
+// one long sequence, and the split-key decoding kernels (at most 8 queries, up to 1024 keys);
+// and scaled_dot_product_attention on CUDA (fused when enabled) against its unfused path. bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
 // Without a GPU the cases return at once (test_cuda.cpp's first case reports that once).
 #include <algorithm>
 #include <cmath>
@@ -152,6 +152,22 @@ const std::vector<Case>& cases() {
       {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 64, .causal = true, .dropout_p = 0.2f},
       {.n = 2, .q_len = 40, .kv_len = 130, .head_dim = 32, .amplitude = 6.0f},
       {.n = 1, .q_len = 5, .kv_len = 9, .head_dim = 7, .mask = "blocked"},
+      // At most 8 queries without dropout: the decoding kernels (keys split in chunks of 64),
+      // whole chunks of keys blocked by the padding mask, a causal bound inside a chunk, a row
+      // that sees no key; with dropout, the tiled kernels.
+      {.n = 12, .q_len = 1, .kv_len = 1024, .head_dim = 64, .mask = "padding"},
+      {.n = 3, .q_len = 1, .kv_len = 130, .head_dim = 64, .causal = true, .query_offset = 100},
+      {.n = 2,
+       .q_len = 4,
+       .kv_len = 300,
+       .head_dim = 128,
+       .causal = true,
+       .query_offset = 290,
+       .amplitude = 3.0f,
+       .mask = "bias"},
+      {.n = 2, .q_len = 8, .kv_len = 65, .head_dim = 80, .mask = "padding"},
+      {.n = 2, .q_len = 2, .kv_len = 200, .head_dim = 24, .mask = "blocked"},
+      {.n = 2, .q_len = 3, .kv_len = 70, .head_dim = 64, .dropout_p = 0.2f},
       // Several query and key tiles of the bfloat16 kernels (64 rows), both with tails, with
       // every feature at once and scores large enough to move the running max often.
       {.n = 2,
@@ -261,19 +277,47 @@ TEST_CASE(
   for (int j = 0; j < 6; ++j) check_near(results[1][j], results[0][j], 2e-2f, names[j]);
 }
 
-TEST_CASE("on CUDA, fewer than 16 queries (KV-cache decoding) take the unfused path") {
+TEST_CASE(
+    "on CUDA, KV-cache decoding (at most 8 queries) takes the decoding kernels, also in "
+    "float32; 9 to 15 queries the unfused path") {
   LOOM_REQUIRE_GPU();
   const Tensor q = randn({1, 2, 16, 32}).to(Device::CUDA).requires_grad_(true);
   const Tensor k = randn({1, 2, 40, 32}).to(Device::CUDA);
-  const FusedAttention on(Device::CUDA, true);
   auto fused = [](const Tensor& t) {
     for (auto node = t.grad_fn(); node;
          node = node->inputs.empty() ? nullptr : node->inputs[0].node)
       if (node->name == "scaled_dot_product_attention") return true;
     return false;
   };
-  CHECK(fused(F::scaled_dot_product_attention(q, k, k, {.causal = true, .query_offset = 24})));
-  const Tensor step = q.narrow(2, 15, 1);  // one decoding step
-  CHECK_FALSE(
-      fused(F::scaled_dot_product_attention(step, k, k, {.causal = true, .query_offset = 39})));
+  auto attend = [&](int64_t queries) {  // the last `queries` positions of the 40
+    return F::scaled_dot_product_attention(q.narrow(2, 16 - queries, queries), k, k,
+                                           {.causal = true, .query_offset = 40 - queries});
+  };
+  // The default: float32 attention is fused only when decoding.
+  CHECK(fused(attend(1)));
+  CHECK(fused(attend(8)));
+  CHECK_FALSE(fused(attend(9)));
+  CHECK_FALSE(fused(attend(16)));
+  CHECK_FALSE(fused(F::scaled_dot_product_attention(
+      q.narrow(2, 15, 1), k, k, {.dropout_p = 0.1f, .training = true})));  // no dropout there
+  {
+    const FusedAttention on(Device::CUDA, true);
+    CHECK(fused(attend(16)));
+    CHECK(fused(attend(1)));
+    CHECK_FALSE(fused(attend(12)));
+  }
+  const FusedAttention off(Device::CUDA, false);
+  CHECK_FALSE(fused(attend(1)));
+  // The decoding kernels' values and gradients equal the unfused path's.
+  std::vector<Tensor> results[2];
+  for (int on = 0; on < 2; ++on) {
+    F::set_fused_attention(Device::CUDA, on == 1);
+    const Tensor leaf = q.detach().requires_grad_(true);
+    const Tensor out = F::scaled_dot_product_attention(leaf.narrow(2, 13, 3), k, k,
+                                                       {.causal = true, .query_offset = 37});
+    sum(out * out).backward();
+    results[on] = {out.detach(), leaf.grad()};
+  }
+  check_near(results[1][0], results[0][0], 1e-5f, "decoding vs unfused out");
+  check_near(results[1][1], results[0][1], 1e-5f, "decoding vs unfused dq");
 }
