@@ -3,7 +3,8 @@
 // head dims 32/64/128 and odd ones (padded), causal with and without a query offset, padding
 // and broadcast masks read in place, dropout (the same Philox draw), lengths 1, 17, 64, 129 and
 // one long sequence, and the split-key decoding kernels (at most 8 queries, up to 1024 keys);
-// and scaled_dot_product_attention on CUDA (fused when enabled) against its unfused path. bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
+// and scaled_dot_product_attention on CUDA (fused when enabled) against its unfused path.
+// bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
 // Without a GPU the cases return at once (test_cuda.cpp's first case reports that once).
 #include <algorithm>
 #include <cmath>
