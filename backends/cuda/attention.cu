@@ -1039,29 +1039,36 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block of one warp per query row: the chunks' partials merged into out (T) and lse. A row
-// that saw no key at all gets NaN, as the CPU kernel and the unfused softmax give.
+// One block of one warp per query row: the chunks' partials merged into out (T) and lse. Every
+// lane walks all the chunks (a few dozen at most for a cache of a few thousand positions), so
+// it knows m and l itself; lane l merges output dims l, l + 32, ... A row that saw no key at
+// all gets NaN, as the CPU kernel and the unfused softmax give.
 template <typename T, int D>
 __global__ void attention_decode_merge_kernel(const float* __restrict__ part, int64_t chunks, int d,
                                               T* __restrict__ out, float* __restrict__ lse) {
+  constexpr int kPer = D / kWarp;  // dims per lane
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t r = blockIdx.x;
-  const float* p = part + r * chunks * (D + 2);
+  const float* p = part + r * chunks * (D + 2);  // chunk c: m, l, o[D] at p + c * (D + 2)
   float m = -INFINITY;
-  for (int64_t c = lane; c < chunks; c += kWarp) m = fmaxf(m, p[c * (D + 2)]);
-  m = group_max<kWarp>(m);
+  for (int64_t c = 0; c < chunks; ++c) m = fmaxf(m, p[c * (D + 2)]);
   if (m == -INFINITY) {
-    for (int c = lane; c < d; c += kWarp) out[r * d + c] = from_float<T>(NAN);
+    for (int col = lane; col < d; col += kWarp) out[r * d + col] = from_float<T>(NAN);
     if (lane == 0) lse[r] = NAN;
     return;
   }
-  float l = 0.0f;
-  for (int64_t c = lane; c < chunks; c += kWarp) l += p[c * (D + 2) + 1] * expf(p[c * (D + 2)] - m);
-  l = group_sum<kWarp>(l);
-  for (int col = lane; col < d; col += kWarp) {
-    float sum = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) sum += p[c * (D + 2) + 2 + col] * expf(p[c * (D + 2)] - m);
-    out[r * d + col] = from_float<T>(sum / l);
+  float l = 0.0f, o[kPer] = {};
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* chunk = p + c * (D + 2);
+    const float w = expf(chunk[0] - m);  // 0 for a chunk that saw no key
+    l += w * chunk[1];
+#pragma unroll
+    for (int t = 0; t < kPer; ++t) o[t] += w * chunk[2 + lane + t * kWarp];
+  }
+#pragma unroll
+  for (int t = 0; t < kPer; ++t) {
+    const int col = lane + t * kWarp;
+    if (col < d) out[r * d + col] = from_float<T>(o[t] / l);
   }
   if (lane == 0) lse[r] = m + logf(l);
 }

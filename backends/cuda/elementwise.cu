@@ -283,12 +283,28 @@ __global__ void unary_backward_kernel(Op op, Layout layout, Operand grad, Operan
   }
 }
 
-// The add of a bias fused into the unary op after it (bias_gelu): one pass instead of two.
+// op(x + b) and grad * op'(x + b) on float values, the bias first: the add of a bias fused
+// into the unary op after it (bias_gelu), one pass instead of two. Both kernels of each way
+// (strided and vector) compute through these.
+template <class Op>
+struct BiasForward {
+  Op op;
+  __device__ __forceinline__ float operator()(float b, float x) const { return op.forward(x + b); }
+};
+template <class Op>
+struct BiasBackward {
+  Op op;
+  __device__ __forceinline__ float operator()(float b, float grad, float x) const {
+    return op.backward(grad, x + b, 0.0f);
+  }
+};
+
 template <class Op>
 __global__ void bias_unary_kernel(Op op, Layout layout, Operand x, Operand bias, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, x, bias, out);
-    store_float(out, o.at[2], op.forward(load_float(x, o.at[0]) + load_float(bias, o.at[1])));
+    store_float(out, o.at[2],
+                BiasForward<Op>{op}(load_float(bias, o.at[1]), load_float(x, o.at[0])));
   }
 }
 
@@ -297,8 +313,9 @@ __global__ void bias_unary_backward_kernel(Op op, Layout layout, Operand grad, O
                                            Operand bias, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, grad, x, bias, out);
-    const float v = load_float(x, o.at[1]) + load_float(bias, o.at[2]);
-    store_float(out, o.at[3], op.backward(load_float(grad, o.at[0]), v, 0.0f));
+    store_float(out, o.at[3],
+                BiasBackward<Op>{op}(load_float(bias, o.at[2]), load_float(grad, o.at[0]),
+                                     load_float(x, o.at[1])));
   }
 }
 
@@ -316,20 +333,6 @@ __global__ void bias_vector_kernel(int64_t rows, int64_t cols, F f, Out* out, co
         map_vec<N, Out>(f, load_vec<N>(bias, c), load_vec<N>(in, v)...);
   }
 }
-
-// op(x + b) and grad * op'(x + b) on float values, the bias first (bias_vector_kernel's order).
-template <class Op>
-struct BiasForward {
-  Op op;
-  __device__ __forceinline__ float operator()(float b, float x) const { return op.forward(x + b); }
-};
-template <class Op>
-struct BiasBackward {
-  Op op;
-  __device__ __forceinline__ float operator()(float b, float grad, float x) const {
-    return op.backward(grad, x + b, 0.0f);
-  }
-};
 
 // bias_vector_kernel, if the layout allows it: [rows, cols] with out and every input dense,
 // the bias's strides (0, 1), cols a multiple of N, every address vector-aligned.
