@@ -57,9 +57,11 @@ bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
 // product is written into it and it is returned: C = beta * init + A @ B (beta 1: added to it, as
 // a GEMM from a bias; 0: init is only the memory to write). A and B have one dtype, float32 or
 // bfloat16 (products accumulated in float32 either way); C has init's dtype, else `out_type`,
-// else A's.
+// else A's. `bias` (float32 [N], or undefined) is added to every row (GemmArgs::bias): the GEMM
+// starts from it, so no copy of it is made first.
 Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
-                    std::optional<DType> out_type = std::nullopt, float beta = 1.0f) {
+                    std::optional<DType> out_type = std::nullopt, float beta = 1.0f,
+                    const Tensor& bias = Tensor()) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -71,8 +73,9 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   const DType c_type = init.defined() ? init.dtype() : out_type.value_or(a.dtype());
   Tensor c = init.defined() ? init : Tensor::empty(out_shape, c_type, a.device());
   if (c.numel() == 0) return c;
-  if (k == 0) {  // an empty sum adds nothing
+  if (k == 0) {  // an empty sum adds nothing: C is init (or zeros), plus the bias
     if (!init.defined() || beta == 0.0f) backend(c.device()).fill(c, 0.0);
+    if (bias.defined()) c.copy_(c + bias);
     return c;
   }
   Shape full_a = batch_shape, full_b = batch_shape;
@@ -106,6 +109,8 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   args.stride_c = m * n;
   args.beta = init.defined() ? beta : 0.0f;
   args.ab_type = a.dtype(), args.c_type = c_type;
+  const Tensor bias_row = bias.defined() ? bias.contiguous() : Tensor();  // [N] float32
+  if (bias_row.defined()) args.bias = bias_row.data_ptr<float>();
   // Element offsets become byte addresses: the operands' elements are 4 or 2 bytes.
   const auto* pa = static_cast<const char*>(av.raw_data());
   const auto* pb = static_cast<const char*>(bv.raw_data());
@@ -220,8 +225,8 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const DType w_low = low ? *low : weight.dtype();
   const Tensor wa = pad ? pad_with_zeros(weight.detach(), 0, w_low)  // [out_p, in]
                         : low ? weight.detach().to(*low) : weight.detach();
-  // The GEMM starts from the bias (beta = 1), as torch's addmm: no second pass over the output
-  // to add it, and no pass of the BLAS zeroing the output first.
+  // The GEMM starts from the bias, as torch's addmm: no second pass over the output to add it,
+  // and no pass of the BLAS zeroing the output first.
   const DType y_type = low ? *low : DType::Float32;
   Tensor y;
   if (pad) {  // [rows, out] inside a [rows, out_p] buffer
@@ -229,11 +234,8 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, y_type);
     y = gemm_forward(xa, wa.t(), y_p, y_type, bias.defined() ? 1.0f : 0.0f).narrow(1, 0, out);
   } else {
-    // A fresh [rows, out] buffer holding the bias in y's dtype (to() casts and copies in one
-    // pass; clone() copies when there is nothing to cast).
-    const Tensor b = bias.defined() ? bias.detach().expand({rows, out}) : Tensor();
-    const Tensor init = !b.defined() ? Tensor() : b.dtype() == y_type ? b.clone() : b.to(y_type);
-    y = gemm_forward(xa, wa.t(), init, y_type);  // [rows, out]
+    const Tensor b = bias.defined() ? bias.detach() : Tensor();
+    y = gemm_forward(xa, wa.t(), Tensor(), y_type, 0.0f, b);  // [rows, out]
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
     Tensor xs = detail::saved(xa), ws = detail::saved(wa);

@@ -74,6 +74,11 @@ struct GemmArgs {
   int64_t ldb = 0, stride_b = 0;
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
+  // A float32 row of n values (or null) that C starts from: C = alpha op(A) op(B) + beta C +
+  // bias, the bias added to every row of every batch item (a Linear's y = x W^T + b, torch's
+  // addmm with a broadcast input). A bfloat16 C takes the bias rounded to bfloat16, as
+  // PyTorch's autocast casts addmm's input.
+  const float* bias = nullptr;
 };
 
 struct AdamArgs {

@@ -8,6 +8,7 @@
 // upcast exactly, multiplied by the same float32 BLAS, and a bfloat16 result is rounded once.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -54,6 +55,28 @@ void scale_output(const GemmArgs& g, int64_t ldc) {
     for (int64_t r = 0; r < g.m; ++r) {
       float* row = static_cast<float*>(g.c) + b * g.stride_c + r * ldc;
       for (int64_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
+    }
+}
+
+// C = beta * C + bias in C's dtype (the bias rounded to bfloat16 for a bfloat16 C), the start of
+// a GEMM with GemmArgs::bias; beta == 0 does not read C.
+void add_bias_rows(const GemmArgs& g) {
+  const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+  const bool bf16 = g.c_type == DType::BFloat16;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t r = 0; r < g.m; ++r) {
+      const int64_t row = b * g.stride_c + r * ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        if (bf16) {
+          auto* c = static_cast<BFloat16*>(g.c) + row;
+          const float old = g.beta == 0.0f ? 0.0f : g.beta * static_cast<float>(c[j]);
+          c[j] = BFloat16(old + static_cast<float>(BFloat16(g.bias[j])));
+        } else {
+          float* c = static_cast<float*>(g.c) + row;
+          c[j] = (g.beta == 0.0f ? 0.0f : g.beta * c[j]) + g.bias[j];
+        }
+      }
     }
 }
 
@@ -115,6 +138,13 @@ void CpuBackend::gemm_bfloat16(const GemmArgs& g) {
 }
 
 void CpuBackend::gemm_impl(const GemmArgs& g) {
+  if (g.bias != nullptr) {  // C = beta C + bias first; the product is then added to it
+    add_bias_rows(g);
+    GemmArgs rest = g;
+    rest.bias = nullptr;
+    rest.beta = 1.0f;
+    return gemm_impl(rest);
+  }
   if (g.ab_type != DType::Float32 || g.c_type != DType::Float32) return gemm_bfloat16(g);
   check_int_sizes(g);
   const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;

@@ -88,6 +88,16 @@ struct Matrix {
   int64_t rows, cols, ld, stride;
 };
 
+// Whether gemm_impl runs `g` in launch_gemm_rows (gemm.cu) rather than cuBLAS: a product of at
+// most kGemmRowsMax rows with a Linear's weight [n, k], as in decoding (a row per token or beam).
+// It is a matrix-vector product, bound by reading the weight once; cuBLAS's GEMV kernels read
+// GPT-2's weights at 0.4-0.8 TB/s on an H200 (of 4.8), and a bias took a launch of its own.
+constexpr int64_t kGemmRowsMaxK = 16384;  // beyond it a warp per output column is too little
+bool few_rows(const GemmArgs& g) {
+  return g.batch == 1 && g.m <= cuda::kGemmRowsMax && g.k > 0 && g.k <= kGemmRowsMaxK &&
+         !g.trans_a && g.trans_b;
+}
+
 cudaDataType cuda_type(DType type) { return type == DType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 int to_int(int64_t value, const char* what) {
@@ -283,6 +293,20 @@ class CudaBackend final : public Backend {
   // operands swap places, m and n swap, and each keeps its own transpose flag and ld.
   void gemm_impl(const GemmArgs& g) override {
     const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+    if (few_rows(g)) {
+      cuda::launch_gemm_rows(
+          {g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c, ldc, g.alpha, g.beta, g.bias}, g.ab_type,
+          g.c_type, stream_);
+      return;
+    }
+    if (g.bias != nullptr) {  // cuBLAS starts from C = beta C + bias
+      cuda::launch_bias_rows(g.c, g.c_type, g.batch, g.m, g.n, ldc, g.stride_c, g.beta, g.bias,
+                             stream_);
+      GemmArgs rest = g;
+      rest.bias = nullptr;
+      rest.beta = 1.0f;
+      return gemm_impl(rest);
+    }
     if (g.k == 0) {  // an empty sum: C = beta * C
       LOOM_CHECK(g.c_type == DType::Float32,
                  "gemm: an empty product (k = 0) into a bfloat16 result is not supported on cuda "

@@ -1,7 +1,7 @@
 // The launchers of loom's CUDA kernels: plain functions over raw device pointers, called by
 // CudaBackend (cuda_backend.cpp) once Backend (backends/backend.cpp) has checked the tensors.
-// Each .cu file implements one family: elementwise.cu, reduce.cu, index.cu, nn.cu. Every
-// launch goes to `stream`.
+// Each .cu file implements one family: elementwise.cu, gemm.cu, reduce.cu, index.cu, nn.cu, ...
+// Every launch goes to `stream`.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -90,6 +90,29 @@ void launch_where(const Layout& layout, const Operand& cond, DType cond_type, co
 void launch_axpy(int64_t n, float alpha, const float* src, float* dst, cudaStream_t stream);
 // x = alpha * x in place over a float32 strided view (0 writes zeros without reading x).
 void launch_scale(const Layout& layout, const Operand& x, float alpha, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- gemm.cu
+// C = alpha A W^T + beta C + bias for A [m, k] with m <= kGemmRowsMax (row stride lda; any for
+// one row), W [n, k] (row stride ldb: a Linear's weight), C [m, n] (row stride ldc), bias float32
+// [n] or null: GemmArgs' product of a few rows (batch 1, trans_b, not trans_a), summed in float32
+// and rounded once. A and W float32 or both bfloat16; C float32, or bfloat16 for bfloat16 A.
+constexpr int64_t kGemmRowsMax = 8;
+struct GemmRowsArgs {
+  int64_t m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  float alpha, beta;
+  const float* bias;
+};
+void launch_gemm_rows(const GemmRowsArgs& args, DType ab_type, DType c_type, cudaStream_t stream);
+// C = beta * C + bias (GemmArgs::bias; beta 0 does not read C) over `batch` matrices [m, n] of
+// c_type, row stride ldc, stride_c apart: the start of a cuBLAS product with a bias.
+void launch_bias_rows(void* c, DType c_type, int64_t batch, int64_t m, int64_t n, int64_t ldc,
+                      int64_t stride_c, float beta, const float* bias, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------- reduce.cu
 // x contiguous [outer, n, inner] of `type` -> out [outer, inner] of `type` (int64 for Arg*;

@@ -915,6 +915,56 @@ TEST_CASE("cpu gemm accepts degenerate strides: one-row operands, broadcast rows
   expect_close(c4, {0.5, 1.0, 1.5, 2.0}, 0, 0, "k = 0 scales C by beta");
 }
 
+TEST_CASE("cpu gemm starts from GemmArgs::bias: every row of every batch item, any beta") {
+  // C = alpha A B^T + beta C + bias, the bias added to each row (a Linear's y = x W^T + b).
+  const int64_t m = 3, n = 5, k = 7, batch = 2;
+  const std::vector<float> a = uniform_values(batch * m * k, -1, 1, 95);
+  const std::vector<float> b = uniform_values(n * k, -1, 1, 96);
+  const std::vector<float> bias = uniform_values(n, -2, 2, 97);
+  for (const float beta : {0.0f, 2.0f}) {
+    for (const int64_t rows : {m, int64_t{1}}) {  // a product and a matrix-vector product
+      GemmArgs g;
+      g.trans_b = true;
+      g.m = rows, g.n = n, g.k = k, g.batch = batch, g.alpha = 0.5f, g.beta = beta;
+      g.lda = k, g.ldb = k, g.ldc = n + 1;  // C's rows padded by one
+      g.stride_a = m * k, g.stride_b = 0, g.stride_c = m * g.ldc;
+      std::vector<float> c = uniform_values(batch * g.stride_c, -1, 1, 98);
+      if (beta == 0.0f) std::fill(c.begin(), c.end(), kNaN);  // beta 0 does not read C
+      g.a = a.data(), g.b = b.data(), g.c = c.data(), g.bias = bias.data();
+      std::vector<double> want = ref_gemm(g, c);
+      for (int64_t bt = 0; bt < batch; ++bt)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < n; ++j) want[bt * g.stride_c + i * g.ldc + j] += bias[j];
+      kernels().gemm(g);
+      for (int64_t bt = 0; bt < batch; ++bt)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const size_t at = static_cast<size_t>(bt * g.stride_c + i * g.ldc + j);
+            CAPTURE(beta);
+            CAPTURE(rows);
+            CHECK(c[at] == doctest::Approx(want[at]).epsilon(1e-5));
+          }
+    }
+  }
+  // A bfloat16 C takes the bias rounded to bfloat16, then the product, rounded once.
+  std::vector<BFloat16> ab(k), bb(n * k), cb(n);
+  for (int64_t p = 0; p < k; ++p) ab[p] = BFloat16(a[p]);
+  for (int64_t p = 0; p < n * k; ++p) bb[p] = BFloat16(b[p]);
+  GemmArgs g;
+  g.trans_b = true, g.m = 1, g.n = n, g.k = k, g.lda = k, g.ldb = k, g.ldc = n;
+  g.ab_type = DType::BFloat16, g.c_type = DType::BFloat16;
+  g.a = ab.data(), g.b = bb.data(), g.c = cb.data(), g.bias = bias.data();
+  kernels().gemm(g);
+  for (int64_t j = 0; j < n; ++j) {
+    float product = 0.0f;
+    for (int64_t p = 0; p < k; ++p)
+      product += static_cast<float>(ab[p]) * static_cast<float>(bb[j * k + p]);
+    const float want =
+        static_cast<float>(BFloat16(static_cast<float>(BFloat16(bias[j])) + product));
+    CHECK(static_cast<float>(cb[j]) == doctest::Approx(want).epsilon(1e-2));
+  }
+}
+
 TEST_CASE("cpu gemm rejects overlapping outputs") {
   std::vector<float> a(16, 1.0f), c(16, 0.0f);
   GemmArgs g;

@@ -719,16 +719,19 @@ namespace {
 
 // Runs args on both devices and compares the C buffers: `a`, `b`, `c` hold the stored
 // operands (host values); the pointers in args are filled in per device.
+// args on both devices; a, b and c of args' dtypes, bias (float32) optional.
 void compare_gemm(const std::string& what, GemmArgs args, const Tensor& a, const Tensor& b,
-                  const Tensor& c, float rtol, float atol) {
+                  const Tensor& c, float rtol, float atol, const Tensor& bias = Tensor()) {
   compare_devices(
       what,
       [&](Backend& be, Device d) {
         const Tensor ad = a.to(d), bd = b.to(d), cd = c.to(d).clone();
+        const Tensor biasd = bias.defined() ? bias.to(d) : Tensor();
         GemmArgs g = args;
-        g.a = ad.data_ptr<float>();
-        g.b = bd.data_ptr<float>();
-        g.c = cd.data_ptr<float>();
+        g.a = ad.raw_data();
+        g.b = bd.raw_data();
+        g.c = cd.raw_data();
+        g.bias = bias.defined() ? biasd.data_ptr<float>() : nullptr;
         be.gemm(g);
         return std::vector<Tensor>{cd};
       },
@@ -817,6 +820,68 @@ TEST_CASE("gemm through cuBLAS matches OpenBLAS for every transpose, batch and s
     compare_gemm("gemm back in float32", g, uniform({64 * 128}, -1, 1, 39),
                  uniform({128 * 96}, -1, 1, 40), zeros({64 * 96}), 1e-4f, 1e-4f);
   }
+}
+
+TEST_CASE("products of a few rows (decoding's Linear layers) match OpenBLAS, bias included") {
+  // x [m, k] W^T + bias with W [n, k], m <= 8: CUDA runs these in its own kernel (gemm.cu), by
+  // 16-byte vectors where every row starts aligned (k a multiple of 4 floats or 8 bfloat16s)
+  // and element by element otherwise, with a tail of k mod 4 or 8 after the vectors.
+  LOOM_REQUIRE_GPU();
+  struct Case {
+    int64_t m, n, k, pad;  // pad: extra elements at the end of each row of x and W
+    float alpha, beta;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {1, 300, 768, 0, 1.0f, 0.0f, true},  // a decoding step's product (aligned)
+      {1, 13, 771, 0, 1.0f, 0.0f, true},   // rows misaligned: element by element
+      {2, 37, 260, 0, 1.0f, 0.0f, false},  // aligned rows, no bias
+      {3, 29, 133, 3, 0.5f, 2.0f, true},   // padded rows (ld 136: aligned), a tail, beta
+      {5, 8, 64, 0, 1.0f, 1.0f, false},    // C added to
+      {8, 70, 1030, 2, 1.0f, 0.0f, true},  // the most rows, vectors + a tail of 2
+      {1, 1, 5000, 0, 1.0f, 0.0f, true},   // one output column, a long row
+      {7, 5, 3, 1, 1.0f, 0.0f, true},      // rows shorter than one vector
+  };
+  for (const DType type : {DType::Float32, DType::BFloat16}) {
+    for (const DType c_type : {DType::Float32, DType::BFloat16}) {
+      if (type == DType::Float32 && c_type == DType::BFloat16) continue;
+      for (const Case& c : cases) {
+        GemmArgs g;
+        g.trans_b = true;
+        g.m = c.m, g.n = c.n, g.k = c.k;
+        g.lda = c.k + c.pad, g.ldb = c.k + c.pad, g.ldc = c.n;
+        g.alpha = c.alpha, g.beta = c.beta;
+        g.ab_type = type, g.c_type = c_type;
+        const Tensor x = uniform({c.m * g.lda}, -1, 1, 41).to(type);
+        const Tensor w = uniform({c.n * g.ldb}, -1, 1, 42).to(type);
+        const Tensor c0 = uniform({c.m * c.n}, -1, 1, 43).to(c_type);
+        const Tensor bias = c.bias ? uniform({c.n}, -1, 1, 44) : Tensor();
+        const bool bf16_out = c_type == DType::BFloat16;
+        // float32: the sums' order differs; a bfloat16 C is one rounding (2^-8) apart at most.
+        compare_gemm(
+            "few-row gemm m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                " k=" + std::to_string(c.k) + " " + dtype_name(type) + " -> " + dtype_name(c_type),
+            g, x, w, c0, bf16_out ? 1.0f / 128 : 1e-4f, bf16_out ? 1.0f / 128 : 1e-4f, bias);
+      }
+    }
+  }
+}
+
+TEST_CASE("a few-row product with beta = 0 does not read C; linear of one strided row") {
+  LOOM_REQUIRE_GPU();
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = 2, g.n = 9, g.k = 16, g.lda = 16, g.ldb = 16, g.ldc = 9;
+  compare_gemm("few-row gemm over NaN", g, uniform({32}, -1, 1, 45), uniform({144}, -1, 1, 46),
+               tensor(std::vector<float>(18, kNaN), {18}), 1e-5f, 1e-5f, uniform({9}, -1, 1, 47));
+  // The value and the gradients (whose products have many rows: cuBLAS) of a one-row Linear.
+  const Tensor x = uniform({1, 3, 40}, -1, 1, 48), w = uniform({24, 40}, -1, 1, 49);
+  const Tensor b = uniform({24}, -1, 1, 50);
+  compare_op("linear of one row",
+             [](const std::vector<Tensor>& in) {
+               return linear(in[0].select(1, 2), in[1], in[2]);  // x: one row, a strided view
+             },
+             {x, w, b});
 }
 
 // ============================================================================ indexing
@@ -979,9 +1044,10 @@ TEST_CASE("random tensors are the CPU's numbers: Philox is the same on both devi
 
 TEST_CASE("layer_norm forward and backward match the CPU, with and without affine") {
   LOOM_REQUIRE_GPU();
-  // {rows, cols}: small, many rows (the dweight/dbias column sums split into chunks), wide rows.
-  const std::vector<std::pair<int64_t, int64_t> > sizes = {
-      {4, 8}, {5000, 64}, {3, 4096}, {1, 1}, {70, 768}};
+  // {rows, cols}: small, many rows (the dweight/dbias column sums split into chunks), wide rows;
+  // rows of up to 1024 columns take the warp-per-row kernel, longer ones a block per row.
+  const std::vector<std::pair<int64_t, int64_t> > sizes = {{4, 8},    {5000, 64}, {3, 4096}, {1, 1},
+                                                           {70, 768}, {5, 1024},  {2, 1025}};
   for (const auto& [rows, cols] : sizes) {
     const Tensor x = uniform({rows, cols}, -3, 5, 48);
     const Tensor dy = uniform({rows, cols}, -1, 1, 49);
@@ -1014,8 +1080,8 @@ TEST_CASE("layer_norm forward and backward match the CPU, with and without affin
 
 TEST_CASE("add_layer_norm matches the CPU and the GPU's own add followed by layer_norm") {
   LOOM_REQUIRE_GPU();
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {4, 8}, {300, 64}, {3, 4096}, {1, 1}, {70, 768}}) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t> >{
+           {4, 8}, {300, 64}, {3, 4096}, {1, 1}, {70, 768}, {5, 1024}, {2, 1025}}) {
     const Tensor x = uniform({rows, cols}, -3, 5, 52), r = uniform({rows, cols}, -2, 2, 53);
     const Tensor w = uniform({cols}, 0.5f, 1.5f, 54), b = uniform({cols}, -0.5f, 0.5f, 55);
     for (bool affine : {true, false}) {
