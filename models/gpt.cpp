@@ -107,8 +107,10 @@ KVCache::KVCache(const GPTConfig& config, int64_t batch, Device device)
   LOOM_CHECK(batch > 0, "KVCache: batch {} must be positive", batch);
   const int64_t hs = config.d_model / config.n_head;
   for (int64_t i = 0; i < config.n_layer; ++i) {
-    keys_.push_back(zeros({batch, config.n_head, config.context, hs}, device));  // (B, nh, ctx, hs)
-    values_.push_back(zeros({batch, config.n_head, config.context, hs}, device));
+    // Keys and values in one tensor (2, B, nh, ctx, hs), so a step writes both with one copy.
+    keys_values_.push_back(zeros({2, batch, config.n_head, config.context, hs}, device));
+    keys_.push_back(keys_values_.back().select(0, 0));  // (B, nh, ctx, hs)
+    values_.push_back(keys_values_.back().select(0, 1));
   }
 }
 
@@ -118,27 +120,57 @@ LayerCache KVCache::layer(int64_t layer) const {
   LayerCache cache;
   cache.keys = keys_[static_cast<size_t>(layer)];
   cache.values = values_[static_cast<size_t>(layer)];
+  cache.keys_values = keys_values_[static_cast<size_t>(layer)];
   cache.length = length_;
   return cache;
 }
 
-std::pair<Tensor, Tensor> LayerCache::append(const Tensor& k, const Tensor& v) const {
-  // k, v (B, nh, T, hs) -> every key and value so far, (B, nh, length + T, hs) each.
-  // Inference only: the new keys and values are copied in (no gradient flows through the cache).
-  const int64_t T = k.size(2);
-  if (position.defined()) {  // graph decoding: the position is in device memory
+namespace {
+
+// The positions a LayerCache step writes: T new ones at [length, length + T), or at the device
+// `position` (graph decoding, T = 1). Checks there is room for them.
+void check_room(const LayerCache& cache, int64_t T) {
+  if (cache.position.defined())
     LOOM_CHECK(T == 1, "KVCache: a step at a device position takes 1 new position, got {}", T);
-    Tensor key_storage = keys, value_storage = values;  // handles to the cache's storage
-    key_storage.index_copy_(2, position, k.to(keys.dtype()));  // to(): k itself when equal
-    value_storage.index_copy_(2, position, v.to(values.dtype()));
-    return {keys, values};  // (B, nh, capacity, hs): the mask hides the positions after it
-  }
-  LOOM_CHECK(length + T <= keys.size(2),
-             "KVCache: cannot hold {} more positions after {} (capacity {})", T, length,
-             keys.size(2));
-  keys.narrow(2, length, T).copy_(k);
-  values.narrow(2, length, T).copy_(v);
-  return {keys.narrow(2, 0, length + T), values.narrow(2, 0, length + T)};
+  else
+    LOOM_CHECK(cache.length + T <= cache.keys.size(2),
+               "KVCache: cannot hold {} more positions after {} (capacity {})", T, cache.length,
+               cache.keys.size(2));
+}
+
+// x's T positions (along `dim`) copied into `storage` (a handle to the cache's tensor) there.
+void store(const LayerCache& cache, Tensor storage, int64_t dim, const Tensor& x) {
+  if (cache.position.defined())  // to(): x itself when the dtypes are equal
+    storage.index_copy_(dim, cache.position, x.to(storage.dtype()));
+  else
+    storage.narrow(dim, cache.length, x.size(dim)).copy_(x);
+}
+
+// What attention reads after a step of T positions: every key and value so far, (B, nh,
+// length + T, hs) each, or at a device position the whole storage (B, nh, capacity, hs), whose
+// positions after it the mask hides.
+std::pair<Tensor, Tensor> cached(const LayerCache& cache, int64_t T) {
+  if (cache.position.defined()) return {cache.keys, cache.values};
+  return {cache.keys.narrow(2, 0, cache.length + T), cache.values.narrow(2, 0, cache.length + T)};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> LayerCache::append(const Tensor& k, const Tensor& v) const {
+  // k, v (B, nh, T, hs) -> every key and value so far (see cached()).
+  // Inference only: the new keys and values are copied in (no gradient flows through the cache).
+  check_room(*this, k.size(2));
+  store(*this, keys, 2, k);
+  store(*this, values, 2, v);
+  return cached(*this, k.size(2));
+}
+
+std::pair<Tensor, Tensor> LayerCache::append(const Tensor& kv) const {
+  // kv (2, B, nh, T, hs) -> as append(k, v), with one copy into keys_values for both halves.
+  if (!keys_values.defined()) return append(kv.select(0, 0), kv.select(0, 1));
+  check_room(*this, kv.size(3));
+  store(*this, keys_values, 3, kv);
+  return cached(*this, kv.size(3));
 }
 
 void KVCache::advance(int64_t count) {
@@ -168,8 +200,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const LayerCache& cache,
   // c_attn stacks W_q, W_k and W_v ([3C, C], GPT-2's layout). Applying its three row blocks
   // one by one is the same arithmetic as one GEMM followed by a split, but the backward then
   // needs no scatter into a zero-filled (B, T, 3C) gradient, and the queries may be fewer.
-  // Without a graph to record (generation), one GEMM over all of c_attn is one launch, not
-  // three: the split is then three views.
+  // Without a graph to record (inference), one GEMM over all of c_attn is one launch, not
+  // three: q, k and v are then views of its output, and a KV cache copies k and v in one go.
   auto heads = [&](const Tensor& t) {  // (B, rows, C) -> (B, nh, rows, hs)
     return t.reshape({B, t.size(1), n_head, hs}).transpose(1, 2);
   };
@@ -178,17 +210,21 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const LayerCache& cache,
     return heads(nn::functional::linear(input, w, b));
   };
   Tensor q, k, v;  // (B, nh, Tq, hs), (B, nh, T, hs), (B, nh, T, hs)
-  if (Tq == T && !autograd::grad_mode_enabled()) {
+  Tensor kv;       // (2, B, nh, T, hs): k and v side by side, as c_attn wrote them (no grad)
+  if (!autograd::grad_mode_enabled()) {
     const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
     q = heads(qkv.narrow(2, 0, C));
-    k = heads(qkv.narrow(2, C, C));
-    v = heads(qkv.narrow(2, 2 * C, C));
+    if (last_only) q = q.narrow(2, T - 1, 1);
+    // (B, T, 2C) -> (B, T, 2, nh, hs) -> (2, B, nh, T, hs)
+    kv = qkv.narrow(2, C, 2 * C).reshape({B, T, 2, n_head, hs}).permute({2, 0, 3, 1, 4});
+    k = kv.select(0, 0), v = kv.select(0, 1);
   } else {
     q = project(last_only ? x.narrow(1, T - 1, 1) : x, 0);
     k = project(x, 1), v = project(x, 2);
   }
   const int64_t past = cache.defined() ? cache.length : 0;
-  if (cache.defined()) std::tie(k, v) = cache.append(k, v);  // (B, nh, S, hs)
+  if (cache.defined())  // (B, nh, S, hs) each
+    std::tie(k, v) = kv.defined() ? cache.append(kv) : cache.append(k, v);
   // Vaswani et al. 2017, eq. 1 with sec. 3.2.3's mask ("masking out (setting to -inf) all
   // values in the input of the softmax which correspond to illegal connections"): the first
   // query sits at position past + T - Tq among the S keys. A step at a device position
@@ -419,16 +455,15 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
   // first_draw + t, which is first_draw + 1 - prompt_len + the input's position (unsigned
   // arithmetic wraps, so the sum is exact).
   const bool graphs = options.cuda_graphs && cache.has_value();
-  Tensor position, next_position, key_positions;  // (1), (context), (context) int64
+  Tensor position, next_position, causal;  // (1), (context) int64; (context, context)
   CudaGraph step_graph;
   auto record_step = [&] {
     position = zeros({1}, DType::Int64, device);
     next_position = arange(context + 1, device).narrow(0, 1, context).contiguous();
-    key_positions = arange(context, device);
+    causal = nn::functional::causal_mask(context, device);  // row p: -inf after key p
     step_graph.capture([&] {
-      const Tensor mask =  // (context): 0 for the keys up to the position, -inf after it
-          masked_fill(zeros({context}, device), gt(key_positions, position),
-                      -std::numeric_limits<float>::infinity());
+      // (context): 0 for the keys up to the position, -inf after it (one row's copy)
+      const Tensor mask = index_select(causal, 0, position).view({context});
       const Tensor hidden = decode_step_hidden(seq, position, mask, *cache);  // (1, 1, C)
       const Tensor logits = lm_head(hidden.reshape({1, -1}));                 // (1, vocab)
       const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p,

@@ -75,7 +75,10 @@ struct GPTConfig {
 // LayerCache is "no cache".
 struct LayerCache {
   Tensor keys, values;  // (B, nh, capacity, hs); positions [0, length) hold earlier tokens
-  int64_t length = 0;   // positions already cached = the position of the first new token
+  // (2, B, nh, capacity, hs) when keys and values are its two halves (KVCache's storage): then
+  // append(kv) writes both with one copy. May be undefined (keys and values stored apart).
+  Tensor keys_values;
+  int64_t length = 0;  // positions already cached = the position of the first new token
   // Decoding by a recorded graph (GPT::generate on a GPU), one new token per step: its position
   // is not known on the host but held in device memory, `position` (1) int64, and attention
   // covers all capacity positions with the additive `mask` (capacity): 0 up to the position,
@@ -88,6 +91,8 @@ struct LayerCache {
   // length moves on only when the whole model has written (KVCache::advance). With a device
   // `position` (T = 1), writes there and returns the whole storage (B, nh, capacity, hs).
   std::pair<Tensor, Tensor> append(const Tensor& k, const Tensor& v) const;
+  // The same for kv (2, B, nh, T, hs), keys then values (c_attn's output, viewed).
+  std::pair<Tensor, Tensor> append(const Tensor& kv) const;
 };
 
 // The keys and values every attention layer has computed for the positions seen so far, so
@@ -112,7 +117,8 @@ class KVCache {
   void advance(int64_t count);
 
  private:
-  std::vector<Tensor> keys_, values_;
+  std::vector<Tensor> keys_values_, keys_,
+      values_;  // keys_[i], values_[i]: keys_values_[i]'s halves
   int64_t length_ = 0, batch_, capacity_;
 };
 

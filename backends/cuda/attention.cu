@@ -44,6 +44,7 @@
 // across the warp's lanes (lane l holds dims l, l + 32, ...); the block merges its warps and
 // writes a partial (m, l, o[D]) per query row, and a second kernel merges the chunks:
 //   m = max_c m_c, l = sum_c l_c exp(m_c - m), out = sum_c o_c exp(m_c - m) / l, lse = m + log l.
+// Up to kDecodeOneChunk keys are a single chunk, whose block writes out and lse itself.
 // A key a query cannot see (a -inf mask, past the causal bound) is skipped before its K and V
 // rows are read, so a recorded decoding step that covers the whole cache reads its filled part.
 #include <cmath>
@@ -959,15 +960,19 @@ __global__ void attention_store_dq_kernel(const float* __restrict__ acc, int64_t
 
 // ---------------------------------------------------------------------------- decoding
 constexpr int64_t kDecodeChunk = 64;  // keys per block of attention_decode_split_kernel
+// Up to this many keys are one chunk: its block's result is the row's, with no merge launch
+// (a short cache: a split would save less than the second launch costs).
+constexpr int64_t kDecodeOneChunk = 128;
 
-// part [n * q_len, chunks, D + 2]: for each query row and chunk, the chunk's running max m, its
-// sum l of exp(s - m), and its unnormalised output o = sum_j exp(s_j - m) v_j (m = -inf, l = 0,
-// o = 0 when the row sees no key of the chunk).
+// part [n * q_len, chunks, D + 2]: for each query row and chunk of chunk_len keys, the chunk's
+// running max m, its sum l of exp(s - m), and its unnormalised output o = sum_j exp(s_j - m) v_j
+// (m = -inf, l = 0, o = 0 when the row sees no key of the chunk). With one chunk (part null) the
+// block writes the row's result to out and lse itself, as the merge kernel would.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     attention_decode_split_kernel(Problem pb, const T* __restrict__ q, const T* __restrict__ k,
-                                  const T* __restrict__ v, float* __restrict__ part,
-                                  int64_t chunks) {
+                                  const T* __restrict__ v, float* __restrict__ part, int64_t chunks,
+                                  int64_t chunk_len, T* __restrict__ out, float* __restrict__ lse) {
   constexpr int kPer = D / kWarp;  // dims per lane
   constexpr int kWarps = kThreads / kWarp;
   __shared__ float warp_m[kWarps], warp_l[kWarps], warp_o[kWarps][D];
@@ -976,8 +981,8 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % kWarp,
             warp = static_cast<int>(threadIdx.x) / kWarp;
   const int d = static_cast<int>(a.head_dim);
-  const int64_t first = chunk * kDecodeChunk;
-  const int64_t end = first + kDecodeChunk < a.kv_len ? first + kDecodeChunk : a.kv_len;
+  const int64_t first = chunk * chunk_len;
+  const int64_t end = first + chunk_len < a.kv_len ? first + chunk_len : a.kv_len;
   const int64_t mask_base = pb.mask ? pb.layout.batch_offset(b) : 0;
   for (int64_t i = 0; i < a.q_len; ++i) {
     float qi[kPer], o[kPer];
@@ -1023,17 +1028,25 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     float m_all = -INFINITY;
     for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
-    float* row = part + ((b * a.q_len + i) * chunks + chunk) * (D + 2);
     auto weight = [&](int w) { return warp_m[w] == -INFINITY ? 0.0f : expf(warp_m[w] - m_all); };
-    for (int c = static_cast<int>(threadIdx.x); c < D; c += kThreads) {
-      float sum = 0.0f;
-      for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
-      row[2 + c] = sum;
-    }
-    if (threadIdx.x == 0) {
-      float sum = 0.0f;
-      for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_l[w];
-      row[0] = m_all, row[1] = sum;
+    float l_all = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l_all += weight(w) * warp_l[w];
+    const int64_t r = b * a.q_len + i;  // the query row
+    if (part != nullptr) {
+      float* row = part + (r * chunks + chunk) * (D + 2);
+      for (int c = static_cast<int>(threadIdx.x); c < D; c += kThreads) {
+        float sum = 0.0f;
+        for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
+        row[2 + c] = sum;
+      }
+      if (threadIdx.x == 0) row[0] = m_all, row[1] = l_all;
+    } else {  // the merge kernel's arithmetic for one chunk (its weight is 1)
+      for (int c = static_cast<int>(threadIdx.x); c < d; c += kThreads) {
+        float sum = 0.0f;
+        for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
+        out[r * d + c] = from_float<T>(m_all == -INFINITY ? NAN : sum / l_all);
+      }
+      if (threadIdx.x == 0) lse[r] = m_all == -INFINITY ? NAN : m_all + logf(l_all);
     }
     __syncthreads();  // warp_* are written again for the next row
   }
@@ -1085,15 +1098,20 @@ template <typename T, int D>
 bool decode(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
             Scratch& scratch, cudaStream_t stream) {
   const AttentionArgs& a = pb.args;
-  const int64_t chunks = ceil_div(a.kv_len, kDecodeChunk), rows = a.n * a.q_len;
+  const int64_t chunk_len = a.kv_len <= kDecodeOneChunk ? a.kv_len : kDecodeChunk;
+  const int64_t chunks = chunk_len == 0 ? 0 : ceil_div(a.kv_len, chunk_len);
+  const int64_t rows = a.n * a.q_len;
   if (a.q_len > kAttentionDecodeQueries || a.dropout_p > 0.0f || rows == 0 || chunks == 0 ||
       a.n * chunks >= (int64_t{1} << 31) || rows >= (int64_t{1} << 31))
     return false;
-  float* part = static_cast<float*>(scratch.get(sizeof(float) * rows * chunks * (D + 2)));
+  float* part = chunks == 1
+                    ? nullptr
+                    : static_cast<float*>(scratch.get(sizeof(float) * rows * chunks * (D + 2)));
   attention_decode_split_kernel<T, D><<<grid_of(a.n, chunks), kThreads, 0, stream>>>(
       pb, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part,
-      chunks);
+      chunks, chunk_len, static_cast<T*>(out), lse);
   LOOM_CUDA_CHECK_LAUNCH();
+  if (chunks == 1) return true;
   attention_decode_merge_kernel<T, D><<<static_cast<unsigned>(rows), kWarp, 0, stream>>>(
       part, chunks, static_cast<int>(a.head_dim), static_cast<T*>(out), lse);
   LOOM_CUDA_CHECK_LAUNCH();

@@ -153,7 +153,8 @@ const std::vector<Case>& cases() {
       {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 64, .causal = true, .dropout_p = 0.2f},
       {.n = 2, .q_len = 40, .kv_len = 130, .head_dim = 32, .amplitude = 6.0f},
       {.n = 1, .q_len = 5, .kv_len = 9, .head_dim = 7, .mask = "blocked"},
-      // At most 8 queries without dropout: the decoding kernels (keys split in chunks of 64),
+      // At most 8 queries without dropout: the decoding kernels (keys split in chunks of 64,
+      // or up to 128 keys in one chunk with no merge),
       // whole chunks of keys blocked by the padding mask, a causal bound inside a chunk, a row
       // that sees no key; with dropout, the tiled kernels.
       {.n = 12, .q_len = 1, .kv_len = 1024, .head_dim = 64, .mask = "padding"},
@@ -167,6 +168,7 @@ const std::vector<Case>& cases() {
        .amplitude = 3.0f,
        .mask = "bias"},
       {.n = 2, .q_len = 8, .kv_len = 65, .head_dim = 80, .mask = "padding"},
+      {.n = 4, .q_len = 1, .kv_len = 128, .head_dim = 64, .causal = true, .query_offset = 127},
       {.n = 2, .q_len = 2, .kv_len = 200, .head_dim = 24, .mask = "blocked"},
       {.n = 2, .q_len = 3, .kv_len = 70, .head_dim = 64, .dropout_p = 0.2f},
       // Several query and key tiles of the bfloat16 kernels (64 rows), both with tails, with

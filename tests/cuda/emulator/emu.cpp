@@ -21,6 +21,7 @@ namespace {
 
 // The counters behind stream_work(), stream_synchronizations() and graph_launches().
 unsigned long long g_stream_work = 0, g_synchronizations = 0, g_graph_launches = 0;
+unsigned long long g_recorded_work = 0;  // operations recorded into captures
 long long g_device_blocks = 0;  // behind device_blocks()
 constexpr size_t kStack = 64 * 1024;
 
@@ -103,6 +104,7 @@ thread_local cudaStreamCaptureMode g_thread_mode = cudaStreamCaptureModeGlobal;
 bool captured(std::function<void()> op) {
   if (g_capture.active) {
     g_capture.work.push_back(std::move(op));
+    ++g_recorded_work;
     return true;
   }
   ++g_stream_work;
@@ -237,6 +239,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 unsigned long long emu::stream_synchronizations() { return emu::g_synchronizations; }
 unsigned long long emu::stream_work() { return emu::g_stream_work; }
 unsigned long long emu::graph_launches() { return emu::g_graph_launches; }
+unsigned long long emu::recorded_work() { return emu::g_recorded_work; }
 long long emu::device_blocks() { return emu::g_device_blocks; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
   if (!emu::allowed_outside_capture(false)) return record(cudaErrorStreamCaptureUnsupported);

@@ -58,6 +58,8 @@ unsigned long long stream_synchronizations();
 // products, copies and memsets (each one launch on a GPU), and graph launches (one each,
 // however much work the graph replays; work recorded into a graph is not queued).
 unsigned long long stream_work();
+// How many operations have been recorded into stream captures so far (each a node of a graph).
+unsigned long long recorded_work();
 // How many times a CUDA graph has been launched (cudaGraphLaunch) so far.
 unsigned long long graph_launches();
 // How many blocks of device memory are held (cudaMalloc'd and not yet cudaFree'd).
