@@ -84,6 +84,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/unary_math.h"  // UnaryOp
 #include "core/tensor.h"
 
 namespace loom {
@@ -193,6 +194,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype);
 // x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined) -> [..., out], as
 // torch.nn.functional.linear: one GEMM that starts from the bias, one autograd node.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// activation(linear(x, weight, bias)) for activation Relu, Gelu or GeluTanh (PyTorch's fused
+// _addmm_activation): the same values and gradients. Without autograd (inference) it is one
+// GEMM that applies the activation as it writes its output (GemmArgs::activation); with it,
+// bias_relu / bias_gelu / bias_gelu_tanh of the product, whose backward reads x W^T.
+Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         UnaryOp activation);
 
 // --- joining and indexing ----------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -44,6 +44,11 @@ std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
   return offsets;
 }
 
+// relu, gelu or gelu_tanh of x (GemmArgs::activation's ops).
+Tensor activate(UnaryOp op, const Tensor& x) {
+  return op == UnaryOp::Relu ? relu(x) : op == UnaryOp::Gelu ? gelu(x) : gelu_tanh(x);
+}
+
 // Uniform stride of the offsets if there is one (so one strided-batched call suffices).
 bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
   stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
@@ -58,10 +63,11 @@ bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
 // a GEMM from a bias; 0: init is only the memory to write). A and B have one dtype, float32 or
 // bfloat16 (products accumulated in float32 either way); C has init's dtype, else `out_type`,
 // else A's. `bias` (float32 [N], or undefined) is added to every row (GemmArgs::bias): the GEMM
-// starts from it, so no copy of it is made first.
+// starts from it, so no copy of it is made first; then `activation` (GemmArgs::activation).
 Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
                     std::optional<DType> out_type = std::nullopt, float beta = 1.0f,
-                    const Tensor& bias = Tensor()) {
+                    const Tensor& bias = Tensor(),
+                    std::optional<UnaryOp> activation = std::nullopt) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -76,6 +82,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   if (k == 0) {  // an empty sum adds nothing: C is init (or zeros), plus the bias
     if (!init.defined() || beta == 0.0f) backend(c.device()).fill(c, 0.0);
     if (bias.defined()) c.copy_(c + bias);
+    if (activation) c.copy_(activate(*activation, c));
     return c;
   }
   Shape full_a = batch_shape, full_b = batch_shape;
@@ -111,6 +118,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   args.ab_type = a.dtype(), args.c_type = c_type;
   const Tensor bias_row = bias.defined() ? bias.contiguous() : Tensor();  // [N] float32
   if (bias_row.defined()) args.bias = bias_row.data_ptr<float>();
+  args.activation = activation;
   // Element offsets become byte addresses: the operands' elements are 4 or 2 bytes.
   const auto* pa = static_cast<const char*>(av.raw_data());
   const auto* pb = static_cast<const char*>(bv.raw_data());
@@ -195,7 +203,8 @@ Tensor pad_with_zeros(const Tensor& t, int64_t dim, DType type) {
 // from their float32 accumulators, and db is summed in float32: no cast nodes, and no gradient
 // of a parameter rounded to bfloat16 and cast back.
 Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   std::optional<DType> low = std::nullopt) {
+                   std::optional<DType> low = std::nullopt,
+                   std::optional<UnaryOp> activation = std::nullopt) {
   // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
   detail::check_same_device(x, weight, "linear");
   LOOM_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
@@ -232,12 +241,14 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (pad) {  // [rows, out] inside a [rows, out_p] buffer
     Tensor y_p = Tensor::empty({rows, out_p}, y_type, x.device());
     if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, y_type);
-    y = gemm_forward(xa, wa.t(), y_p, y_type, bias.defined() ? 1.0f : 0.0f).narrow(1, 0, out);
+    y = gemm_forward(xa, wa.t(), y_p, y_type, bias.defined() ? 1.0f : 0.0f, Tensor(), activation)
+            .narrow(1, 0, out);
   } else {
     const Tensor b = bias.defined() ? bias.detach() : Tensor();
-    y = gemm_forward(xa, wa.t(), Tensor(), y_type, 0.0f, b);  // [rows, out]
+    y = gemm_forward(xa, wa.t(), Tensor(), y_type, 0.0f, b, activation);  // [rows, out]
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
+    LOOM_CHECK(!activation, "linear: internal error: a fused activation needs no gradient");
     Tensor xs = detail::saved(xa), ws = detail::saved(wa);
     const bool need_x = x2.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
@@ -287,6 +298,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_float(x, "linear");
   detail::check_float(weight, "linear");
   return linear_gemm(x, weight, bias);
+}
+
+Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         UnaryOp activation) {
+  detail::check_defined(x, "linear_activation");
+  detail::check_defined(weight, "linear_activation");
+  LOOM_CHECK(
+      activation == UnaryOp::Relu || activation == UnaryOp::Gelu || activation == UnaryOp::GeluTanh,
+      "linear_activation: the activation must be Relu, Gelu or GeluTanh (UnaryOp {})",
+      static_cast<int>(activation));
+  const bool autocast =
+      autocast::is_enabled() && is_floating_point(x.dtype()) && is_floating_point(weight.dtype());
+  // With autograd, or bfloat16 operands outside autocast (matmul's rule): the two ops.
+  if (autograd::any_requires_grad({x, weight, bias}) ||
+      (!autocast && (detail::is_bf16(x) || detail::is_bf16(weight)))) {
+    const Tensor y = linear(x, weight, Tensor());
+    if (!bias.defined()) return activate(activation, y);
+    return activation == UnaryOp::Relu   ? bias_relu(y, bias)
+           : activation == UnaryOp::Gelu ? bias_gelu(y, bias)
+                                         : bias_gelu_tanh(y, bias);
+  }
+  if (autocast) return linear_gemm(x, weight, bias, autocast::get_dtype(), activation);
+  detail::check_float(x, "linear_activation");
+  detail::check_float(weight, "linear_activation");
+  return linear_gemm(x, weight, bias, std::nullopt, activation);
 }
 
 // bfloat16 @ bfloat16 (see ops.h): one bfloat16 GEMM with float32 accumulation (cublasGemmEx on

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "backends/unary_math.h"
@@ -79,6 +80,10 @@ struct GemmArgs {
   // addmm with a broadcast input). A bfloat16 C takes the bias rounded to bfloat16, as
   // PyTorch's autocast casts addmm's input.
   const float* bias = nullptr;
+  // An activation (relu, gelu or gelu_tanh) applied to every value of C as it is written, after
+  // the bias and before a bfloat16 C is rounded: C = act(alpha op(A) op(B) + beta C + bias), a
+  // Linear and its activation as one product (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues).
+  std::optional<UnaryOp> activation;
 };
 
 struct AdamArgs {

@@ -29,6 +29,18 @@ Tensor activate(const Tensor& x, Activation activation, const Tensor& bias) {
   LOOM_FAIL("activate: unknown activation {}", static_cast<int>(activation));
 }
 
+UnaryOp unary_op(Activation activation) {
+  switch (activation) {
+    case Activation::ReLU:
+      return UnaryOp::Relu;
+    case Activation::GELU:
+      return UnaryOp::Gelu;
+    case Activation::GELUTanh:
+      return UnaryOp::GeluTanh;
+  }
+  LOOM_FAIL("unary_op: unknown activation {}", static_cast<int>(activation));
+}
+
 Tensor ReLU::forward(const Tensor& x) const { return relu(x); }
 
 Tensor GELU::forward(const Tensor& x) const { return approximate_tanh ? gelu_tanh(x) : gelu(x); }

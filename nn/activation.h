@@ -2,6 +2,7 @@
 // by FeedForward and the transformer layers.
 #pragma once
 
+#include "backends/unary_math.h"
 #include "nn/module.h"
 
 namespace loom::nn {
@@ -12,6 +13,8 @@ enum class Activation { ReLU, GELU, GELUTanh };
 
 // Applies the activation function elementwise.
 Tensor activate(const Tensor& x, Activation activation);
+// The unary op that computes it: UnaryOp::Relu, Gelu or GeluTanh.
+UnaryOp unary_op(Activation activation);
 // activate(x + bias) for a bias [C] along x's last dim, the add fused into the activation's
 // kernel (bias_relu, bias_gelu, bias_gelu_tanh in autograd/ops.h); the result has x's dtype.
 Tensor activate(const Tensor& x, Activation activation, const Tensor& bias);

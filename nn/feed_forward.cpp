@@ -6,11 +6,10 @@ namespace loom::nn {
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2,
                     Activation activation, const Dropout& dropout) {
   // Vaswani et al. 2017, eq. 2: x [..., d_model] -> hidden [..., d_ff] -> [..., d_model]
-  // act(x W_1 + b_1), with b_1 added inside the activation's kernel: one pass over the hidden
-  // activations instead of two (the GEMM starting from a copy of the bias, then act).
-  const Tensor hidden = linear1.bias.defined()
-                            ? activate(linear1.forward_skip_bias(x), activation, linear1.bias)
-                            : activate(linear1.forward(x), activation);
+  // act(x W_1 + b_1) as one op (linear_activation): in inference one GEMM that adds b_1 and
+  // applies act as it writes; in training the GEMM, then b_1 added inside the activation's
+  // kernel, whose backward reads x W_1.
+  const Tensor hidden = linear1.forward_activation(x, activation);
   return linear2.forward(dropout.forward(hidden));
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/ops.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -30,9 +31,9 @@ Tensor Linear::forward(const Tensor& x) const {
   return functional::linear(x, weight, bias);
 }
 
-Tensor Linear::forward_skip_bias(const Tensor& x) const {
+Tensor Linear::forward_activation(const Tensor& x, Activation activation) const {
   check_input(x);
-  return functional::linear(x, weight, Tensor());
+  return linear_activation(x, weight, bias, unary_op(activation));
 }
 
 void Linear::check_input(const Tensor& x) const {

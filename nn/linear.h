@@ -1,6 +1,7 @@
 // Linear: y = x W^T + b, PyTorch's layout (weight [out_features, in_features]).
 #pragma once
 
+#include "nn/activation.h"
 #include "nn/module.h"
 
 namespace loom::nn {
@@ -11,10 +12,10 @@ class Linear : public Module {
 
   // x [..., in_features] -> [..., out_features]
   Tensor forward(const Tensor& x) const;
-  // x W^T without the bias (Megatron-LM's skip_bias_add), for a caller that adds the bias fused
-  // into the op after it: activate(forward_skip_bias(x), act, bias) is act(forward(x)) in one
-  // pass fewer (nn::feed_forward).
-  Tensor forward_skip_bias(const Tensor& x) const;
+  // activate(forward(x), act) as one op (linear_activation, autograd/ops.h): in inference one
+  // GEMM that applies act as it writes its output; in training the GEMM without the bias, then
+  // the bias added inside the activation's kernel (bias_gelu etc.) (nn::feed_forward).
+  Tensor forward_activation(const Tensor& x, Activation activation) const;
   std::string extra_repr() const override;
   // PyTorch's default: weight and bias U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_, a=sqrt(5)).
   void reset_parameters();

@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
                              int64_t inner, bool log, Tensor& out) override;
   void gemm_impl(const GemmArgs& args) override;
   void gemm_bfloat16(const GemmArgs& args);  // bfloat16 A/B or C, through float32 buffers
+  // GemmArgs::activation over a float32 C, in place (unary.cpp, with the unary ops' loops).
+  static void activate_gemm_output(const GemmArgs& args);
   void index_select_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                          const Tensor& index, Tensor& out) override;
   void index_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,

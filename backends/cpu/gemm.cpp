@@ -145,6 +145,13 @@ void CpuBackend::gemm_impl(const GemmArgs& g) {
     rest.beta = 1.0f;
     return gemm_impl(rest);
   }
+  if (g.activation && g.c_type == DType::Float32) {  // the product, then act over C
+    GemmArgs rest = g;
+    rest.activation.reset();
+    gemm_impl(rest);
+    return activate_gemm_output(g);
+  }
+  // (A bfloat16 C: gemm_bfloat16's float32 product takes the activation, before rounding.)
   if (g.ab_type != DType::Float32 || g.c_type != DType::Float32) return gemm_bfloat16(g);
   check_int_sizes(g);
   const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;

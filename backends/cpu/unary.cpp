@@ -1,6 +1,7 @@
 // Unary ops (float32) and their derivatives: one loop for every entry of the table in
 // backends/unary_math.h. unary::visit switches on the op once per call and hands the loop the
 // op's type, so each op gets its own instantiation that the compiler inlines and vectorises.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
@@ -134,6 +135,19 @@ void CpuBackend::unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, f
     return into(out, [&](Tensor& o) { unary_impl(op, float32_copy(x), o, a, b); });
   const cpu::StridedIter<2> it({&out, &x}, "unary");
   unary::visit<CpuMath>(op, a, b, [&](auto entry) { forward_loop(it, entry); });
+}
+
+void CpuBackend::activate_gemm_output(const GemmArgs& g) {
+  const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+  unary::visit<CpuMath>(*g.activation, 0.0f, 0.0f, [&](auto entry) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < g.batch; ++b)
+      for (int64_t r = 0; r < g.m; ++r) {
+        float* row = static_cast<float*>(g.c) + b * g.stride_c + r * ldc;
+#pragma omp simd
+        for (int64_t j = 0; j < g.n; ++j) row[j] = entry.forward(row[j]);
+      }
+  });
 }
 
 void CpuBackend::unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x,

@@ -295,8 +295,9 @@ class CudaBackend final : public Backend {
     const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
     if (few_rows(g)) {
       cuda::launch_gemm_rows(
-          {g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c, ldc, g.alpha, g.beta, g.bias}, g.ab_type,
-          g.c_type, stream_);
+          {g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c, ldc, g.alpha, g.beta, g.bias,
+           g.activation.has_value(), g.activation.value_or(UnaryOp::Relu)},
+          g.ab_type, g.c_type, stream_);
       return;
     }
     if (g.bias != nullptr) {  // cuBLAS starts from C = beta C + bias
@@ -306,6 +307,16 @@ class CudaBackend final : public Backend {
       rest.bias = nullptr;
       rest.beta = 1.0f;
       return gemm_impl(rest);
+    }
+    if (g.activation) {  // the product, then a pass of the activation over C (rounded twice)
+      GemmArgs rest = g;
+      rest.activation.reset();
+      gemm_impl(rest);
+      cuda::Operand c = matrix_operand(g.c, g.stride_c, ldc);
+      c.bf16 = g.c_type == DType::BFloat16;
+      cuda::launch_unary(*g.activation, matrix_layout(g.batch, g.m, g.n), c, c, 0.0f, 0.0f,
+                         stream_);
+      return;
     }
     if (g.k == 0) {  // an empty sum: C = beta * C
       LOOM_CHECK(g.c_type == DType::Float32,
@@ -495,7 +506,7 @@ class CudaBackend final : public Backend {
                         ? static_cast<double*>(scratch.get(sizeof(double) * rows * n))
                         : nullptr;
     cuda::launch_sample(logits.data_ptr<float>(), rows, n, temperature, top_k, top_p, seed, offset,
-                        ptr<int64_t>(offset_by), probs, out.data_ptr<int64_t>(), stream_);
+                        ptr<int64_t>(offset_by), probs, out.data_ptr<int64_t>(), scratch, stream_);
   }
 
  private:

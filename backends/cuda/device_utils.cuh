@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels.h"
+#include "core/host_device.h"
 
 namespace loom::cuda {
 
@@ -94,6 +95,22 @@ __device__ __forceinline__ Offsets<sizeof...(Ops)> element_offsets(int64_t i, co
   if (layout.index32) return strided_offsets<uint32_t, N>(static_cast<uint32_t>(i), layout, strides);
   return strided_offsets<int64_t, N>(i, layout, strides);
 }
+
+// ---------------------------------------------------------------------------- unary math
+// CUDA's math library for the unary table (backends/unary_math.h).
+constexpr float kSqrtHalf = 0.70710678118654752f;  // 1/sqrt(2)
+
+struct CudaMath {
+  static LOOM_HOST_DEVICE float exp(float x) { return expf(x); }
+  static LOOM_HOST_DEVICE float log(float x) { return logf(x); }
+  static LOOM_HOST_DEVICE float sqrt(float x) { return sqrtf(x); }  // (rsqrtf is only 2 ulp)
+  static LOOM_HOST_DEVICE float tanh(float x) { return tanhf(x); }
+  static LOOM_HOST_DEVICE float sin(float x) { return sinf(x); }
+  static LOOM_HOST_DEVICE float cos(float x) { return cosf(x); }
+  static LOOM_HOST_DEVICE float abs(float x) { return fabsf(x); }
+  static LOOM_HOST_DEVICE float pow(float x, float a) { return powf(x, a); }
+  static LOOM_HOST_DEVICE float normal_cdf(float x) { return 0.5f * (1.0f + erff(x * kSqrtHalf)); }
+};
 
 // ---------------------------------------------------------------------------- reductions
 // Butterfly reduction: after log2(32) = 5 exchange steps every lane holds the warp's total.

@@ -227,21 +227,8 @@ __global__ void arange_int64_kernel(int64_t* out, int64_t n, int64_t start, int6
 }
 
 // ---------------------------------------------------------------------------- unary
-// CUDA's math library for the unary table (backends/unary_math.h); the table holds the
-// formulas, each op gets its own kernel instantiation.
-constexpr float kSqrtHalf = 0.70710678118654752f;  // 1/sqrt(2)
-
-struct CudaMath {
-  static LOOM_HOST_DEVICE float exp(float x) { return expf(x); }
-  static LOOM_HOST_DEVICE float log(float x) { return logf(x); }
-  static LOOM_HOST_DEVICE float sqrt(float x) { return sqrtf(x); }  // (rsqrtf is only 2 ulp)
-  static LOOM_HOST_DEVICE float tanh(float x) { return tanhf(x); }
-  static LOOM_HOST_DEVICE float sin(float x) { return sinf(x); }
-  static LOOM_HOST_DEVICE float cos(float x) { return cosf(x); }
-  static LOOM_HOST_DEVICE float abs(float x) { return fabsf(x); }
-  static LOOM_HOST_DEVICE float pow(float x, float a) { return powf(x, a); }
-  static LOOM_HOST_DEVICE float normal_cdf(float x) { return 0.5f * (1.0f + erff(x * kSqrtHalf)); }
-};
+// The table holds the formulas (backends/unary_math.h), CudaMath (device_utils.cuh) the math
+// library; each op gets its own kernel instantiation.
 
 template <class Op>
 struct UnaryForward {

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "backends/cuda/device_utils.cuh"
+#include "backends/unary_math.h"
 #include "core/bfloat16.h"
 
 namespace loom::cuda {
@@ -23,6 +24,21 @@ __device__ __forceinline__ float as_stored(float v) {
     return static_cast<float>(BFloat16(v));
   else
     return v;
+}
+
+// GemmArgs::activation of v (Backend::gemm admits these three).
+__device__ __forceinline__ float activate(const GemmRowsArgs& g, float v) {
+  if (!g.activate) return v;
+  switch (g.activation) {
+    case UnaryOp::Relu:
+      return unary::Relu<CudaMath>{}.forward(v);
+    case UnaryOp::Gelu:
+      return unary::Gelu<CudaMath>{}.forward(v);
+    case UnaryOp::GeluTanh:
+      return unary::GeluTanh<CudaMath>{}.forward(v);
+    default:
+      return v;
+  }
 }
 
 // C = beta * C + bias in every row of every batch item (beta 0: C is not read), the start of a
@@ -45,7 +61,8 @@ __global__ void bias_rows_kernel(TC* c, int64_t batch, int64_t m, int64_t n, int
 // memory bandwidth's: one warp per output column streams row j of W in 16-byte loads, kUnroll
 // of them in flight per lane, and multiplies each by the same elements of the m rows of A
 // (a few KB, which stay in the caches); a butterfly sum per row then gives lane 0 the m dot
-// products, which it finishes with the bias and C's old value and rounds once to C's type.
+// products, which it finishes with the bias, C's old value and the activation, and rounds once
+// to C's type.
 // `vector`: every row of A and W starts 16-byte aligned, so the first k / (16 / sizeof(T))
 // * (16 / sizeof(T)) elements go by vector; the rest of each row (or all of it) one by one.
 // Every thread of the block reaches the warp reductions (no early return).
@@ -103,7 +120,7 @@ __global__ void __launch_bounds__(kRowsWarps* kWarp)
     if (r >= g.m) break;
     TC& out = c[r * g.ldc + j];
     const float old = g.beta == 0.0f ? 0.0f : g.beta * static_cast<float>(out);
-    out = TC(g.alpha * acc[r] + old + b);
+    out = TC(activate(g, g.alpha * acc[r] + old + b));
   }
 }
 

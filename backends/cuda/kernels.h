@@ -94,8 +94,9 @@ void launch_scale(const Layout& layout, const Operand& x, float alpha, cudaStrea
 // ---------------------------------------------------------------------------- gemm.cu
 // C = alpha A W^T + beta C + bias for A [m, k] with m <= kGemmRowsMax (row stride lda; any for
 // one row), W [n, k] (row stride ldb: a Linear's weight), C [m, n] (row stride ldc), bias float32
-// [n] or null: GemmArgs' product of a few rows (batch 1, trans_b, not trans_a), summed in float32
-// and rounded once. A and W float32 or both bfloat16; C float32, or bfloat16 for bfloat16 A.
+// [n] or null, then `activation` if `activate`: GemmArgs' product of a few rows (batch 1,
+// trans_b, not trans_a), summed in float32 and rounded once. A and W float32 or both bfloat16;
+// C float32, or bfloat16 for bfloat16 A.
 constexpr int64_t kGemmRowsMax = 8;
 struct GemmRowsArgs {
   int64_t m, n, k;
@@ -107,6 +108,8 @@ struct GemmRowsArgs {
   int64_t ldc;
   float alpha, beta;
   const float* bias;
+  bool activate;
+  UnaryOp activation;  // Relu, Gelu or GeluTanh
 };
 void launch_gemm_rows(const GemmRowsArgs& args, DType ab_type, DType c_type, cudaStream_t stream);
 // C = beta * C + bias (GemmArgs::bias; beta 0 does not read C) over `batch` matrices [m, n] of
@@ -218,10 +221,11 @@ void launch_attention_backward(const AttentionArgs& args, DType type, const void
 
 // ---------------------------------------------------------------------------- sample.cu
 // Backend::sample: logits contiguous [rows, n] -> int64 out [rows]. probs: scratch of rows * n
-// doubles when temperature > 0 (may be null for greedy decoding). offset_by: null, or one int64
-// in device memory added to offset by the kernel.
+// doubles when temperature > 0 (may be null for greedy decoding); `scratch` gives greedy
+// decoding over long rows its partial maxima. offset_by: null, or one int64 in device memory
+// added to offset by the kernel.
 void launch_sample(const float* logits, int64_t rows, int64_t n, float temperature, int64_t top_k,
                    float top_p, uint64_t seed, uint64_t offset, const int64_t* offset_by,
-                   double* probs, int64_t* out, cudaStream_t stream);
+                   double* probs, int64_t* out, Scratch& scratch, cudaStream_t stream);
 
 }  // namespace loom::cuda

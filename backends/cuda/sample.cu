@@ -13,7 +13,8 @@
 //   * probabilities exp((logit - max) / T) are computed once, in double as on the CPU, into a
 //     scratch row; the reductions sum them in a fixed order (deterministic), though not in the
 //     CPU's order, so a uniform within rounding of a boundary may pick a neighbouring token.
-// Cost: greedy is one pass over the row; sampling ~32 passes for the inverse CDF, plus ~32 for
+// Cost: greedy is one pass over the row (split over many blocks for a long row, below);
+// sampling ~32 passes for the inverse CDF, plus ~32 for
 // top-k and ~32 for top-p, plus ~16 per tie search, each a read of the row from L2.
 // Every loop bound and branch below depends only on block-wide results, so all warps reach
 // every __syncthreads and shuffle the same number of times.
@@ -226,11 +227,69 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (threadIdx.x == 0) out[row] = token;
 }
 
+// ---------------------------------------------------------------------------- long greedy rows
+// Greedy decoding over a long row (GPT-2's 50,257 logits) in sample_kernel is one block making
+// ~50 dependent sweeps: 22 us on an H200, more than a layer of GPT-2. So a row of at least
+// kSplitArgmax logits is cut into slices of kArgmaxSlice: one block per (row, slice) reduces
+// its slice to sample_kernel's packed (key, first id) maximum and a NaN count, and one warp per
+// row then reduces the slices' (the same maximum: a max of maxima).
+constexpr int64_t kSplitArgmax = 8192;
+constexpr int64_t kArgmaxSlice = 1024;
+constexpr int kArgmaxThreads = 256;
+
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_slice_kernel(const float* logits, int64_t n, int64_t slices,
+                        unsigned long long* part_best, int* part_nans) {
+  __shared__ unsigned long long u64_shared[kWarp];
+  __shared__ int int_shared[kWarp];
+  const int64_t row = blockIdx.x / slices, slice = blockIdx.x % slices;
+  const float* x = logits + row * n;
+  const int64_t end = min(n, (slice + 1) * kArgmaxSlice);
+  unsigned long long best = 0;
+  int nans = 0;
+  for (int64_t i = slice * kArgmaxSlice + threadIdx.x; i < end; i += blockDim.x) {
+    const float v = x[i];
+    nans += v != v ? 1 : 0;
+    const unsigned long long packed = (static_cast<unsigned long long>(order_key(v)) << 32) |
+                                      (0xFFFFFFFFu - static_cast<uint32_t>(i));
+    best = best > packed ? best : packed;
+  }
+  best = block_reduce(best, 0ull, u64_shared, MaxU64Op{});
+  nans = block_sum(nans, int_shared);
+  if (threadIdx.x == 0) part_best[blockIdx.x] = best, part_nans[blockIdx.x] = nans;
+}
+
+__global__ void argmax_merge_kernel(const unsigned long long* part_best, const int* part_nans,
+                                    int64_t slices, int64_t* out) {
+  const int64_t row = blockIdx.x;
+  unsigned long long best = 0;
+  int nans = 0;
+  for (int64_t s = threadIdx.x; s < slices; s += kWarp) {
+    best = best > part_best[row * slices + s] ? best : part_best[row * slices + s];
+    nans += part_nans[row * slices + s];
+  }
+  best = warp_reduce(best, MaxU64Op{});
+  nans = warp_reduce(nans, SumOp{});
+  const int64_t first_max = 0xFFFFFFFFu - static_cast<uint32_t>(best & 0xFFFFFFFFu);
+  if (threadIdx.x == 0) out[row] = nans > 0 ? -1 : first_max;
+}
+
 }  // namespace
 
 void launch_sample(const float* logits, int64_t rows, int64_t n, float temperature, int64_t top_k,
                    float top_p, uint64_t seed, uint64_t offset, const int64_t* offset_by,
-                   double* probs, int64_t* out, cudaStream_t stream) {
+                   double* probs, int64_t* out, Scratch& scratch, cudaStream_t stream) {
+  const int64_t slices = ceil_div(n, kArgmaxSlice);
+  if (temperature == 0.0f && n >= kSplitArgmax && rows * slices < (int64_t{1} << 31)) {
+    auto* best = static_cast<unsigned long long*>(scratch.get(sizeof(long long) * rows * slices));
+    auto* nans = static_cast<int*>(scratch.get(sizeof(int) * rows * slices));
+    argmax_slice_kernel<<<static_cast<unsigned>(rows * slices), kArgmaxThreads, 0, stream>>>(
+        logits, n, slices, best, nans);
+    LOOM_CUDA_CHECK_LAUNCH();
+    argmax_merge_kernel<<<static_cast<unsigned>(rows), kWarp, 0, stream>>>(best, nans, slices, out);
+    LOOM_CUDA_CHECK_LAUNCH();
+    return;
+  }
   sample_kernel<<<static_cast<unsigned>(rows), row_threads(n, kMaxThreads), 0, stream>>>(
       logits, n, temperature, top_k, top_p, seed, offset, offset_by, probs, out);
   LOOM_CUDA_CHECK_LAUNCH();

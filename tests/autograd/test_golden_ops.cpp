@@ -488,7 +488,7 @@ std::vector<GoldenCase> compositions() {
 }
 
 // add_layer_norm against PyTorch's x + r followed by layer_norm; bias_gelu and friends against
-// the activation of x + b.
+// the activation of x + b; linear_activation against the activation of F.linear.
 std::vector<GoldenCase> fused_functions() {
   return {
       {"add_layer_norm",
@@ -501,6 +501,12 @@ std::vector<GoldenCase> fused_functions() {
       {"bias_gelu", [](const Inputs& x) { return bias_gelu(x[0], x[1]); }},
       {"bias_gelu_tanh", [](const Inputs& x) { return bias_gelu_tanh(x[0], x[1]); }},
       {"bias_relu", [](const Inputs& x) { return bias_relu(x[0], x[1]); }},
+      {"linear_activation_gelu_tanh",
+       [](const Inputs& x) { return linear_activation(x[0], x[1], x[2], UnaryOp::GeluTanh); }},
+      {"linear_activation_relu",
+       [](const Inputs& x) { return linear_activation(x[0], x[1], x[2], UnaryOp::Relu); }},
+      {"linear_activation_gelu_no_bias",
+       [](const Inputs& x) { return linear_activation(x[0], x[1], Tensor(), UnaryOp::Gelu); }},
   };
 }
 

@@ -382,6 +382,11 @@ TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {
             {randn({5, 3}).t(), randn({5})}, 1e-2f, 2e-2f, 3e-3f, "bias_gelu_tanh strided x");
   gradcheck(weighted([](const std::vector<Tensor>& in) { return bias_relu(in[0], in[1]); }),
             {randn({4, 6}) + 0.5f, randn({6})}, 1e-2f, 2e-2f, 3e-3f, "bias_relu");
+  gradcheck(weighted([](const std::vector<Tensor>& in) {
+              return linear_activation(in[0], in[1], in[2], UnaryOp::GeluTanh);
+            }),
+            {randn({2, 3, 4}), randn({5, 4}), randn({5})}, 1e-2f, 2e-2f, 3e-3f,
+            "linear_activation");
   Tensor target = tensor_i64({1, 0, 3, -100, 2}, {5});
   for (float smoothing : {0.0f, 0.1f})
     gradcheck([target, smoothing](const std::vector<Tensor>& in) {

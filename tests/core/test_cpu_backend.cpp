@@ -965,6 +965,34 @@ TEST_CASE("cpu gemm starts from GemmArgs::bias: every row of every batch item, a
   }
 }
 
+TEST_CASE("cpu gemm applies GemmArgs::activation after the bias, before a bfloat16 C rounds") {
+  const int64_t m = 4, n = 6, k = 5;
+  const std::vector<float> a = uniform_values(m * k, -1, 1, 99),
+                           b = uniform_values(n * k, -1, 1, 100);
+  const std::vector<float> bias = uniform_values(n, -1, 1, 101);
+  auto gelu_tanh_ref = [](double v) {
+    return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  };
+  for (const UnaryOp act : {UnaryOp::Relu, UnaryOp::GeluTanh}) {
+    GemmArgs g;
+    g.trans_b = true, g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = k, g.ldc = n;
+    std::vector<float> c(m * n, kNaN);
+    g.a = a.data(), g.b = b.data(), g.c = c.data(), g.bias = bias.data(), g.activation = act;
+    std::vector<double> want = ref_gemm(g, c);
+    for (int64_t i = 0; i < m * n; ++i) {
+      const double v = want[i] + bias[i % n];
+      want[i] = act == UnaryOp::Relu ? std::max(v, 0.0) : gelu_tanh_ref(v);
+    }
+    kernels().gemm(g);
+    expect_close(c, want, 1e-5, 1e-5, "gemm with an activation");
+  }
+  GemmArgs g;
+  g.m = 1, g.n = 1, g.k = 1, g.lda = 1, g.ldb = 1, g.ldc = 1;
+  float one = 1.0f, out = 0.0f;
+  g.a = &one, g.b = &one, g.c = &out, g.activation = UnaryOp::Exp;
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "Exp", "Relu, Gelu or GeluTanh"});
+}
+
 TEST_CASE("cpu gemm rejects overlapping outputs") {
   std::vector<float> a(16, 1.0f), c(16, 0.0f);
   GemmArgs g;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -822,15 +823,17 @@ TEST_CASE("gemm through cuBLAS matches OpenBLAS for every transpose, batch and s
   }
 }
 
-TEST_CASE("products of a few rows (decoding's Linear layers) match OpenBLAS, bias included") {
-  // x [m, k] W^T + bias with W [n, k], m <= 8: CUDA runs these in its own kernel (gemm.cu), by
-  // 16-byte vectors where every row starts aligned (k a multiple of 4 floats or 8 bfloat16s)
-  // and element by element otherwise, with a tail of k mod 4 or 8 after the vectors.
+TEST_CASE("few-row products (decoding's Linear layers) match OpenBLAS, bias and activation too") {
+  // act(x [m, k] W^T + bias) with W [n, k], m <= 8: CUDA runs these in its own kernel
+  // (gemm.cu), by 16-byte vectors where every row starts aligned (k a multiple of 4 floats or 8
+  // bfloat16s) and element by element otherwise, with a tail of k mod 4 or 8 after the vectors.
+  // With more rows, cuBLAS's product and then a pass of the activation.
   LOOM_REQUIRE_GPU();
   struct Case {
     int64_t m, n, k, pad;  // pad: extra elements at the end of each row of x and W
     float alpha, beta;
     bool bias;
+    std::optional<UnaryOp> activation = std::nullopt;
   };
   const std::vector<Case> cases = {
       {1, 300, 768, 0, 1.0f, 0.0f, true},  // a decoding step's product (aligned)
@@ -841,6 +844,10 @@ TEST_CASE("products of a few rows (decoding's Linear layers) match OpenBLAS, bia
       {8, 70, 1030, 2, 1.0f, 0.0f, true},  // the most rows, vectors + a tail of 2
       {1, 1, 5000, 0, 1.0f, 0.0f, true},   // one output column, a long row
       {7, 5, 3, 1, 1.0f, 0.0f, true},      // rows shorter than one vector
+      {1, 96, 64, 0, 1.0f, 0.0f, true, UnaryOp::GeluTanh},  // the activation in the epilogue
+      {4, 33, 20, 0, 1.0f, 0.0f, false, UnaryOp::Relu},
+      {2, 17, 40, 0, 1.0f, 0.0f, true, UnaryOp::Gelu},
+      {16, 40, 72, 0, 1.0f, 0.0f, true, UnaryOp::GeluTanh},  // 16 rows: cuBLAS, then a pass
   };
   for (const DType type : {DType::Float32, DType::BFloat16}) {
     for (const DType c_type : {DType::Float32, DType::BFloat16}) {
@@ -852,6 +859,7 @@ TEST_CASE("products of a few rows (decoding's Linear layers) match OpenBLAS, bia
         g.lda = c.k + c.pad, g.ldb = c.k + c.pad, g.ldc = c.n;
         g.alpha = c.alpha, g.beta = c.beta;
         g.ab_type = type, g.c_type = c_type;
+        g.activation = c.activation;
         const Tensor x = uniform({c.m * g.lda}, -1, 1, 41).to(type);
         const Tensor w = uniform({c.n * g.ldb}, -1, 1, 42).to(type);
         const Tensor c0 = uniform({c.m * c.n}, -1, 1, 43).to(c_type);

@@ -62,6 +62,24 @@ TEST_CASE("sample_next on CUDA picks the CPU's tokens: greedy, temperature, top-
       }
     }
   }
+  // Greedy decoding over rows as long as GPT-2's vocabulary (split into slices of 1024 logits
+  // on CUDA): the first id of the largest logit, across slices; -0 and +0 compare equal.
+  const int64_t long_n = 50257;
+  std::vector<float> long_rows = (rand({3, long_n}) * 8.0f - 4.0f).to_vector();  // in [-4, 4)
+  long_rows[0 * long_n + 40000] = 9.0f;  // the maximum in a late slice
+  long_rows[1 * long_n + 30000] = 9.5f;  // tied: the first id wins, two slices apart
+  long_rows[1 * long_n + 32500] = 9.5f;
+  for (int64_t i = 0; i < long_n; ++i) long_rows[2 * long_n + i] = i % 2 ? -1.0f : -2.0f;
+  long_rows[2 * long_n + 7] = -0.0f, long_rows[2 * long_n + 5000] = 0.0f;  // -0 first
+  const Tensor long_logits = tensor(long_rows, {3, long_n});
+  const std::vector<int64_t> long_cpu =
+      models::sample_next(long_logits, 0.0f, 0, 1.0f, 0, 0).to_vector_i64();
+  CHECK(long_cpu == std::vector<int64_t>{40000, 30000, 7});
+  CHECK(models::sample_next(long_logits.to(Device::CUDA), 0.0f, 0, 1.0f, 0, 0).to_vector_i64() ==
+        long_cpu);
+  long_rows[1 * long_n + 45000] = NAN;  // a NaN in a late slice: that row's token is -1
+  CHECK(models::sample_next(tensor(long_rows, {3, long_n}).to(Device::CUDA), 0.0f, 0, 1.0f, 0, 0)
+            .to_vector_i64() == std::vector<int64_t>{40000, -1, 7});
   // A row with a NaN: token -1 on CUDA (the kernel cannot throw), the other rows unharmed.
   const Tensor nan_rows = tensor({0.0f, NAN, 1.0f, 0.0f, 2.0f, 1.0f}, {2, 3}).to(Device::CUDA);
   CHECK(models::sample_next(nan_rows, 0.0f, 0, 1.0f, 0, 0).to_vector_i64() ==

@@ -401,7 +401,8 @@ def rolls():
 # stream, so inserting a case earlier would change every later case's stored tensors.
 def fused_functions():
     """loom's fused functions against PyTorch's unfused ops: add_layer_norm returns
-    (h, layer_norm(h)) with h = x + r; bias_gelu(x, b) is gelu(x + b)."""
+    (h, layer_norm(h)) with h = x + r; bias_gelu(x, b) is gelu(x + b); linear_activation(x, w,
+    b, act) is act(linear(x, w, b))."""
     def add_ln(x, r, w, b, eps=1e-5):
         h = x + r
         return h, F.layer_norm(h, (h.shape[-1],), w, b, eps)
@@ -416,6 +417,14 @@ def fused_functions():
     add_case("bias_gelu", lambda x, b: F.gelu(x + b), rn(3, 4, 7) * 2, rn(7))
     add_case("bias_gelu_tanh", lambda x, b: F.gelu(x + b, approximate="tanh"), rn(5, 9) * 2, rn(9))
     add_case("bias_relu", lambda x, b: F.relu(x + b), rn(4, 6), rn(6))
+    # loom's linear_activation: the activation of a Linear (torch's _addmm_activation).
+    add_case("linear_activation_gelu_tanh",
+             lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh"),
+             rn(2, 3, 5), rn(4, 5), rn(4))
+    add_case("linear_activation_relu", lambda x, w, b: F.relu(F.linear(x, w, b)),
+             rn(3, 6), rn(5, 6), rn(5))
+    add_case("linear_activation_gelu_no_bias", lambda x, w: F.gelu(F.linear(x, w)),
+             rn(1, 7), rn(3, 7))
 
 
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,

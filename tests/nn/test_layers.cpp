@@ -157,6 +157,55 @@ TEST_CASE("bias_gelu, bias_gelu_tanh and bias_relu give act(x + bias) as the two
                {"bias_unary", "reads its output"});
 }
 
+TEST_CASE("linear_activation is act(linear(x)): one fused GEMM without autograd, two ops with") {
+  manual_seed(34);
+  const Tensor w = randn({6, 5}), b = randn({6});
+  for (const UnaryOp act : {UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluTanh}) {
+    auto plain = [act](const Tensor& y) {
+      return act == UnaryOp::Relu ? relu(y) : act == UnaryOp::Gelu ? gelu(y) : gelu_tanh(y);
+    };
+    CAPTURE(static_cast<int>(act));
+    for (const Tensor& x : {randn({2, 3, 5}), randn({1, 5}), randn({5, 4}).t()}) {
+      for (const bool with_bias : {true, false}) {
+        const Tensor bias = with_bias ? b : Tensor();
+        const Tensor want = plain(linear(x, w, bias));
+        {  // the product applies the bias and the activation itself (GemmArgs::activation)
+          NoGradGuard no_grad;
+          check_close(linear_activation(x, w, bias, act), want, 1e-6f, 1e-6f, "no grad");
+        }
+        // With autograd: the two ops, values and gradients.
+        const Tensor xg = x.detach().requires_grad_(true), wg = w.detach().requires_grad_(true);
+        const Tensor y = linear_activation(xg, wg, bias, act);
+        check_close(y, want, 0.0f, 0.0f, "with autograd");
+        sum(y * y).backward();
+        const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true);
+        const Tensor yr = plain(linear(xr, wr, bias));
+        sum(yr * yr).backward();
+        check_close(xg.grad(), xr.grad(), 1e-6f, 1e-6f, "dx");
+        check_close(wg.grad(), wr.grad(), 1e-6f, 1e-6f, "dW");
+      }
+    }
+  }
+  // Under autocast the fused product rounds act(x W^T + b) to bfloat16 once.
+  const Tensor x = randn({3, 5});
+  Tensor fused, reference;
+  {
+    NoGradGuard no_grad;
+    AutocastGuard amp;
+    fused = linear_activation(x, w, b, UnaryOp::GeluTanh);
+    reference = gelu_tanh(linear(x, w, b).to(DType::Float32));
+  }
+  CHECK(fused.dtype() == DType::BFloat16);
+  check_close(fused.to(DType::Float32), reference, 1.0f / 128, 1.0f / 128, "autocast");
+  expect_error([&] { linear_activation(x, w, b, UnaryOp::Tanh); },
+               {"linear_activation", "Relu, Gelu or GeluTanh"});
+  expect_error(
+      [&] {
+        linear_activation(x, randn({6, 4}), b, UnaryOp::Relu);
+      },
+      {"linear", "[3,5]", "[6,4]"});
+}
+
 TEST_CASE("FeedForward matches PyTorch's linear2(act(linear1(x))) for GELU and ReLU") {
   for (auto [tag, act] : {std::pair{"feed_forward_gelu", nn::Activation::GELU},
                           std::pair{"feed_forward_relu", nn::Activation::ReLU}}) {
