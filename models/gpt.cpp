@@ -260,11 +260,18 @@ Block::Block(const GPTConfig& config) {
 
 Tensor Block::forward(const Tensor& x, const LayerCache& cache, bool last_only) const {
   // x (B, T, C) -> (B, Tq, C), Tq = T or 1; each sub-block adds to the residual stream.
+  const auto [h, m] = forward_unadded(x, ln_1->forward(x), cache, last_only);
+  return h + m;
+}
+
+std::pair<Tensor, Tensor> Block::forward_unadded(const Tensor& x, const Tensor& normed,
+                                                 const LayerCache& cache, bool last_only) const {
+  // x, normed = ln_1(x) (B, T, C) -> h, m (B, Tq, C): the block's output is h + m.
   const Tensor residual = last_only ? x.narrow(1, x.size(1) - 1, 1) : x;  // (B, Tq, C)
   // h = residual + attention, and ln_2(h) from the same pass over h (add_layer_norm).
   const auto [h, h_normed] =
-      ln_2->add_and_forward(residual, attn->forward(ln_1->forward(x), cache, last_only));
-  return h + mlp->forward(h_normed);
+      ln_2->add_and_forward(residual, attn->forward(normed, cache, last_only));
+  return {h, mlp->forward(h_normed)};
 }
 
 // ============================================================================ model
@@ -325,16 +332,29 @@ Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
   // so nothing is looked up (or copied from the host) per step.
   const Tensor pos_emb = wpe->weight.narrow(0, past, T);  // (T, C)
   Tensor x = drop->forward(wte->forward(ids) + pos_emb);   // (B, T, C) + (T, C)
-  // The last block alone may skip the other positions: earlier blocks must produce every
-  // position, since later blocks attend to all of them.
+  const Tensor hidden = blocks_and_ln_f(
+      x, [&](int64_t layer) { return cache != nullptr ? cache->layer(layer) : LayerCache{}; },
+      last_only);
+  if (cache != nullptr) cache->advance(T);
+  return hidden;  // (B, T, C)
+}
+
+Tensor GPT::blocks_and_ln_f(Tensor x, const std::function<LayerCache(int64_t)>& layer_cache,
+                            bool last_only) {
+  // x (B, T, C) -> ln_f(block_n(... block_1(x))) (B, T, C), or (B, 1, C) with last_only: the
+  // last block alone may skip the other positions (earlier blocks must produce every
+  // position, since later blocks attend to all of them). Each block's output h + m is formed
+  // in the kernel of the LayerNorm that reads it next (the next block's ln_1, or ln_f), which
+  // returns the sum, the new residual stream, and its normalisation.
+  Tensor normed = blocks_.front()->ln_1->forward(x);  // (B, T, C)
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
     const bool last_block = layer == config_.n_layer - 1;
-    const LayerCache layer_cache = cache != nullptr ? cache->layer(layer) : LayerCache{};
-    x = blocks_[static_cast<size_t>(layer)]->forward(x, layer_cache,
-                                                     last_only && last_block);  // (B, T, C)
+    const auto [h, m] = blocks_[static_cast<size_t>(layer)]->forward_unadded(
+        x, normed, layer_cache(layer), last_only && last_block);
+    const nn::LayerNorm& next = last_block ? *ln_f : *blocks_[static_cast<size_t>(layer + 1)]->ln_1;
+    std::tie(x, normed) = next.add_and_forward(h, m);  // x = h + m, normed = next(x)
   }
-  if (cache != nullptr) cache->advance(T);
-  return ln_f->forward(x);  // (B, T, C)
+  return normed;
 }
 
 Tensor GPT::decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
@@ -344,14 +364,16 @@ Tensor GPT::decode_step_hidden(const Tensor& seq, const Tensor& position, const 
   // of wpe, and each layer writes its keys and values at `position` (LayerCache::append).
   const Tensor ids = index_select(seq, 1, position);              // (1, 1)
   const Tensor pos_emb = index_select(wpe->weight, 0, position);  // (1, C)
-  Tensor x = drop->forward(wte->forward(ids) + pos_emb);          // (1, 1, C)
-  for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
-    LayerCache layer_cache = cache.layer(layer);
-    layer_cache.position = position;
-    layer_cache.mask = mask;
-    x = blocks_[static_cast<size_t>(layer)]->forward(x, layer_cache);  // (1, 1, C)
-  }
-  return ln_f->forward(x);  // (1, 1, C)
+  const Tensor x = drop->forward(wte->forward(ids) + pos_emb);    // (1, 1, C)
+  return blocks_and_ln_f(                                         // (1, 1, C)
+      x,
+      [&](int64_t layer) {
+        LayerCache layer_cache = cache.layer(layer);
+        layer_cache.position = position;
+        layer_cache.mask = mask;
+        return layer_cache;
+      },
+      /*last_only=*/false);
 }
 
 Tensor GPT::lm_head(const Tensor& hidden) const {

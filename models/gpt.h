@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -158,6 +159,12 @@ class Block : public nn::Module {
   explicit Block(const GPTConfig& config);
   // x (B, T, C) -> (B, T, C), or (B, 1, C) for the last position only (see CausalSelfAttention).
   Tensor forward(const Tensor& x, const LayerCache& cache = {}, bool last_only = false) const;
+  // The same with the last residual add left to the caller: given x and normed = ln_1(x),
+  // returns {h, m} where forward(x) = h + m (h = x + attention, m = mlp(ln_2(h))). GPT adds
+  // them in the next LayerNorm's kernel (LayerNorm::add_and_forward), one pass fewer.
+  std::pair<Tensor, Tensor> forward_unadded(const Tensor& x, const Tensor& normed,
+                                            const LayerCache& cache = {},
+                                            bool last_only = false) const;
 
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
@@ -215,6 +222,9 @@ class GPT : public nn::Module {
   // -> ln_f of its hidden state (1, 1, C), its keys and values written to `cache` at position.
   Tensor decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
                             const KVCache& cache);
+  // The blocks then ln_f over the embedded x (B, T, C); layer_cache(l) is block l's cache.
+  Tensor blocks_and_ln_f(Tensor x, const std::function<LayerCache(int64_t)>& layer_cache,
+                         bool last_only);
   void init_weights();
 
   GPTConfig config_;

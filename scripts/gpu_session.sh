@@ -2,7 +2,8 @@
 # Builds loom on a GPU machine that has the CUDA toolkit but no package registry, runs the CUDA
 # test suites and the GPU benchmarks side by side with PyTorch (bench/torch_gpu_ref.py).
 #
-#   bash scripts/gpu_session.sh [build|cuda|test|bench|models|profile|train|all]...  (default: all)
+#   bash scripts/gpu_session.sh [build|cuda|test|bench|fast|models|profile|generate|
+#                                decodeprofile|train|all]...  (default: all)
 #   bash scripts/gpu_session.sh fetch      (first, on a machine with apt: see below)
 #
 # Dependencies that the GPU machine lacks (OpenBLAS, fmt, doctest, nlohmann-json, CLI11,
@@ -14,7 +15,9 @@
 # consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
 # and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
 # fast (loom --tf32, --bf16 with and without fused attention, then torchfast: the comparison of issue 15),
-# models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step), train (the README demo).
+# models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step),
+# generate (gpt-mini and GPT-2 decoding: graph, device loop, host loop), decodeprofile (Nsight Compute
+# over 4 tokens of GPT-2's decoding step), train (the README demo).
 # Logs go to $OUT (default build-gpu/logs). The last lines printed are a summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -155,15 +158,36 @@ do_bench() {  # every JSON line goes to $OUT/bench.jsonl
     line=$(python3 bench/torch_gpu_ref.py $c --steps 20 --gpt2-init 2>&1 | tail -1); echo "$line" >>"$j"
     note "$c torch --gpt2-init: $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
   done
-  # Generation against the host-synchronised loop (--host-sampling), issue 15's 5x: the
-  # default (the step replayed as a CUDA graph), the device loop launching every kernel
-  # (--no-cuda-graphs), and the host loop.
+  OUT_JSONL=$j do_generate
+}
+
+# Generation against the host-synchronised loop (--host-sampling), issue 15's 5x: the
+# default (the step replayed as a CUDA graph), the device loop launching every kernel
+# (--no-cuda-graphs), and the host loop.
+do_generate() {
+  local j=${OUT_JSONL:-$OUT/generate.jsonl} line
   for c in gpt-mini-generate gpt2-generate; do
     for mode in "" "--no-cuda-graphs" "--host-sampling"; do
       line=$("$BUILD/bench/gpt" $c --device cuda $mode 2>&1 | tail -1); echo "$line" >>"$j"
       note "$c${mode:+ $mode}: loom $(grep -o '"new_tokens_per_s": [0-9.]*' <<<"$line")"
     done
   done
+}
+
+# The kernels of GPT-2's decoding step, from Nsight Compute: the device loop launching them one
+# by one (the graph replays the same ones), $DECODE_COUNT kernels after the first $DECODE_SKIP
+# (the warm-ups' and prefills' kernels), summed per kernel name over 4 tokens.
+do_decode_profile() {
+  local ncu case=${DECODE_CASE:-gpt2-generate}
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { note "decode profile: ncu not found"; return 0; }
+  "$ncu" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+    -s "${DECODE_SKIP:-20000}" -c "${DECODE_COUNT:-520}" \
+    "$BUILD/bench/gpt" "$case" --device cuda --no-cuda-graphs --steps 1 \
+    >"$OUT/ncu_$case.csv" 2>"$OUT/ncu_$case.err"
+  python3 scripts/ncu_summary.py "$OUT/ncu_$case.csv" 4 >"$OUT/profile_$case.txt"
+  note "decode profile $case: $(head -1 "$OUT/profile_$case.txt")"
+  head -30 "$OUT/profile_$case.txt"
 }
 
 # Per-kernel GPU time of one GPT-2 training step (after the warm-ups), from Nsight Compute.
@@ -211,6 +235,8 @@ for s in "${steps[@]}"; do
     test) do_test ;;
     bench) do_bench ;;
     profile) do_profile ;;
+    generate) do_generate ;;
+    decodeprofile) do_decode_profile ;;
     train) do_train ;;
     all) do_build && { do_test; do_bench; do_torch_fast; do_models; } ;;
     *) echo "unknown step $s"; exit 2 ;;
