@@ -67,7 +67,9 @@ __global__ void bias_rows_kernel(TC* c, int64_t batch, int64_t m, int64_t n, int
 // * (16 / sizeof(T)) elements go by vector; the rest of each row (or all of it) one by one.
 // Every thread of the block reaches the warp reductions (no early return).
 constexpr int kRowsWarps = 8;  // output columns per block of gemm_rows_kernel
-constexpr int kUnroll = 4;     // 16-byte weight loads in flight per lane
+// 16-byte weight loads in flight per lane: 8 covers a row of 768 float32 or 1,536 bfloat16
+// (GPT-2's c_attn and c_fc) in one round trip to memory.
+constexpr int kUnroll = 8;
 
 template <int M, typename T, typename TC>
 __global__ void __launch_bounds__(kRowsWarps* kWarp)
