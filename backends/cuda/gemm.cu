@@ -55,8 +55,8 @@ __global__ void bias_rows_kernel(TC* c, int64_t batch, int64_t m, int64_t n, int
 }
 
 // ---------------------------------------------------------------------------- few-row products
-// C[r, j] = alpha * sum_p A[r, p] W[j, p] + beta * C[r, j] + bias[j] for r < m <= M: a few rows
-// of activations times a Linear's weight W [n, k] (row j of W is output column j). Such a
+// C[r, j] = act(alpha * sum_p A[r, p] W[j, p] + beta * C[r, j] + bias[j]) for r < m <= M: a few
+// rows of activations times a Linear's weight W [n, k] (row j of W is output column j). Such a
 // product reads every weight once and does two flops per weight read, so its speed is the
 // memory bandwidth's: one warp per output column streams row j of W in 16-byte loads, kUnroll
 // of them in flight per lane, and multiplies each by the same elements of the m rows of A
