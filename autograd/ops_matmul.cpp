@@ -306,8 +306,8 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
   detail::check_defined(weight, "linear_activation");
   LOOM_CHECK(
       activation == UnaryOp::Relu || activation == UnaryOp::Gelu || activation == UnaryOp::GeluTanh,
-      "linear_activation: the activation must be Relu, Gelu or GeluTanh (UnaryOp {})",
-      static_cast<int>(activation));
+      "linear_activation: the activation must be Relu, Gelu or GeluTanh, got {}",
+      unary_op_name(activation));
   const bool autocast =
       autocast::is_enabled() && is_floating_point(x.dtype()) && is_floating_point(weight.dtype());
   // With autograd, or bfloat16 operands outside autocast (matmul's rule): the two ops.

@@ -316,19 +316,6 @@ void Backend::softmax_backward(const Tensor& grad, const Tensor& y, int64_t oute
 }
 
 // ---------------------------------------------------------------------------- matrix products
-namespace {
-const char* unary_name(UnaryOp op) {  // its name in LOOM_UNARY_OPS
-  switch (op) {
-#define LOOM_UNARY_NAME_CASE(Name) \
-  case UnaryOp::Name:              \
-    return #Name;
-    LOOM_UNARY_OPS(LOOM_UNARY_NAME_CASE)
-#undef LOOM_UNARY_NAME_CASE
-  }
-  return "?";
-}
-}  // namespace
-
 void Backend::gemm(const GemmArgs& g) {
   LOOM_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0,
              "gemm: negative size m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
@@ -349,7 +336,7 @@ void Backend::gemm(const GemmArgs& g) {
              "gemm: a bfloat16 result needs bfloat16 operands (got {})", dtype_name(g.ab_type));
   LOOM_CHECK(!g.activation || *g.activation == UnaryOp::Relu || *g.activation == UnaryOp::Gelu ||
                  *g.activation == UnaryOp::GeluTanh,
-             "gemm: activation {} is not Relu, Gelu or GeluTanh", unary_name(*g.activation));
+             "gemm: activation {} is not Relu, Gelu or GeluTanh", unary_op_name(*g.activation));
   gemm_impl(g);
 }
 

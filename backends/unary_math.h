@@ -33,6 +33,18 @@ namespace loom {
 enum class UnaryOp { LOOM_UNARY_OPS(LOOM_UNARY_ENUM_ENTRY) };
 #undef LOOM_UNARY_ENUM_ENTRY
 
+// The op's name as LOOM_UNARY_OPS spells it ("GeluTanh"), for error messages.
+inline const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+#define LOOM_UNARY_NAME_CASE(Name) \
+  case UnaryOp::Name:              \
+    return #Name;
+    LOOM_UNARY_OPS(LOOM_UNARY_NAME_CASE)
+#undef LOOM_UNARY_NAME_CASE
+  }
+  return "?";
+}
+
 namespace unary {
 
 enum class Reads { Nothing, Input, Output };  // what backward needs besides the gradient

@@ -118,8 +118,8 @@ class KVCache {
   void advance(int64_t count);
 
  private:
-  std::vector<Tensor> keys_values_, keys_,
-      values_;  // keys_[i], values_[i]: keys_values_[i]'s halves
+  // keys_[i] and values_[i] are the two halves of keys_values_[i] (views).
+  std::vector<Tensor> keys_values_, keys_, values_;
   int64_t length_ = 0, batch_, capacity_;
 };
 

@@ -1031,21 +1031,19 @@ __global__ void __launch_bounds__(kThreads)
     auto weight = [&](int w) { return warp_m[w] == -INFINITY ? 0.0f : expf(warp_m[w] - m_all); };
     float l_all = 0.0f;
     for (int w = 0; w < kWarps; ++w) l_all += weight(w) * warp_l[w];
+    auto o_all = [&](int c) {  // output dim c of the block's merged partial
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
+      return sum;
+    };
     const int64_t r = b * a.q_len + i;  // the query row
     if (part != nullptr) {
       float* row = part + (r * chunks + chunk) * (D + 2);
-      for (int c = static_cast<int>(threadIdx.x); c < D; c += kThreads) {
-        float sum = 0.0f;
-        for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
-        row[2 + c] = sum;
-      }
+      for (int c = static_cast<int>(threadIdx.x); c < D; c += kThreads) row[2 + c] = o_all(c);
       if (threadIdx.x == 0) row[0] = m_all, row[1] = l_all;
     } else {  // the merge kernel's arithmetic for one chunk (its weight is 1)
-      for (int c = static_cast<int>(threadIdx.x); c < d; c += kThreads) {
-        float sum = 0.0f;
-        for (int w = 0; w < kWarps; ++w) sum += weight(w) * warp_o[w][c];
-        out[r * d + c] = from_float<T>(m_all == -INFINITY ? NAN : sum / l_all);
-      }
+      for (int c = static_cast<int>(threadIdx.x); c < d; c += kThreads)
+        out[r * d + c] = from_float<T>(m_all == -INFINITY ? NAN : o_all(c) / l_all);
       if (threadIdx.x == 0) lse[r] = m_all == -INFINITY ? NAN : m_all + logf(l_all);
     }
     __syncthreads();  // warp_* are written again for the next row

@@ -301,8 +301,12 @@ class CudaBackend final : public Backend {
       return;
     }
     if (g.bias != nullptr) {  // cuBLAS starts from C = beta C + bias
-      cuda::launch_bias_rows(g.c, g.c_type, g.batch, g.m, g.n, ldc, g.stride_c, g.beta, g.bias,
-                             stream_);
+      if (g.beta == 0.0f)     // a Linear's: the bias row copied into every row (by vectors)
+        cuda::launch_copy(matrix_layout(g.batch, g.m, g.n), matrix_operand(g.bias, 0, 0),
+                          DType::Float32, matrix_operand(g.c, g.stride_c, ldc), g.c_type, stream_);
+      else
+        cuda::launch_bias_rows(g.c, g.c_type, g.batch, g.m, g.n, ldc, g.stride_c, g.beta, g.bias,
+                               stream_);
       GemmArgs rest = g;
       rest.bias = nullptr;
       rest.beta = 1.0f;

@@ -41,16 +41,15 @@ __device__ __forceinline__ float activate(const GemmRowsArgs& g, float v) {
   }
 }
 
-// C = beta * C + bias in every row of every batch item (beta 0: C is not read), the start of a
-// cuBLAS GEMM with a bias; a bfloat16 C takes the bias rounded to bfloat16.
+// C = beta * C + bias in every row of every batch item, the start of a cuBLAS GEMM with a bias
+// and beta != 0; a bfloat16 C takes the bias rounded to bfloat16.
 template <typename TC>
 __global__ void bias_rows_kernel(TC* c, int64_t batch, int64_t m, int64_t n, int64_t ldc,
                                  int64_t stride_c, float beta, const float* bias) {
   LOOM_GRID_STRIDE_LOOP(i, batch * m * n) {
     const int64_t j = i % n, r = i / n % m, b = i / (n * m);
     TC& out = c[b * stride_c + r * ldc + j];
-    const float old = beta == 0.0f ? 0.0f : beta * static_cast<float>(out);
-    out = TC(old + as_stored<TC>(bias[j]));
+    out = TC(beta * static_cast<float>(out) + as_stored<TC>(bias[j]));
   }
 }
 

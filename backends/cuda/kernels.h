@@ -112,8 +112,9 @@ struct GemmRowsArgs {
   UnaryOp activation;  // Relu, Gelu or GeluTanh
 };
 void launch_gemm_rows(const GemmRowsArgs& args, DType ab_type, DType c_type, cudaStream_t stream);
-// C = beta * C + bias (GemmArgs::bias; beta 0 does not read C) over `batch` matrices [m, n] of
-// c_type, row stride ldc, stride_c apart: the start of a cuBLAS product with a bias.
+// C = beta * C + bias (GemmArgs::bias, beta != 0) over `batch` matrices [m, n] of c_type, row
+// stride ldc, stride_c apart: the start of a cuBLAS product with a bias that adds to C (with
+// beta 0, a Linear's, the bias is copied by launch_copy).
 void launch_bias_rows(void* c, DType c_type, int64_t batch, int64_t m, int64_t n, int64_t ldc,
                       int64_t stride_c, float beta, const float* bias, cudaStream_t stream);
 

@@ -848,6 +848,7 @@ TEST_CASE("few-row products (decoding's Linear layers) match OpenBLAS, bias and 
       {4, 33, 20, 0, 1.0f, 0.0f, false, UnaryOp::Relu},
       {2, 17, 40, 0, 1.0f, 0.0f, true, UnaryOp::Gelu},
       {16, 40, 72, 0, 1.0f, 0.0f, true, UnaryOp::GeluTanh},  // 16 rows: cuBLAS, then a pass
+      {12, 24, 40, 0, 1.0f, 2.0f, true},                     // cuBLAS from 2 C + the bias
   };
   for (const DType type : {DType::Float32, DType::BFloat16}) {
     for (const DType c_type : {DType::Float32, DType::BFloat16}) {
