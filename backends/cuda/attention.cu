@@ -40,8 +40,9 @@
 // Decoding (at most kAttentionDecodeQueries queries, no dropout; either dtype): a query tile
 // would be nearly empty and the blocks few (one per head), so the keys are split instead
 // (Flash-Decoding, Dao et al. 2023): grid (problem b, chunk of kDecodeChunk keys), each warp
-// runs the online softmax over every 4th key of its block's chunk, one dot product per key
-// across the warp's lanes (lane l holds dims l, l + 32, ...); the block merges its warps and
+// runs the online softmax over its block's chunk 8 keys at a time (every 4th group of 8), one
+// dot product per key across the warp's lanes (lane l holds dims l, l + 32, ...), their loads
+// issued together; the block merges its warps and
 // writes a partial (m, l, o[D]) per query row, and a second kernel merges the chunks:
 //   m = max_c m_c, l = sum_c l_c exp(m_c - m), out = sum_c o_c exp(m_c - m) / l, lse = m + log l.
 // Up to kDecodeOneChunk keys are a single chunk, whose block writes out and lse itself.
@@ -963,6 +964,7 @@ constexpr int64_t kDecodeChunk = 64;  // keys per block of attention_decode_spli
 // Up to this many keys are one chunk: its block's result is the row's, with no merge launch
 // (a short cache: a split would save less than the second launch costs).
 constexpr int64_t kDecodeOneChunk = 128;
+constexpr int kDecodeKeys = 8;  // keys per warp and step of attention_decode_split_kernel
 
 // part [n * q_len, chunks, D + 2]: for each query row and chunk of chunk_len keys, the chunk's
 // running max m, its sum l of exp(s - m), and its unnormalised output o = sum_j exp(s_j - m) v_j
@@ -993,31 +995,59 @@ __global__ void __launch_bounds__(kThreads)
       o[t] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    // Every warp runs the same number of steps (its key j may be past the chunk's end), so
-    // that all the block's threads reach each shuffle, as CUDA's rules for them ask.
-    for (int64_t j = first + warp; j - warp < end; j += kWarps) {
-      float add = -INFINITY;  // the mask's value, -inf for a key this query cannot see
-      if (j < end && pb.visible(i, j))
-        add = pb.mask ? pb.mask[mask_base + i * pb.layout.row_stride + j * pb.layout.col_stride]
-                      : 0.0f;
-      const bool seen = add != -INFINITY;            // a blocked key's K and V rows are not read
-      const int64_t kv_at = (b * a.kv_len + j) * d;  // key j in k and v
-      float dot = 0.0f;
+    // Each step a warp takes kDecodeKeys keys at once: their mask values first, then the K and
+    // V rows of those the query sees, every load issued before any is used, so a step costs
+    // two round trips to memory whatever its number of keys (one key per step would cost two
+    // per key: at the 128 keys of a short cache, 64 round trips of 4 warps in a row). Every
+    // warp runs the same number of steps (its keys may lie past the chunk's end), so that all
+    // the block's threads reach each shuffle, as CUDA's rules for them ask.
+    for (int64_t base = first; base < end; base += kWarps * kDecodeKeys) {
+      const int64_t j0 = base + warp * kDecodeKeys;  // this warp's first key of the step
+      float add[kDecodeKeys];  // the mask's value, -inf for a key this query cannot see
 #pragma unroll
-      for (int t = 0; t < kPer; ++t) {
-        const int c = lane + t * kWarp;
-        if (seen && c < d) dot += qi[t] * to_float(k[kv_at + c]);
+      for (int u = 0; u < kDecodeKeys; ++u) {
+        const int64_t j = j0 + u;
+        add[u] = -INFINITY;
+        if (j < end && pb.visible(i, j))
+          add[u] = pb.mask
+                       ? pb.mask[mask_base + i * pb.layout.row_stride + j * pb.layout.col_stride]
+                       : 0.0f;
       }
-      dot = group_sum<kWarp>(dot);
-      if (!seen) continue;
-      const float s = dot * a.scale + add;  // Problem::score's value
-      const float m_new = fmaxf(m, s);
-      const float alpha = expf(m - m_new), p = expf(s - m_new);
-      l = l * alpha + p;
+      float kr[kDecodeKeys][kPer], vr[kDecodeKeys][kPer];  // a blocked key's rows are not read
 #pragma unroll
-      for (int t = 0; t < kPer; ++t) {
-        const int c = lane + t * kWarp;
-        o[t] = o[t] * alpha + (c < d ? p * to_float(v[kv_at + c]) : 0.0f);
+      for (int u = 0; u < kDecodeKeys; ++u) {
+        const int64_t kv_at = (b * a.kv_len + j0 + u) * d;  // key j0 + u in k and v
+#pragma unroll
+        for (int t = 0; t < kPer; ++t) {
+          const int c = lane + t * kWarp;
+          const bool read = add[u] != -INFINITY && c < d;
+          kr[u][t] = read ? to_float(k[kv_at + c]) : 0.0f;
+          vr[u][t] = read ? to_float(v[kv_at + c]) : 0.0f;
+        }
+      }
+      float s[kDecodeKeys];  // Problem::score's values, -inf for the keys not seen
+      float m_new = m;
+#pragma unroll
+      for (int u = 0; u < kDecodeKeys; ++u) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int t = 0; t < kPer; ++t) dot += qi[t] * kr[u][t];
+        dot = group_sum<kWarp>(dot);
+        s[u] = add[u] == -INFINITY ? -INFINITY : dot * a.scale + add[u];
+        m_new = fmaxf(m_new, s[u]);
+      }
+      if (m_new == -INFINITY) continue;  // no key seen yet
+      // The online softmax over the step's keys: rescale what came before to the new max once.
+      const float alpha = expf(m - m_new);
+      l *= alpha;
+#pragma unroll
+      for (int t = 0; t < kPer; ++t) o[t] *= alpha;
+#pragma unroll
+      for (int u = 0; u < kDecodeKeys; ++u) {
+        const float p = expf(s[u] - m_new);  // 0 for a key not seen
+        l += p;
+#pragma unroll
+        for (int t = 0; t < kPer; ++t) o[t] += p * vr[u][t];
       }
       m = m_new;
     }
