@@ -330,22 +330,31 @@ Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
   // The learned position embeddings of positions past .. past + T - 1 are rows of wpe: a view,
   // so nothing is looked up (or copied from the host) per step.
   const Tensor pos_emb = wpe->weight.narrow(0, past, T);  // (T, C)
-  Tensor x = drop->forward(wte->forward(ids) + pos_emb);   // (B, T, C) + (T, C)
   const Tensor hidden = blocks_and_ln_f(
-      x, [&](int64_t layer) { return cache != nullptr ? cache->layer(layer) : LayerCache{}; },
+      wte->forward(ids), pos_emb,  // (B, T, C) + (T, C)
+      [&](int64_t layer) { return cache != nullptr ? cache->layer(layer) : LayerCache{}; },
       last_only);
   if (cache != nullptr) cache->advance(T);
   return hidden;  // (B, T, C)
 }
 
-Tensor GPT::blocks_and_ln_f(Tensor x, const std::function<LayerCache(int64_t)>& layer_cache,
-                            bool last_only) {
-  // x (B, T, C) -> ln_f(block_n(... block_1(x))) (B, T, C), or (B, 1, C) with last_only: the
-  // last block alone may skip the other positions (earlier blocks must produce every
-  // position, since later blocks attend to all of them). Each block's output h + m is formed
-  // in the kernel of the LayerNorm that reads it next (the next block's ln_1, or ln_f), which
-  // returns the sum, the new residual stream, and its normalisation.
-  Tensor normed = blocks_.front()->ln_1->forward(x);  // (B, T, C)
+Tensor GPT::blocks_and_ln_f(const Tensor& tok_emb, const Tensor& pos_emb,
+                            const std::function<LayerCache(int64_t)>& layer_cache, bool last_only) {
+  // x = drop(tok_emb + pos_emb) (B, T, C) -> ln_f(block_n(... block_1(x))) (B, T, C), or
+  // (B, 1, C) with last_only: the last block alone may skip the other positions (earlier
+  // blocks must produce every position, since later blocks attend to all of them). Each sum
+  // that feeds a LayerNorm is formed in that LayerNorm's kernel (add_and_forward, which returns
+  // the sum, the residual stream, and its normalisation): the embeddings' sum in the first
+  // ln_1's (unless dropout sits between them), each block's output h + m in the next block's
+  // ln_1 or in ln_f.
+  const nn::LayerNorm& ln_1 = *blocks_.front()->ln_1;
+  Tensor x, normed;  // (B, T, C) each
+  if (drop->is_training() && drop->p > 0.0f) {
+    x = drop->forward(tok_emb + pos_emb);
+    normed = ln_1.forward(x);
+  } else {
+    std::tie(x, normed) = ln_1.add_and_forward(tok_emb, pos_emb.expand(tok_emb.shape()));
+  }
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
     const bool last_block = layer == config_.n_layer - 1;
     const auto [h, m] = blocks_[static_cast<size_t>(layer)]->forward_unadded(
@@ -363,9 +372,8 @@ Tensor GPT::decode_step_hidden(const Tensor& seq, const Tensor& position, const 
   // of wpe, and each layer writes its keys and values at `position` (LayerCache::append).
   const Tensor ids = index_select(seq, 1, position);              // (1, 1)
   const Tensor pos_emb = index_select(wpe->weight, 0, position);  // (1, C)
-  const Tensor x = drop->forward(wte->forward(ids) + pos_emb);    // (1, 1, C)
   return blocks_and_ln_f(                                         // (1, 1, C)
-      x,
+      wte->forward(ids), pos_emb,
       [&](int64_t layer) {
         LayerCache layer_cache = cache.layer(layer);
         layer_cache.position = position;

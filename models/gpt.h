@@ -222,9 +222,10 @@ class GPT : public nn::Module {
   // -> ln_f of its hidden state (1, 1, C), its keys and values written to `cache` at position.
   Tensor decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
                             const KVCache& cache);
-  // The blocks then ln_f over the embedded x (B, T, C); layer_cache(l) is block l's cache.
-  Tensor blocks_and_ln_f(Tensor x, const std::function<LayerCache(int64_t)>& layer_cache,
-                         bool last_only);
+  // The blocks then ln_f over the embedded tokens, tok_emb (B, T, C) + pos_emb (T, C), with
+  // the embedding dropout; layer_cache(l) is block l's cache.
+  Tensor blocks_and_ln_f(const Tensor& tok_emb, const Tensor& pos_emb,
+                         const std::function<LayerCache(int64_t)>& layer_cache, bool last_only);
   void init_weights();
 
   GPTConfig config_;
