@@ -114,7 +114,7 @@ struct AttentionArgs {
 };
 
 // Problems of at most this many queries and no dropout (KV-cache decoding: one query per step)
-// run on CUDA as split-key decoding kernels (backends/cuda/attention.cu), which
+// run on CUDA in the split-key decoding kernel (backends/cuda/attention.cu), which
 // scaled_dot_product_attention then takes by default in float32 too.
 constexpr int64_t kAttentionDecodeQueries = 8;
 

@@ -49,7 +49,7 @@ Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t 
 // tensor-core kernel beats cuBLAS + the softmax kernels (GPT-2 124M on an H200: 100k against
 // 88k tokens/s), and leaves float32 to the unfused path, which is faster there, except for
 // KV-cache decoding (at most kAttentionDecodeQueries queries), where the GPU's split-key
-// decoding kernels are 2 launches instead of the unfused path's 5 and skip the blocked keys;
+// decoding kernel is 1 launch instead of the unfused path's 5 and skips the blocked keys;
 // the CPU's BLAS-batched unfused products are faster than its fused reference kernel.
 constexpr int kDefault = -1, kOff = 0, kOn = 1;
 std::atomic<int> fused_on_cpu{kDefault}, fused_on_cuda{kDefault};
@@ -81,7 +81,7 @@ bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Attentio
   // their blocks few, where cuBLAS's batched products do better.
   if (q.device() == Device::CUDA && q.size(-2) > kAttentionDecodeQueries && q.size(-2) < 16)
     return false;
-  // The decoding kernels take no dropout: training with so few queries stays unfused.
+  // The decoding kernel takes no dropout: training with so few queries stays unfused.
   if (q.device() == Device::CUDA && q.size(-2) <= kAttentionDecodeQueries && o.training &&
       o.dropout_p > 0.0f)
     return false;

@@ -42,12 +42,13 @@
 // (Flash-Decoding, Dao et al. 2023): grid (problem b, chunk of kDecodeChunk keys), each warp
 // runs the online softmax over its block's chunk 8 keys at a time (every 4th group of 8), one
 // dot product per key across the warp's lanes (lane l holds dims l, l + 32, ...), their loads
-// issued together; the block merges its warps and
-// writes a partial (m, l, o[D]) per query row, and a second kernel merges the chunks:
+// issued together; the block merges its warps and writes a partial (m, l, o[D]) per query
+// row, and the problem's last block to finish merges the chunks (no second launch):
 //   m = max_c m_c, l = sum_c l_c exp(m_c - m), out = sum_c o_c exp(m_c - m) / l, lse = m + log l.
 // Up to kDecodeOneChunk keys are a single chunk, whose block writes out and lse itself.
 // A key a query cannot see (a -inf mask, past the causal bound) is skipped before its K and V
 // rows are read, so a recorded decoding step that covers the whole cache reads its filled part.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -961,25 +962,64 @@ __global__ void attention_store_dq_kernel(const float* __restrict__ acc, int64_t
 
 // ---------------------------------------------------------------------------- decoding
 constexpr int64_t kDecodeChunk = 64;  // keys per block of attention_decode_split_kernel
-// Up to this many keys are one chunk: its block's result is the row's, with no merge launch
-// (a short cache: a split would save less than the second launch costs).
+// Up to this many keys are one chunk: its block's result is the row's, with no merge (for a
+// short cache, the two steps a split would save cost about what its merge does).
 constexpr int64_t kDecodeOneChunk = 128;
 constexpr int kDecodeKeys = 8;  // keys per warp and step of attention_decode_split_kernel
 
-// part [n * q_len, chunks, D + 2]: for each query row and chunk of chunk_len keys, the chunk's
-// running max m, its sum l of exp(s - m), and its unnormalised output o = sum_j exp(s_j - m) v_j
-// (m = -inf, l = 0, o = 0 when the row sees no key of the chunk). With one chunk (part null) the
-// block writes the row's result to out and lse itself, as the merge kernel would.
+// Row r's partials, one per chunk, merged into out (T) and lse by one warp: every lane walks
+// all the chunks (a few dozen at most for a cache of a few thousand positions), so it knows m
+// and l itself; lane l merges output dims l, l + 32, ... A row that saw no key at all gets NaN,
+// as the CPU kernel and the unfused softmax give. The partials were written by other blocks of
+// the same launch: they are read through L2 (__ldcg), where those blocks' writes are.
+template <typename T, int D>
+__device__ void decode_merge_row(const float* part, int64_t chunks, int d, int64_t r, int lane,
+                                 T* out, float* lse) {
+  constexpr int kPer = D / kWarp;                // dims per lane
+  const float* p = part + r * chunks * (D + 2);  // chunk c: m, l, o[D] at p + c * (D + 2)
+  float m = -INFINITY;
+  for (int64_t c = 0; c < chunks; ++c) m = fmaxf(m, __ldcg(p + c * (D + 2)));
+  if (m == -INFINITY) {
+    for (int col = lane; col < d; col += kWarp) out[r * d + col] = from_float<T>(NAN);
+    if (lane == 0) lse[r] = NAN;
+    return;
+  }
+  float l = 0.0f, o[kPer] = {};
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* chunk = p + c * (D + 2);
+    const float w = expf(__ldcg(chunk) - m);  // 0 for a chunk that saw no key
+    l += w * __ldcg(chunk + 1);
+#pragma unroll
+    for (int t = 0; t < kPer; ++t) o[t] += w * __ldcg(chunk + 2 + lane + t * kWarp);
+  }
+#pragma unroll
+  for (int t = 0; t < kPer; ++t) {
+    const int col = lane + t * kWarp;
+    if (col < d) out[r * d + col] = from_float<T>(o[t] / l);
+  }
+  if (lane == 0) lse[r] = m + logf(l);
+}
+
+// Blocks (problem b = problem0 + blockIdx.x / chunks, chunk of chunk_len keys). part
+// [n * q_len, chunks, D + 2]: for each query row and chunk, the chunk's running max m, its sum
+// l of exp(s - m), and its unnormalised output o = sum_j exp(s_j - m) v_j (m = -inf, l = 0,
+// o = 0 when the row sees no key of the chunk). The last of a problem's blocks to finish
+// merges its rows' partials into out and lse (decode_merge_row): it knows it is last from
+// counters[blockIdx.x / chunks], which every block of the problem increments once and the last
+// sets back to 0 for the next launch (the counters start at 0). With one chunk (part null) the
+// block writes its rows' results itself.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     attention_decode_split_kernel(Problem pb, const T* __restrict__ q, const T* __restrict__ k,
                                   const T* __restrict__ v, float* __restrict__ part, int64_t chunks,
-                                  int64_t chunk_len, T* __restrict__ out, float* __restrict__ lse) {
+                                  int64_t chunk_len, int64_t problem0, unsigned* counters,
+                                  T* __restrict__ out, float* __restrict__ lse) {
   constexpr int kPer = D / kWarp;  // dims per lane
   constexpr int kWarps = kThreads / kWarp;
   __shared__ float warp_m[kWarps], warp_l[kWarps], warp_o[kWarps][D];
+  __shared__ bool merges;  // whether this block is its problem's last
   const AttentionArgs& a = pb.args;
-  const int64_t b = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int64_t b = problem0 + blockIdx.x / chunks, chunk = blockIdx.x % chunks;
   const int lane = static_cast<int>(threadIdx.x) % kWarp,
             warp = static_cast<int>(threadIdx.x) / kWarp;
   const int d = static_cast<int>(a.head_dim);
@@ -1071,47 +1111,28 @@ __global__ void __launch_bounds__(kThreads)
       float* row = part + (r * chunks + chunk) * (D + 2);
       for (int c = static_cast<int>(threadIdx.x); c < D; c += kThreads) row[2 + c] = o_all(c);
       if (threadIdx.x == 0) row[0] = m_all, row[1] = l_all;
-    } else {  // the merge kernel's arithmetic for one chunk (its weight is 1)
+    } else {  // decode_merge_row's arithmetic for one chunk (its weight is 1)
       for (int c = static_cast<int>(threadIdx.x); c < d; c += kThreads)
         out[r * d + c] = from_float<T>(m_all == -INFINITY ? NAN : o_all(c) / l_all);
       if (threadIdx.x == 0) lse[r] = m_all == -INFINITY ? NAN : m_all + logf(l_all);
     }
     __syncthreads();  // warp_* are written again for the next row
   }
-}
-
-// One block of one warp per query row: the chunks' partials merged into out (T) and lse. Every
-// lane walks all the chunks (a few dozen at most for a cache of a few thousand positions), so
-// it knows m and l itself; lane l merges output dims l, l + 32, ... A row that saw no key at
-// all gets NaN, as the CPU kernel and the unfused softmax give.
-template <typename T, int D>
-__global__ void attention_decode_merge_kernel(const float* __restrict__ part, int64_t chunks, int d,
-                                              T* __restrict__ out, float* __restrict__ lse) {
-  constexpr int kPer = D / kWarp;  // dims per lane
-  const int lane = static_cast<int>(threadIdx.x);
-  const int64_t r = blockIdx.x;
-  const float* p = part + r * chunks * (D + 2);  // chunk c: m, l, o[D] at p + c * (D + 2)
-  float m = -INFINITY;
-  for (int64_t c = 0; c < chunks; ++c) m = fmaxf(m, p[c * (D + 2)]);
-  if (m == -INFINITY) {
-    for (int col = lane; col < d; col += kWarp) out[r * d + col] = from_float<T>(NAN);
-    if (lane == 0) lse[r] = NAN;
-    return;
+  if (part == nullptr) return;
+  // Split-K's "last block" reduction (CUDA's threadFenceReduction sample): each thread's
+  // partials are made visible device-wide before the block counts itself in.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = counters + blockIdx.x / chunks;
+    merges = atomicAdd(counter, 1u) == static_cast<unsigned>(chunks - 1);
+    if (merges) *counter = 0;  // every other block of the problem has counted itself
   }
-  float l = 0.0f, o[kPer] = {};
-  for (int64_t c = 0; c < chunks; ++c) {
-    const float* chunk = p + c * (D + 2);
-    const float w = expf(chunk[0] - m);  // 0 for a chunk that saw no key
-    l += w * chunk[1];
-#pragma unroll
-    for (int t = 0; t < kPer; ++t) o[t] += w * chunk[2 + lane + t * kWarp];
-  }
-#pragma unroll
-  for (int t = 0; t < kPer; ++t) {
-    const int col = lane + t * kWarp;
-    if (col < d) out[r * d + col] = from_float<T>(o[t] / l);
-  }
-  if (lane == 0) lse[r] = m + logf(l);
+  __syncthreads();
+  if (!merges) return;
+  __threadfence();  // and the other blocks' partials are read after their counts were seen
+  for (int64_t i = warp; i < a.q_len; i += kWarps)
+    decode_merge_row<T, D>(part, chunks, d, b * a.q_len + i, lane, out, lse);
 }
 
 // The padded head dim of the kernels: 32, 64 or 128.
@@ -1120,11 +1141,11 @@ int padded_dim(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 // One block per (problem, tile); CudaBackend checked that the count fits grid.x (2^31 - 1).
 unsigned grid_of(int64_t n, int64_t tiles) { return static_cast<unsigned>(n * tiles); }
 
-// The decoding kernels' launch (see the top of the file), when the problem is one: at most
+// The decoding kernel's launch (see the top of the file), when the problem is one: at most
 // kAttentionDecodeQueries queries, no dropout, and a grid that fits. false: nothing launched.
 template <typename T, int D>
 bool decode(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
-            Scratch& scratch, cudaStream_t stream) {
+            Scratch& scratch, unsigned* counters, cudaStream_t stream) {
   const AttentionArgs& a = pb.args;
   const int64_t chunk_len = a.kv_len <= kDecodeOneChunk ? a.kv_len : kDecodeChunk;
   const int64_t chunks = chunk_len == 0 ? 0 : ceil_div(a.kv_len, chunk_len);
@@ -1135,21 +1156,21 @@ bool decode(const Problem& pb, const void* q, const void* k, const void* v, void
   float* part = chunks == 1
                     ? nullptr
                     : static_cast<float*>(scratch.get(sizeof(float) * rows * chunks * (D + 2)));
-  attention_decode_split_kernel<T, D><<<grid_of(a.n, chunks), kThreads, 0, stream>>>(
-      pb, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part,
-      chunks, chunk_len, static_cast<T*>(out), lse);
-  LOOM_CUDA_CHECK_LAUNCH();
-  if (chunks == 1) return true;
-  attention_decode_merge_kernel<T, D><<<static_cast<unsigned>(rows), kWarp, 0, stream>>>(
-      part, chunks, static_cast<int>(a.head_dim), static_cast<T*>(out), lse);
-  LOOM_CUDA_CHECK_LAUNCH();
+  // One launch per kDecodeCounters problems (one counter each); a single launch in practice.
+  for (int64_t problem0 = 0; problem0 < a.n; problem0 += kDecodeCounters) {
+    const int64_t problems = std::min<int64_t>(a.n - problem0, kDecodeCounters);
+    attention_decode_split_kernel<T, D><<<grid_of(problems, chunks), kThreads, 0, stream>>>(
+        pb, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part,
+        chunks, chunk_len, problem0, counters, static_cast<T*>(out), lse);
+    LOOM_CUDA_CHECK_LAUNCH();
+  }
   return true;
 }
 
 template <typename T, int D>
 void forward(const Problem& pb, const void* q, const void* k, const void* v, void* out, float* lse,
-             Scratch& scratch, cudaStream_t stream) {
-  if (decode<T, D>(pb, q, k, v, out, lse, scratch, stream)) return;
+             Scratch& scratch, unsigned* decode_counters, cudaStream_t stream) {
+  if (decode<T, D>(pb, q, k, v, out, lse, scratch, decode_counters, stream)) return;
   if constexpr (std::is_same_v<T, Bits>) {
     using L = FwdMma<D>;
     const int64_t q_tiles = ceil_div(pb.args.q_len, L::BR);
@@ -1235,10 +1256,12 @@ void dispatch(DType type, int64_t head_dim, const F& f) {
 
 void launch_attention_forward(const AttentionArgs& args, DType type, const void* q, const void* k,
                               const void* v, const float* mask, const AttentionMaskLayout& layout,
-                              void* out, float* lse, Scratch& scratch, cudaStream_t stream) {
+                              void* out, float* lse, Scratch& scratch, unsigned* decode_counters,
+                              cudaStream_t stream) {
   const Problem pb{args, mask, layout};
-  dispatch(type, args.head_dim,
-           [&]<typename T, int D>() { forward<T, D>(pb, q, k, v, out, lse, scratch, stream); });
+  dispatch(type, args.head_dim, [&]<typename T, int D>() {
+    forward<T, D>(pb, q, k, v, out, lse, scratch, decode_counters, stream);
+  });
 }
 
 void launch_attention_backward(const AttentionArgs& args, DType type, const void* dout,

@@ -133,6 +133,11 @@ class CudaBackend final : public Backend {
     LOOM_CUDA_CHECK(
         cudaMemsetAsync(flags, 0, kErrorSlots * sizeof(cuda::DeviceErrorFlag), stream_));
     error_flags_ = static_cast<cuda::DeviceErrorFlag*>(flags);
+    void* counters = nullptr;
+    LOOM_CUDA_CHECK(cudaMalloc(&counters, cuda::kDecodeCounters * sizeof(unsigned)));
+    LOOM_CUDA_CHECK(
+        cudaMemsetAsync(counters, 0, cuda::kDecodeCounters * sizeof(unsigned), stream_));
+    decode_counters_ = static_cast<unsigned*>(counters);
   }
   // Never destroyed (see cuda_backend()): tensors freed during static destruction still
   // find their allocator, and the driver reclaims everything at exit.
@@ -484,10 +489,10 @@ class CudaBackend final : public Backend {
                               const Tensor& mask, const AttentionArgs& args, Tensor& out,
                               Tensor& lse) override {
     check_attention_launch("attention_forward", args);
-    ScratchBlocks scratch(*this);  // the decoding kernels' partial results
+    ScratchBlocks scratch(*this);  // the decoding kernel's partial results
     cuda::launch_attention_forward(args, q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(),
                                    ptr<float>(mask), attention_mask_layout(mask), out.raw_data(),
-                                   lse.data_ptr<float>(), scratch, stream_);
+                                   lse.data_ptr<float>(), scratch, decode_counters_, stream_);
   }
 
   void attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -663,6 +668,7 @@ class CudaBackend final : public Backend {
   bool tf32_active_ = false;
   cuda::DeviceErrorFlag* error_flags_ = nullptr;  // kErrorSlots of them
   std::vector<Check> checks_;                       // the launches that hold flags, in order
+  unsigned* decode_counters_ = nullptr;  // cuda::kDecodeCounters zeros (launch_attention_forward)
   CachingAllocator allocator_{cuda::device_memory()};
   std::list<Pool> pools_;                   // of live graphs, and retired ones still in use
   std::unique_ptr<Capture> capture_;        // set between begin_capture and end_capture

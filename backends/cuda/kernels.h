@@ -211,9 +211,17 @@ void launch_scale_multi(const FloatTensor* xs, size_t count, float alpha, cudaSt
 // Fused attention (AttentionArgs, backends/backend.h): q, k, v, out, dout, dq, dk, dv contiguous
 // [n, T, head_dim] of `type` (float32, or bfloat16 as its uint16 bits); lse float32 [n, q_len];
 // mask float32 read through `layout`, or null. head_dim 1..128 (padded to 32, 64 or 128).
+// decode_counters: kDecodeCounters zeros in device memory, which the forward's decoding kernel
+// uses (and leaves zero) to find the last block of each problem; one array per stream.
+#ifdef LOOM_CUDA_EMULATED
+constexpr int64_t kDecodeCounters = 8;  // so that the tests' 12 heads take two launches
+#else
+constexpr int64_t kDecodeCounters = int64_t{1} << 16;
+#endif
 void launch_attention_forward(const AttentionArgs& args, DType type, const void* q, const void* k,
                               const void* v, const float* mask, const AttentionMaskLayout& layout,
-                              void* out, float* lse, Scratch& scratch, cudaStream_t stream);
+                              void* out, float* lse, Scratch& scratch, unsigned* decode_counters,
+                              cudaStream_t stream);
 void launch_attention_backward(const AttentionArgs& args, DType type, const void* dout,
                                const void* q, const void* k, const void* v, const float* mask,
                                const AttentionMaskLayout& layout, const void* out,

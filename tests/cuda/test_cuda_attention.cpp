@@ -2,7 +2,7 @@
 // reference kernel (backends/cpu/attention.cpp): out, lse, dq, dk, dv for float32 and bfloat16,
 // head dims 32/64/128 and odd ones (padded), causal with and without a query offset, padding
 // and broadcast masks read in place, dropout (the same Philox draw), lengths 1, 17, 64, 129 and
-// one long sequence, and the split-key decoding kernels (at most 8 queries, up to 1024 keys);
+// one long sequence, and the split-key decoding kernel (at most 8 queries, up to 1024 keys);
 // and scaled_dot_product_attention on CUDA (fused when enabled) against its unfused path.
 // bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
 // Without a GPU the cases return at once (test_cuda.cpp's first case reports that once).
@@ -153,10 +153,11 @@ const std::vector<Case>& cases() {
       {.n = 2, .q_len = 64, .kv_len = 64, .head_dim = 64, .causal = true, .dropout_p = 0.2f},
       {.n = 2, .q_len = 40, .kv_len = 130, .head_dim = 32, .amplitude = 6.0f},
       {.n = 1, .q_len = 5, .kv_len = 9, .head_dim = 7, .mask = "blocked"},
-      // At most 8 queries without dropout: the decoding kernels (keys split in chunks of 64,
-      // or up to 128 keys in one chunk with no merge),
-      // whole chunks of keys blocked by the padding mask, a causal bound inside a chunk, a row
-      // that sees no key; with dropout, the tiled kernels.
+      // At most 8 queries without dropout: the decoding kernel (keys split in chunks of 64,
+      // merged by each problem's last block, or up to 128 keys in one chunk with no merge; the
+      // emulator's 8 merge counters make the 12 heads two launches), whole chunks of keys
+      // blocked by the padding mask, a causal bound inside a chunk, a row that sees no key;
+      // with dropout, the tiled kernels.
       {.n = 12, .q_len = 1, .kv_len = 1024, .head_dim = 64, .mask = "padding"},
       {.n = 3, .q_len = 1, .kv_len = 130, .head_dim = 64, .causal = true, .query_offset = 100},
       {.n = 2,
@@ -281,7 +282,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "on CUDA, KV-cache decoding (at most 8 queries) takes the decoding kernels, also in "
+    "on CUDA, KV-cache decoding (at most 8 queries) takes the decoding kernel, also in "
     "float32; 9 to 15 queries the unfused path") {
   LOOM_REQUIRE_GPU();
   const Tensor q = randn({1, 2, 16, 32}).to(Device::CUDA).requires_grad_(true);
@@ -311,7 +312,7 @@ TEST_CASE(
   }
   const FusedAttention off(Device::CUDA, false);
   CHECK_FALSE(fused(attend(1)));
-  // The decoding kernels' values and gradients equal the unfused path's.
+  // The decoding kernel's values and gradients equal the unfused path's.
   std::vector<Tensor> results[2];
   for (int on = 0; on < 2; ++on) {
     F::set_fused_attention(Device::CUDA, on == 1);

@@ -133,6 +133,18 @@ inline float2 atomicAdd(float2* address, float2 value) {  // sm_90's vector atom
   *address = {old.x + value.x, old.y + value.y};
   return old;
 }
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  const unsigned old = *address;
+  *address = old + value;
+  return old;
+}
+// One block runs at a time and memory is the host's: a fence orders nothing more, and a load
+// that bypasses L1 (__ldcg) is a plain load.
+inline void __threadfence() {}
+template <typename T>
+T __ldcg(const T* address) {
+  return *address;
+}
 inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
   const unsigned long long old = *address;
   *address = old + value;
