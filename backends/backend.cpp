@@ -598,6 +598,26 @@ void attention_operand(const char* op, Device device, const Tensor& t, DType typ
              shape_str(t.shape()));
 }
 
+// K or V of the forward: [n, kv_len, head_dim] of `type` with contiguous rows and matrices
+// a.kv_stride apart (a.kv_stride filled in: at least kv_len * head_dim).
+void attention_kv_operand(const char* op, Device device, const Tensor& t, DType type,
+                          const AttentionArgs& a, const char* name) {
+  const Shape shape{a.n, a.kv_len, a.head_dim};
+  LOOM_CHECK(t.defined(), "{}: {} is an undefined tensor", op, name);
+  LOOM_CHECK(t.device() == device && t.dtype() == type && t.shape() == shape,
+             "{}: {} is {} {} on {}, expected {} {} on {}", op, name, dtype_name(t.dtype()),
+             shape_str(t.shape()), device_name(t.device()), dtype_name(type), shape_str(shape),
+             device_name(device));
+  LOOM_CHECK(a.kv_stride >= a.kv_len * a.head_dim,
+             "{}: kv_stride {} is below kv_len * head_dim = {}", op, a.kv_stride,
+             a.kv_len * a.head_dim);
+  const bool rows =
+      (a.head_dim == 1 || t.stride(2) == 1) && (a.kv_len == 1 || t.stride(1) == a.head_dim);
+  LOOM_CHECK(rows && (a.n == 1 || t.stride(0) == a.kv_stride),
+             "{}: {} has strides {}, expected {} (kv_stride, head_dim, 1)", op, name,
+             shape_str(t.strides()), shape_str({a.kv_stride, a.head_dim, 1}));
+}
+
 void check_attention(const char* op, Device device, const Tensor& q, const Tensor& k,
                      const Tensor& v, const Tensor& mask, const AttentionArgs& a) {
   LOOM_CHECK(a.n > 0 && a.q_len > 0 && a.kv_len > 0 && a.head_dim > 0,
@@ -614,8 +634,8 @@ void check_attention(const char* op, Device device, const Tensor& q, const Tenso
              "{}: query (shape {}) has dtype {}, expected float32 or bfloat16", op,
              shape_str(q.shape()), dtype_name(type));
   attention_operand(op, device, q, type, {a.n, a.q_len, a.head_dim}, "query");
-  attention_operand(op, device, k, type, {a.n, a.kv_len, a.head_dim}, "key");
-  attention_operand(op, device, v, type, {a.n, a.kv_len, a.head_dim}, "value");
+  attention_kv_operand(op, device, k, type, a, "key");
+  attention_kv_operand(op, device, v, type, a, "value");
   if (!mask.defined()) return;
   LOOM_CHECK(mask.device() == device, "{}: mask is on {}, expected {}", op,
              device_name(mask.device()), device_name(device));
@@ -654,10 +674,12 @@ void Backend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& 
                                 const Tensor& mask, const AttentionArgs& args, Tensor& out,
                                 Tensor& lse) {
   const char* op = "attention_forward";
-  check_attention(op, device_, q, k, v, mask, args);
-  attention_operand(op, device_, out, q.dtype(), {args.n, args.q_len, args.head_dim}, "out");
-  attention_operand(op, device_, lse, DType::Float32, {args.n, args.q_len}, "lse");
-  attention_forward_impl(q, k, v, mask, args, out, lse);
+  AttentionArgs a = args;
+  if (a.kv_stride == 0) a.kv_stride = a.kv_len * a.head_dim;
+  check_attention(op, device_, q, k, v, mask, a);
+  attention_operand(op, device_, out, q.dtype(), {a.n, a.q_len, a.head_dim}, "out");
+  attention_operand(op, device_, lse, DType::Float32, {a.n, a.q_len}, "lse");
+  attention_forward_impl(q, k, v, mask, a, out, lse);
 }
 
 void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -665,7 +687,13 @@ void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tens
                                  const Tensor& lse, const AttentionArgs& args, Tensor& dq,
                                  Tensor& dk, Tensor& dv) {
   const char* op = "attention_backward";
-  check_attention(op, device_, q, k, v, mask, args);
+  LOOM_CHECK(args.kv_stride == 0 || args.kv_stride == args.kv_len * args.head_dim,
+             "{}: kv_stride {} is not kv_len * head_dim = {} (the backward takes contiguous K "
+             "and V)",
+             op, args.kv_stride, args.kv_len * args.head_dim);
+  AttentionArgs a = args;
+  a.kv_stride = a.kv_len * a.head_dim;  // so K and V are checked to be contiguous
+  check_attention(op, device_, q, k, v, mask, a);
   const Shape q_shape{args.n, args.q_len, args.head_dim}, kv_shape{args.n, args.kv_len, args.head_dim};
   attention_operand(op, device_, dout, q.dtype(), q_shape, "grad");
   attention_operand(op, device_, out, q.dtype(), q_shape, "out");
@@ -673,7 +701,7 @@ void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tens
   attention_operand(op, device_, dq, q.dtype(), q_shape, "dq");
   attention_operand(op, device_, dk, q.dtype(), kv_shape, "dk");
   attention_operand(op, device_, dv, q.dtype(), kv_shape, "dv");
-  attention_backward_impl(dout, q, k, v, mask, out, lse, args, dq, dk, dv);
+  attention_backward_impl(dout, q, k, v, mask, out, lse, a, dq, dk, dv);
 }
 
 // ---------------------------------------------------------------------------- sampling

@@ -102,6 +102,11 @@ struct AttentionArgs {
   // independent problems: out[b] = dropout(softmax(scale * q[b] k[b]^T + mask[b] + causal)) v[b].
   // q/out [n, q_len, head_dim], k/v [n, kv_len, head_dim] (d_k = d_v = head_dim).
   int64_t n = 0, q_len = 0, kv_len = 0, head_dim = 0;
+  // Elements from one problem's K (and V) matrix to the next's. 0 (the caller's usual value):
+  // kv_len * head_dim, contiguous K and V. The forward also reads K and V whose rows are
+  // contiguous and whose matrices lie kv_stride >= kv_len * head_dim apart (a KV cache's window
+  // in place), as k's and v's strides must then say; the backward takes them contiguous.
+  int64_t kv_stride = 0;
   float scale = 1.0f;
   bool causal = false;       // key j is visible to query i iff j <= query_offset + i
   int64_t query_offset = 0;  // as AttentionOptions::query_offset

@@ -40,6 +40,11 @@ bool matrices_evenly_spaced(const Tensor& t) {
   return true;
 }
 
+// Whether the rows of t [..., rows, d] are contiguous and follow each other (strides d, 1).
+bool rows_in_place(const Tensor& t) {
+  return (t.size(-1) == 1 || t.stride(-1) == 1) && (t.size(-2) == 1 || t.stride(-2) == t.size(-1));
+}
+
 // t itself when matmul can read it in one call; else one contiguous copy, made here once instead
 // of inside each of the three products (forward and backward) that read it.
 Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t : t.contiguous(); }
@@ -111,9 +116,20 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     args.seed = g.seed();
     args.offset = g.reserve(static_cast<uint64_t>(n * q_len * kv_len));
   }
-  const Tensor q3 = q.contiguous().reshape({n, q_len, d});     // [n, T_q, d]
-  const Tensor k3 = k.contiguous().reshape({n, kv_len, d});    // [n, T_k, d]
-  const Tensor v3 = v.contiguous().reshape({n, kv_len, d});    // [n, T_k, d]
+  const Tensor q3 = q.contiguous().reshape({n, q_len, d});  // [n, T_q, d]
+  // Without gradients, K and V whose rows are whole and whose matrices lie evenly and alike
+  // apart (a KV cache's window) are read in place: no copy of the cache at every step.
+  Tensor k3, v3;  // [n, T_k, d]
+  if (!autograd::any_requires_grad({q, k, v}) && rows_in_place(k) && rows_in_place(v) &&
+      k.strides() == v.strides() && matrices_evenly_spaced(k)) {
+    k3 = k.reshape({n, kv_len, d}), v3 = v.reshape({n, kv_len, d});  // views (no copy)
+    args.kv_stride = n == 1 ? kv_len * d : k3.stride(0);
+  }
+  if (args.kv_stride < kv_len * d) {  // contiguous copies (none when they already are)
+    k3 = k.contiguous().reshape({n, kv_len, d});
+    v3 = v.contiguous().reshape({n, kv_len, d});
+    args.kv_stride = 0;
+  }
   Tensor mask;  // a broadcast view [..., T_q, T_k]: the kernel reads it through its strides
   if (o.mask.defined()) {
     Shape scores_shape = q.shape();

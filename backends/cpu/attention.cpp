@@ -97,8 +97,8 @@ void CpuBackend::attention_forward_impl(const Tensor& q, const Tensor& k, const 
 #pragma omp parallel for schedule(dynamic)
   for (int64_t b = 0; b < a.n; ++b) {
     const std::vector<float> qb = load(q, b * a.q_len * d, a.q_len * d);
-    const std::vector<float> kb = load(k, b * a.kv_len * d, a.kv_len * d);
-    const std::vector<float> vb = load(v, b * a.kv_len * d, a.kv_len * d);
+    const std::vector<float> kb = load(k, b * a.kv_stride, a.kv_len * d);
+    const std::vector<float> vb = load(v, b * a.kv_stride, a.kv_len * d);
     std::vector<float> ob(static_cast<size_t>(a.q_len * d), 0.0f), s(a.kv_len);
     for (int64_t i = 0; i < a.q_len; ++i) {
       const int64_t visible = row.visible(i);

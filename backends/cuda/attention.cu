@@ -4,7 +4,8 @@
 // reference (backends/cpu/attention.cpp) computes the same numbers row by row.
 //
 // The problem (AttentionArgs, backends/backend.h): n = batch * heads independent attentions,
-// q/out [n, q_len, d], k/v [n, kv_len, d], contiguous, float32 or bfloat16 (uint16 bits); lse
+// q/out [n, q_len, d], k/v [n, kv_len, d], contiguous (the forward reads k/v's matrices
+// kv_stride elements apart), float32 or bfloat16 (uint16 bits); lse
 // float32 [n, q_len]; an optional additive float32 mask read through its strides
 // (AttentionMaskLayout); causal: key j is visible to query i iff j <= query_offset + i; dropout
 // drawn from Philox exactly as loom::dropout draws it (core/rng.h).
@@ -224,8 +225,8 @@ __global__ void attention_forward_kernel(Problem pb, const T* __restrict__ q,
       a.causal && a.query_offset + last_q + 1 < a.kv_len ? a.query_offset + last_q + 1 : a.kv_len;
   for (int64_t k0 = 0; k0 < kv_end; k0 += BC) {
     __syncthreads();  // the previous step is done with sK, sV, sP
-    load_tile<D>(sK, k + b * a.kv_len * d, k0, BC, a.kv_len, d);
-    load_tile<D>(sV, v + b * a.kv_len * d, k0, BC, a.kv_len, d);
+    load_tile<D>(sK, k + b * a.kv_stride, k0, BC, a.kv_len, d);
+    load_tile<D>(sV, v + b * a.kv_stride, k0, BC, a.kv_len, d);
     __syncthreads();
     tile_mma<false, true, false>(sS, BC, sQ, D, sK, D, BR, BC, D);  // S = Q K^T  [BR, BC]
     __syncthreads();
@@ -668,8 +669,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     rows[mt][1] = rows[mt][0] + 8;
   }
 
-  const Bits* kb = k + b * a.kv_len * d;
-  const Bits* vb = v + b * a.kv_len * d;
+  const Bits* kb = k + b * a.kv_stride;
+  const Bits* vb = v + b * a.kv_stride;
   load_rows<D, LD, kMmaThreads>(sQ, q + b * a.q_len * d, q0, BR, a.q_len, d);
   load_rows<D, LD, kMmaThreads>(sK(0), kb, 0, BC, a.kv_len, d);  // key tile 0, in flight
   load_rows<D, LD, kMmaThreads>(sV(0), vb, 0, BC, a.kv_len, d);
@@ -1056,7 +1057,7 @@ __global__ void __launch_bounds__(kThreads)
       float kr[kDecodeKeys][kPer], vr[kDecodeKeys][kPer];  // a blocked key's rows are not read
 #pragma unroll
       for (int u = 0; u < kDecodeKeys; ++u) {
-        const int64_t kv_at = (b * a.kv_len + j0 + u) * d;  // key j0 + u in k and v
+        const int64_t kv_at = b * a.kv_stride + (j0 + u) * d;  // key j0 + u in k and v
 #pragma unroll
         for (int t = 0; t < kPer; ++t) {
           const int c = lane + t * kWarp;

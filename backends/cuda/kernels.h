@@ -209,8 +209,9 @@ void launch_scale_multi(const FloatTensor* xs, size_t count, float alpha, cudaSt
 
 // ---------------------------------------------------------------------------- attention.cu
 // Fused attention (AttentionArgs, backends/backend.h): q, k, v, out, dout, dq, dk, dv contiguous
-// [n, T, head_dim] of `type` (float32, or bfloat16 as its uint16 bits); lse float32 [n, q_len];
-// mask float32 read through `layout`, or null. head_dim 1..128 (padded to 32, 64 or 128).
+// [n, T, head_dim] (the forward's k and v: matrices args.kv_stride elements apart) of `type`
+// (float32, or bfloat16 as its uint16 bits); lse float32 [n, q_len]; mask float32 read through
+// `layout`, or null. head_dim 1..128 (padded to 32, 64 or 128).
 // decode_counters: kDecodeCounters zeros in device memory, which the forward's decoding kernel
 // uses (and leaves zero) to find the last block of each problem; one array per stream.
 #ifdef LOOM_CUDA_EMULATED

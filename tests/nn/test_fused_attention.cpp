@@ -119,6 +119,40 @@ TEST_CASE("fused attention reads heads split out of a projection (strided views)
              attend(head(0), head(1), head(2), o, false), 1e-4f, 2e-5f, "strided heads");
 }
 
+TEST_CASE("without gradients fused attention reads a KV cache's window in place") {
+  // A cache (2, B, h, capacity, d) holding keys and values side by side, as models::KVCache:
+  // the first `filled` positions of each head are a window whose matrices lie capacity * d
+  // apart. The fused forward reads them there (AttentionArgs::kv_stride), with no copy.
+  manual_seed(12);
+  const int64_t b = 2, h = 3, capacity = 20, filled = 13, d = 8;
+  const Tensor cache = randn({2, b, h, capacity, d});
+  const Tensor k = cache.select(0, 0).narrow(2, 0, filled);  // (B, h, 13, d), strided
+  const Tensor v = cache.select(0, 1).narrow(2, 0, filled);
+  REQUIRE_FALSE(k.is_contiguous());
+  for (const int64_t tq : {1, 4}) {
+    const Tensor q = randn({b, h, tq, d});
+    const F::AttentionOptions o{.causal = true, .query_offset = filled - tq};
+    const Tensor expected = attend(q, k, v, o, false).out;
+    NoGradGuard no_grad;
+    FusedScope scope(Device::CPU, true);
+    check_close(F::scaled_dot_product_attention(q, k, v, o), expected, 1e-4f, 2e-5f,
+                "cache window, " + std::to_string(tq) + " queries");
+    // The kernel itself, given the window's matrices and their stride.
+    Tensor out = Tensor::empty({b * h, tq, d}), lse = Tensor::empty({b * h, tq});
+    const AttentionArgs args{.n = b * h,
+                             .q_len = tq,
+                             .kv_len = filled,
+                             .head_dim = d,
+                             .kv_stride = capacity * d,
+                             .scale = 1.0f / std::sqrt(8.0f),
+                             .causal = true,
+                             .query_offset = filled - tq};
+    cpu_backend().attention_forward(q.reshape({b * h, tq, d}), k.reshape({b * h, filled, d}),
+                                    v.reshape({b * h, filled, d}), Tensor(), args, out, lse);
+    check_close(out.reshape({b, h, tq, d}), expected, 1e-4f, 2e-5f, "kernel, kv_stride");
+  }
+}
+
 TEST_CASE("fused attention dropout draws the unfused path's keep pattern from the same seed") {
   const F::AttentionOptions o{.dropout_p = 0.3f, .training = true, .causal = true};
   compare(17, 17, 8, o, "dropout causal");
@@ -234,10 +268,27 @@ TEST_CASE("the attention kernels reject bad shapes and dtypes, naming the op") {
   dropped.dropout_p = 1.0f;
   expect_error([&] { be.attention_forward(q, k, v, Tensor(), dropped, out, lse); },
                {"attention_forward", "dropout_p"});
+  // K and V read in place: rows contiguous, matrices kv_stride apart, as the strides must say.
+  const Tensor buffer = randn({2, 7, 4});
+  AttentionArgs strided = args;
+  strided.kv_stride = 28;
+  expect_error(
+      [&] { be.attention_forward(q, buffer.narrow(1, 0, 5), k, Tensor(), strided, out, lse); },
+      {"attention_forward", "value", "strides [20,4,1]", "[28,4,1]"});
+  strided.kv_stride = 12;
+  expect_error([&] { be.attention_forward(q, k, v, Tensor(), strided, out, lse); },
+               {"attention_forward", "kv_stride 12", "20"});
   Tensor dq = Tensor::empty({2, 3, 4}), dk = Tensor::empty({2, 5, 4}),
          dv = Tensor::empty({2, 4, 4});
   expect_error([&] { be.attention_backward(q, q, k, v, Tensor(), out, lse, args, dq, dk, dv); },
                {"attention_backward", "dv", "[2,4,4]"});
+  strided.kv_stride = 28;
+  expect_error(
+      [&] {
+        be.attention_backward(q, q, buffer.narrow(1, 0, 5), buffer.narrow(1, 0, 5), Tensor(), out,
+                              lse, strided, dq, dk, dk);
+      },
+      {"attention_backward", "kv_stride 28", "contiguous"});
   FusedScope scope(Device::CPU, true);
   expect_error(
       [&] {
