@@ -325,3 +325,32 @@ TEST_CASE(
   check_near(results[1][0], results[0][0], 1e-5f, "decoding vs unfused out");
   check_near(results[1][1], results[0][1], 1e-5f, "decoding vs unfused dq");
 }
+
+TEST_CASE("without gradients CUDA attention reads a KV cache's window in place, every kernel") {
+  // Keys and values side by side in a (2, B, h, capacity, d) cache, as models::KVCache; the
+  // filled positions are views whose matrices lie capacity * d apart (AttentionArgs::kv_stride):
+  // the decoding kernel (3 queries), the float32 tiled kernel and the bfloat16 one (20 queries)
+  // read them in place, against the CPU's fused kernel on contiguous copies.
+  LOOM_REQUIRE_GPU();
+  const FusedAttention cpu_fused(Device::CPU, true), cuda_fused(Device::CUDA, true);
+  manual_seed(13);
+  const int64_t b = 2, h = 3, capacity = 150, filled = 131, d = 64;
+  const Tensor cache = randn({2, b, h, capacity, d});
+  NoGradGuard no_grad;
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor gpu_cache = cache.to(dtype).to(Device::CUDA);
+    const Tensor k = gpu_cache.select(0, 0).narrow(2, 0, filled);
+    const Tensor v = gpu_cache.select(0, 1).narrow(2, 0, filled);
+    REQUIRE_FALSE(k.is_contiguous());
+    for (const int64_t tq : {3, 20}) {
+      CAPTURE(tq);
+      const Tensor q = randn({b, h, tq, d}).to(dtype);
+      const F::AttentionOptions o{.causal = true, .query_offset = filled - tq};
+      const Tensor expected = F::scaled_dot_product_attention(q, k.to(Device::CPU).contiguous(),
+                                                              v.to(Device::CPU).contiguous(), o);
+      const Tensor out = F::scaled_dot_product_attention(q.to(Device::CUDA), k, v, o);
+      check_near(out, expected, dtype == DType::Float32 ? 2e-5f : 2e-2f,
+                 std::string(dtype_name(dtype)) + " cache window");
+    }
+  }
+}
