@@ -72,14 +72,23 @@ std::optional<Strides> view_strides(const Shape& shape, const Strides& strides,
 
 }  // namespace
 
+// As PyTorch's view: the same elements seen as `requested` without a copy, which a contiguous
+// tensor always allows and a strided one when view_strides finds strides for it (merged dims
+// must be contiguous with each other; a dim may be split freely).
 Tensor Tensor::view(const Shape& requested) const {
   detail::check_defined(*this, "view");
   const Shape shape = infer_shape(requested, numel(), "view");
-  LOOM_CHECK(is_contiguous(),
-             "view: tensor of shape {} with strides {} is not contiguous; use reshape()",
-             shape_str(this->shape()), shape_str(strides()));
+  std::optional<Strides> strided;
+  if (is_contiguous())
+    strided = contiguous_strides(shape);
+  else
+    strided = view_strides(this->shape(), strides(), shape);
+  LOOM_CHECK(strided.has_value(),
+             "view: tensor of shape {} with strides {} is not contiguous where {} merges its dims; "
+             "use reshape()",
+             shape_str(this->shape()), shape_str(strides()), shape_str(shape));
   const Shape in_shape = this->shape();
-  return record_view("view", *this, make_view(*this, shape, contiguous_strides(shape), offset()),
+  return record_view("view", *this, make_view(*this, shape, *strided, offset()),
                      [in_shape](const Tensor& g) { return g.reshape(in_shape); });
 }
 
@@ -87,12 +96,7 @@ Tensor Tensor::view(const Shape& requested) const {
 Tensor Tensor::reshape(const Shape& requested) const {
   detail::check_defined(*this, "reshape");
   const Shape shape = infer_shape(requested, numel(), "reshape");  // validates before any copy
-  if (is_contiguous()) return view(shape);
-  if (const std::optional<Strides> strided = view_strides(this->shape(), strides(), shape)) {
-    const Shape in_shape = this->shape();
-    return record_view("view", *this, make_view(*this, shape, *strided, offset()),
-                       [in_shape](const Tensor& g) { return g.reshape(in_shape); });
-  }
+  if (is_contiguous() || view_strides(this->shape(), strides(), shape)) return view(shape);
   return contiguous().view(shape);
 }
 

@@ -166,6 +166,12 @@ TEST_CASE("reshape of a strided tensor is a view when its strides allow one, els
   sum(split * 2.0f).backward();
   const std::vector<float> grad = buffer.grad().to_vector();
   for (int64_t i = 0; i < 48; ++i) CHECK(grad[i] == (i % 8 < 5 ? 2.0f : 0.0f));
+  // view follows the same rule (as PyTorch's), and refuses where reshape would copy.
+  const Tensor viewed = padded.view({2, 3, 5});
+  CHECK(viewed.impl()->storage() == buffer.impl()->storage());
+  CHECK(viewed.strides() == Strides{24, 8, 1});
+  testing::expect_error([&] { padded.view({30}); },
+                        {"view", "[6,5]", "strides [8,1]", "[30]", "reshape()"});
 }
 
 TEST_CASE("TensorImpl keeps its invariants: geometry inside the storage, grads of its shape") {
