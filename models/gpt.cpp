@@ -479,27 +479,47 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
   // With the cache, and while the whole sequence fits the context, a step takes the newest
   // token and appends one: the same kernels every time, only the position differs. So the
   // position lives in device memory (`position`, which the step advances itself through the
-  // table next_position[p] = p + 1), the step is recorded once as a CUDA graph, and each token
-  // costs one replay. The draws stay those of the loop below: token t (0-based) uses counter
-  // first_draw + t, which is first_draw + 1 - prompt_len + the input's position (unsigned
-  // arithmetic wraps, so the sum is exact).
+  // table successor[p] = p + 1), the step is recorded once as a CUDA graph, and each token
+  // costs one replay. Once the window slides, a step runs the model over the whole window
+  // (the cache starts over every time, so it is not needed): again the same kernels, over
+  // the positions `window` of seq, which the slide step advances by one itself. The draws stay
+  // those of the loop below: token t (0-based) uses counter first_draw + t, which is
+  // first_draw + 1 - prompt_len + the position of the newest input (unsigned arithmetic wraps,
+  // so the sum is exact).
   const bool graphs = options.cuda_graphs && cache.has_value();
-  Tensor position, next_position, causal;  // (1), (context) int64; (context, context)
+  const uint64_t draw_base = first_draw + 1 - static_cast<uint64_t>(prompt_len);
+  // (seq's length) int64: successor[p] = p + 1, the positions' next ones
+  const Tensor successor =
+      graphs ? arange(seq.size(1) + 1, device).narrow(0, 1, seq.size(1)).contiguous() : Tensor();
+  // Samples the next token from the hidden state (1, 1, C) of the token at position `newest`
+  // (1) and writes it after that one; returns the position written.
+  auto sample_into_seq = [&](const Tensor& hidden, const Tensor& newest) {
+    const Tensor logits = lm_head(hidden.reshape({1, -1}));  // (1, vocab)
+    const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p,
+                                    gen.seed(), draw_base, newest);
+    const Tensor after = index_select(successor, 0, newest);  // (1): newest + 1
+    seq.index_copy_(1, after, next.view({1, 1}));
+    return after;
+  };
+  Tensor position, causal;  // (1) int64; (context, context)
   CudaGraph step_graph;
   auto record_step = [&] {
     position = zeros({1}, DType::Int64, device);
-    next_position = arange(context + 1, device).narrow(0, 1, context).contiguous();
     causal = nn::functional::causal_mask(context, device);  // row p: -inf after key p
     step_graph.capture([&] {
       // (context): 0 for the keys up to the position, -inf after it (one row's copy)
       const Tensor mask = index_select(causal, 0, position).view({context});
-      const Tensor hidden = decode_step_hidden(seq, position, mask, *cache);  // (1, 1, C)
-      const Tensor logits = lm_head(hidden.reshape({1, -1}));                 // (1, vocab)
-      const Tensor next = sample_next(logits, options.temperature, options.top_k, options.top_p,
-                                      gen.seed(), first_draw + 1 - prompt_len, position);
-      const Tensor after = index_select(next_position, 0, position);  // (1): position + 1
-      seq.index_copy_(1, after, next.view({1, 1}));
-      position.copy_(after);
+      position.copy_(sample_into_seq(decode_step_hidden(seq, position, mask, *cache), position));
+    });
+  };
+  Tensor window;  // (context) int64: the positions of seq the model sees once it slides
+  CudaGraph slide_graph;
+  auto record_slide = [&] {
+    slide_graph.capture([&] {
+      const Tensor ids = index_select(seq, 1, window);                         // (1, context)
+      const Tensor hidden = forward_hidden(ids, nullptr, /*last_only=*/true);  // (1, 1, C)
+      sample_into_seq(hidden, window.narrow(0, context - 1, 1));
+      window.copy_(index_select(successor, 0, window));
     });
   };
 
@@ -520,6 +540,15 @@ std::vector<int64_t> GPT::generate_on_device(std::vector<int64_t> prompt,
       if (sampling) gen.reserve(1);  // the counter the replay draws (see above)
       step_graph.replay();
       cache->advance(1);
+      ++length;
+    } else if (graphs && start > 0) {  // the window slides: replay the slide step
+      if (!slide_graph.captured()) {
+        // [start, start + context): the graph advances it from here
+        window = arange(start + context, device).narrow(0, start, context);
+        record_slide();
+      }
+      if (sampling) gen.reserve(1);
+      slide_graph.replay();
       ++length;
     } else {
       const Tensor ids = seq.narrow(1, start + done, length - start - done);       // (1, n)

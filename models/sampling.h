@@ -28,8 +28,9 @@ struct GenerateOptions {
   // and sampled there by sample_token), e.g. to compare the two. No effect on the CPU.
   bool host_sampling = false;
   // A GPU model with a KV cache records one decoding step as a CUDA graph (core/graph.h) and
-  // replays it for every token: one launch per token instead of one per kernel. The tokens
-  // are the same either way; false launches every kernel from the host (e.g. to compare).
+  // replays it for every token: one launch per token instead of one per kernel (GPT records a
+  // second step for the tokens after the window slides past its context). The tokens are the
+  // same either way; false launches every kernel from the host (e.g. to compare).
   bool cuda_graphs = true;
 };
 

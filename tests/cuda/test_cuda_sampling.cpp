@@ -148,7 +148,7 @@ TEST_CASE("GPT::generate on CUDA returns the CPU's tokens, with and without a st
 TEST_CASE("GPT::generate on CUDA: the recorded decoding step gives the CPU's tokens") {
   // A context long enough that the whole run is replays of one recorded step (GPT's graph
   // decoding), greedy and sampled, against the CPU loop; then a prompt that already fills all
-  // but one position of the context: one replay, then the window slides (launched kernels).
+  // but one position of the context: one replay, then the window slides (the slide step's replays).
   LOOM_REQUIRE_GPU();
   models::GPTConfig config = tiny_gpt();
   config.context = 64;

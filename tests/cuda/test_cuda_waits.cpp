@@ -103,6 +103,33 @@ TEST_CASE("GPT::generate's recorded decoding step: the kernels a token costs on 
   CHECK(nodes <= 26);
 }
 
+TEST_CASE("GPT::generate on CUDA: once the window slides, a token is one replay too") {
+  // A context of 16 and a 15-token prompt: the first token is the prompt's prefill, the second
+  // one replay of the decoding step, and from the third on the window slides, so each token
+  // runs the model over the whole window (the slide step, recorded once and then replayed).
+  manual_seed(4);
+  models::GPTConfig config = tiny_gpt_config();
+  config.context = 16;
+  models::GPT gpu(config);
+  gpu.to(Device::CUDA);
+  models::GenerateOptions options;
+  std::vector<int64_t> prompt(15);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>(3 * i + 1) % 13;
+  auto work = [&](int64_t new_tokens) {
+    options.max_new_tokens = new_tokens;
+    const unsigned long long before = emu::stream_work(), graphs = emu::graph_launches();
+    REQUIRE(gpu.generate(prompt, options).size() == prompt.size() + new_tokens);
+    return std::pair{emu::stream_work() - before, emu::graph_launches() - graphs};
+  };
+  const auto [short_work, short_replays] = work(16);
+  const auto [long_work, long_replays] = work(48);
+  CHECK(long_replays - short_replays == 32);  // every sliding token a replay
+  const double per_token = static_cast<double>(long_work - short_work) / 32.0;
+  MESSAGE("stream operations per sliding token: " << per_token);
+  // One replay, plus the copy back (and the graph's flags) every 16 tokens.
+  CHECK(per_token <= 1.25);
+}
+
 TEST_CASE("a GPT training step on CUDA waits for the GPU only where the loss is read") {
   // Forward, cross-entropy (its mean over the non-ignored targets is counted on the device),
   // backward and the AdamW step queue their kernels without a wait: the embedding's and the
