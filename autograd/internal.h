@@ -102,4 +102,8 @@ Tensor bf16_binary(const Tensor& a, const Tensor& b, const F& f) {
   return is_bf16(a) && is_bf16(b) ? out.to(DType::BFloat16) : out;
 }
 
+// op(x + bias) for op Relu, Gelu or GeluTanh: bias_relu / bias_gelu / bias_gelu_tanh, or
+// relu / gelu / gelu_tanh without a bias (ops_elementwise.cpp); linear_activation's ops.
+Tensor activation(UnaryOp op, const Tensor& x, const Tensor& bias);
+
 }  // namespace loom::detail

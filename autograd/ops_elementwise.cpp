@@ -83,6 +83,19 @@ Tensor bias_gelu_tanh(const Tensor& x, const Tensor& bias) {
   return bias_unary_op(UnaryOp::GeluTanh, "bias_gelu_tanh", x, bias);
 }
 
+Tensor detail::activation(UnaryOp op, const Tensor& x, const Tensor& bias) {
+  switch (op) {
+    case UnaryOp::Relu:
+      return bias.defined() ? bias_relu(x, bias) : relu(x);
+    case UnaryOp::Gelu:
+      return bias.defined() ? bias_gelu(x, bias) : gelu(x);
+    case UnaryOp::GeluTanh:
+      return bias.defined() ? bias_gelu_tanh(x, bias) : gelu_tanh(x);
+    default:
+      LOOM_FAIL("activation: {} is not Relu, Gelu or GeluTanh", unary_op_name(op));
+  }
+}
+
 Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, "exp", x); }
 Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, "log", x); }
 Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, "sqrt", x); }

@@ -44,11 +44,6 @@ std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
   return offsets;
 }
 
-// relu, gelu or gelu_tanh of x (GemmArgs::activation's ops).
-Tensor activate(UnaryOp op, const Tensor& x) {
-  return op == UnaryOp::Relu ? relu(x) : op == UnaryOp::Gelu ? gelu(x) : gelu_tanh(x);
-}
-
 // Uniform stride of the offsets if there is one (so one strided-batched call suffices).
 bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
   stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
@@ -82,7 +77,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   if (k == 0) {  // an empty sum adds nothing: C is init (or zeros), plus the bias
     if (!init.defined() || beta == 0.0f) backend(c.device()).fill(c, 0.0);
     if (bias.defined()) c.copy_(c + bias);
-    if (activation) c.copy_(activate(*activation, c));
+    if (activation) c.copy_(detail::activation(*activation, c, Tensor()));
     return c;
   }
   Shape full_a = batch_shape, full_b = batch_shape;
@@ -313,11 +308,7 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
   // With autograd, or bfloat16 operands outside autocast (matmul's rule): the two ops.
   if (autograd::any_requires_grad({x, weight, bias}) ||
       (!autocast && (detail::is_bf16(x) || detail::is_bf16(weight)))) {
-    const Tensor y = linear(x, weight, Tensor());
-    if (!bias.defined()) return activate(activation, y);
-    return activation == UnaryOp::Relu   ? bias_relu(y, bias)
-           : activation == UnaryOp::Gelu ? bias_gelu(y, bias)
-                                         : bias_gelu_tanh(y, bias);
+    return detail::activation(activation, linear(x, weight, Tensor()), bias);
   }
   if (autocast) return linear_gemm(x, weight, bias, autocast::get_dtype(), activation);
   detail::check_float(x, "linear_activation");
