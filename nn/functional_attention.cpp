@@ -40,8 +40,11 @@ bool matrices_evenly_spaced(const Tensor& t) {
   return true;
 }
 
-// Whether the rows of t [..., rows, d] are contiguous and follow each other (strides d, 1).
+// Whether the rows of t [..., rows, d] are contiguous and follow each other (strides d, 1), and
+// its matrices do not overlap (no leading dim is a broadcast: each stride >= rows * d).
 bool rows_in_place(const Tensor& t) {
+  for (int64_t i = 0; i + 2 < t.dim(); ++i)
+    if (t.size(i) != 1 && t.stride(i) < t.size(-2) * t.size(-1)) return false;
   return (t.size(-1) == 1 || t.stride(-1) == 1) && (t.size(-2) == 1 || t.stride(-2) == t.size(-1));
 }
 
@@ -119,17 +122,13 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   const Tensor q3 = q.contiguous().reshape({n, q_len, d});  // [n, T_q, d]
   // Without gradients, K and V whose rows are whole and whose matrices lie evenly and alike
   // apart (a KV cache's window) are read in place: no copy of the cache at every step.
-  Tensor k3, v3;  // [n, T_k, d]
-  if (!autograd::any_requires_grad({q, k, v}) && rows_in_place(k) && rows_in_place(v) &&
-      k.strides() == v.strides() && matrices_evenly_spaced(k)) {
-    k3 = k.reshape({n, kv_len, d}), v3 = v.reshape({n, kv_len, d});  // views (no copy)
-    args.kv_stride = n == 1 ? kv_len * d : k3.stride(0);
-  }
-  if (args.kv_stride < kv_len * d) {  // contiguous copies (none when they already are)
-    k3 = k.contiguous().reshape({n, kv_len, d});
-    v3 = v.contiguous().reshape({n, kv_len, d});
-    args.kv_stride = 0;
-  }
+  const bool kv_in_place = !autograd::any_requires_grad({q, k, v}) && rows_in_place(k) &&
+                           rows_in_place(v) && k.strides() == v.strides() &&
+                           matrices_evenly_spaced(k);
+  // [n, T_k, d]: views of k and v in place, else contiguous copies (none when they already are)
+  const Tensor k3 = (kv_in_place ? k : k.contiguous()).reshape({n, kv_len, d});
+  const Tensor v3 = (kv_in_place ? v : v.contiguous()).reshape({n, kv_len, d});
+  if (kv_in_place && n > 1) args.kv_stride = k3.stride(0);  // (0: contiguous)
   Tensor mask;  // a broadcast view [..., T_q, T_k]: the kernel reads it through its strides
   if (o.mask.defined()) {
     Shape scores_shape = q.shape();

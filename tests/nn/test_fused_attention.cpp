@@ -151,6 +151,14 @@ TEST_CASE("without gradients fused attention reads a KV cache's window in place"
                                     v.reshape({b * h, filled, d}), Tensor(), args, out, lse);
     check_close(out.reshape({b, h, tq, d}), expected, 1e-4f, 2e-5f, "kernel, kv_stride");
   }
+  // One key and value matrix broadcast over the heads (stride 0) overlaps itself: copied.
+  NoGradGuard no_grad;
+  const Tensor q = randn({1, h, 2, d}), shared = randn({1, 1, filled, d});
+  const Tensor kb = shared.expand({1, h, filled, d}), vb = (shared * 2.0f).expand(kb.shape());
+  const Tensor unfused = F::scaled_dot_product_attention(q, kb, vb);
+  FusedScope scope(Device::CPU, true);
+  check_close(F::scaled_dot_product_attention(q, kb, vb), unfused, 1e-4f, 2e-5f,
+              "broadcast keys and values");
 }
 
 TEST_CASE("fused attention dropout draws the unfused path's keep pattern from the same seed") {
