@@ -70,33 +70,40 @@ std::optional<Strides> view_strides(const Shape& shape, const Strides& strides,
   return out;
 }
 
+// The strides that view t as `shape` without a copy: the contiguous ones for a contiguous t,
+// else view_strides' (as PyTorch's view: merged dims must be contiguous with each other; a dim
+// may be split freely), if any.
+std::optional<Strides> strides_of_view(const Tensor& t, const Shape& shape) {
+  if (t.is_contiguous()) return contiguous_strides(shape);
+  return view_strides(t.shape(), t.strides(), shape);
+}
+
+// t seen as `shape` through `strides` (a view of its storage), recorded.
+Tensor record_reshape_view(const Tensor& t, const Shape& shape, const Strides& strides) {
+  const Shape in_shape = t.shape();
+  return record_view("view", t, make_view(t, shape, strides, t.offset()),
+                     [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+}
+
 }  // namespace
 
-// As PyTorch's view: the same elements seen as `requested` without a copy, which a contiguous
-// tensor always allows and a strided one when view_strides finds strides for it (merged dims
-// must be contiguous with each other; a dim may be split freely).
 Tensor Tensor::view(const Shape& requested) const {
   detail::check_defined(*this, "view");
   const Shape shape = infer_shape(requested, numel(), "view");
-  std::optional<Strides> strided;
-  if (is_contiguous())
-    strided = contiguous_strides(shape);
-  else
-    strided = view_strides(this->shape(), strides(), shape);
-  LOOM_CHECK(strided.has_value(),
+  const std::optional<Strides> strides = strides_of_view(*this, shape);
+  LOOM_CHECK(strides.has_value(),
              "view: tensor of shape {} with strides {} is not contiguous where {} merges its dims; "
              "use reshape()",
-             shape_str(this->shape()), shape_str(strides()), shape_str(shape));
-  const Shape in_shape = this->shape();
-  return record_view("view", *this, make_view(*this, shape, *strided, offset()),
-                     [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+             shape_str(this->shape()), shape_str(this->strides()), shape_str(shape));
+  return record_reshape_view(*this, shape, *strides);
 }
 
 // A view when the strides allow one (as PyTorch's reshape), else a contiguous copy, viewed.
 Tensor Tensor::reshape(const Shape& requested) const {
   detail::check_defined(*this, "reshape");
   const Shape shape = infer_shape(requested, numel(), "reshape");  // validates before any copy
-  if (is_contiguous() || view_strides(this->shape(), strides(), shape)) return view(shape);
+  if (const std::optional<Strides> strides = strides_of_view(*this, shape))
+    return record_reshape_view(*this, shape, *strides);
   return contiguous().view(shape);
 }
 
