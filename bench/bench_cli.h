@@ -4,8 +4,8 @@
 //
 // run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, runs the case and
 // turns an error into "NAME: message" and exit status 1. Idle OpenMP workers spin briefly, then
-// sleep (cli::use_short_omp_spin; torch_ref.py runs PyTorch with OMP_WAIT_POLICY=PASSIVE, its
-// best setting).
+// sleep (cli::use_short_omp_spin; bench/reference/bench.py runs PyTorch with
+// OMP_WAIT_POLICY=PASSIVE, its best setting).
 #pragma once
 
 #include <fmt/format.h>

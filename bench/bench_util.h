@@ -1,4 +1,4 @@
-// Timing helpers shared by the benchmarks: the same protocol as ../shared/bench/torch_ref.py
+// Timing helpers shared by the benchmarks: the same protocol as bench/reference/bench.py
 // (3 untimed warm-up calls, then N timed calls, median reported).
 #pragma once
 

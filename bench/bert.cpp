@@ -1,8 +1,8 @@
-// BERT benchmark, side by side with ../shared/bench/torch_ref.py bert-mini: the same model, the
+// BERT benchmark, side by side with bench/reference/bench.py bert-mini: the same model, the
 // same data, timed the same way (median of N steps after 3 warm-ups), one JSON line with the
 // same keys.
 //
-//   bert bert-mini   one pre-training step of torch_ref.py's BertForPreTraining (vocab 8192,
+//   bert bert-mini   one pre-training step of models.py's BertForPreTraining (vocab 8192,
 //                    H 256, 4 layers, 4 heads, intermediate 1024, dropout 0.1 in training mode;
 //                    5,430,786 parameters) on batch 32 x 128: ids uniform in [1, 8192), token
 //                    type 0 for the first 64 positions and 1 for the rest, exactly 614 positions
@@ -35,7 +35,7 @@ struct Batch {
   int64_t masked = 0;
 };
 
-// torch_ref.py's bert-mini data, generated once (from loom's generator, not torch's).
+// bench.py's bert-mini data, generated once (from loom's generator, not torch's).
 Batch make_batch(int64_t B, int64_t T, int64_t V, Device device) {
   std::vector<int64_t> ids = randint(1, V, {B, T}).to_vector_i64();
   // The first round(15%) positions of a random permutation of all B*T (torch.randperm).
@@ -61,7 +61,7 @@ void pretraining_case(const Args& args) {
   manual_seed(0);
   models::Bert model(config);
   model.to(args.device);
-  model.train();  // dropout active, as torch_ref.py
+  model.train();  // dropout active, as bench.py
   const Batch batch = make_batch(B, T, config.vocab_size, args.device);
   optim::AdamW opt(model.parameters(), 1e-4f, 0.9f, 0.999f, 1e-6f, 0.01f);
   std::vector<float> losses;
@@ -89,7 +89,7 @@ void pretraining_case(const Args& args) {
 int main(int argc, char** argv) {
   return bench::run_cases(
       argc, argv, "bert",
-      "the BERT benchmark case; prints one JSON line comparable with ../shared/bench/torch_ref.py "
+      "the BERT benchmark case; prints one JSON line comparable with bench/reference/bench.py "
       "bert-mini",
       {{"bert-mini", "MLM + NSP pre-training step, batch 32 x 128 (5,430,786 parameters)"}},
       [](const bench::Args& args) { pretraining_case(args); });

@@ -1,10 +1,10 @@
-// DETR benchmark, side by side with ../shared/bench/torch_ref.py detr-fmnist: the same model,
+// DETR benchmark, side by side with bench/reference/bench.py detr-fmnist: the same model,
 // the same kind of data, timed the same way (median of N steps after 3 warm-ups), one JSON line
 // with the same keys.
 //
-//   detr detr-fmnist   training step of torch_ref.py's DETR (small CNN, d 128, 3 + 3 layers, 10
+//   detr detr-fmnist   training step of models.py's DETR (small CNN, d 128, 3 + 3 layers, 10
 //                      queries; 1,682,159 parameters) in training mode on 32 random 1x64x64
-//                      scenes of 1-4 boxes (torch_ref.py's detr_scenes); loss = SetCriterion
+//                      scenes of 1-4 boxes (models.py's detr_scenes); loss = SetCriterion
 //                      (Hungarian matching by loom::linear_sum_assignment) summed over the 3
 //                      decoder layers; AdamW (lr 1e-4, backbone 1e-5, wd 1e-4), grad-norm clip
 //                      0.1. matcher_ms: median per step of the time inside the 3 matchings
@@ -37,7 +37,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// torch_ref.py's detr_scenes: per image 1-4 boxes, w and h uniform in [0.15, 0.45) of the side,
+// models.py's detr_scenes: per image 1-4 boxes, w and h uniform in [0.15, 0.45) of the side,
 // inside the image; box areas painted with uniform noise over a faint (0.1 x uniform) background.
 std::pair<Tensor, std::vector<models::DETRTarget>> detr_scenes(int64_t B, int64_t size,
                                                                int64_t classes) {
@@ -136,7 +136,7 @@ void lsa(const Args& args) {
 int main(int argc, char** argv) {
   return bench::run_cases(
       argc, argv, "detr",
-      "the DETR benchmark cases; prints one JSON line comparable with ../shared/bench/torch_ref.py "
+      "the DETR benchmark cases; prints one JSON line comparable with bench/reference/bench.py "
       "detr-fmnist",
       {{"detr-fmnist", "DETR training step with matching and aux losses, batch 32"},
        {"lsa",

@@ -1,4 +1,4 @@
-// GPT benchmark, side by side with ../shared/bench/torch_ref.py: the same models, the same
+// GPT benchmark, side by side with bench/reference/bench.py: the same models, the same
 // data, timed the same way (median of N steps after 3 warm-ups), one JSON line with the same keys.
 //
 //   gpt gpt-mini            training step of the byte-level gpt-mini (batch 16 x 128 tokens):
@@ -18,14 +18,14 @@
 //            --fused-attention / --no-fused-attention (CUDA: force the fused FlashAttention
 //            kernel on or off; by default bfloat16 attention is fused, float32 is not);
 //            --bf16 (the forward pass under AutocastGuard: bfloat16 matrix products, as
-//            torch_gpu_ref.py --bf16); --host-sampling (generate cases on CUDA: the old
+//            bench/reference/bench.py --bf16); --host-sampling (generate cases on CUDA: the old
 //            loop that copies each token's logits to the host and samples there, to compare
 //            with the default device-side sampling); --no-cuda-graphs (generate cases on
 //            CUDA: launch every kernel of a step instead of replaying the recorded step);
 //            gpt --help lists them all
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
 // d_model x seq per token, PaLM's count) over the H100/H200 bf16 dense peak of 989 TFLOP/s,
-// the same figure bench/torch_gpu_ref.py prints.
+// the same figure bench/reference/bench.py prints.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -77,7 +77,7 @@ std::string common_fields(const bench::Timing& t, const Args& args, int64_t para
                  : "false");
 }
 
-// torch_ref.py's train(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
+// bench.py's case_gpt(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
 // weight decay 0.1 on every parameter), gradients zeroed in place (PyTorch 1.13's default).
 void train_case(const Args& args, const std::string& preset, int64_t batch, int64_t seq) {
   manual_seed(0);
@@ -168,7 +168,7 @@ void distributed_case(const Args& args) {
       common_fields(t, args, model->num_parameters()));
 }
 
-// torch_ref.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens
+// bench.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens
 // (gpt2-generate: the same run on the gpt2 preset).
 void generate_case(const Args& args, const std::string& preset) {
   const int64_t prompt_len = 16, new_tokens = 128;
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   CLI::App app{
       "gpt: one GPT benchmark case; prints one JSON line comparable with "
-      "../shared/bench/torch_ref.py CASE (on a GPU: bench/torch_gpu_ref.py CASE)"};
+      "bench/reference/bench.py CASE (on a GPU: both with --device cuda)"};
   cli::show_defaults(app);
   app.add_option("case", args.case_name,
                  "gpt-mini: training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"

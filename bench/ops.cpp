@@ -1,6 +1,6 @@
 // Op-level benchmark: matmul through loom vs cblas_sgemm directly, and memory-bound kernels.
 //   ops                      all cases, human-readable
-//   ops sgemm [--steps N] [--threads T]   one JSON line, same keys as torch_ref.py's sgemm case
+//   ops sgemm [--steps N] [--threads T]   one JSON line, the keys of bench/reference/bench.py sgemm
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ops: matmul (loom vs cblas_sgemm), add and softmax bandwidth"};
   cli::show_defaults(app);
   app.add_option("case", case_name,
-                 "sgemm: one JSON line, comparable with ../shared/bench/torch_ref.py sgemm "
+                 "sgemm: one JSON line, comparable with bench/reference/bench.py sgemm "
                  "(none: every case, human-readable)")
       ->check(CLI::IsMember({"sgemm"}));
   app.add_option("--steps", steps, "timed steps (0 = 20 for sgemm, 10 otherwise)")

@@ -1,4 +1,4 @@
-// Encoder-decoder Transformer benchmark, side by side with ../shared/bench/torch_ref.py: the same
+// Encoder-decoder Transformer benchmark, side by side with bench/reference/bench.py: the same
 // model (its Seq2Seq: vocab 1000 shared, d 256, 4 heads, 3 + 3 post-norm layers, FF 1024;
 // 5,785,600 parameters), the same data, timed the same way (median of N steps after 3 warm-ups),
 // one JSON line with the same keys.
@@ -15,7 +15,7 @@
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
 //   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 //
-// loom's model masks key id 0 (pad_id) where torch_ref.py's masks nothing; random ids hit 0 about
+// loom's model masks key id 0 (pad_id) where models.py's masks nothing; random ids hit 0 about
 // once per 1000 tokens, which changes no amount of work.
 #include <cblas.h>
 #include <fmt/format.h>
@@ -43,7 +43,7 @@ std::string common_fields(const bench::Timing& t, const Args& args, int64_t para
              device_name(args.device));
 }
 
-// torch_ref.py's seq2seq-mini: the same batch every step; LambdaLR's counter starts at 0, so
+// bench.py's seq2seq-mini: the same batch every step; LambdaLR's counter starts at 0, so
 // step i (from 0) runs at noam_lr(i + 1).
 void train_case(const Args& args) {
   const int64_t B = 32, T = 32;
@@ -75,7 +75,7 @@ void train_case(const Args& args) {
       common_fields(t, args, model.num_parameters()), losses.front(), losses.back());
 }
 
-// torch_ref.py's seq2seq-mini-translate.
+// bench.py's seq2seq-mini-translate.
 void translate_case(const Args& args) {
   const int64_t B = 32, S = 24, new_tokens = 24, beam = 4, bos = 1, no_eos = -1;
   manual_seed(0);
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   return bench::run_cases(
       argc, argv, "seq2seq",
       "one encoder-decoder Transformer benchmark case; prints one JSON line comparable with "
-      "../shared/bench/torch_ref.py CASE",
+      "bench/reference/bench.py CASE",
       {{"seq2seq-mini", "training step, batch 32 x 32 source and target tokens"},
        {"seq2seq-mini-translate", "greedy and beam-4 decoding of 32 x 24 new tokens"}},
       [](const bench::Args& args) {

@@ -1,9 +1,9 @@
-// Vision benchmark, side by side with ../shared/bench/torch_ref.py: the same models, the same
+// Vision benchmark, side by side with bench/reference/bench.py: the same models, the same
 // data, timed the same way (median of N steps after 3 warm-ups), one JSON line with the same keys.
 //
-//   vision vit-fmnist    training step of torch_ref.py's ViT (patch 4, d 128, 6 layers, 4 heads,
+//   vision vit-fmnist    training step of models.py's ViT (patch 4, d 128, 6 layers, 4 heads,
 //                        MLP 512; 1,199,882 parameters) on batch 128 of random 1x28x28 images
-//   vision swin-fmnist   training step of torch_ref.py's Swin (patch 2, d 64, stages 2+4,
+//   vision swin-fmnist   training step of models.py's Swin (patch 2, d 64, stages 2+4,
 //                        window 7, drop-path 0.1 in training mode; 931,710 parameters), batch 64
 //   one step = forward + cross-entropy + backward + AdamW(lr 1e-3, wd 0.05) step + zero_grad
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
@@ -24,7 +24,7 @@ namespace {
 
 using bench::Args;
 
-// torch_ref.py's train(): random images U[0,1) and labels, generated once; the same batch every
+// bench.py's training_step(): random images U[0,1) and labels, generated once; the same batch every
 // step; AdamW over every parameter; gradients zeroed in place (PyTorch 1.13's default).
 template <typename Model, typename Config>
 void train_case(const Args& args, const Config& config, int64_t batch) {
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   return bench::run_cases(
       argc, argv, "vision",
       "one ViT/Swin benchmark case; prints one JSON line comparable with "
-      "../shared/bench/torch_ref.py CASE",
+      "bench/reference/bench.py CASE",
       {{"vit-fmnist", "ViT training step, batch 128 (1,199,882 parameters)"},
        {"swin-fmnist", "Swin training step, batch 64 (931,710 parameters)"}},
       [](const bench::Args& args) {

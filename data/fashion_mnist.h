@@ -24,7 +24,7 @@
 namespace loom::data {
 
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
-// Mean and standard deviation of the training pixels scaled to [0, 1] (torch_train_ref.py's).
+// Mean and standard deviation of the training pixels scaled to [0, 1] (bench/reference/train.py's).
 inline constexpr float kFashionMnistMean = 0.2860f, kFashionMnistStd = 0.3530f;
 inline constexpr int64_t kFashionMnistClasses = 10;
 // The most bytes a gzip stream or IDX file may expand to (the training images are 47 MB).

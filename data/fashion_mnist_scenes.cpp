@@ -1,5 +1,5 @@
 // Fashion-MNIST scenes (see fashion_mnist_scenes.h): numpy's PCG64 stream, PyTorch's bilinear
-// resize, torch_train_ref.py's make_scene, and the PNG view of a scene.
+// resize, bench/reference/train.py's make_scene, and the PNG view of a scene.
 #include "data/fashion_mnist_scenes.h"
 
 #include <algorithm>
@@ -190,7 +190,8 @@ void check_config(const SceneConfig& c, int64_t source_side, const char* fn) {
              c.visible_threshold);
 }
 
-// IoU of two pixel boxes as torch_train_ref.py's box_iou_xyxy (pycocotools' bbIou), in double.
+// IoU of two pixel boxes as bench/reference/train.py's box_iou_xyxy (pycocotools' bbIou),
+// in double.
 double box_iou(const std::array<int64_t, 4>& a, const std::array<int64_t, 4>& b) {
   const double ax = a[0], ay = a[1], aw = a[2] - a[0], ah = a[3] - a[1];
   const double bx = b[0], by = b[1], bw = b[2] - b[0], bh = b[3] - b[1];

@@ -1,5 +1,5 @@
 // Multi-object Fashion-MNIST scenes for DETR (Carion et al. 2020) at toy scale: the "detr-fmnist"
-// scenes of /work/shared/bench/torch_train_ref.py, drawn bit for bit as PyTorch draws them.
+// scenes of bench/reference/train.py, drawn bit for bit as PyTorch draws them.
 //
 //   canvas 64 x 64, one channel, zeros       n items, n uniform in {1, 2, 3, 4}
 //   item: image k uniform over the split, pixels uint8 / 255 (no other normalisation)
@@ -15,16 +15,16 @@
 // bounded draws on buffered 32-bit halves, Generator.uniform = low + (high - low) * (u64 >> 11)
 // * 2^-53) is reproduced exactly by NumpyPCG64, and the resize matches PyTorch 1.13's CPU kernel
 // bit for bit (float32 weights from a double source index, the four products summed in double),
-// so loom's scenes equal torch_train_ref.py's, pixels included (tests/data/
+// so loom's scenes equal bench/reference/train.py's, pixels included (tests/data/
 // test_fashion_mnist_scenes.cpp checks all 1000 evaluation scenes against fixtures written by
-// tests/golden/gen_metrics.py with torch_train_ref.py's own make_scene).
+// tests/golden/gen_metrics.py with bench/reference/train.py's own make_scene).
 //
 // Two ways to draw:
 //   - per scene (the constructor): scene i draws from default_rng([3, seed_lo, seed_hi, i_lo,
 //     i_hi]) (the 32-bit halves of seed and i), so a scene is a pure function of (seed, index):
 //     any order, any subset, exact resume;
 //   - sequential (pytorch_eval / pytorch_train): one stream default_rng([stream, seed]) drawn
-//     scene after scene, as torch_train_ref.py does: evaluation = default_rng([0, 0]) on t10k
+//     scene after scene, as bench/reference/train.py does: evaluation = default_rng([0, 0]) on t10k
 //     (whatever --seed), training = default_rng([1, seed]) on train. The constructor runs the
 //     stream once through `count` scenes and keeps the generator state at the start of each, so
 //     scene(i) is again computed on demand, in any order.
@@ -95,9 +95,10 @@ class FashionMnistScenes {
   // `count` scenes, scene i drawn from its own stream default_rng([3, seed halves, i halves]).
   FashionMnistScenes(const FashionMNIST& split, int64_t count, uint64_t seed,
                      const SceneConfig& config = SceneConfig{});
-  // torch_train_ref.py's evaluation scenes: default_rng([0, 0]) on the t10k split, in order.
+  // bench/reference/train.py's evaluation scenes: default_rng([0, 0]) on the t10k split, in order.
   static FashionMnistScenes pytorch_eval(const FashionMNIST& t10k, int64_t count = 1000);
-  // torch_train_ref.py's training stream for --seed: default_rng([1, seed]) on train, in order.
+  // bench/reference/train.py's training stream for --seed: default_rng([1, seed]) on train,
+  // in order.
   static FashionMnistScenes pytorch_train(const FashionMNIST& train, int64_t count, uint64_t seed);
 
   int64_t size() const { return count_; }
@@ -116,7 +117,7 @@ class FashionMnistScenes {
   std::vector<NumpyPCG64> starts_;  // sequential streams: the state at the start of each scene
 };
 
-// Draws one scene from `rng` (the draws of torch_train_ref.py's make_scene, in its order).
+// Draws one scene from `rng` (the draws of bench/reference/train.py's make_scene, in its order).
 Scene draw_scene(const FashionMNIST& split, NumpyPCG64& rng, const SceneConfig& config = {});
 
 // PyTorch 1.13's F.interpolate(size=(side, side), mode="bilinear", align_corners=False,

@@ -1,5 +1,5 @@
 // train_bert --dump-data: the tokenized sentence pairs of a pre-training run, for a reference
-// trainer (bench/torch_bert_train_ref.py).
+// trainer (bench/reference/train.py bert).
 #pragma once
 
 #include <fmt/format.h>
@@ -16,7 +16,7 @@ namespace loom::examples {
 // --dump-data: vocab.txt, and train/val.safetensors holding the unmasked pairs: ids int64
 // [N, L] ([CLS] A [SEP] B [SEP] padded with [PAD]), lengths [N], segment_a [N] (the length of
 // [CLS] A [SEP]), nsp_labels [N] (0 = IsNext); the masking rule and its seed are in the
-// metadata. bench/torch_bert_train_ref.py reads them.
+// metadata. bench/reference/train.py bert reads them.
 inline void dump_pairs(const data::BertPretrainingData& pairs,
                        const data::WordPieceTokenizer& tok, const std::string& path) {
   // Also the examples as masked in epoch 0 (masked_ids, mlm_labels [N, L]), so that a reference

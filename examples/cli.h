@@ -7,7 +7,10 @@
 //   app.add_option("--steps", steps, "optimizer steps")->check(cli::positive);
 //   cli::add_device(app, device);
 //   CLI11_PARSE(app, argc, argv);                      // --help, or an error, exits here
-//   cli::print_config(app);                            // the resolved values (STYLE.md habit 6)
+//   cli::print_config(app);                            // the resolved values, printed at start
+//
+// Installed with loom (<prefix>/include/loom/examples/cli.h) as the loom::cli target, which brings
+// loom::loom and CLI11: an example copied out of the tree builds against the installed package.
 #pragma once
 
 #include <fmt/format.h>
@@ -34,7 +37,7 @@ namespace loom::cli {
 // 95 ms), and unlike libgomp's default (300,000 rounds, or spinning forever with ACTIVE) a
 // worker soon yields its core when several programs share the machine (scripts/test.sh runs
 // ctest in parallel with PASSIVE). PyTorch from Debian needs PASSIVE instead
-// (../shared/bench/torch_ref.py sets it): its GEMMs run in OpenBLAS's own pthread pool, which
+// (bench/reference/bench.py sets it): its GEMMs run in OpenBLAS's own pthread pool, which
 // spinning OpenMP workers starve. libgomp reads the variables once, when it loads, so the
 // program runs itself again with GOMP_SPINCOUNT set. Call first thing in main. An
 // OMP_WAIT_POLICY or GOMP_SPINCOUNT already set is kept.
@@ -138,11 +141,11 @@ inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHe
       ->each([&run](const std::string&) { run.steps_given = true; });
   if (!help.minutes_group.empty())
     g.reference = app.add_option_group(
-        help.minutes_group, "for runs side by side with ../shared/bench/torch_train_ref.py");
+        help.minutes_group, "for runs side by side with bench/reference/train.py");
   (g.reference ? g.reference : g.optimisation)
       ->add_option("--minutes", run.minutes,
                    "plan the steps so that training (evaluations aside) takes this long: planned "
-                   "at step 21 as torch_train_ref.py does, then revised every 20 steps (" +
+                   "at step 21 as bench/reference/train.py does, then revised every 20 steps (" +
                        help.minutes_note + ")")
       ->check(finite_non_negative);
   g.progress->add_option("--log-every", run.log_every, "steps between progress lines")

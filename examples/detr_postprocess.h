@@ -1,9 +1,10 @@
-// DETR's PostProcess (facebookresearch/detr models/detr.py, as ../shared/bench/torch_train_ref.py's
-// detect() applies it), shared by train_detr and detect: the last decoder layer's logits through
-// a softmax, "no object" dropped, score = the best class probability, label = its class; every
-// query is a detection. Boxes stay normalised (cx, cy, w, h) for drawing and are turned into
-// pixel corners (x0, y0, x1, y1) = (cx -+ w/2, cy -+ h/2) * side for COCO AP. Below: the
-// detections of a model on scenes, and their COCO AP (metrics/coco.h) against the scenes' boxes.
+// DETR's PostProcess (facebookresearch/detr models/detr.py, as the detr-fmnist task of
+// bench/reference/train.py applies it), shared by train_detr and detect: the last decoder
+// layer's logits through a softmax, "no object" dropped, score = the best class probability,
+// label = its class; every query is a detection. Boxes stay normalised (cx, cy, w, h) for
+// drawing and are turned into pixel corners (x0, y0, x1, y1) = (cx -+ w/2, cy -+ h/2) * side
+// for COCO AP. Below: the detections of a model on scenes, and their COCO AP (metrics/coco.h)
+// against the scenes' boxes.
 #pragma once
 
 #include <algorithm>

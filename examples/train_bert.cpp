@@ -91,7 +91,7 @@ void add_options(CLI::App& app, Options& o) {
       app, o.run,
       {.out = "directory for tokenizer, checkpoint, log and curves",
        .seed = "seed of the split, pairs, masking, weights, dropout",
-       .minutes_note = "overrides --steps; bench/torch_bert_train_ref.py plans alike"});
+       .minutes_note = "overrides --steps; bench/reference/train.py bert plans alike"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch", o.batch, "sentence pairs per batch")->check(cli::positive);
   t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);

@@ -3,7 +3,7 @@
 // model, optimizer, the training loop (progress with the loss terms, COCO AP on held-out scenes
 // every N steps, checkpoints), and a final report with AP, curves and pictures of the boxes.
 //
-//   train_detr                              detr-fmnist for 10 minutes (torch_train_ref.py's plan)
+//   train_detr                              detr-fmnist for 10 minutes (the --minutes plan)
 //   train_detr --steps 2000 --out run1      a fixed number of steps; `--resume` continues exactly
 //   train_detr --overfit-one --steps 300    one fixed 4-item scene: the loss must go to ~0
 //   train_detr --dump 8                     8 training scenes with their boxes as PNG, and exit
@@ -14,10 +14,10 @@
 // step), curves.png (loss and AP curves) and detections_<i>.png: held-out scenes with the ground
 // truth (green) and the predictions scoring >= --draw-threshold (orange).
 //
-// Recipe and evaluation: ../shared/bench/torch_train_ref.py's detr-fmnist task but the peak lr,
-// 5e-4 after a 200-step warm-up for everything (the reference's 1e-4 without warm-up, `--lr 1e-4
-// --backbone-lr 1e-4 --warmup 0`, learns about a third as fast; bench/torch_detr_train_ref.py
-// runs the reference with this recipe). Batch 32; AdamW (betas .9/.999, weight decay 1e-4 on
+// Recipe and evaluation: those of bench/reference/train.py's detr-fmnist task (PyTorch), whose
+// defaults are this trainer's: peak lr 5e-4 after a 200-step warm-up for everything (DETR's 1e-4
+// without warm-up, `--lr 1e-4 --backbone-lr 1e-4 --warmup 0` on both sides, learns about a third
+// as fast). Batch 32; AdamW (betas .9/.999, weight decay 1e-4 on
 // every parameter); gradient norm clipped to 0.1; cosine decay to 1e-6 at the last step; DETR's
 // set loss (Hungarian matching, 1 CE + 5 L1 + 2 GIoU) on every decoder layer, summed (auxiliary
 // losses); dropout 0.1 and BatchNorm batch statistics in training. Evaluation in eval mode (no
@@ -67,7 +67,7 @@ struct Options {
   float dropout = 0.1f;
   std::string data = data::kFashionMnistDir;
   int64_t eval_scenes = 1000, curve_scenes = 200;  // held-out t10k scenes: final, periodic
-  int64_t batch = 32, warmup = 200;  // torch_train_ref.py: lr 1e-4 and no warm-up
+  int64_t batch = 32, warmup = 200;  // DETR's main.py: lr 1e-4 and no warm-up
   float lr = 5e-4f, backbone_lr = 5e-4f, min_lr = 1e-6f, weight_decay = 1e-4f, grad_clip = 0.1f;
   bool overfit_one = false;
   int64_t eval_every = 200, dump = 0, draw_scenes = 6;
@@ -129,7 +129,7 @@ void add_options(CLI::App& app, Options& o) {
 // ============================================================================ data
 
 // The scenes the model is trained on: a stream of random training scenes, or (--overfit-one)
-// torch_train_ref.py's fixed scene, default_rng([2, seed]) with 4 items drawn, in every batch.
+// one fixed scene, default_rng([2, seed]) with 4 items drawn, in every batch.
 struct TrainingScenes {
   std::optional<data::FashionMnistScenes> stream;
   std::optional<data::Scene> one;

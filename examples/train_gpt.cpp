@@ -4,7 +4,7 @@
 //
 //   train_gpt                           the README demo: gpt-mini with a 512-token BPE, ~10 min
 //                                       on 2 cores
-//   train_gpt --tokenizer byte          byte-level, as ../shared/bench/torch_train_ref.py
+//   train_gpt --tokenizer byte          byte-level, as bench/reference/train.py gpt-fortunes
 //   train_gpt --steps 200 --out run1    a shorter run; `--resume` continues it exactly
 //   train_gpt --help                    every option
 //   mpirun -np 2 train_gpt              data parallel: 2 processes, --batch sequences each
@@ -51,13 +51,15 @@ struct Options {
   // data
   // byte | bpe. A small BPE (512 tokens, trained on the training split in a fraction of a
   // second) gives each step about twice the text of bytes: after 1400 steps it reaches 2.32
-  // bits/byte on the validation text of torch_train_ref.py, where bytes reach 2.56. The
+  // bits/byte on the validation text, where bytes reach 2.56. The
   // default 1600 steps take about 9 minutes on 2 cores and reach 2.30 bits/byte.
   std::string tokenizer = "bpe";
   int64_t bpe_vocab = 512;
   std::string fortunes = data::kFortunesDir;
-  std::string data_dir;  // train.bin / val.bin / val_windows.txt (torch_train_ref.py --dump-data)
-  // optimisation (torch_train_ref.py's gpt-fortunes settings); --steps 1600 in `run`
+  // train.bin / val.bin / val_windows.txt (bench/reference/train.py gpt-fortunes --dump-data)
+  std::string data_dir;
+  // optimisation (the PyTorch twin, bench/reference/train.py gpt-fortunes, has the same
+  // defaults); --steps 1600 in `run`
   int64_t batch = 16, warmup = 200;
   float lr = 1e-3f, min_lr = 1e-4f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f;
   float grad_clip = 1.0f;
@@ -126,8 +128,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(cli::non_negative_integer);
   g.reference->add_option(
       "--data-dir", o.data_dir,
-      "use train.bin/val.bin/val_windows.txt written by torch_train_ref.py --dump-data instead of "
-      "--fortunes (identical data to the PyTorch reference)");
+      "use train.bin/val.bin/val_windows.txt written by bench/reference/train.py gpt-fortunes "
+      "--dump-data instead of --fortunes (identical data to the PyTorch reference)");
 }
 
 // ============================================================================ data
@@ -137,7 +139,7 @@ struct Corpus {
   std::vector<int64_t> val_offsets;  // byte offsets of the validation windows, if fixed
 };
 
-// torch_train_ref.py --dump-data: the exact bytes and validation windows of the reference.
+// bench/reference/train.py --dump-data: the exact bytes and validation windows of the reference.
 Corpus read_dumped(const std::string& dir) {
   Corpus c{data::read_file_bytes(dir + "/train.bin", "train_gpt"),
            data::read_file_bytes(dir + "/val.bin", "train_gpt"),

@@ -1,6 +1,7 @@
 // The first trainer to read: an MLP learns to separate two interleaved spirals.
 // Model, loop, AdamW, warmup + cosine schedule, checkpoint — the shape of every loom trainer.
 //   train_spirals [--steps N] [--lr X] [--out PATH] [--resume]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -45,8 +46,9 @@ int main(int argc, char** argv) {
     nn::load_checkpoint(out, {{"model", &model}}, &opt);
     std::printf("resumed from %s at step %lld\n", out.c_str(), (long long)opt.step_count());
   }
+  const int64_t warmup = std::min<int64_t>(50, steps / 4);  // a short run warms up for less
   for (int64_t step = opt.step_count(); step < steps; ++step) {
-    opt.set_lr(optim::warmup_cosine_lr(step, 50, steps, lr));
+    opt.set_lr(optim::warmup_cosine_lr(step, warmup, steps, lr));
     Tensor loss = nn::functional::cross_entropy(model.forward(x), y);
     opt.zero_grad();
     loss.backward();

@@ -10,7 +10,7 @@
 //   train_translate --steps 200 --out run1   a shorter run; `--resume` continues it exactly
 //   train_translate --dump-data DIR          writes the data, batches and initial weights of
 //                                            this run and exits, for the PyTorch reference
-//                                            bench/torch_translate_train_ref.py
+//                                            bench/reference/train.py translation
 //   translate --out out-translate            then translates sentences of your own
 //   train_translate --help                   every option
 //
@@ -104,7 +104,7 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.0, 0.5));
   d->add_option("--dump-data", o.dump_data,
                 "write the splits, tokenized pairs, batches and initial weights here and exit "
-                "(for bench/torch_translate_train_ref.py)");
+                "(for bench/reference/train.py translation)");
   const cli::RunGroups g = cli::add_run_options(
       app, o.run,
       {.out = "directory for checkpoint, tokenizer, log.csv, loss.png",

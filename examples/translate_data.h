@@ -1,6 +1,6 @@
 // The data of the English -> German translation run, shared by train_translate (which trains on
 // it) and translate_dump.h (which writes it for the PyTorch reference,
-// bench/torch_translate_train_ref.py): tokenized pairs, length-bucket batches with a seeded
+// bench/reference/train.py translation): tokenized pairs, length-bucket batches with a seeded
 // order per epoch, and their padded tensors.
 #pragma once
 
@@ -71,7 +71,7 @@ inline std::vector<std::vector<size_t>> make_batches(const std::vector<Example>&
 }
 
 // The batches of `epoch` in an order drawn from (seed, epoch) with SplitMix64 (data/splitmix.h):
-// the same on every platform, and in bench/torch_translate_train_ref.py.
+// the same on every platform, and in bench/reference/train.py translation.
 inline std::vector<size_t> epoch_order(size_t n, uint64_t seed, int64_t epoch) {
   const std::vector<int64_t> perm = data::random_permutation(
       static_cast<int64_t>(n), data::mix_seeds(seed, static_cast<uint64_t>(epoch)));

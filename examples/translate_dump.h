@@ -1,5 +1,5 @@
 // train_translate --dump-data: the data, batches and initial weights of a run, for the PyTorch
-// reference (bench/torch_translate_train_ref.py).
+// reference (bench/reference/train.py translation).
 #pragma once
 
 #include <fmt/format.h>
@@ -19,7 +19,7 @@
 namespace loom::translate_example {
 
 // Everything a reference trainer needs to repeat this run on the same data, written to
-// --dump-data (bench/torch_translate_train_ref.py reads it and checks itself against it):
+// --dump-data (bench/reference/train.py translation reads it and checks itself against it):
 //   train.tsv, valid.tsv, test.tsv  the pairs, English TAB German per line (BLEU's references)
 //   tokenizer.txt                   the shared BPE (BPETokenizer::save; decoding concatenates
 //                                   the bytes of the ids)
@@ -34,8 +34,9 @@ namespace loom::translate_example {
 //                                   run, the model config, and loom's corpus_bleu of two fixed
 //                                   corpora of test sentences (bleu_check_*), so that another
 //                                   BLEU can check itself on this very text
-//   init.safetensors                the initial weights (after manual_seed(--seed)) under
-//                                   torch_ref.py's Seq2Seq names, the model config as metadata
+//   init.safetensors                the initial weights (after manual_seed(--seed)) under the
+//                                   names of bench/reference/models.py's Seq2Seq, the model
+//                                   config as metadata
 // `o` is train_translate's Options: the run's settings are recorded from it.
 template <class Options>
 void dump_run(const Options& o, const data::PairSplits& splits, const data::BPETokenizer& tok,

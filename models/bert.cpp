@@ -19,7 +19,8 @@ namespace loom::models {
 
 BertConfig BertConfig::preset(const std::string& name) {
   // {vocab_size, hidden, n_layer, n_head, intermediate, max_position}
-  if (name == "bert-mini") return {8192, 256, 4, 4, 1024, 128};     // torch_ref.py's bert-mini
+  // bert-mini is the benchmark's (bench/reference/models.py).
+  if (name == "bert-mini") return {8192, 256, 4, 4, 1024, 128};
   if (name == "bert-base") return {30522, 768, 12, 12, 3072, 512};  // Devlin et al., sec. 3
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

@@ -55,7 +55,7 @@ struct BertConfig {
   float layer_norm_eps = 1e-12f;
 
   // "bert-mini" (vocab 8192, H 256, 4 layers, 4 heads, intermediate 1024, 128 positions:
-  // ../shared/bench/torch_ref.py's bert-mini, 5,430,786 parameters) and "bert-base" (Devlin et
+  // bench/reference/models.py's bert-mini, 5,430,786 parameters) and "bert-base" (Devlin et
   // al. 2018: vocab 30522, H 768, 12 layers, 12 heads, 3072, 512 positions: 110,106,428).
   static BertConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();

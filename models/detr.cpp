@@ -25,7 +25,7 @@ namespace loom::models {
 DETRConfig DETRConfig::preset(const std::string& name) {
   DETRConfig c;
   if (name == "detr-r50") return c;  // the defaults are the paper's (sec. 4, "Technical details")
-  if (name == "detr-fmnist") {       // torch_ref.py's DETR
+  if (name == "detr-fmnist") {       // bench/reference/models.py's DETR
     c.num_classes = 10;
     c.backbone = "small";
     c.in_channels = 1;
@@ -361,7 +361,7 @@ DETR::DETR(const DETRConfig& config) : config_(config) {
       register_module("query_embed", std::make_shared<nn::Embedding>(config.num_queries, d));
   int64_t channels = config.in_channels;
   if (config.backbone == "small") {
-    // torch_ref.py: 4 x [Conv3x3 stride 2 pad 1 (no bias), BatchNorm2d, ReLU].
+    // bench/reference/models.py: 4 x [Conv3x3 stride 2 pad 1 (no bias), BatchNorm2d, ReLU].
     small_backbone = std::make_shared<nn::Sequential>();
     for (int64_t c : config.small_channels) {
       small_backbone->push_back(std::make_shared<nn::Conv2d>(channels, c, 3, 2, 1, false));

@@ -4,7 +4,7 @@
 //
 //   images (B, C, H, W), pixel_mask (B, H, W) (1 = padding)
 //     -> backbone: ResNet-50 with frozen BN (C5, 2048 channels, H/32 x W/32), or the small CNN
-//        of ../shared/bench/torch_ref.py (4 x [conv 3x3 stride 2, BatchNorm, ReLU])
+//        of bench/reference/models.py (4 x [conv 3x3 stride 2, BatchNorm, ReLU])
 //     -> input_proj (1x1 conv to d)                                  src (B, h*w, d)
 //     -> 2-D sine positions from the mask, resized to h x w          pos (B, h*w, d)
 //     -> encoder: n_encoder_layers post-norm layers, pos added to queries and keys (never values)
@@ -60,8 +60,9 @@ struct DETRConfig {
   // "detr-r50": the paper's DETR (91 COCO classes, ResNet-50, d 256, 8 heads, 6 + 6 layers,
   // FF 2048, 100 queries): 41,524,768 parameters, the frozen BN statistics being buffers (the
   // official main.py prints 41,302,368: it freezes conv1 and layer1 and counts the rest).
-  // "detr-fmnist": torch_ref.py's DETR for 1x64x64 scenes (10 classes, the small CNN 1-32-64-
-  // 128-128, d 128, 4 heads, 3 + 3 layers, FF 512, 10 queries; 1,682,159 parameters).
+  // "detr-fmnist": bench/reference/models.py's DETR for 1x64x64 scenes (10 classes, the small
+  // CNN 1-32-64-128-128, d 128, 4 heads, 3 + 3 layers, FF 512, 10 queries; 1,682,159
+  // parameters).
   static DETRConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
   // Throws loom::Error naming the first invalid field.

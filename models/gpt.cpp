@@ -22,7 +22,8 @@ namespace loom::models {
 
 GPTConfig GPTConfig::preset(const std::string& name) {
   // {vocab_size, context, n_layer, n_head, d_model}
-  if (name == "gpt-mini") return {256, 128, 4, 4, 256};   // torch_ref.py's byte-level GPT
+  // gpt-mini: the benchmark's byte-level GPT (bench/reference/models.py).
+  if (name == "gpt-mini") return {256, 128, 4, 4, 256};
   if (name == "gpt2") return {50257, 1024, 12, 12, 768};  // 124M (Radford et al. 2019, table 2)
   if (name == "gpt2-medium") return {50257, 1024, 24, 16, 1024};  // 350M
   if (name == "gpt2-large") return {50257, 1024, 36, 20, 1280};   // 774M

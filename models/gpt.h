@@ -46,7 +46,7 @@ struct GPTConfig {
   float dropout = 0.0f;      // on embeddings, attention probabilities and residual branches
 
   // "gpt-mini" (byte-level: vocab 256, context 128, 4 layers, 4 heads, d_model 256 — the
-  // gpt-mini of ../shared/bench/torch_ref.py), and OpenAI's GPT-2 sizes "gpt2" (124M),
+  // gpt-mini of bench/reference/models.py), and OpenAI's GPT-2 sizes "gpt2" (124M),
   // "gpt2-medium" (350M), "gpt2-large" (774M), "gpt2-xl" (1558M). Throws for other names.
   static GPTConfig preset(const std::string& name);
   // The names preset() accepts.

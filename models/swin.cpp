@@ -32,7 +32,7 @@ std::string join(const std::vector<int64_t>& values, const char* separator) {
 
 SwinConfig SwinConfig::preset(const std::string& name) {
   SwinConfig c;
-  if (name == "swin-fmnist") return c;  // the defaults: torch_ref.py's Swin()
+  if (name == "swin-fmnist") return c;  // the defaults: bench/reference/models.py's Swin()
   if (name == "swin-t") {               // Liu et al. 2021, sec. 3.3: Swin-T
     c.image_size = 224;
     c.patch_size = 4;

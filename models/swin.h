@@ -56,10 +56,10 @@ struct SwinConfig {
   float dropout = 0.0f;       // after patch_embed, on attn.proj's and the MLP's outputs
   float drop_path = 0.1f;     // stochastic depth of the last block (linspace from 0)
 
-  // "swin-fmnist" (torch_ref.py's Swin(): 28x28x1, patch 2, 10 classes, D 64, depths (2, 4),
-  // heads (2, 4), window 7, drop_path 0.1; 931,710 parameters) and "swin-t" (Swin-T of the
-  // paper: 224x224x3, patch 4, 1000 classes, D 96, depths (2, 2, 6, 2), heads (3, 6, 12, 24),
-  // window 7, drop_path 0.2; 28,288,354 parameters). Throws for other names.
+  // "swin-fmnist" (the benchmark's Swin, bench/reference/models.py: 28x28x1, patch 2, 10 classes,
+  // D 64, depths (2, 4), heads (2, 4), window 7, drop_path 0.1; 931,710 parameters) and "swin-t"
+  // (Swin-T of the paper: 224x224x3, patch 4, 1000 classes, D 96, depths (2, 2, 6, 2), heads
+  // (3, 6, 12, 24), window 7, drop_path 0.2; 28,288,354 parameters). Throws for other names.
   static SwinConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
 

@@ -21,7 +21,7 @@ namespace loom::models {
 TransformerConfig TransformerConfig::preset(const std::string& name) {
   TransformerConfig c;  // the defaults are seq2seq-mini's sizes
   if (name == "seq2seq-mini") {
-    c.dropout = 0.0f;  // torch_ref.py's Seq2Seq has no dropout
+    c.dropout = 0.0f;  // bench/reference/models.py's Seq2Seq has no dropout
     return c;
   }
   if (name == "transformer-base") {  // table 3, "base"; a shared 37k BPE vocabulary (sec. 5.1)
@@ -177,7 +177,7 @@ Tensor Seq2SeqAttention::forward(const Tensor& x, const Tensor& mem, const Tenso
 namespace {
 
 nn::FeedForwardOptions ffn_options(float dropout) {
-  // Eq. 2, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, under torch_ref.py's names ff.0 and ff.2
+  // Eq. 2, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, under the benchmark twin's names ff.0 and ff.2
   // (an nn.Sequential(Linear, ReLU, Linear)); dropout on the hidden activations as the
   // Annotated Transformer's PositionwiseFeedForward.
   return {.activation = nn::Activation::ReLU,
@@ -272,7 +272,7 @@ Transformer::Transformer(const TransformerConfig& config) : config_(config) {
   }
   pos =
       register_module("pos", std::make_shared<nn::SinusoidalPositionalEncoding>(d, config.max_len));
-  ignore_on_load("pe");  // torch_ref.py's sinusoid buffer: derived here from the config
+  ignore_on_load("pe");  // the twin's sinusoid buffer: derived here from the config
   emb_drop = register_module("emb_drop", std::make_shared<nn::Dropout>(config.dropout));
   enc = register_module("enc", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < config.n_encoder_layers; ++i) {
@@ -292,7 +292,7 @@ Transformer::Transformer(const TransformerConfig& config) : config_(config) {
 }
 
 void Transformer::init_weights() {
-  // torch_ref.py / the Annotated Transformer: xavier_uniform_ on every parameter with more
+  // The benchmark twin / the Annotated Transformer: xavier_uniform_ on every parameter with more
   // than one dimension, zeros elsewhere, but LayerNorm gains 1.
   for (auto& [name, p] : named_parameters()) {
     if (p.dim() > 1) {

@@ -18,7 +18,7 @@
 //   the sum of embeddings and positions, on each sub-layer's output before the residual add,
 //   and on the attention probabilities (as the Annotated Transformer).
 //
-// Parameter names are those of the Seq2Seq of ../shared/bench/torch_ref.py, so its state_dict
+// Parameter names are those of the Seq2Seq of bench/reference/models.py, so its state_dict
 // (saved as safetensors) loads with nn::load:
 //   emb.weight                          shared source / target / output matrix [V, D]
 //   enc.N.attn.{q,k,v,o}.{weight,bias}  enc.N.ln1, enc.N.ff.0, enc.N.ff.2, enc.N.ln2
@@ -70,13 +70,14 @@ struct TransformerConfig {
   float dropout = 0.1f;     // P_drop of sec. 5.4
   bool norm_first = false;  // pre-norm instead of the paper's post-norm
   // One matrix for source and target embeddings and the output projection (Vaswani et al.
-  // 2017, 3.4; torch_ref.py's seq2seq-mini); needs src_vocab_size == tgt_vocab_size.
+  // 2017, 3.4; the seq2seq-mini of bench/reference/models.py); needs src_vocab_size ==
+  // tgt_vocab_size.
   bool share_embeddings = true;
 
-  // "seq2seq-mini": torch_ref.py's Seq2Seq (vocab 1000 shared, D 256, 4 heads, 3 + 3 layers,
-  // FF 1024, max_len 512, no dropout: 5,785,600 parameters); "transformer-base": the paper's
-  // base model (table 3: D 512, 8 heads, 6 + 6 layers, FF 2048, dropout 0.1) on a 37,000-token
-  // shared vocabulary, 63,082,496 parameters. Throws for other names.
+  // "seq2seq-mini": the Seq2Seq of bench/reference/models.py (vocab 1000 shared, D 256, 4 heads,
+  // 3 + 3 layers, FF 1024, max_len 512, no dropout: 5,785,600 parameters); "transformer-base":
+  // the paper's base model (table 3: D 512, 8 heads, 6 + 6 layers, FF 2048, dropout 0.1) on a
+  // 37,000-token shared vocabulary, 63,082,496 parameters. Throws for other names.
   static TransformerConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
 
@@ -96,7 +97,7 @@ struct TransformerConfig {
 
 // ---------------------------------------------------------------------------- blocks
 // Multi-head attention (Vaswani et al. 2017, sec. 3.2.2) with four separate projections q, k,
-// v, o, as torch_ref.py's MultiHeadAttention (and the Annotated Transformer's 4 linears).
+// v, o, as models.py's MultiHeadAttention (and the Annotated Transformer's 4 linears).
 class Seq2SeqAttention : public nn::Module {
  public:
   Seq2SeqAttention(int64_t d_model, int64_t n_head, float dropout);
@@ -178,7 +179,7 @@ struct DecoderCache {
 // ---------------------------------------------------------------------------- model
 class Transformer : public nn::Module {
  public:
-  // torch_ref.py's initialisation (the Annotated Transformer's): Xavier-uniform for every
+  // models.py's initialisation (the Annotated Transformer's): Xavier-uniform for every
   // matrix, embeddings included, biases 0, LayerNorm (1, 0).
   explicit Transformer(const TransformerConfig& config);
 

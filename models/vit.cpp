@@ -17,8 +17,9 @@ namespace loom::models {
 
 ViTConfig ViTConfig::preset(const std::string& name) {
   // {image_size, patch_size, in_channels, num_classes, d_model, n_layer, n_head, d_ff}
-  if (name == "vit-tiny-fmnist") return {28, 7, 1, 10, 64, 4, 4, 128};  // torch_train_ref's
-  if (name == "vit-fmnist") return {28, 4, 1, 10, 128, 6, 4, 512};      // torch_ref.py's ViT
+  // vit-tiny-fmnist is bench/reference/train.py's default, vit-fmnist the benchmark's ViT.
+  if (name == "vit-tiny-fmnist") return {28, 7, 1, 10, 64, 4, 4, 128};
+  if (name == "vit-fmnist") return {28, 4, 1, 10, 128, 6, 4, 512};
   if (name == "vit-b16") return {224, 16, 3, 1000, 768, 12, 12, 3072};  // ViT-B/16, table 1
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

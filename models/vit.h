@@ -51,7 +51,7 @@ struct ViTConfig {
 
   // "vit-tiny-fmnist" (28x28x1, patch 7, D 64, 4 layers, 4 heads, MLP 128, 10 classes: 139,018
   // parameters), "vit-fmnist" (28x28x1, patch 4, D 128, 6 layers, 4 heads, MLP 512, 10 classes:
-  // 1,199,882 parameters, the ViT of ../shared/bench/torch_ref.py), "vit-b16" (ViT-B/16 of
+  // 1,199,882 parameters, the ViT of bench/reference/models.py), "vit-b16" (ViT-B/16 of
   // Dosovitskiy et al. 2020, table 1, on 224x224x3 ImageNet with 1000 classes: 86,567,656).
   // Throws for other names.
   static ViTConfig preset(const std::string& name);

@@ -52,8 +52,8 @@ bool rows_in_place(const Tensor& t) {
 // of inside each of the three products (forward and backward) that read it.
 Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t : t.contiguous(); }
 
-// Which path each device takes, as measured (README, "On a GPU"): set_fused_attention forces
-// one; by default (kDefault) the GPU fuses bfloat16 attention (autocast's included), where its
+// Which path each device takes, as measured (docs/guide/performance.md, "On a GPU"):
+// set_fused_attention forces one; by default (kDefault) the GPU fuses bfloat16 attention (autocast's included), where its
 // tensor-core kernel beats cuBLAS + the softmax kernels (GPT-2 124M on an H200: 100k against
 // 88k tokens/s), and leaves float32 to the unfused path, which is faster there, except for
 // KV-cache decoding (at most kAttentionDecodeQueries queries), where the GPU's split-key

@@ -35,15 +35,14 @@ class ProgressMeter {
 };
 
 // TimeBudget: how many steps fill a training time given in minutes (the trainers' --minutes).
-// The first plan is ../shared/bench/torch_train_ref.py's, so that both sides of a side-by-side
+// The first plan is bench/reference/train.py's too, so that both sides of a side-by-side
 // run start alike: at step 21, the speed of steps 2-21 (the first step carries one-off costs:
 // allocations, page faults, thread start-up) extrapolated to the time that is left. A machine's
 // speed is not constant, though (a shared one's can halve for minutes, and an evaluation warms
 // or cools the caches), so the plan is revised every 20 steps from the speed of the latest 200
-// or so, and the run ends within about one such window of its minutes however the speed moves;
-// the reference instead keeps its plan and trains on at the floor learning rate, or stops
-// before it, at the deadline. The seconds are those of training: evaluations are left out, as
-// the reference leaves them out.
+// or so, and the run ends within about one such window of its minutes however the speed moves
+// (train.py revises alike: bench/reference/time_budget.py). The seconds are those of training:
+// evaluations are left out, on both sides.
 //
 //   optim::TimeBudget budget(o.minutes);            // 0 minutes: no plan, observe() is a no-op
 //   ... after each step, with the training seconds so far:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds loom on a GPU machine that has the CUDA toolkit but no package registry, runs the CUDA
-# test suites and the GPU benchmarks side by side with PyTorch (bench/torch_gpu_ref.py).
+# test suites and the GPU benchmarks side by side with PyTorch (bench/reference/bench.py).
 #
 #   bash scripts/gpu_session.sh [build|cuda|test|bench|fast|models|profile|generate|
 #                                decodeprofile|train|all]...  (default: all)
@@ -12,7 +12,7 @@
 # folder to the GPU machine.
 # Steps: build (Release, build-gpu/; $LOOM_GPU_TARGETS names targets to build instead of all),
 # cuda (the CUDA suite alone), test (the CUDA suites, then every ctest but the two
-# consumer builds), bench (bench/gpt vs bench/torch_gpu_ref.py on gpt-mini and gpt2, float32
+# consumer builds), bench (bench/gpt vs bench/reference/bench.py on gpt-mini and gpt2, float32
 # and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
 # fast (loom --tf32, --bf16 with and without fused attention, then torchfast: the comparison of issue 15),
 # models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step),
@@ -102,7 +102,8 @@ do_torch_fast() {
     local variants
     IFS=';' read -ra variants <<<"${TORCH_FAST_VARIANTS:---fast;--fast --compile}"
     for extra in "${variants[@]}"; do
-      line=$(python3 bench/torch_gpu_ref.py $c --steps 20 $extra 2>&1 | tail -1); echo "$line" >>"$j"
+      line=$(python3 bench/reference/bench.py $c --device cuda --steps 20 $extra 2>&1 | tail -1)
+      echo "$line" >>"$j"
       note "$c torch $extra: $(grep -o '"tokens_per_s": [0-9.]*' <<<"$line") $(grep -o '"mfu": [0-9.]*' <<<"$line") $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
     done
   done
@@ -123,9 +124,8 @@ do_fast() {
   OUT_JSONL=$j do_torch_fast
 }
 
-# The other models' benchmarks on the GPU, beside ../shared/bench/torch_ref.py's same models run
-# on the GPU by bench/torch_gpu_models_ref.py ($TORCH_REF: where torch_ref.py is).
-TORCH_REF=${TORCH_REF:-$ROOT/../shared/bench/torch_ref.py}
+# The other models' benchmarks on the GPU, beside the same models of bench/reference/models.py run
+# on the GPU by bench/reference/bench.py (eager float32; DETR's matcher solves on the host).
 do_models() {
   local j=$OUT/models.jsonl line
   for spec in "vision vit-fmnist" "vision swin-fmnist" "seq2seq seq2seq-mini" "bert bert-mini" "detr detr-fmnist"; do
@@ -133,7 +133,7 @@ do_models() {
     [ -x "$BUILD/bench/$1" ] || continue
     line=$("$BUILD/bench/$1" $2 --device cuda --steps 20 2>&1 | tail -1); echo "$line" >>"$j"
     local loom_ms=$(grep -o '"ms_per_step": [0-9.]*' <<<"$line" | cut -d' ' -f2)
-    line=$(python3 bench/torch_gpu_models_ref.py $2 --steps 20 --ref "$TORCH_REF" 2>&1 | tail -1)
+    line=$(python3 bench/reference/bench.py $2 --device cuda --steps 20 2>&1 | tail -1)
     echo "$line" >>"$j"
     local torch_ms=$(grep -o '"ms_per_step": [0-9.]*' <<<"$line" | cut -d' ' -f2)
     note "$2 cuda: loom ${loom_ms:-?} ms, torch ${torch_ms:-?} ms, ratio $(python3 -c "print(round(${torch_ms:-0}/${loom_ms:-1}, 3))")"
@@ -148,14 +148,16 @@ do_bench() {  # every JSON line goes to $OUT/bench.jsonl
       line=$("$BUILD/bench/gpt" $c --device cuda --steps 20 $tf 2>&1 | tail -1); echo "$line" >>"$j"
       local loom_tps=$(grep -o '"tokens_per_s": [0-9.]*' <<<"$line" | cut -d' ' -f2)
       note "$c${tf:+ tf32}: loom loss_last $(grep -o '"loss_last": [0-9.]*' <<<"$line" | cut -d' ' -f2)"
-      line=$(python3 bench/torch_gpu_ref.py $c --steps 20 $tf 2>&1 | tail -1); echo "$line" >>"$j"
+      line=$(python3 bench/reference/bench.py $c --device cuda --steps 20 $tf 2>&1 | tail -1)
+      echo "$line" >>"$j"
       local torch_tps=$(grep -o '"tokens_per_s": [0-9.]*' <<<"$line" | cut -d' ' -f2)
       note "$c${tf:+ tf32}: loom ${loom_tps:-?} tok/s, torch ${torch_tps:-?} tok/s, ratio $(python3 -c "print(round(${loom_tps:-0}/${torch_tps:-1}, 3))"), torch loss_last $(grep -o '"loss_last": [0-9.]*' <<<"$line" | cut -d' ' -f2)"
     done
   done
   # The same model with loom's GPT-2 init, to compare the losses reached (loss_last).
   for c in ${BENCH_CASES:-gpt-mini gpt2}; do
-    line=$(python3 bench/torch_gpu_ref.py $c --steps 20 --gpt2-init 2>&1 | tail -1); echo "$line" >>"$j"
+    line=$(python3 bench/reference/bench.py $c --device cuda --steps 20 --gpt2-init 2>&1 | tail -1)
+    echo "$line" >>"$j"
     note "$c torch --gpt2-init: $(grep -o '"loss_last": [0-9.]*' <<<"$line")"
   done
   OUT_JSONL=$j do_generate
@@ -204,7 +206,8 @@ do_profile() {
   head -40 "$OUT/profile_$case.txt"
   # PyTorch's fast path, kernel by kernel (PROFILE_TORCH=0 skips it)
   if [ "${PROFILE_TORCH:-1}" = 1 ] && { [ "$case" = gpt2 ] || [ "$case" = gpt-mini ]; }; then
-    python3 bench/torch_gpu_ref.py "$case" --steps 3 --fast --profile >/dev/null 2>"$OUT/torch_profile_$case.txt"
+    python3 bench/reference/bench.py "$case" --device cuda --steps 3 --fast --profile >/dev/null \
+      2>"$OUT/torch_profile_$case.txt"
     note "torch --fast profile $case: $(grep -E 'Self CUDA time total' "$OUT/torch_profile_$case.txt")"
   fi
 }

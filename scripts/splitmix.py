@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """loom's SplitMix64 (data/splitmix.h) in Python, for the reference trainers that repeat loom's
-shuffles (bench/torch_bert_train_ref.py, bench/torch_translate_train_ref.py):
+shuffles (bench/reference/train.py bert, bench/reference/train.py translation):
 
     from splitmix import SplitMix64, mix_seeds, random_permutation
 """

@@ -1,7 +1,7 @@
 // Fashion-MNIST scenes: numpy's default_rng repeated bit for bit, PyTorch's resize, the scene
 // rules (counts, tight boxes, the IoU rule, split separation, determinism, purity in the index)
 // on small generated data sets, the PNG view, and -- when the data set is installed -- every one
-// of torch_train_ref.py's 1000 evaluation scenes plus training and per-scene streams, pixels
+// of bench/reference/train.py's 1000 evaluation scenes plus training and per-scene streams, pixels
 // included, against tests/golden/fashion_mnist_scenes.txt (tests/golden/gen_metrics.py).
 #include <doctest/doctest.h>
 
@@ -272,7 +272,7 @@ TEST_CASE("FashionMnistScenes rejects bad configurations and indices") {
   check_error([&] { data::FashionMnistScenes(d.train, -1, 1); }, {"count -1"});
 }
 
-TEST_CASE("FashionMnistScenes equal torch_train_ref.py's scenes on the installed data set") {
+TEST_CASE("FashionMnistScenes equal bench/reference/train.py's scenes on the installed data set") {
   if (!std::filesystem::exists(std::string(data::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz")) {
     MESSAGE("skipped: " << data::kFashionMnistDir << " is absent");
     return;

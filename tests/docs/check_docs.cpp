@@ -8,7 +8,7 @@
 //   code spans     `nn/window.h`, `models/swin.cpp:shifted_window_mask`: the file exists and, after
 //                  a colon, the symbol (its last `::` part) appears in it as a whole word; a bare
 //                  file name (`engine.cpp`, in a table whose row names the folder) must name a
-//                  file somewhere in the tree, or in ../shared/ when that is present
+//                  file somewhere in the tree
 //   ```cpp from=autograd/engine.cpp
 //                  an excerpt: its lines appear in that file in this order, each run between
 //                  `// ...` lines contiguous (trailing spaces ignored), so a quoted function
@@ -17,8 +17,9 @@
 //                  any other block is wrapped in a function after `#include "loom.h"` and
 //                  `using namespace loom;`, so a fragment such as `Tensor y = relu(x);` is checked
 //                  against the real API (its free names must then be declared in the block)
-// Paths are relative to the repository root; `../shared/...` paths are skipped (shared/ is not
-// part of the tree). A failure names the file, the line and what did not resolve.
+// Paths are relative to the repository root, and a path that leaves the repository (`../x`) is
+// a failure: a user has only the repository, so the docs may not lean on a folder beside it.
+// A failure names the file, the line and what did not resolve.
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,7 +41,7 @@ namespace {
 struct Checker {
   fs::path root;
   std::string compile_command;  // compiler and flags, ending in a space
-  std::set<std::string> file_names;  // every file name in the tree (and ../shared/), for bare names
+  std::set<std::string> file_names;  // every file name in the tree, for bare names
   int failures = 0, links = 0, spans = 0, excerpts = 0, compiled = 0;
 
   void fail(const fs::path& doc, int line, const std::string& what) {
@@ -66,8 +67,14 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-bool skipped_path(const std::string& path) {
-  return path.rfind("../shared", 0) == 0 || path.rfind("http", 0) == 0 || path[0] == '#';
+bool skipped_path(const std::string& path) { return path.rfind("http", 0) == 0 || path[0] == '#'; }
+
+// True when `path`, taken relative to `from`, names something outside the repository.
+bool leaves_tree(const Checker& c, const fs::path& from, const std::string& path) {
+  const fs::path resolved = (from / path).lexically_normal();
+  const auto [end, _] =
+      std::mismatch(c.root.begin(), c.root.end(), resolved.begin(), resolved.end());
+  return end != c.root.end();
 }
 
 // `path` or `path:symbol` in a code span; only spans that look like a tree path are checked.
@@ -78,6 +85,8 @@ void check_span(Checker& c, const fs::path& doc, int line, const std::string& sp
   ++c.spans;
   const auto colon = span.find(':');
   const std::string path = span.substr(0, colon);
+  if (leaves_tree(c, c.root, path))
+    return c.fail(doc, line, "`" + span + "`: outside the repository (a user has only it)");
   if (path.find('/') == std::string::npos && colon == std::string::npos) {
     if (!c.file_names.count(path)) c.fail(doc, line, "`" + span + "`: no file of that name");
     return;
@@ -95,6 +104,8 @@ void check_link(Checker& c, const fs::path& doc, int line, std::string target) {
   if (target.empty() || skipped_path(target) || target.find("://") != std::string::npos) return;
   target = target.substr(0, target.find('#'));
   ++c.links;
+  if (leaves_tree(c, doc.parent_path(), target))
+    return c.fail(doc, line, "link target " + target + " is outside the repository");
   if (!fs::exists(doc.parent_path() / target))
     c.fail(doc, line, "link target " + target + " does not exist");
 }
@@ -193,13 +204,13 @@ int main(int argc, char** argv) {
   Checker c;
   c.root = fs::canonical(argv[1]);
   for (int i = 2; i < argc; ++i) c.compile_command += std::string("'") + argv[i] + "' ";
-  for (const fs::path& dir : {c.root, c.root.parent_path() / "shared"}) {
-    if (!fs::is_directory(dir)) continue;
-    for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-      const std::string name = it->path().filename().string();
-      if (it->is_directory() && (name.rfind("build", 0) == 0 || name[0] == '.')) it.disable_recursion_pending();
-      else if (it->is_regular_file()) c.file_names.insert(name);
-    }
+  using tree = fs::recursive_directory_iterator;
+  for (auto it = tree(c.root); it != tree(); ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory() && (name.rfind("build", 0) == 0 || name[0] == '.'))
+      it.disable_recursion_pending();
+    else if (it->is_regular_file())
+      c.file_names.insert(name);
   }
   std::vector<fs::path> docs{c.root / "README.md"};
   for (const auto& entry : fs::recursive_directory_iterator(c.root / "docs"))

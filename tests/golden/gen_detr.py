@@ -11,7 +11,7 @@ below re-implement them with exactly their module names (hence state_dict keys) 
     keys only), return_intermediate with the shared decoder norm;
   * models/detr.py: input_proj, query_embed, class_embed, bbox_embed (MLP), aux outputs;
   * models/matcher.py + SetCriterion (labels + boxes) and util/box_ops.py for the loss golden.
-The "small" backbone is ../shared/bench/torch_ref.py's CNN (backbone.{3k} conv, {3k+1} BN).
+The "small" backbone is bench/reference/models.py's CNN (backbone.{3k} conv, {3k+1} BN).
 
 Writes next to this script (float32; computed in float64 where noted):
   detr.safetensors
@@ -119,7 +119,7 @@ class Backbone(nn.Module):  # models/backbone.py BackboneBase: the trunk as `bod
         return self.body(x)
 
 
-def small_cnn(chans):  # torch_ref.py's DETR backbone
+def small_cnn(chans):  # bench/reference/models.py's DETR backbone
     return nn.Sequential(*(m for cin, cout in zip(chans, chans[1:]) for m in (
         nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout),
         nn.ReLU())))

@@ -20,12 +20,11 @@ accumulate's mergesort, searchsorted and -1 for absent categories, summarize's m
 > -1), run on random scenes in float32 coordinates.
 
 Fashion-MNIST scenes (tests/data/test_fashion_mnist_scenes.cpp): fashion_mnist_scenes.txt holds
-numpy default_rng draws for a few seeds (NumpyPCG64 must repeat them) and, when the data set and
-torch_train_ref.py (TORCH_TRAIN_REF, default /work/shared/bench/torch_train_ref.py) are present,
-scenes made by torch_train_ref.py's own make_scene: all 1000 evaluation scenes (default_rng([0, 0])
-on t10k), training streams default_rng([1, seed]) and loom's per-scene streams
-default_rng([3, seed_lo, seed_hi, i_lo, i_hi]); per scene its items (label x0 y0 x1 y1) and the
-64-bit FNV-1a hash of the canvas's float32 bytes.
+numpy default_rng draws for a few seeds (NumpyPCG64 must repeat them) and, when the data set is
+installed, scenes made by the PyTorch reference's make_scene (bench/reference/scenes.py): all 1000
+evaluation scenes (default_rng([0, 0]) on t10k), training streams default_rng([1, seed]) and
+loom's per-scene streams default_rng([3, seed_lo, seed_hi, i_lo, i_hi]); per scene its items
+(label x0 y0 x1 y1) and the 64-bit FNV-1a hash of the canvas's float32 bytes.
 
 The file is line oriented, one record per line, fields separated by tabs:
   bleu <segments> <nltk score x 100>, then per segment "hyp <text>" and "ref <text>"
@@ -41,12 +40,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "metrics_golden.txt")
 SCENES_OUT = os.path.join(HERE, "fashion_mnist_scenes.txt")
-TORCH_TRAIN_REF = os.environ.get("TORCH_TRAIN_REF", "/work/shared/bench/torch_train_ref.py")
+REFERENCE = os.path.join(HERE, "..", "..", "bench", "reference")  # scenes.py, data.py
 
 WORDS = ("the a dog cat man woman bit saw ran home fast slow red blue house tree of in on "
          "and it was not very quite big small").split()
@@ -59,6 +56,8 @@ def sentence(rng, lo, hi):
 def bleu_cases(rng):
     """Corpora of random sentences; references are edited copies (so all orders match) or
     unrelated sentences (so some higher orders have no match and method3 smoothing acts)."""
+    # imported here: bench/reference's translation task imports tokenize_13a without NLTK
+    from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
     lines = []
     for case in range(8):
         n = rng.randint(1, 6)
@@ -374,7 +373,8 @@ def coco_cases(rng):
 
 
 def check_coco_eval():
-    """torch_train_ref.py's hand-made cases (image ids 0, 1), through the COCOeval replica."""
+    """bench/reference/coco_ap.py's hand-made cases (image ids 0, 1), through the COCOeval
+    replica."""
     g2 = [(0, 3, 0, 0, 10, 10), (0, 3, 20, 20, 40, 40)]
     fp = (50, 50, 60, 60)
     assert abs(coco_eval([(0, 3, 0, 0, 10, 10, .9), (0, 3, 20, 20, 40, 40, .8)], g2)[0] - 1) < 1e-12
@@ -416,16 +416,14 @@ def fnv1a64(data):
 
 
 def scene_lines():
-    """Scenes from torch_train_ref.py's make_scene, or [] when it or the data set is absent."""
-    if not (os.path.exists(TORCH_TRAIN_REF) and
-            os.path.exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")):
-        print(f"skipping scenes: {TORCH_TRAIN_REF} or the Fashion-MNIST data set is absent")
+    """Scenes from bench/reference/scenes.py's make_scene, or [] without the data set."""
+    if not os.path.exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"):
+        print("skipping scenes: the Fashion-MNIST data set is absent")
         return []
-    sys.path.insert(0, os.path.dirname(TORCH_TRAIN_REF))
-    argv, sys.argv = sys.argv, [TORCH_TRAIN_REF, "detr-fmnist", "--minutes", "0"]
-    import torch_train_ref as ttr                           # parses sys.argv on import
-    sys.argv = argv
-    test, train = ttr.fmnist_raw("t10k"), ttr.fmnist_raw("train")
+    sys.path.insert(0, REFERENCE)
+    from data import fashion_mnist_raw
+    from scenes import N_EVAL, make_scene
+    test, train = fashion_mnist_raw("t10k"), fashion_mnist_raw("train")
     lines = []
 
     def emit(split, mode, seed, scenes):
@@ -437,14 +435,14 @@ def scene_lines():
 
     def sequential(data, stream, seed, count):
         g = np.random.default_rng([stream, seed])
-        return [ttr.make_scene(*data, g) for _ in range(count)]
+        return [make_scene(*data, g) for _ in range(count)]
 
     def per_scene(data, seed, count):
         lo, hi = seed & 0xFFFFFFFF, seed >> 32
-        return [ttr.make_scene(*data, np.random.default_rng([3, lo, hi, i & 0xFFFFFFFF, i >> 32]))
+        return [make_scene(*data, np.random.default_rng([3, lo, hi, i & 0xFFFFFFFF, i >> 32]))
                 for i in range(count)]
 
-    emit("t10k", "sequential", 0, sequential(test, 0, 0, ttr.N_EVAL))
+    emit("t10k", "sequential", 0, sequential(test, 0, 0, N_EVAL))
     emit("train", "sequential", 0, sequential(train, 1, 0, 100))
     emit("train", "sequential", 7, sequential(train, 1, 7, 50))
     emit("t10k", "per_scene", 5, per_scene(test, 5, 50))

@@ -23,8 +23,8 @@ swin.safetensors — goldens:
     window.mask_6_3_1 [4, 9, 9] shifted_window_mask(6, 6, window 3, shift 1)
     merge.x [2, 64, 8], merge.out [2, 16, 16]   layers.0.downsample on a random input
     drop_path.x [4, 3, 5], drop_path.eval = drop_path.x (DropPath(0.5) in eval mode)
-    count.swin-fmnist, count.swin-t  int64 []   parameter counts of torch_ref.py's Swin() and
-                                               the official Swin-T
+    count.swin-fmnist, count.swin-t  int64 []   parameter counts of bench/reference/models.py's
+                                               Swin() and the official Swin-T
 Parameters are drawn larger than the official init (and LayerNorm gains and biases away from
 1 and 0) so that every one of them matters to the logits. Model in float64, saved as float32.
 

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Golden encoder-decoder Transformer values from PyTorch for tests/models/test_transformer.cpp.
 
-The model is the Seq2Seq of ../shared/bench/torch_ref.py (same classes, same module names, so the
+The model is the Seq2Seq of bench/reference/models.py (same classes, same module names, so the
 same state_dict keys: emb, enc.N.{attn.{q,k,v,o}, ln1, ff.0, ff.2, ln2}, dec.N.{self_attn, ln1,
 cross_attn, ln2, ff.0, ff.2, ln3}, and the buffer pe), at a tiny size, with one addition that
-torch_ref.py's random-token benchmark does not need: key padding masks (pad id 0) on the source
-in the encoder and in cross-attention, and on the target in the decoder's self-attention (with
-the causal mask), as the Annotated Transformer's src_mask / tgt_mask. torch_ref.py is not
-imported because it parses its command line at import.
+the benchmark's random tokens do not need: key padding masks (pad id 0) on the source in the
+encoder and in cross-attention, and on the target in the decoder's self-attention (with the
+causal mask), as the Annotated Transformer's src_mask / tgt_mask. models.py is not imported
+because its classes take no mask.
 
 Writes transformer.safetensors next to this script, computed in float64 (stored as float32):
     <name>            the tiny model's state_dict (CONFIG), "pe" included, as torch saves it
@@ -42,7 +42,7 @@ PRESETS = {  # loom's TransformerConfig::preset values (shared embeddings)
 }
 
 
-class MultiHeadAttention(nn.Module):  # torch_ref.py's, plus an additive mask
+class MultiHeadAttention(nn.Module):  # bench/reference/models.py's, plus an additive mask
     def __init__(self, d, h, causal):
         super().__init__()
         self.h, self.causal = h, causal

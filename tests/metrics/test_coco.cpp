@@ -1,4 +1,4 @@
-// COCO box AP: hand-computed cases (those torch_train_ref.py checks its own AP code with, plus
+// COCO box AP: hand-computed cases (those bench/reference checks its own AP code with, plus
 // COCOeval's tie rules), a replica of pycocotools' COCOeval on random scenes
 // (tests/golden/gen_metrics.py) to 1e-9, and the error paths.
 #include <doctest/doctest.h>

@@ -1,8 +1,9 @@
-// ../shared/API.md, the public contract, written the way a program outside the project writes
-// it: only "loom.h" and `using namespace loom;`, configs filled by designated initializers in the
-// order API.md lists the fields (which also pins that order), defaults left out, and the
-// documented shapes, conventions and errors checked. The models' own suites test the numbers
-// against PyTorch; this file fails when a name, a field, a default or a meaning of API.md drifts.
+// loom's public API contract (the names and meanings programs outside the project are written
+// against), written the way such a program writes it: only "loom.h" and `using namespace loom;`,
+// configs filled by designated initializers in the contract's order of the fields (which also
+// pins that order), defaults left out, and the documented shapes, conventions and errors
+// checked. The models' own suites test the numbers against PyTorch; this file fails when a name,
+// a field, a default or a meaning of the contract drifts.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -19,7 +20,7 @@
 using namespace loom;
 using loom::testing::expect_error;
 
-TEST_CASE("API.md: Transformer config, forward and translate as documented") {
+TEST_CASE("API contract: Transformer config, forward and translate as documented") {
   manual_seed(0);
   const models::TransformerConfig config{.src_vocab_size = 20, .tgt_vocab_size = 20,
                                          .d_model = 16, .n_head = 2, .n_encoder_layers = 1,
@@ -45,7 +46,7 @@ TEST_CASE("API.md: Transformer config, forward and translate as documented") {
   CHECK(model.translate_batch({{5, 6, 7}}, 1, 2, 6, /*beam=*/3, 0.6f).size() == 1);
 }
 
-TEST_CASE("API.md: DETR config, outputs, loss and loader names as documented") {
+TEST_CASE("API contract: DETR config, outputs, loss and loader names as documented") {
   manual_seed(0);
   models::DETRConfig config{.num_classes = 3, .backbone = "small", .in_channels = 1,
                             .hidden = 16, .n_head = 2, .n_encoder_layers = 1,
@@ -74,7 +75,7 @@ TEST_CASE("API.md: DETR config, outputs, loss and loader names as documented") {
                {"/nonexistent/detr.safetensors"});
 }
 
-TEST_CASE("API.md: linear_sum_assignment as scipy's") {
+TEST_CASE("API contract: linear_sum_assignment as scipy's") {
   const auto [rows, cols] = linear_sum_assignment(tensor({4, 1, 3, 2, 0, 5, 3, 2, 2}, {3, 3}));
   CHECK(rows == std::vector<int64_t>{0, 1, 2});
   CHECK(cols == std::vector<int64_t>{1, 0, 2});
@@ -88,7 +89,7 @@ TEST_CASE("API.md: linear_sum_assignment as scipy's") {
                {"linear_sum_assignment"});
 }
 
-TEST_CASE("API.md: metrics as sacreBLEU and COCOeval compute them") {
+TEST_CASE("API contract: metrics as sacreBLEU and COCOeval compute them") {
   // sacreBLEU's README example with its first reference stream only (the two-stream score,
   // 48.530827, is in tests/metrics): 13a splits off the final periods, giving clipped 1-4-gram
   // matches 12/17, 6/14, 4/11, 3/8 and equal lengths, so BLEU = (12/17 6/14 4/11 3/8)^(1/4) = 45.0675.
@@ -111,7 +112,7 @@ TEST_CASE("API.md: metrics as sacreBLEU and COCOeval compute them") {
   CHECK(metrics::coco_average_precision({}, {}).ap == doctest::Approx(-1.0));   // as COCOeval
 }
 
-TEST_CASE("API.md: Bert outputs, masks and the Hugging Face layout as documented") {
+TEST_CASE("API contract: Bert outputs, masks and the Hugging Face layout as documented") {
   manual_seed(0);
   const models::BertConfig config{.vocab_size = 30, .hidden = 16, .n_layer = 1, .n_head = 2,
                                   .intermediate = 32, .max_position = 16};
@@ -138,7 +139,7 @@ TEST_CASE("API.md: Bert outputs, masks and the Hugging Face layout as documented
                {"/nonexistent/bert.safetensors"});
 }
 
-TEST_CASE("API.md: WordPieceTokenizer as BERT's FullTokenizer, and load_tokenizer") {
+TEST_CASE("API contract: WordPieceTokenizer as BERT's FullTokenizer, and load_tokenizer") {
   const std::string dir = std::filesystem::temp_directory_path() / "loom_api_wordpiece";
   std::filesystem::create_directories(dir);
   const std::string vocab = dir + "/vocab.txt";

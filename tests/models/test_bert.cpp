@@ -1,4 +1,4 @@
-// BERT: presets and parameter counts (torch_ref.py's bert-mini, bert-base), Hugging Face names,
+// BERT: presets and parameter counts (the benchmark's bert-mini, bert-base), Hugging Face names,
 // loading a BertForPreTraining state_dict (and an old gamma/beta one) and matching PyTorch's four
 // outputs and the pre-training loss's gradients, padding invariance, save_bert_hf round trips,
 // dropout, metadata, the classification head and input errors.
@@ -74,12 +74,12 @@ Tensor tokens_only(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("Bert presets: torch_ref.py's bert-mini and bert-base have PyTorch's parameter counts") {
+TEST_CASE("Bert presets: the benchmark's bert-mini and bert-base have PyTorch's parameter counts") {
   const BertConfig mini = BertConfig::preset("bert-mini");
   CHECK(mini.vocab_size == 8192);
   CHECK(mini.hidden == 256);
   CHECK(mini.max_position == 128);
-  CHECK(mini.num_parameters() == 5430786);  // torch_ref.py's bert-mini
+  CHECK(mini.num_parameters() == 5430786);  // bench/reference/models.py's bert-mini
   CHECK(BertConfig::preset("bert-base").num_parameters() == 110106428);
   for (const auto& name : BertConfig::preset_names())
     CHECK_MESSAGE(

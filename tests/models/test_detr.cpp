@@ -1,4 +1,4 @@
-// DETR: presets and parameter counts (torch_ref.py's detr-fmnist, the official DETR-R50), the
+// DETR: presets and parameter counts (the benchmark's detr-fmnist, the official DETR-R50), the
 // facebookresearch/detr names, loading an official-layout state_dict (ResNet backbone with
 // FrozenBatchNorm2d, and the small CNN) and matching PyTorch's outputs, aux outputs, position
 // encoding and gradients (detr.safetensors, gen_detr.py), the pixel mask, and input errors.
@@ -116,11 +116,11 @@ void check_against_pytorch(const std::string& prefix, const DETRConfig& config,
 
 }  // namespace
 
-TEST_CASE("DETR presets: torch_ref.py's detr-fmnist and the official DETR-R50 parameter counts") {
+TEST_CASE("DETR presets: the benchmark's detr-fmnist and the official DETR-R50 parameter counts") {
   const DETRConfig fmnist = DETRConfig::preset("detr-fmnist");
   CHECK(fmnist.backbone == "small");
   CHECK(fmnist.num_queries == 10);
-  CHECK(fmnist.num_parameters() == 1682159);  // torch_ref.py's DETR
+  CHECK(fmnist.num_parameters() == 1682159);  // bench/reference/models.py's DETR
   CHECK(DETR(fmnist).num_parameters() == 1682159);
   const DETRConfig r50 = DETRConfig::preset("detr-r50");
   CHECK(r50.num_classes == 91);

@@ -41,7 +41,7 @@ Tensor weighted_sum(const Tensor& out) {
 
 }  // namespace
 
-TEST_CASE("GPT presets have the sizes of torch_ref.py's gpt-mini and of OpenAI's GPT-2") {
+TEST_CASE("GPT presets have the sizes of the benchmark's gpt-mini and of OpenAI's GPT-2") {
   const GPTConfig mini = GPTConfig::preset("gpt-mini");
   CHECK(mini.vocab_size == 256);
   CHECK(mini.context == 128);

@@ -59,7 +59,7 @@ Tensor weighted_sum(const Tensor& out) {
 
 }  // namespace
 
-TEST_CASE("Swin presets have torch_ref.py's and Swin-T's parameter counts") {
+TEST_CASE("Swin presets have the benchmark's and Swin-T's parameter counts") {
   const SwinConfig fm = SwinConfig::preset("swin-fmnist");
   CHECK(fm.image_size == 28);
   CHECK(fm.depths == std::vector<int64_t>{2, 4});

@@ -1,7 +1,7 @@
-// The encoder-decoder Transformer: presets and parameter counts (torch_ref.py's Seq2Seq and the
-// paper's base), loading a torch_ref.py-layout state_dict and matching PyTorch's logits and
-// gradients with padding, finite-difference gradients of a whole tiny model, masks (padding and
-// causal), pre-norm and untied variants, metadata and input errors.
+// The encoder-decoder Transformer: presets and parameter counts (the benchmark's Seq2Seq and the
+// paper's base), loading a state_dict of bench/reference/models.py's layout and matching
+// PyTorch's logits and gradients with padding, finite-difference gradients of a whole tiny
+// model, masks (padding and causal), pre-norm and untied variants, metadata and input errors.
 #include <unistd.h>
 
 #include <cmath>
@@ -70,7 +70,7 @@ void load_golden_weights(Transformer& model) {
 
 }  // namespace
 
-TEST_CASE("Transformer presets have torch_ref.py's Seq2Seq and the paper's base parameter counts") {
+TEST_CASE("Transformer presets: the benchmark's Seq2Seq and the paper's base parameter counts") {
   for (const std::string name : {"seq2seq-mini", "transformer-base"}) {
     const TransformerConfig c = TransformerConfig::preset(name);
     CHECK_MESSAGE(c.num_parameters() == golden("count." + name).to_vector_i64()[0], name);
@@ -88,7 +88,7 @@ TEST_CASE("Transformer presets have torch_ref.py's Seq2Seq and the paper's base 
                {"transformer-huge", "seq2seq-mini", "transformer-base"});
 }
 
-TEST_CASE("Transformer parameter names are torch_ref.py's Seq2Seq's") {
+TEST_CASE("Transformer parameter names are the benchmark's Seq2Seq's") {
   Transformer model(tiny_config());
   std::vector<std::string> names;
   for (const auto& [name, p] : model.named_parameters()) names.push_back(name);

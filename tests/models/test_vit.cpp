@@ -1,4 +1,4 @@
-// ViT: presets and parameter counts (torch_ref.py's and timm's), loading a timm state_dict and
+// ViT: presets and parameter counts (the benchmark's and timm's), loading a timm state_dict and
 // matching PyTorch's logits, attention probabilities and gradients, finite-difference gradients,
 // dropout in training and evaluation, metadata, input errors, and a tiny ViT that overfits.
 #include <unistd.h>
@@ -49,7 +49,7 @@ ViTConfig tiny_vit_config() {
 
 }  // namespace
 
-TEST_CASE("ViT presets: sizes and parameter counts of torch_ref.py's ViT and timm's ViT-B/16") {
+TEST_CASE("ViT presets: sizes and parameter counts of the benchmark's ViT and timm's ViT-B/16") {
   const ViTConfig tiny = ViTConfig::preset("vit-tiny-fmnist");
   CHECK(tiny.image_size == 28);
   CHECK(tiny.patch_size == 7);
@@ -58,7 +58,7 @@ TEST_CASE("ViT presets: sizes and parameter counts of torch_ref.py's ViT and tim
   const ViTConfig fmnist = ViTConfig::preset("vit-fmnist");
   CHECK(fmnist.patch_size == 4);
   CHECK(fmnist.num_patches() == 49);
-  // torch_ref.py reports 1,199,882 parameters for its ViT; timm counts 86,567,656 for ViT-B/16.
+  // The benchmark's ViT has 1,199,882 parameters; timm counts 86,567,656 for ViT-B/16.
   CHECK(fmnist.num_parameters() == 1199882);
   CHECK(ViTConfig::preset("vit-b16").num_parameters() == 86567656);
   for (const auto& name : ViTConfig::preset_names()) {

@@ -1,79 +1,53 @@
-#!/usr/bin/python3
-"""PyTorch reference for examples/train_translate: the same English -> German run, on the same data.
+"""translation: examples/train_translate in PyTorch, on the data loom writes with
+`train_translate --dump-data DIR` (train.py translation --data-dir DIR).
 
-    build/examples/train_translate --dump-data DIR     # data, batches, initial weights, by loom
-    /usr/bin/python3 bench/torch_translate_train_ref.py DIR --minutes 10 [--threads 2]
-
-Reads what train_translate's dump_run writes (train/valid/test.tsv, tokenizer.txt,
-data.safetensors, init.safetensors) and trains the encoder-decoder Transformer of
-models/transformer.h: ../shared/bench/torch_ref.py's Seq2Seq written out below under the same
-parameter names (emb, enc.N.attn.{q,k,v,o}, enc.N.ln1, enc.N.ff.0, enc.N.ff.2, ..., dec.N.ln3),
-with what train_translate adds to it: key padding masks on source and target, and dropout where
-loom puts it (on embeddings + positions, on the attention probabilities, on the FFN's hidden
-activations, on each sub-layer's output before the residual add); post-norm as torch_ref.py,
-or, when the dumped run used --norm-first, pre-norm layers and a final LayerNorm after each
-stack (enc_norm, dec_norm), as models::Transformer. Same initialisation rule
-(Xavier-uniform matrices, zero biases, LayerNorm gains 1; --loom-init starts from loom's very
-weights instead), the same recipe and defaults as train_translate (those of the dumped run):
-seq2seq-mini (D 256, 4 heads, 3 + 3 layers, FF 1024, dropout 0.1, shared embeddings), Adam
-(0.9, 0.98, 1e-9) on the Noam schedule (warmup 400, factor 1), label smoothing 0.1, gradient
-norm clipped to 1; the same batches in the same order: train_translate's make_batches (pairs
-sorted by (target, source) length, cut into runs of at most --batch-tokens padded tokens) and
-epoch_order (SplitMix64, data/splitmix.h), re-implemented here and checked against the dump.
-With --minutes the steps are planned as optim::TimeBudget plans them (scripts/time_budget.py): at
-step 21 from the speed of steps 2-21, then revised every 20 steps; evaluations not counted. Every
---eval-every steps and at the end: validation loss (first --eval-pairs pairs), validation BLEU
-(first --bleu-pairs pairs, beam search) and sample translations; at the end the test BLEU (first
---test-pairs pairs). Decoding is models/beam_search's (beam 4, GNMT length penalty 0.6, at most
---max-tokens new tokens, batches of 32), detokenised by the same byte-level BPE (ill-formed UTF-8 ->
-U+FFFD, as train_translate), scored by a re-implementation of loom's metrics::corpus_bleu
-(sacreBLEU's BLEU: 13a tokens, exp smoothing) checked against the BLEU values loom wrote into the
-dump and the corpora of tests/golden/metrics_golden.txt. One JSON line at the end.
+Reads what train_translate's dump_run writes (examples/translate_dump.h: train/valid/test.tsv,
+tokenizer.txt, data.safetensors, init.safetensors) and trains the encoder-decoder Transformer of
+models/transformer.h: models.py's Seq2Seq layout under the same parameter names (emb,
+enc.N.attn.{q,k,v,o}, enc.N.ln1, enc.N.ff.0, enc.N.ff.2, ..., dec.N.ln3), written out below with
+what train_translate adds to it: key padding masks on source and target, and dropout where loom
+puts it (on embeddings + positions, on the attention probabilities, on the FFN's hidden
+activations, on each sub-layer's output before the residual add); post-norm, or, when the dumped
+run used --norm-first, pre-norm layers and a final LayerNorm after each stack (enc_norm,
+dec_norm), as models::Transformer. Same initialisation rule (Xavier-uniform matrices, zero
+biases, LayerNorm gains 1; --loom-init starts from loom's very weights instead), the same recipe
+and defaults as train_translate (those of the dumped run): seq2seq-mini (D 256, 4 heads, 3 + 3
+layers, FF 1024, dropout 0.1, shared embeddings), Adam (0.9, 0.98, 1e-9) on the Noam schedule
+(warmup 400, factor 1), label smoothing 0.1, gradient norm clipped to 1; the same batches in the
+same order: train_translate's make_batches (pairs sorted by (target, source) length, cut into
+runs of at most --batch-tokens padded tokens) and epoch_order (SplitMix64, data/splitmix.h),
+re-implemented here and checked against the dump. With --minutes the steps are planned as
+optim::TimeBudget plans them (run.py); evaluations not counted. Every --eval-every steps and at
+the end: validation loss (first --eval-pairs pairs), validation BLEU (first --bleu-pairs pairs,
+beam search) and sample translations; at the end the test BLEU (first --test-pairs pairs).
+Decoding is models/beam_search's (beam 4, GNMT length penalty 0.6, at most --max-tokens new
+tokens, batches of 32), detokenised by the same byte-level BPE (ill-formed UTF-8 -> U+FFFD, as
+train_translate), scored by a re-implementation of loom's metrics::corpus_bleu (sacreBLEU's
+BLEU: 13a tokens, exp smoothing) checked against the BLEU values loom wrote into the dump and the
+corpora of tests/golden/metrics_golden.txt.
 
 Checking the two sides against each other: with --loom-init --dropout 0 (and train_translate
 --dropout 0) both take the same steps from the same weights, so their losses (log.csv and
 --log-csv) agree to float rounding; --eval-checkpoint OUT/ckpt.safetensors evaluates loom's
-trained weights with this script's evaluation, to compare with train_translate's last eval.
+trained weights with this evaluation, to compare with train_translate's last eval.
 """
 import argparse
-import json
 import math
 import os
 import sys
-import time
 from collections import Counter
 
-ap = argparse.ArgumentParser()
-ap.add_argument("dir", help="written by train_translate --dump-data DIR")
-ap.add_argument("--minutes", type=float, default=0.0, help="plan the steps to fill this time")
-# None: the value of the dumped run (train_translate's options)
-for flag, kind in [("--steps", int), ("--batch-tokens", int), ("--warmup", int),
-                   ("--lr-factor", float), ("--label-smoothing", float), ("--grad-clip", float),
-                   ("--dropout", float), ("--log-every", int), ("--eval-every", int),
-                   ("--eval-pairs", int), ("--bleu-pairs", int), ("--test-pairs", int),
-                   ("--beam", int), ("--samples", int), ("--seed", int)]:
-    ap.add_argument(flag, type=kind, default=None, help="default: the dumped run's")
-ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--loom-init", action="store_true",
-                help="start from loom's initial weights (DIR/init.safetensors)")
-ap.add_argument("--log-csv", default="", help="write step,lr,train_loss,val_loss,val_bleu here")
-ap.add_argument("--eval-checkpoint", default="", metavar="CKPT",
-                help="no training: evaluate these weights (train_translate's ckpt.safetensors, "
-                     "or DIR/init.safetensors) as train_translate's last evaluation does")
-args = ap.parse_args()
-os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+from run import TrainingRun
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from safetensors_io import load_with_metadata  # noqa: E402
 from splitmix import mix_seeds, random_permutation  # noqa: E402
-from time_budget import TimeBudget  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "golden"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
 from gen_metrics import tokenize_13a  # noqa: E402
 
 
@@ -229,7 +203,7 @@ def check_bleu(test, meta):
                            "The man had bitten the dog."]])
     assert abs(readme - 48.530827) < 1e-8, readme
     cases = 0
-    with open(os.path.join(HERE, "..", "tests", "golden", "metrics_golden.txt"),
+    with open(os.path.join(ROOT, "tests", "golden", "metrics_golden.txt"),
               encoding="utf-8") as f:
         lines = f.read().split("\n")
     for i, line in enumerate(lines):
@@ -244,7 +218,7 @@ def check_bleu(test, meta):
 
 # ----------------------------------------------------------------------------- the model
 class Attention(nn.Module):
-    """torch_ref.py's MultiHeadAttention (q, k, v, o) with an additive key mask and dropout on
+    """models.py's MultiHeadAttention (q, k, v, o) with an additive key mask and dropout on
     the probabilities, as models/transformer.cpp's Seq2SeqAttention."""
 
     def __init__(self, d, h, p):
@@ -313,7 +287,7 @@ class DecoderLayer(nn.Module):
 
 
 class Seq2Seq(nn.Module):
-    """torch_ref.py's Seq2Seq (post-norm, shared embedding and output matrix, sinusoids) with
+    """models.py's Seq2Seq (post-norm, shared embedding and output matrix, sinusoids) with
     padding masks and dropout, as models::Transformer with train_translate's config; with
     norm_first (--norm-first) pre-norm layers and a final LayerNorm after each stack
     (enc_norm, dec_norm), as models::Transformer."""
@@ -332,7 +306,7 @@ class Seq2Seq(nn.Module):
         pe = torch.zeros(max_len, d)
         pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
         self.register_buffer("pe", pe, persistent=False)
-        for q in self.parameters():                        # torch_ref.py's initialisation
+        for q in self.parameters():                        # models.py's Seq2Seq initialisation
             nn.init.xavier_uniform_(q) if q.dim() > 1 else nn.init.zeros_(q)
         for m in self.modules():
             if isinstance(m, nn.LayerNorm):
@@ -501,41 +475,46 @@ def evaluate_only(model, bpe, valid, test, o, spec, pad):
     vl = validation_loss(model, valid, o.eval_pairs, pad)
     vb, hyps = split_bleu(model, bpe, valid, o.bleu_pairs, spec)
     print(f"val loss {vl:.6f} | BLEU {vb:.4f} ({len(hyps)} pairs, beam {o.beam})")
-    for i in range(min(len(hyps), o.samples)):
-        print(f"  {valid.english[i]}\n    -> {hyps[i]}   (reference: {valid.german[i]})")
+    print_samples(valid, hyps, o.samples)
     tb, hyps = split_bleu(model, bpe, test, o.test_pairs, spec)
     print(f"test BLEU {tb:.4f} ({len(hyps)} pairs of the test split, beam {o.beam})")
-    print(json.dumps({"case": "seq2seq-translate-eval", "checkpoint": args.eval_checkpoint,
-                      "val_loss": vl, "val_bleu": vb, "test_bleu": tb, "test_pairs": len(hyps),
-                      "beam": o.beam}), flush=True)
+    return {"steps": 0, "val_loss": vl, "val_bleu": vb, "test_bleu": tb,
+            "test_pairs": len(hyps), "beam": o.beam, "seed": o.seed}
 
 
-# ----------------------------------------------------------------------------- main
-def main():
-    torch.set_num_threads(args.threads)
-    t, meta = load_with_metadata(os.path.join(args.dir, "data.safetensors"))
-    o = argparse.Namespace(**{k: int(meta[k]) for k in (
-        "steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs", "bleu_pairs",
-        "test_pairs", "beam", "samples", "seed")})
-    for k in ("lr_factor", "label_smoothing", "grad_clip", "dropout"):
-        setattr(o, k, float(meta[k]))
-    for k in vars(o):                                      # given on the command line
+def print_samples(split, hyps, count):
+    for i in range(min(len(hyps), count)):
+        print(f"  {split.english[i]}\n    -> {hyps[i]}   (reference: {split.german[i]})")
+
+
+# ----------------------------------------------------------------------------- the run
+OPTIONS = {int: ("steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs",
+                 "bleu_pairs", "test_pairs", "beam", "samples", "seed"),
+           float: ("lr_factor", "label_smoothing", "grad_clip", "dropout")}
+POSITIVE = ("steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs",
+            "bleu_pairs", "beam")                          # as train_translate's flags
+
+
+def run_options(args, meta):
+    """The dumped run's options, each replaced by its flag when given."""
+    o = argparse.Namespace(**{k: kind(meta[k]) for kind, keys in OPTIONS.items() for k in keys})
+    for k in vars(o):
         if getattr(args, k) is not None:
             setattr(o, k, getattr(args, k))
-    for k in ("steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs",
-              "bleu_pairs", "beam"):                       # as train_translate's flags
+    for k in POSITIVE:
         if getattr(o, k) <= 0:
-            sys.exit(f"torch_translate_train_ref.py: --{k.replace('_', '-')} must be positive, "
-                     f"got {getattr(o, k)}")
-    pad, bos, eos = (int(meta[k]) for k in ("pad_id", "bos_id", "eos_id"))
-    V, max_tokens = int(meta["vocab_size"]), int(meta["max_tokens"])
-    train, valid, test = (Split(t, s, args.dir) for s in ("train", "valid", "test"))
-    bpe = BPE(os.path.join(args.dir, "tokenizer.txt"))
+            sys.exit(f"train.py translation: --{k.replace('_', '-')} must be positive, got "
+                     f"{getattr(o, k)}")
+    return o
 
-    # ---- checks against what loom wrote
+
+def check_dump(t, meta, o, splits, bpe, batches):
+    """The ids, batches, batch orders and BLEU of this file against what loom wrote."""
+    V, max_tokens = int(meta["vocab_size"]), int(meta["max_tokens"])
+    pad, bos, eos = (int(meta[k]) for k in ("pad_id", "bos_id", "eos_id"))
     assert len(bpe.vocab) == V, f"tokenizer has {len(bpe.vocab)} tokens, the dump says {V}"
     assert [bpe.vocab[i] for i in (pad, bos, eos)] == [b"<pad>", b"<bos>", b"<eos>"]
-    for split in (train, valid, test):
+    for split in splits:
         for i in range(min(split.n, 200)):
             s, g = split.src[i], split.tgt[i]
             assert s[-1] == eos and g[0] == bos and g[-1] == eos and max(len(s), len(g)) <= \
@@ -543,7 +522,6 @@ def main():
             assert bpe.decode_bytes(s[:-1]).decode() == split.english[i] and \
                 bpe.decode_bytes(g[1:-1]).decode() == split.german[i], \
                 f"pair {i}: the ids do not decode to the pair's text"
-    batches = make_batches(train, o.batch_tokens)
     checked = "the batches of another --batch-tokens (not checked)"
     if o.batch_tokens == int(meta["batch_tokens"]):
         assert batches == ragged(t["batch_rows"].tolist(), t["batch_offsets"].tolist()), \
@@ -552,63 +530,88 @@ def main():
             assert epoch_order(len(batches), int(meta["seed"]), e) == \
                 t[f"epoch{e}_order"].tolist(), f"epoch {e}'s batch order differs from loom's"
         checked = f"the {len(batches)} batches and the batch orders of epochs 0 and 1"
-    golden = check_bleu(test, meta)
+    golden = check_bleu(splits[2], meta)
     print(f"checked against loom's dump: ids and text of the first pairs of each split, "
           f"{checked}, BLEU on test sentences and {golden} golden cases", flush=True)
 
-    # ---- model and optimizer
+
+def build_model(args, meta, o):
+    """The dumped config's Seq2Seq, from torch's init (seeded) or loom's initial weights."""
     torch.manual_seed(o.seed)
     cfg = {k: int(meta[k]) for k in ("d_model", "n_head", "n_encoder_layers", "n_decoder_layers",
                                      "d_ff", "max_len")}
     assert meta["share_embeddings"] == "1", "only the shared-embedding Transformer is written here"
-    model = Seq2Seq(V, cfg["d_model"], cfg["n_head"], cfg["d_ff"], cfg["n_encoder_layers"],
-                    cfg["n_decoder_layers"], cfg["max_len"], pad, f32(o.dropout),
-                    norm_first=meta["norm_first"] == "1")
+    model = Seq2Seq(int(meta["vocab_size"]), cfg["d_model"], cfg["n_head"], cfg["d_ff"],
+                    cfg["n_encoder_layers"], cfg["n_decoder_layers"], cfg["max_len"],
+                    int(meta["pad_id"]), f32(o.dropout), norm_first=meta["norm_first"] == "1")
     if args.loom_init or args.eval_checkpoint:
-        path = args.eval_checkpoint or os.path.join(args.dir, "init.safetensors")
+        path = args.eval_checkpoint or os.path.join(args.data_dir, "init.safetensors")
         weights, _ = load_with_metadata(path)
         if any(k.startswith("model.") for k in weights):  # a checkpoint: its model's tensors
             weights = {k[6:]: v for k, v in weights.items() if k.startswith("model.")}
         model.load_state_dict(weights, strict=True)
-    n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    spec = {"bos": bos, "eos": eos, "max_tokens": max_tokens, "beam": o.beam,
-            "alpha": f32(float(meta["length_penalty"]))}
-    print(f"model: seq2seq {cfg}, vocab {V}, dropout {o.dropout} | {n_params} parameters | "
-          f"{'loom' if args.loom_init else 'torch'} init | train {train.n} pairs in "
-          f"{len(batches)} batches | valid {valid.n} | test {test.n} | {args.threads} threads",
+    print(f"model: seq2seq {cfg}, vocab {meta['vocab_size']}, dropout {o.dropout} | "
+          f"{sum(p.numel() for p in model.parameters())} parameters | "
+          f"{'loom' if args.loom_init else 'torch'} init | {torch.get_num_threads()} threads",
           flush=True)
+    return model
 
+
+def train(args):
+    t, meta = load_with_metadata(os.path.join(args.data_dir, "data.safetensors"))
+    o = run_options(args, meta)
+    pad = int(meta["pad_id"])
+    splits = [Split(t, s, args.data_dir) for s in ("train", "valid", "test")]
+    train_split, valid, test = splits
+    bpe = BPE(os.path.join(args.data_dir, "tokenizer.txt"))
+    batches = make_batches(train_split, o.batch_tokens)
+    check_dump(t, meta, o, splits, bpe, batches)
+    model = build_model(args, meta, o)
+    spec = {"bos": int(meta["bos_id"]), "eos": int(meta["eos_id"]),
+            "max_tokens": int(meta["max_tokens"]), "beam": o.beam,
+            "alpha": f32(float(meta["length_penalty"]))}
+    print(f"train {train_split.n} pairs in {len(batches)} batches | valid {valid.n} | test "
+          f"{test.n}", flush=True)
     if args.eval_checkpoint:
-        evaluate_only(model, bpe, valid, test, o, spec, pad)
-        return
+        return evaluate_only(model, bpe, valid, test, o, spec, pad)
+    result = train_loop(args, o, model, train_split, batches, valid, bpe, spec, pad)
+    test_bleu, hyps = split_bleu(model, bpe, test, o.test_pairs, spec)
+    print(f"test BLEU {test_bleu:.2f} ({len(hyps)} pairs of the test split, beam {o.beam})")
+    print_samples(test, hyps, max(o.samples, 4))
+    if bpe.invalid:
+        print(f"{bpe.invalid} translations were not valid UTF-8 (scored with U+FFFD in their "
+              "ill-formed bytes, as train_translate does)")
+    result.update(test_bleu=test_bleu, test_pairs=len(hyps), beam=o.beam,
+                  batch_tokens=o.batch_tokens, loom_init=args.loom_init, seed=o.seed)
+    return result
 
-    # ---- training loop (train_translate's)
-    log = None
-    if args.log_csv:
-        log = open(args.log_csv, "w", newline="")
+
+def train_loop(args, o, model, train_split, batches, valid, bpe, spec, pad):
+    """train_translate's loop: Noam lr, label-smoothed cross-entropy, clipping; validation
+    loss and BLEU every --eval-every steps and at the last. -> the result's training part."""
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    log = open(args.log_csv, "w", newline="") if args.log_csv else None
+    if log:
         log.write("step,lr,train_loss,val_loss,val_bleu\n")
     model.train()
-    total, epoch, index = o.steps, 0, 0
+    run = TrainingRun(o.steps, args.minutes, o.log_every, None, "target tok/s")
+    epoch, index, tokens = 0, 0, 0
     order = epoch_order(len(batches), o.seed, 0)
-    start = time.time()
-    t0, paused, tokens, window = start, 0.0, 0, []      # paused: evaluation seconds
-    budget = TimeBudget(args.minutes) if args.minutes > 0 else None
     val_loss = val_bleu = float("nan")
     step = 0
-    while step < total:
+    while step < run.total:
         if index == len(batches):
             epoch, index = epoch + 1, 0
             order = epoch_order(len(batches), o.seed, epoch)
-        src, tin, tout, ntok = train.collate(batches[order[index]], pad)
+        src, tin, tout, ntok = train_split.collate(batches[order[index]], pad)
         index += 1
         s = max(step + 1, 1)                               # optim::noam_lr, as a float
-        lr = f32(f32(o.lr_factor) / math.sqrt(cfg["d_model"]) *
+        lr = f32(f32(o.lr_factor) / math.sqrt(model.d) *
                  min(1 / math.sqrt(s), s * o.warmup ** -1.5))
         for g in opt.param_groups:
             g["lr"] = lr
         logits = model(src, tin)
-        loss = F.cross_entropy(logits.reshape(-1, V), tout.reshape(-1), ignore_index=pad,
+        loss = F.cross_entropy(logits.flatten(0, 1), tout.reshape(-1), ignore_index=pad,
                                label_smoothing=f32(o.label_smoothing))
         opt.zero_grad()
         loss.backward()
@@ -616,48 +619,24 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), f32(o.grad_clip))
         opt.step()
         loss_value = loss.item()
-        assert math.isfinite(loss_value), f"loss {loss_value} at step {step}"
         step += 1
         tokens += ntok
-        window.append(loss_value)
-        planned = budget.plan(step, time.time() - start - paused) if budget else None
-        total = total if planned is None else planned
-        if step % o.log_every == 0 or step == total:
-            print(f"step {step}/{total} | loss {sum(window) / len(window):.4f} | lr {lr:.3e} | "
-                  f"epoch {epoch} | {tokens / (time.time() - t0):.0f} target tok/s", flush=True)
-            window = []
+        run.step_done(step, loss_value, items=ntok)
+        run.log(step, lr, f" | epoch {epoch}")
         vl = vb = float("nan")
-        if step % o.eval_every == 0 or step == total:
-            te = time.time()
-            val_loss = vl = validation_loss(model, valid, o.eval_pairs, pad)
-            val_bleu, hyps = split_bleu(model, bpe, valid, o.bleu_pairs, spec)
-            vb = val_bleu
+        if step % o.eval_every == 0 or step == run.total:
+            (vl, vb, hyps), seconds = run.untimed(
+                lambda: (validation_loss(model, valid, o.eval_pairs, pad),
+                         *split_bleu(model, bpe, valid, o.bleu_pairs, spec)))
+            val_loss, val_bleu = vl, vb
             print(f"eval step {step} | val loss {vl:.4f} | perplexity {math.exp(vl):.2f} | "
-                  f"BLEU {val_bleu:.2f} ({len(hyps)} pairs, beam {o.beam})", flush=True)
-            for i in range(min(len(hyps), o.samples)):
-                print(f"  {valid.english[i]}\n    -> {hyps[i]}   (reference: {valid.german[i]})")
-            t0 += time.time() - te                         # evaluation stays out of tok/s
-            paused += time.time() - te                     # and out of the --minutes plan
+                  f"BLEU {vb:.2f} ({len(hyps)} pairs, beam {o.beam}) ({seconds:.1f} s)",
+                  flush=True)
+            print_samples(valid, hyps, o.samples)
         if log:
             log.write(f"{step},{lr!r},{loss_value!r},{vl!r},{vb!r}\n")
             log.flush()
-    t_end = time.time()
-
-    # ---- test BLEU and examples
-    test_bleu, hyps = split_bleu(model, bpe, test, o.test_pairs, spec)
-    print(f"test BLEU {test_bleu:.2f} ({len(hyps)} pairs of the test split, beam {o.beam})")
-    for i in range(min(len(hyps), max(o.samples, 4))):
-        print(f"  {test.english[i]}\n    -> {hyps[i]}   (reference: {test.german[i]})")
-    if bpe.invalid:
-        print(f"{bpe.invalid} translations were not valid UTF-8 (scored with U+FFFD in their "
-              "ill-formed bytes, as train_translate does)")
-    print(json.dumps({"case": "seq2seq-translate", "steps": step, "batch_tokens": o.batch_tokens,
-                      "train_seconds": round(t_end - start, 1),
-                      "target_tokens_per_s": round(tokens / (t_end - t0), 1),
-                      "val_loss": val_loss, "val_bleu": val_bleu, "test_bleu": test_bleu,
-                      "test_pairs": len(hyps), "beam": o.beam, "loom_init": args.loom_init,
-                      "threads": args.threads, "torch": torch.__version__}), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    train_s = run.training_seconds()
+    return {"steps": step, "epochs": round(step / len(batches), 3),
+            "train_seconds": round(train_s, 1), "target_tokens_per_s": round(tokens / train_s, 1),
+            "val_loss": val_loss, "val_bleu": val_bleu}

@@ -1,9 +1,8 @@
-"""loom's optim::TimeBudget (optim/progress.h) in Python, for the PyTorch references of loom's
-trainers (torch_translate_train_ref.py, torch_bert_train_ref.py), so that both sides of a
---minutes run plan alike: at step 21 the speed of steps 2-21 extrapolated to the time left (as
-../shared/bench/torch_train_ref.py plans), then a revision every 20 steps from the speed of the
-latest 200 steps; a revision that finds the minutes spent ends the run at that step. Steps of
-unequal cost pass their cost in units of the average step's (`work`); seconds are training's.
+"""loom's optim::TimeBudget (optim/progress.h) in Python, so that both sides of a --minutes run
+plan alike (bench/reference/train.py): at step 21 the speed of steps 2-21 extrapolated to the time
+left, then a revision every 20 steps from the speed of the latest 200 steps; a revision that finds
+the minutes spent ends the run at that step. Steps of unequal cost pass their cost in units of the
+average step's (`work`); seconds are training's.
 """
 from collections import deque
 
