@@ -14,7 +14,8 @@ In one process, one after the other on the machine it runs on:
      dispatcher.
 
 Writes bench/results/<date>-<host>.json (every JSON line both sides printed, plus the machine)
-and bench/results/<date>-<host>.md, the Markdown table: loom and PyTorch ms per step, the ratio
+and bench/results/<date>-<host>.md, the Markdown table (a sitting of fewer than 10 steps a case
+adds "-quick" to the names; a later sitting of the same day replaces the earlier one): loom and PyTorch ms per step, the ratio
 (PyTorch's time over loom's: above 1, loom is faster), the step's GFLOP, loom's GFLOP/s and its
 share of the sgemm peak measured minutes earlier. --readme also puts that table into README.md
 between the lines `<!-- bench:begin -->` and `<!-- bench:end -->`. A case that fails on one
@@ -139,7 +140,7 @@ def main():
         sys.exit("bench_sitting: build/bench/ops not found: run scripts/bench.sh (it builds)")
 
     now = datetime.datetime.now()
-    name = f"{now:%Y-%m-%d}-{socket.gethostname()}"
+    name = f"{now:%Y-%m-%d}-{socket.gethostname()}" + ("-quick" if steps < 10 else "")
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     out = os.path.join(ROOT, "bench", "results", name)
     log = open(out + ".log", "w", encoding="utf-8")
