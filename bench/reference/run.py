@@ -20,6 +20,8 @@ sides of a side-by-side run count alike:
 import math
 import time
 
+import torch
+
 from time_budget import TimeBudget
 
 UNPLANNED = 2 ** 31 - 1                 # loom's total before --minutes is planned (int32 max)
@@ -86,3 +88,13 @@ def warmup_linear_lr(step, warmup, total, peak):
     if step >= total:
         return 0.0
     return peak * (total - step) / (total - warmup)
+
+
+def update(opt, loss, parameters, grad_clip):
+    """One optimizer step of a training loop, as loom's trainers take it: gradients from `loss`,
+    their global norm clipped to `grad_clip` (0 = off), then the update."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+    opt.step()

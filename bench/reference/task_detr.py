@@ -5,7 +5,7 @@ import torch
 import models
 from coco_ap import check_coco_ap, coco_ap
 from data import fashion_mnist_raw
-from run import TrainingRun, warmup_cosine_lr
+from run import TrainingRun, update, warmup_cosine_lr
 from scenes import SCENE, eval_scenes, ground_truth, overfit_scene, scene_batch, training_scene
 
 CLASSES = 10
@@ -96,11 +96,7 @@ def train(args):
                                                      args.backbone_lr, args.min_lr)
         imgs, targets = scene_batch(next_scenes(step * args.batch, args.batch))
         loss, terms = set_loss(model, criterion, imgs, targets)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
+        update(opt, loss, model.parameters(), args.grad_clip)
         step += 1
         window.append(terms)
         run.step_done(step, loss.item())

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import models
 from data import fortune_splits
-from run import TrainingRun, warmup_cosine_lr
+from run import TrainingRun, update, warmup_cosine_lr
 
 
 # ----------------------------------------------------------------------------- data
@@ -129,11 +129,7 @@ def train(args):
             g["lr"] = lr
         x, y = batches.next()
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
+        update(opt, loss, model.parameters(), args.grad_clip)
         step += 1
         losses.append(loss.item())
         run.step_done(step, losses[-1])

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 import models
 from data import BLACK, fashion_mnist
-from run import TrainingRun, warmup_cosine_lr
+from run import TrainingRun, update, warmup_cosine_lr
 
 
 class Batches:
@@ -97,11 +97,7 @@ def train(args):
             g["lr"] = lr
         x, y = batches.next()
         loss = F.cross_entropy(model(x), y, label_smoothing=args.label_smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
+        update(opt, loss, model.parameters(), args.grad_clip)
         step += 1
         run.step_done(step, loss.item())
         run.log(step, lr, f" | epoch {epochs(step):.2f}")
