@@ -42,8 +42,9 @@ inline int run_cases(int argc, char** argv, const std::string& name, const std::
   cli::show_defaults(app);
   app.add_option("case", args.case_name, case_help)->required()->check(CLI::IsMember(names));
   app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
-      ->check(cli::positive);
-  app.add_option("--threads", args.threads, "CPU threads")->check(cli::positive);
+      ->check(cli::range(1, 1000000));
+  app.add_option("--threads", args.threads, "CPU threads")
+      ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   cli::add_device(app, device);
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);

@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"gpt-mini", "gpt-mini-generate", "gpt2", "gpt2-generate"}));
   app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
       ->check(cli::positive);
-  app.add_option("--threads", args.threads, "CPU threads")->check(cli::positive);
+  app.add_option("--threads", args.threads, "CPU threads")
+      ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   cli::add_device(app, device);
   bool no_cache = false;
   app.add_flag("--no-cache", no_cache,

@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
                  "(none: every case, human-readable)")
       ->check(CLI::IsMember({"sgemm"}));
   app.add_option("--steps", steps, "timed steps (0 = 20 for sgemm, 10 otherwise)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", threads, "CPU threads")->check(cli::positive);
+      ->check(cli::range(0, 1000000));
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   CLI11_PARSE(app, argc, argv);
   const bool json = case_name == "sgemm";
   if (steps == 0) steps = json ? 20 : 10;

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"gpt-mini", "gpt2", "gpt2-medium"}));
   cli::add_device(app, device_name);
   app.add_option("--steps", steps, "timed steps")->check(cli::positive);
-  app.add_option("--threads", threads, "CPU threads")->check(cli::positive);
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
   const Device device = cli::device_of(device_name);

@@ -26,19 +26,41 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-// truncate_seq_pair: drop one token at a time from the longer sequence, front or back at random.
-void truncate_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens,
-                   SplitMix64& gen) {
-  while (a.size() + b.size() > max_tokens) {
-    std::vector<int64_t>& longer = a.size() > b.size() ? a : b;
-    if (uniform01(gen) < 0.5)
-      longer.erase(longer.begin());
-    else
-      longer.pop_back();
+// The first `max_words` (> 0) words of a sentence of split_sentences (words one space apart).
+std::string_view first_words(std::string_view sentence, int64_t max_words) {
+  size_t next = 0;  // where the next word starts
+  for (int64_t words = 0; words < max_words; ++words) {
+    const size_t space = sentence.find(' ', next);
+    if (space == std::string_view::npos) return sentence;
+    next = space + 1;
   }
+  return sentence.substr(0, next - 1);  // without the space after the last word kept
 }
 
 }  // namespace
+
+void truncate_seq_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens,
+                       SplitMix64& gen) {
+  // The tokens kept are [front, back) of each; erasing a vector's first token instead would
+  // move all the others, quadratic in a long sentence (a 1M-word one took 87 s).
+  struct Kept {
+    size_t front, back;
+    size_t size() const { return back - front; }
+  } kept_a{0, a.size()}, kept_b{0, b.size()};
+  while (kept_a.size() + kept_b.size() > max_tokens) {
+    Kept& longer = kept_a.size() > kept_b.size() ? kept_a : kept_b;  // b on a tie
+    if (uniform01(gen) < 0.5)
+      ++longer.front;
+    else
+      --longer.back;
+  }
+  auto cut = [](std::vector<int64_t>& ids, const Kept& kept) {
+    ids = std::vector<int64_t>(ids.begin() + static_cast<ptrdiff_t>(kept.front),
+                               ids.begin() + static_cast<ptrdiff_t>(kept.back));
+  };
+  cut(a, kept_a);
+  cut(b, kept_b);
+}
 
 MaskedTokens mask_tokens(const std::vector<int64_t>& ids, const MaskingRule& rule, uint64_t seed) {
   MaskedTokens out{ids, std::vector<int64_t>(ids.size(), -100)};
@@ -100,20 +122,24 @@ BertPretrainingData::BertPretrainingData(const std::vector<std::string>& documen
                                          const WordPieceTokenizer& tokenizer,
                                          const BertPretrainingConfig& config)
     : config_(config), pad_id_(tokenizer.token_id("[PAD]")) {
-  LOOM_CHECK(
-      config.max_seq_len >= 5 && config.masked_lm_prob > 0 && config.masked_lm_prob < 1 &&
-          config.max_predictions > 0 && config.not_next_prob >= 0 && config.not_next_prob <= 1,
-      "BertPretrainingData: invalid config (max_seq_len {} >= 5, masked_lm_prob {} in "
-      "(0, 1), max_predictions {} > 0, not_next_prob {} in [0, 1])",
-      config.max_seq_len, config.masked_lm_prob, config.max_predictions, config.not_next_prob);
+  LOOM_CHECK(config.max_seq_len >= 5 && config.masked_lm_prob > 0 && config.masked_lm_prob < 1 &&
+                 config.max_predictions > 0 && config.not_next_prob >= 0 &&
+                 config.not_next_prob <= 1 && config.max_sentence_words > 0,
+             "BertPretrainingData: invalid config (max_seq_len {} >= 5, masked_lm_prob {} in "
+             "(0, 1), max_predictions {} > 0, not_next_prob {} in [0, 1], max_sentence_words {} "
+             "> 0)",
+             config.max_seq_len, config.masked_lm_prob, config.max_predictions,
+             config.not_next_prob, config.max_sentence_words);
   rule_ = {tokenizer.token_id("[CLS]"), tokenizer.token_id("[SEP]"), tokenizer.token_id("[MASK]"),
            tokenizer.vocab_size(),      config.masked_lm_prob,       config.max_predictions};
   // Documents as lists of tokenized sentences (sentences that tokenize to nothing dropped).
   std::vector<std::vector<std::vector<int64_t>>> docs;
   for (const std::string& document : documents) {
     std::vector<std::vector<int64_t>> sentences;
-    for (const std::string& sentence : split_sentences(document))
-      if (auto ids = tokenizer.encode(sentence); !ids.empty()) sentences.push_back(std::move(ids));
+    for (const std::string& sentence : split_sentences(document)) {
+      auto ids = tokenizer.encode(first_words(sentence, config.max_sentence_words));
+      if (!ids.empty()) sentences.push_back(std::move(ids));
+    }
     if (!sentences.empty()) docs.push_back(std::move(sentences));
   }
   LOOM_CHECK(docs.size() >= 2,
@@ -131,7 +157,7 @@ BertPretrainingData::BertPretrainingData(const std::vector<std::string>& documen
         pair.b = docs[other][gen.uniform(docs[other].size())];
         pair.is_next = false;
       }
-      truncate_pair(pair.a, pair.b, max_tokens, gen);
+      truncate_seq_pair(pair.a, pair.b, max_tokens, gen);
       pairs_.push_back(std::move(pair));
     }
   }

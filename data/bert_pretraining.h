@@ -6,7 +6,8 @@
 //              label 0) or, with probability 1/2, a random sentence of another document
 //              (NotNext, label 1); drawn once, from the seed. Pairs longer than max_seq_len - 3
 //              are cut as truncate_seq_pair: one token at a time from the longer of A and B, at
-//              its front or back at random.
+//              its front or back at random. A sentence is cut to its first max_sentence_words
+//              words before it is tokenized (a text without end marks is one huge sentence).
 //   example    [CLS] A [SEP] B [SEP], token types 0 up to the first [SEP] and 1 after it, and
 //              the masking of create_masked_lm_predictions, drawn anew every epoch as a pure
 //              function of (seed, epoch, index) so a resumed run sees exactly the same data:
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/splitmix.h"
 #include "data/wordpiece_tokenizer.h"
 
 namespace loom::data {
@@ -34,6 +36,9 @@ struct BertPretrainingConfig {
   int64_t max_predictions = 20;  // max_predictions_per_seq (create_pretraining_data's 20)
   double not_next_prob = 0.5;    // share of NotNext pairs
   uint64_t seed = 12345;         // pairs, truncation and every epoch's masking
+  // Words of a sentence kept before tokenizing: far beyond any real sentence (a pair keeps at
+  // most max_seq_len - 3 tokens of it), it bounds the work a text without end marks can cause.
+  int64_t max_sentence_words = 10000;
 };
 
 // The token ids masking needs, looked up in the tokenizer.
@@ -50,6 +55,14 @@ struct MaskedTokens {
 
 // create_masked_lm_predictions on one sequence (see the top of this file), from `seed` alone.
 MaskedTokens mask_tokens(const std::vector<int64_t>& ids, const MaskingRule& rule, uint64_t seed);
+
+// create_pretraining_data.py's truncate_seq_pair: while A and B hold more than max_tokens
+// tokens together, one token is dropped from the longer (B when they are as long), at its
+// front or back with probability 1/2 each: one gen.next() per token dropped, the front when its
+// top 53 bits as a fraction of 2^53 are below 1/2 (Python's random.random() < 0.5). Linear in
+// the tokens dropped.
+void truncate_seq_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens,
+                       SplitMix64& gen);
 
 // A document's sentences: the text with runs of whitespace made one space, cut after '.', '!'
 // or '?' (and any closing quotes or brackets) that a space follows. Empty pieces are dropped.

@@ -156,15 +156,19 @@ Dictd::Dictd(std::string_view index_text, std::string_view body_bytes, const std
   }
 }
 
-Dictd Dictd::open(const std::string& prefix) {
-  const std::string index_path = prefix + ".index";
-  std::string body_path = prefix + ".dict.dz";
+std::string Dictd::body_path(const std::string& prefix) {
   std::error_code ec;
-  if (!std::filesystem::exists(body_path, ec) && std::filesystem::exists(prefix + ".dict", ec))
-    body_path = prefix + ".dict";
+  if (!std::filesystem::exists(prefix + ".dict.dz", ec) &&
+      std::filesystem::exists(prefix + ".dict", ec))
+    return prefix + ".dict";
+  return prefix + ".dict.dz";
+}
+
+Dictd Dictd::open(const std::string& prefix) {
+  const std::string index_path = prefix + ".index", body_file = body_path(prefix);
   const std::string index = read_file_bytes(index_path, "dictd index");
-  const std::string body = read_file_bytes(body_path, "dictd body");
-  return Dictd(index, body, "'" + index_path + "' / '" + body_path + "'");
+  const std::string body = read_file_bytes(body_file, "dictd body");
+  return Dictd(index, body, "'" + index_path + "' / '" + body_file + "'");
 }
 
 std::string_view Dictd::definition(size_t i) const {

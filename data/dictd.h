@@ -44,6 +44,8 @@ class Dictd {
         size_t max_body_bytes = size_t{1} << 30);
   // Reads PREFIX.index and PREFIX.dict.dz (or PREFIX.dict when there is no .dict.dz).
   static Dictd open(const std::string& prefix);
+  // The body file open() reads: PREFIX.dict.dz, or PREFIX.dict when there is no .dict.dz.
+  static std::string body_path(const std::string& prefix);
 
   const std::vector<DictdEntry>& entries() const { return entries_; }
   size_t body_size() const { return body_.size(); }

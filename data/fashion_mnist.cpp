@@ -192,6 +192,7 @@ FashionMNIST::FashionMNIST(const std::string& dir, const std::string& split, boo
     LOOM_CHECK(labels.data[i] < kFashionMnistClasses,
                "FashionMNIST: {} has label {} at index {}; labels must be 0..{}", label_path,
                static_cast<int>(labels.data[i]), i, kFashionMnistClasses - 1);
+  image_path_ = image_path;
   rows_ = images.dims[1];
   cols_ = images.dims[2];
   pixels_ = std::move(images.data);
@@ -224,6 +225,12 @@ Example FashionMNIST::get(int64_t index) const {
   return {image, label};
 }
 
+void FashionMNIST::check_image_size(int64_t rows, int64_t cols, const std::string& who,
+                                    const std::string& of_what) const {
+  LOOM_CHECK(rows_ == rows && cols_ == cols, "{}: '{}' holds {}x{} images, not the {}x{} {}", who,
+             image_path_, rows_, cols_, rows, cols, of_what);
+}
+
 Tensor FashionMNIST::images(int64_t start, int64_t count) const {
   check_range("images", start, count);
   Tensor out = Tensor::empty({count, 1, rows_, cols_}, DType::Float32, Device::CPU);
@@ -246,10 +253,15 @@ Tensor augment_images(const Tensor& images, const AugmentOptions& options, uint6
              "augment_images: expected float32 images [B, C, H, W], got {} {}",
              images.defined() ? dtype_name(images.dtype()) : "undefined",
              images.defined() ? shape_str(images.shape()) : "");
-  LOOM_CHECK(options.crop_padding >= 0, "augment_images: crop_padding must be >= 0, got {}",
-             options.crop_padding);
+  const int64_t H = images.size(2), W = images.size(3);
+  // A padding of H or W or more can shift an image out of its crop entirely (all padding): a
+  // model would train on blank images. Bounded so, 2p + 1 cannot overflow either.
+  LOOM_CHECK(options.crop_padding == 0 ||
+                 (options.crop_padding > 0 && options.crop_padding < std::min(H, W)),
+             "augment_images: crop_padding {} must be in [0, {}) for images of {} x {}",
+             options.crop_padding, std::min(H, W), H, W);
   const Tensor src = images.detach().to(Device::CPU).contiguous();
-  const int64_t B = src.size(0), C = src.size(1), H = src.size(2), W = src.size(3);
+  const int64_t B = src.size(0), C = src.size(1);
   const int64_t p = options.crop_padding;
   Tensor out = Tensor::empty(src.shape(), DType::Float32, Device::CPU);  // [B, C, H, W]
   const float* in = src.data_ptr<float>();

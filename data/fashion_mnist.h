@@ -76,6 +76,12 @@ class FashionMNIST : public Dataset {
   bool normalized() const { return normalize_; }
   // The value a black pixel has in images(): the pad value for augment_images.
   float black_value() const { return normalize_ ? normalize_fashion_mnist_pixel(0) : 0.0f; }
+  const std::string& image_path() const { return image_path_; }
+  // Throws loom::Error "<who>: '<image file>' holds 32x32 images, not the 28x28 <of_what>" unless
+  // the images are rows x cols: a trainer checks every split against its model before the first
+  // step, rather than finding a misfit split at its first evaluation.
+  void check_image_size(int64_t rows, int64_t cols, const std::string& who,
+                        const std::string& of_what) const;
 
  private:
   void check_range(const char* what, int64_t start, int64_t count) const;
@@ -83,6 +89,7 @@ class FashionMNIST : public Dataset {
 
   std::vector<uint8_t> pixels_;
   std::vector<int64_t> labels_;
+  std::string image_path_;
   int64_t rows_ = 0, cols_ = 0;
   bool normalize_ = true;
   float lut_[256];  // pixel byte -> the float it becomes
@@ -98,7 +105,8 @@ class FashionMNIST : public Dataset {
 // counter = step therefore gets bit-identical batches after resuming from a checkpoint.
 // pad_value should be what a black pixel is in the images: normalize_fashion_mnist_pixel(0) for
 // normalised images (FashionMNIST::black_value()), not 0. Runs on the host; the result is on the
-// device of `images`. crop_padding 0 and no flip return a copy of the images.
+// device of `images`. crop_padding 0 and no flip return a copy of the images; crop_padding must
+// be below H and W (a larger one could crop an image to nothing but padding).
 struct AugmentOptions {
   int64_t crop_padding = 0;
   bool horizontal_flip = false;

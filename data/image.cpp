@@ -30,9 +30,12 @@ uint8_t to_byte(float v) {  // 0..1 -> 0..255, clamped, NaN -> 0
   return v >= 1.0f ? 255 : static_cast<uint8_t>(std::lround(v * 255.0f));
 }
 
-void check_size(const char* op, int64_t width, int64_t height) {
+void check_size(const std::string& op, int64_t width, int64_t height) {
   LOOM_CHECK(width > 0 && height > 0 && width <= kMaxImageSide && height <= kMaxImageSide,
              "{}: image size {} x {} is outside 1..{}", op, width, height, kMaxImageSide);
+  LOOM_CHECK(width * height <= kMaxImagePixels,
+             "{}: image size {} x {} is {} pixels, over the cap of {} (8192 x 8192)", op, width,
+             height, width * height, kMaxImagePixels);
 }
 
 // Only the formats loom's data sets and figures use are handed to stb_image, which also knows
@@ -137,7 +140,11 @@ void write_png(const Image& image, const std::string& path) {
   write_file_atomic(path, png, "write_png");
 }
 
-Image decode_image(std::string_view bytes, const std::string& source) {
+namespace {
+
+// What the header declares, after the checks that keep hostile bytes from stb_image; the sizes
+// are not checked against the caps yet.
+ImageSize read_header(std::string_view bytes, const std::string& source) {
   LOOM_CHECK(known_format(bytes),
              "read_image: '{}' is not a PNG or binary PGM/PPM file (JPEG is not read: convert it "
              "to PNG)",
@@ -152,25 +159,51 @@ Image decode_image(std::string_view bytes, const std::string& source) {
     const std::string problem = pnm_problem(bytes);
     LOOM_CHECK(problem.empty(), "read_image: '{}': {}", source, problem);
   }
-  // The header first: its sizes are checked before stb_image allocates for them.
   int w = 0, h = 0, c = 0;
   LOOM_CHECK(stbi_info_from_memory(data, len, &w, &h, &c) != 0,
              "read_image: '{}': bad or truncated header (stb_image: {})", source,
              stbi_failure_reason());
-  check_size(("read_image: '" + source + "'").c_str(), w, h);
-  const int wanted = c == 2 ? 4 : 0;  // gray + alpha -> RGBA; otherwise the file's channels
+  return {w, h, c == 2 ? 4 : c};  // gray + alpha is read as RGBA
+}
+
+}  // namespace
+
+ImageSize decode_image_size(std::string_view bytes, const std::string& source) {
+  // The header alone: its sizes are checked before stb_image allocates for them.
+  const ImageSize size = read_header(bytes, source);
+  check_size("read_image: '" + source + "'", size.width, size.height);
+  return size;
+}
+
+Image decode_image(std::string_view bytes, const std::string& source) {
+  const ImageSize size = decode_image_size(bytes, source);
+  const auto wanted = static_cast<int>(size.channels);  // RGBA for gray + alpha
+  int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load_from_memory(data, len, &w, &h, &c, wanted), stbi_image_free);
+      stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                            static_cast<int>(bytes.size()), &w, &h, &c, wanted),
+      stbi_image_free);
   LOOM_CHECK(pixels != nullptr, "read_image: '{}': bad or truncated data (stb_image: {})", source,
              stbi_failure_reason());
-  check_size(("read_image: '" + source + "'").c_str(), w, h);
-  Image image(w, h, wanted != 0 ? wanted : c);
+  LOOM_CHECK(w == size.width && h == size.height,
+             "read_image: '{}': the data is {} x {} but the header said {} x {}", source, w, h,
+             size.width, size.height);
+  Image image(w, h, wanted);
   std::copy_n(pixels.get(), image.pixels.size(), image.pixels.begin());
   return image;
 }
 
 Image read_image(const std::string& path) {
   return decode_image(read_file_bytes(path, "read_image"), path);
+}
+
+Image read_image(const std::string& path, int64_t width, int64_t height) {
+  const std::string bytes = read_file_bytes(path, "read_image");
+  const ImageSize size = read_header(bytes, path);
+  LOOM_CHECK(size.width == width && size.height == height,
+             "read_image: '{}' is {} x {}, not the {} x {} expected", path, size.width, size.height,
+             width, height);
+  return decode_image(bytes, path);
 }
 
 // --- from tensors -----------------------------------------------------------

@@ -26,7 +26,7 @@ struct Image {
 
   Image() = default;
   // A width x height image with every byte set to `fill`; throws unless the sizes are positive
-  // (and at most 16384 x 16384) and channels is 1..4.
+  // (at most kMaxImageSide each, and kMaxImagePixels together) and channels is 1..4.
   Image(int64_t width, int64_t height, int64_t channels, uint8_t fill = 0);
 
   // The first channel of pixel (x, y). Unchecked: callers stay inside [0, width) x [0, height).
@@ -37,8 +37,10 @@ struct Image {
   bool contains(int64_t x, int64_t y) const { return x >= 0 && y >= 0 && x < width && y < height; }
 };
 
-// The largest width or height read_image/decode_image accept (and Image allocates).
+// The largest width or height read_image/decode_image accept (and Image allocates), and the most
+// pixels: 8192 x 8192, 256 MB as RGBA. A 1 MB PNG can declare 16384 x 16384 (1 GB decoded, 4 s).
 inline constexpr int64_t kMaxImageSide = 16384;
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
 
 // --- files ------------------------------------------------------------------
 // Encodes `image` as PNG into `path` + ".tmp", then renames it over `path`.
@@ -49,6 +51,16 @@ void write_png(const Image& image, const std::string& path);
 Image read_image(const std::string& path);
 // The same from bytes in memory; `source` names them in errors.
 Image decode_image(std::string_view bytes, const std::string& source);
+
+// What a file's header declares (channels as read_image gives them), checked as read_image
+// checks it -- format, chunk lengths, PGM/PPM header, the size caps -- without decoding a pixel.
+struct ImageSize {
+  int64_t width = 0, height = 0, channels = 0;
+};
+ImageSize decode_image_size(std::string_view bytes, const std::string& source);
+// read_image of an image that must be `width` x `height` (a model's input): a file of another
+// size is refused, naming it and both sizes, from its header, before any pixel is decoded.
+Image read_image(const std::string& path, int64_t width, int64_t height);
 
 // --- from tensors -----------------------------------------------------------
 // A float tensor [H, W] or [C, H, W] (C = 1 or 3), on any device and layout, mapped linearly

@@ -26,4 +26,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
                           header));
 }
 
+void check_vocab_sizes(int64_t tokenizer_vocab, const std::string& tokenizer_path,
+                       int64_t model_vocab, const std::string& model_path) {
+  LOOM_CHECK(tokenizer_vocab == model_vocab,
+             "the tokenizer '{}' has {} tokens but the model '{}' has a vocabulary of {}: they do "
+             "not belong together",
+             tokenizer_path, tokenizer_vocab, model_path, model_vocab);
+}
+
 }  // namespace loom::data

@@ -28,4 +28,11 @@ class Tokenizer {
 // Throws loom::Error naming the file (and line) if it is missing, of unknown kind or corrupt.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
+// A tokenizer file and a model's checkpoint that must go together: the tokenizer's vocabulary
+// (`tokenizer_vocab` ids, read from `tokenizer_path`) must be the model's (`model_vocab`, read
+// from `model_path`). The model could emit ids the tokenizer cannot decode, or be fed ids it
+// cannot embed; checked at load, before any output, with a loom::Error naming both files.
+void check_vocab_sizes(int64_t tokenizer_vocab, const std::string& tokenizer_path,
+                       int64_t model_vocab, const std::string& model_path);
+
 }  // namespace loom::data

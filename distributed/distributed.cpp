@@ -2,6 +2,7 @@
 // collectives on top of them.
 #include "distributed/distributed.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -50,6 +51,10 @@ std::optional<LaunchInfo> read_launcher(const char* source, const char* rank, co
 }
 
 void end_at_exit() { finalize(); }
+
+// Read by a signal handler (mpi_group.cpp's SIGTERM message): a lock-free atomic.
+std::atomic<int64_t> g_step{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free);
 
 }  // namespace
 
@@ -183,6 +188,9 @@ std::vector<Tensor> all_gather(const Tensor& tensor) {
   for (int r = 0; r < g.size(); ++r) parts.push_back(out.select(0, r));
   return parts;
 }
+
+void set_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
+int64_t current_step() { return g_step.load(std::memory_order_relaxed); }
 
 void abort(const std::string& message, int exit_code) {
 #if LOOM_WITH_MPI

@@ -18,9 +18,14 @@
 // in place; ProcessGroup (process_group.h) has the asynchronous forms.
 //
 // Failure: a rank that ends while the others wait in a collective (an exception caught by
-// main, an exit) is noticed by them and the job is aborted with a message naming the rank; an
-// exception nobody catches aborts the job at once (MPI_Abort) with its message. Either way
-// mpirun ends with a non-zero status instead of hanging.
+// main, an exit) is noticed by them and the job is aborted with a message naming the rank and
+// the step (set_step); an exception nobody catches aborts the job at once (MPI_Abort) with its
+// message. A rank killed by a signal (kill -9, the OOM killer) can say nothing: a rank of its
+// machine waiting for it sees its process gone and aborts the job, naming it and the step; or
+// its launcher is first (mpirun: "process rank 1 ... exited on signal 9") and terminates the
+// others with SIGTERM, and each of them says why first, naming its step, its collective and the
+// ranks of its machine that are gone. Either way the job ends with a non-zero status instead of
+// hanging (docs/failure_contract.md, "Training runs").
 #pragma once
 
 #include <memory>
@@ -71,5 +76,10 @@ std::vector<Tensor> all_gather(const Tensor& tensor);
 
 // Ends the whole job now with `message` on stderr (MPI_Abort); a job of one just exits.
 [[noreturn]] void abort(const std::string& message, int exit_code = 1);
+
+// The training step this rank is on (1-based; 0 = none), named by the messages of a failing
+// job (set by nn::TrainingRun at every step).
+void set_step(int64_t step);
+int64_t current_step();
 
 }  // namespace loom::distributed

@@ -28,9 +28,7 @@ inline Pretrained load_pretrained(const std::string& dir) {
   Pretrained p{data::WordPieceTokenizer::load(tokenizer_path(dir)), nullptr};
   const models::BertConfig config =
       models::BertConfig::from_metadata(nn::read_metadata(ckpt), ckpt);
-  LOOM_CHECK(config.vocab_size == p.tokenizer.vocab_size(),
-             "load_pretrained: '{}' has a vocabulary of {} tokens, the model {}", dir,
-             p.tokenizer.vocab_size(), config.vocab_size);
+  data::check_vocab_sizes(p.tokenizer.vocab_size(), tokenizer_path(dir), config.vocab_size, ckpt);
   p.model = std::make_unique<models::Bert>(config);
   nn::load_checkpoint(ckpt, {{"model", p.model.get()}});
   return p;

@@ -48,12 +48,10 @@ struct Options {
 // The canvas side of the scenes the detector was trained on (data::SceneConfig's).
 constexpr int64_t kSide = 64;
 
-// An image file as the model's input [1, 64, 64] in [0, 1], as a Scene without ground truth.
+// An image file as the model's input [1, 64, 64] in [0, 1], as a Scene without ground truth. A
+// file of another size is refused from its header, before a pixel is decoded.
 data::Scene read_scene(const std::string& path) {
-  const data::Image img = data::read_image(path);
-  LOOM_CHECK(img.width == kSide && img.height == kSide,
-             "detect: --image '{}' is {}x{}; the detector takes {}x{} scenes (resize it first)",
-             path, img.width, img.height, kSide, kSide);
+  const data::Image img = data::read_image(path, kSide, kSide);
   std::vector<float> pixels(static_cast<size_t>(kSide * kSide));
   for (int64_t y = 0; y < kSide; ++y)
     for (int64_t x = 0; x < kSide; ++x) {
@@ -95,18 +93,26 @@ int main(int argc, char** argv) try {
   app.add_option("--checkpoint", o.checkpoint, "a train_detr checkpoint");
   app.add_option("--data", o.data, "directory of the Fashion-MNIST IDX files (.gz)");
   app.add_option("--scenes", o.scenes, "held-out t10k scenes to detect in (ignored with --image)")
-      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+      ->check(cli::range(int64_t{1}, int64_t{10000}));
   app.add_option("--image", o.image, "a 64x64 PNG or PGM (P5) image to detect in instead");
   app.add_option("--threshold", o.threshold, "smallest score printed and drawn")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--out", o.out, "directory for the pictures");
+      ->check(cli::range(0.0, 1.0));
+  app.add_option("--out", o.out, "directory for the pictures")->check(cli::output_directory);
   cli::add_device(app, o.device);
   app.add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(cli::non_negative_integer);
+      ->check(cli::range(int64_t{0}, cli::kMaxThreads));
   CLI11_PARSE(app, argc, argv);
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const Device device = cli::device_of(o.device);
+
+  // ---- the image given, first: a bad one is refused before the checkpoint is read
+  std::vector<data::Scene> scenes;
+  std::vector<std::string> pictures;
+  if (!o.image.empty()) {
+    scenes.push_back(read_scene(o.image));
+    pictures.push_back(fmt::format("{}/{}_boxes.png", o.out, fs::path(o.image).stem().string()));
+  }
 
   // ---- the model, from the checkpoint's own config, in eval mode
   LOOM_CHECK(fs::exists(o.checkpoint), "detect: there is no checkpoint '{}' (train_detr writes one)",
@@ -123,14 +129,9 @@ int main(int argc, char** argv) try {
   model.eval();
   fmt::print("detect: {} from {}\n", config.to_string(), o.checkpoint);
 
-  // ---- the scenes: the image given, or held-out scenes with their ground truth
-  std::vector<data::Scene> scenes;
-  std::vector<std::string> pictures;
+  // ---- without an image: held-out scenes with their ground truth
   std::optional<data::FashionMNIST> t10k;
-  if (!o.image.empty()) {
-    scenes.push_back(read_scene(o.image));
-    pictures.push_back(fmt::format("{}/{}_boxes.png", o.out, fs::path(o.image).stem().string()));
-  } else {
+  if (o.image.empty()) {
     t10k.emplace(o.data, "test", /*normalize=*/false);
     const auto held_out = data::FashionMnistScenes::pytorch_eval(*t10k, o.scenes);
     for (int64_t i = 0; i < o.scenes; ++i) {
@@ -138,7 +139,7 @@ int main(int argc, char** argv) try {
       pictures.push_back(fmt::format("{}/detect_{}.png", o.out, i));
     }
   }
-  fs::create_directories(o.out);
+  cli::create_directory(o.out, "--out");
 
   // ---- detect, print, draw
   NoGradGuard no_grad;

@@ -53,9 +53,10 @@ int main(int argc, char** argv) try {
   app.add_option("--pretrained,--dir", dir,
                  "train_bert's --out directory (tokenizer.txt, ckpt.safetensors), as finetune_bert");
   app.add_option("--text", text, "the text, with one or more [MASK]");
-  app.add_option("--top", top, "tokens shown per mask")->check(CLI::Range(1, 100));
+  app.add_option("--top", top, "tokens shown per mask")->check(cli::range(1, 100));
   app.add_option("--attention", attention, "write every head's attention of --layer to this PNG");
-  app.add_option("--layer", layer, "the layer of --attention (-1 = the last)");
+  app.add_option("--layer", layer, "the layer of --attention (-1 = the last)")
+      ->check(cli::range(int64_t{-10000}, int64_t{10000}));  // models::kMaxLayers either way
   CLI11_PARSE(app, argc, argv);
   cli::print_config(app);
 

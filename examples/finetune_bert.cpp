@@ -50,6 +50,7 @@ struct Options {
   uint64_t seed = 0;
   int64_t seeds = 1;  // BERT fine-tuned from seeds seed, seed + 1, ...
   std::string device = "cpu";
+  bool detect_anomaly = false;
 };
 
 struct Example {
@@ -213,8 +214,10 @@ Result finetune(const Options& o, uint64_t seed, const models::BertConfig& confi
     loss.backward();
     optim::clip_grad_norm(model.parameters(), 1.0f);
     opt.step();
-    progress.add(loss.item());
     const int64_t done = step + 1;
+    const double loss_value = loss.item();
+    nn::check_loss_finite("finetune_bert (" + name + ")", loss_value, done);  // no result if not
+    progress.add(loss_value);
     if (done % 50 == 0 || done == o.steps)
       fmt::print("{} {}\n", name, progress.line(done, o.steps, lr));
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
@@ -247,32 +250,34 @@ int main(int argc, char** argv) try {
   app.add_option("--methods", o.methods, "which of bow, random, pretrained to run")
       ->check(CLI::IsMember({"bow", "random", "pretrained"}))
       ->delimiter(',');
-  app.add_option("--steps", o.steps, "fine-tuning steps per BERT")->check(cli::positive);
-  app.add_option("--batch", o.batch, "fortunes per batch")->check(cli::positive);
-  app.add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
-  app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", o.steps, "fine-tuning steps per BERT")->check(cli::positive_integer);
+  app.add_option("--batch", o.batch, "fortunes per batch")->check(cli::positive_integer);
+  app.add_option("--lr", o.lr, "peak learning rate")->check(cli::positive);
+  app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(cli::non_negative_integer);
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay")
       ->check(cli::finite_non_negative);
   app.add_option("--max-seq-len", o.max_seq_len, "tokens per fortune, [CLS] and [SEP] included")
-      ->check(CLI::Range(int64_t{3}, int64_t{4096}));
+      ->check(cli::range(int64_t{3}, int64_t{4096}));
   app.add_option("--val-fraction", o.val_fraction,
                  "training fortunes held out to choose each BERT's step (early stopping)")
-      ->check(CLI::Range(0.01, 0.5));
+      ->check(cli::range(0.01, 0.5));
   app.add_option("--eval-every", o.eval_every,
                  "steps between validation and test evaluations (0 = at the end only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::non_negative_integer);
   cli::add_device(app, o.device);
   app.add_option("--threads", o.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::range(int64_t{0}, cli::kMaxThreads));
   app.add_option("--seeds", o.seeds,
                  "fine-tune each BERT this many times (--seed, --seed + 1, ...); the mean is "
                  "reported")
-      ->check(cli::positive);
+      ->check(cli::range(int64_t{1}, int64_t{1000}));
   app.add_option("--seed", o.seed, "seed of the classifier weights, batches and dropout")
       ->check(cli::non_negative_integer);
+  cli::add_detect_anomaly(app, o.detect_anomaly);
   CLI11_PARSE(app, argc, argv);
   cli::print_config(app);
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  autograd::set_detect_anomaly(o.detect_anomaly);
   const Device device = cli::device_of(o.device);
 
   const examples::Pretrained pre = examples::load_pretrained(o.pretrained);

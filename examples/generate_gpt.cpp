@@ -19,11 +19,10 @@ using namespace loom;
 
 namespace {
 
-// The model of a train_gpt checkpoint: the config from its metadata, then the weights (the
-// optimizer state in the same file is not needed here).
-std::unique_ptr<models::GPT> load_model(const std::string& path) {
-  auto model = std::make_unique<models::GPT>(
-      models::GPTConfig::from_metadata(nn::read_metadata(path), path));
+// The model of a train_gpt checkpoint, of the config its metadata holds (the optimizer state
+// in the same file is not needed here).
+std::unique_ptr<models::GPT> load_model(const std::string& path, const models::GPTConfig& config) {
+  auto model = std::make_unique<models::GPT>(config);
   nn::load_checkpoint(path, {{"model", model.get()}});
   return model;
 }
@@ -49,7 +48,7 @@ int main(int argc, char** argv) try {
   app.add_option("--top-k", options.top_k, "sample among the K most likely tokens, 0 = all")
       ->check(cli::non_negative_integer);
   app.add_option("--top-p", options.top_p, "nucleus sampling, 1 = off")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(cli::range(0.0, 1.0, "(]"));
   app.add_option("--samples", samples, "completions to print")->check(cli::non_negative_integer);
   app.add_option("--seed", seed, "sampling seed")->check(cli::non_negative_integer);
   app.add_flag("--no-cache", no_cache,
@@ -57,9 +56,15 @@ int main(int argc, char** argv) try {
   cli::add_device(app, device);
   CLI11_PARSE(app, argc, argv);
   options.use_cache = !no_cache;
+  models::check_generate_options(options, "generate_gpt");  // before anything is printed
 
-  std::unique_ptr<models::GPT> model = load_model(out + "/ckpt.safetensors");
-  std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(out + "/tokenizer.txt");
+  // The config (checked against the parameter budget) and the tokenizer first: both files must
+  // agree before any weight is read or any text printed.
+  const std::string ckpt = out + "/ckpt.safetensors", tok_path = out + "/tokenizer.txt";
+  const auto config = models::GPTConfig::from_metadata(nn::read_metadata(ckpt), ckpt);
+  std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(tok_path);
+  data::check_vocab_sizes(tok->vocab_size(), tok_path, config.vocab_size, ckpt);
+  std::unique_ptr<models::GPT> model = load_model(ckpt, config);
   model->to(cli::device_of(device));
   model->eval();
   const std::vector<int64_t> prompt = tok->encode(prompt_text);

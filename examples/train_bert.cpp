@@ -30,7 +30,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -67,7 +66,7 @@ struct Options {
 
 void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto non_negative = CLI::NonNegativeNumber;
+  const auto non_negative = cli::non_negative_integer;
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "BertConfig preset")
       ->check(CLI::IsMember(models::BertConfig::preset_names()));
@@ -76,25 +75,26 @@ void add_options(CLI::App& app, Options& o) {
   m->add_option("--heads", o.heads, "attention heads (0 = the preset's)")->check(non_negative);
   m->add_option("--intermediate", o.intermediate, "feed-forward width (0 = the preset's)")
       ->check(non_negative);
-  m->add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  m->add_option("--dropout", o.dropout, "dropout probability")->check(cli::range(0.0, 0.99));
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--fortunes", o.fortunes, "directory of the fortune files");
   d->add_option("--vocab-size", o.vocab_size, "WordPiece vocabulary learned from the fortunes")
-      ->check(CLI::Range(int64_t{64}, int64_t{1} << 20));
+      ->check(cli::range(int64_t{64}, int64_t{1} << 20));
   d->add_option("--max-seq-len", o.max_seq_len, "[CLS] A [SEP] B [SEP] at most this long")
-      ->check(CLI::Range(int64_t{8}, int64_t{4096}));
+      ->check(cli::range(int64_t{8}, int64_t{4096}));
   d->add_option("--val-fraction", o.val_fraction, "fortunes held out for evaluation")
-      ->check(CLI::Range(0.001, 0.5));
+      ->check(cli::range(0.001, 0.5));
   d->add_option("--dump-data", o.dump_data,
-                "write the tokenizer and the tokenized pairs to this directory and exit");
+                "write the tokenizer and the tokenized pairs to this directory and exit")
+      ->check(cli::output_directory);
   const cli::RunGroups g = cli::add_run_options(
       app, o.run,
       {.out = "directory for tokenizer, checkpoint, log and curves",
        .seed = "seed of the split, pairs, masking, weights, dropout",
        .minutes_note = "overrides --steps; bench/reference/train.py bert plans alike"});
   CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(cli::positive);
-  t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
+  t->add_option("--batch", o.batch, "sentence pairs per batch")->check(cli::positive_integer);
+  t->add_option("--lr", o.lr, "peak learning rate")->check(cli::positive);
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
   t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on LayerNorm, biases)")
       ->check(cli::finite_non_negative);
@@ -104,7 +104,7 @@ void add_options(CLI::App& app, Options& o) {
       ->add_option("--eval-every", o.eval_every, "steps between held-out evaluations (0 = end)")
       ->check(non_negative);
   g.progress->add_option("--eval-pairs", o.eval_pairs, "held-out pairs evaluated")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+      ->check(cli::range(int64_t{1}, int64_t{100000}));
 }
 
 models::BertConfig model_config(const Options& o, int64_t vocab_size) {
@@ -118,7 +118,6 @@ models::BertConfig model_config(const Options& o, int64_t vocab_size) {
   LOOM_CHECK(o.max_seq_len <= c.max_position,
              "train_bert: --max-seq-len {} is longer than the model's {} positions", o.max_seq_len,
              c.max_position);
-  c.validate();
   return c;
 }
 
@@ -263,9 +262,10 @@ int main(int argc, char** argv) try {
   nn::TrainingRun run("train_bert", o.run);  // threads; --resume finds its checkpoint
   const Device device = run.device();
   const uint64_t seed = o.run.seed;
-  models::BertConfig config = model_config(o, o.vocab_size);  // checked before any work
+  models::BertConfig config = model_config(o, o.vocab_size);
+  cli::check_model_flags(app, "Model", config);  // before any work
   const std::string dir = o.dump_data.empty() ? o.run.out : o.dump_data;
-  fs::create_directories(dir);
+  cli::create_directory(dir, o.dump_data.empty() ? "--out" : "--dump-data");
 
   // ---- data: fortunes split, a WordPiece vocabulary from the training part, sentence pairs
   const data::TrainValSplit split =
@@ -306,7 +306,12 @@ int main(int argc, char** argv) try {
 
   // ---- checkpoints (model, AdamW, config, the fortune split, the step) and resume
   const int64_t global_batch = o.batch * distributed::world_size();  // pairs a step
-  if (o.run.minutes > 0) run.set_total(std::numeric_limits<int32_t>::max());  // planned at 21
+  if (o.run.minutes > 0) run.set_total(nn::TrainingRun::kUnplanned);  // planned at step 21
+  // The fortunes, their split and the pairs a resumed run must keep (tokenizer.txt is read back).
+  run.keep_flags({{"--fortunes", o.fortunes},
+                  {"--val-fraction", fmt::format("{}", o.val_fraction)},
+                  {"--vocab-size", std::to_string(o.vocab_size)},
+                  {"--max-seq-len", std::to_string(o.max_seq_len)}});
   run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t step) {
     nn::Metadata meta = config.to_metadata();
     // The fortune split, so that finetune_bert can test on fortunes pre-training never saw.
@@ -326,9 +331,6 @@ int main(int argc, char** argv) try {
           state.check_global_batch(global_batch, "pairs", run.source());
         },
         /*print_position=*/false);
-  LOOM_CHECK(run.start() < run.total(),
-             "train_bert: the checkpoint is at step {}, the run has {} steps", run.start(),
-             run.total());
   data::CsvLog csv = run.open_log(
       {"step", "epoch", "loss", "lr", "val_loss", "val_mlm_accuracy", "val_nsp_accuracy"});
 
@@ -363,6 +365,7 @@ int main(int argc, char** argv) try {
     const float loss_value =  // the global batch's; the step's work: its padded tokens
         run.step_done(done, loss.item(), static_cast<double>(b.ids.numel()));
     run.log(done, lr, fmt::format(" | epoch {}", epoch));
+    const bool stop = run.checkpoint(done);  // before the evaluation; --stop-at, the last step
     Eval eval{std::nan(""), std::nan(""), std::nan("")};
     if (((o.eval_every > 0 && done % o.eval_every == 0) || done == run.total()) &&
         run.main_process()) {
@@ -375,12 +378,11 @@ int main(int argc, char** argv) try {
     }
     csv.row({static_cast<double>(done), static_cast<double>(epoch), loss_value, lr, eval.loss,
              eval.mlm_accuracy, eval.nsp_accuracy});
-    if (run.checkpoint(done)) return 0;  // --stop-at
+    if (stop) return 0;
   }
 
-  // ---- final report (rank 0's)
+  // ---- final report (rank 0's; the last step is saved)
   if (!run.main_process()) return 0;
-  run.save(run.total());
   const std::string& out = o.run.out;
   models::save_bert_hf(model, out + "/bert.safetensors");
   plot_curves(run.log_path(), out + "/curves.png");

@@ -62,6 +62,10 @@ namespace {
 
 // ============================================================================ options
 
+// Scenes a batch (or --dump) may hold: 128 times the default batch, 64 MB of 64x64 images; a
+// scene is drawn into memory, so --batch 1000000000 is refused rather than allocated.
+constexpr int64_t kMaxScenes = 4096;
+
 struct Options {
   std::string model = "detr-fmnist";  // a DETRConfig preset with a one-channel small backbone
   float dropout = 0.1f;
@@ -82,17 +86,17 @@ void add_options(CLI::App& app, Options& o) {
   m->add_option("--model", o.model, "DETR preset (one-channel scenes: detr-fmnist)")
       ->check(CLI::IsMember({"detr-fmnist"}));
   m->add_option("--dropout", o.dropout, "dropout probability in the transformer")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(cli::range(0.0, 0.99));
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--data", o.data, "directory of the Fashion-MNIST IDX files (.gz)");
   d->add_option("--eval-scenes", o.eval_scenes,
                 "held-out t10k scenes of the final evaluation (the reference's 1000)")
-      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+      ->check(cli::range(int64_t{1}, int64_t{10000}));
   d->add_option("--curve-scenes", o.curve_scenes,
                 "the first N of them evaluated every --eval-every steps")
-      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+      ->check(cli::range(int64_t{1}, int64_t{10000}));
   d->add_option("--dump", o.dump, "write N training scenes with their boxes as PNG and exit")
-      ->check(cli::non_negative_integer);
+      ->check(cli::range(int64_t{0}, kMaxScenes));
   const cli::RunGroups g = cli::add_run_options(
       app, o.run,
       {.seed = "seed of the weights, the training scenes and dropout",
@@ -100,11 +104,11 @@ void add_options(CLI::App& app, Options& o) {
        .steps_may_be_zero = true,
        .minutes_note = "default 10 when --steps is 0"});
   CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "scenes per batch")->check(cli::positive);
+  t->add_option("--batch", o.batch, "scenes per batch")->check(cli::range(int64_t{1}, kMaxScenes));
   t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")
-      ->check(cli::finite_non_negative);
+      ->check(cli::positive);
   t->add_option("--backbone-lr", o.backbone_lr, "learning rate of the CNN backbone")
-      ->check(cli::finite_non_negative);
+      ->check(cli::positive);
   t->add_option("--warmup", o.warmup, "linear warm-up steps before the cosine decay (0 = none)")
       ->check(cli::non_negative_integer);
   t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
@@ -121,9 +125,9 @@ void add_options(CLI::App& app, Options& o) {
       ->check(cli::non_negative_integer);
   p->add_option("--draw-scenes", o.draw_scenes,
                 "held-out scenes drawn with their predicted boxes at the end")
-      ->check(cli::non_negative_integer);
+      ->check(cli::range(int64_t{0}, int64_t{10000}));
   p->add_option("--draw-threshold", o.draw_threshold, "smallest score of a drawn prediction")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(cli::range(0.0, 1.0));
 }
 
 // ============================================================================ data
@@ -252,7 +256,9 @@ int main(int argc, char** argv) try {
   LOOM_CHECK(o.run.steps > 0 || o.run.resume || o.run.stop_at == 0 || o.run.stop_at > 21,
              "train_detr: --stop-at {} comes before --minutes has planned the run (at step 21); "
              "stop later or give --steps", o.run.stop_at);
-  fs::create_directories(out);
+  cli::check_at_most(o.min_lr, "--min-lr", o.lr, "--lr");
+  cli::check_at_most(o.min_lr, "--min-lr", o.backbone_lr, "--backbone-lr");
+  cli::create_directory(out, "--out");
 
   // ---- data: training scenes drawn on demand, the held-out scenes once
   const data::FashionMNIST train_set(o.data, "train", /*normalize=*/false);
@@ -266,6 +272,10 @@ int main(int argc, char** argv) try {
     return 0;
   }
   const data::FashionMNIST test_set(o.data, "test", /*normalize=*/false);
+  // Checked before the first step, not at the first evaluation: items of another size would be
+  // scaled otherwise than the ones the model learns from.
+  test_set.check_image_size(train_set.rows(), train_set.cols(), "train_detr",
+                            "of the training images");
   std::vector<data::Scene> eval_scenes;
   if (o.overfit_one) {
     eval_scenes = {*train_scenes.one};  // evaluated on the scene it learns
@@ -303,7 +313,8 @@ int main(int argc, char** argv) try {
   // ---- checkpoints (model, AdamW, config, and the scenes done) and resume
   const int64_t global_batch = o.batch * distributed::world_size();  // scenes a step
   int64_t index = 0;  // the next batch of scenes
-  if (o.run.steps == 0) run.set_total(std::numeric_limits<int32_t>::max());  // planned from 21
+  if (o.run.steps == 0) run.set_total(nn::TrainingRun::kUnplanned);  // planned at step 21
+  run.keep_flags({{"--data", o.data}});  // a resume trains on the same scenes
   run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t) {
     nn::Metadata meta = config.to_metadata();
     meta.insert({{"model_preset", o.model},
@@ -321,9 +332,6 @@ int main(int argc, char** argv) try {
     index = state.batch_index_for(global_batch, std::numeric_limits<int64_t>::max(),
                                   run.source());  // scenes done / global_batch
   }
-  LOOM_CHECK(run.start() < run.total(),
-             "train_detr: the checkpoint is at step {}, the run has {} steps: nothing to do",
-             run.start(), run.total());
   data::CsvLog csv = run.open_log(
       {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"});
 
@@ -358,6 +366,7 @@ int main(int argc, char** argv) try {
                                     window_l1 / n, window_giou / n));
       window_ce = window_l1 = window_giou = 0, window = 0;
     }
+    const bool stop = run.checkpoint(done);  // before the evaluation; --stop-at
     metrics::APResult ap{nan, nan, nan};
     if (o.eval_every > 0 && done % o.eval_every == 0 && done != run.total() &&
         run.main_process()) {
@@ -368,11 +377,12 @@ int main(int argc, char** argv) try {
     }
     csv.row({static_cast<double>(done), loss_value, terms[0], terms[1], terms[2], lr, ap.ap,
              ap.ap50, ap.ap75});
-    if (run.checkpoint(done)) return 0;  // --stop-at
+    if (stop) return 0;
   }
   const double train_s = run.training_seconds();  // evaluations left out
 
-  // ---- final report (rank 0's): AP on every held-out scene, checkpoint, curves, pictures
+  // ---- final report (rank 0's; the last step is saved): AP on every held-out scene, curves,
+  // pictures
   if (!run.main_process()) return 0;
   const int64_t total = run.total();
   const std::vector<ImageDetections> detections =
@@ -383,7 +393,6 @@ int main(int argc, char** argv) try {
   fmt::print("final (step {}, {} training) on {} {}: {}\n", total,
              optim::format_duration(train_s), o.eval_scenes,
              o.overfit_one ? "training scene" : "held-out scenes", format_ap(final_ap));
-  run.save(total);
   plot_curves(run.log_path(), out + "/curves.png", o.model);
   const int64_t drawn = std::min<int64_t>(o.draw_scenes, static_cast<int64_t>(eval_scenes.size()));
   for (int64_t i = 0; i < drawn; ++i)

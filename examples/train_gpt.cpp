@@ -87,13 +87,13 @@ void add_options(CLI::App& app, Options& o) {
       ->check(cli::non_negative_integer);
   m->add_option("--context", o.context, "override the preset's context length (0 = keep)")
       ->check(cli::non_negative_integer);
-  m->add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 1.0));
+  m->add_option("--dropout", o.dropout, "dropout probability")->check(cli::range(0.0, 1.0, "[)"));
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--tokenizer", o.tokenizer,
                 "byte | bpe (byte-level BPE trained on the training split)")
       ->check(CLI::IsMember({"byte", "bpe"}));
   d->add_option("--bpe-vocab", o.bpe_vocab, "vocabulary size of the BPE tokenizer")
-      ->check(CLI::Range(int64_t{256}, int64_t{1} << 20));
+      ->check(cli::range(int64_t{256}, int64_t{1} << 20));
   d->add_option("--fortunes", o.fortunes, "directory of fortune files");
   const cli::RunGroups g = cli::add_run_options(
       app, o.run,
@@ -103,21 +103,22 @@ void add_options(CLI::App& app, Options& o) {
        .stop_at = "end this run after that step with a checkpoint, as if interrupted (0 = run to "
                   "--steps); --resume then continues exactly"});
   CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "sequences per batch")->check(cli::positive);
-  t->add_option("--lr", o.lr, "peak learning rate")->check(cli::finite_non_negative);
+  t->add_option("--batch", o.batch, "sequences per batch")->check(cli::positive_integer);
+  t->add_option("--lr", o.lr, "peak learning rate")->check(cli::positive);
   t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
       ->check(cli::finite_non_negative);
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(cli::non_negative_integer);
   t->add_option("--weight-decay", o.weight_decay,
-                "AdamW weight decay of matrices (not biases/gains)");
-  t->add_option("--beta1", o.beta1, "AdamW beta1")->check(CLI::Range(0.0, 1.0));
-  t->add_option("--beta2", o.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0));
+                "AdamW weight decay of matrices (not biases/gains)")
+      ->check(cli::finite_non_negative);
+  t->add_option("--beta1", o.beta1, "AdamW beta1")->check(cli::range(0.0, 1.0, "[)"));
+  t->add_option("--beta2", o.beta2, "AdamW beta2")->check(cli::range(0.0, 1.0, "[)"));
   t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0 = off)")
       ->check(cli::finite_non_negative);
   g.progress->add_option("--eval-every", o.eval_every, "steps between validation evaluations")
-      ->check(cli::positive);
+      ->check(cli::positive_integer);
   g.progress->add_option("--eval-windows", o.eval_windows, "validation windows per evaluation")
-      ->check(CLI::Range(int64_t{1}, kMaxEvalWindows));
+      ->check(cli::range(int64_t{1}, kMaxEvalWindows));
   CLI::App* s = app.add_option_group("Samples at the end");
   s->add_option("--prompt", o.prompt, "prompt of the samples printed at the end");
   s->add_option("--sample-tokens", o.sample_tokens, "tokens per sample")
@@ -130,6 +131,18 @@ void add_options(CLI::App& app, Options& o) {
       "--data-dir", o.data_dir,
       "use train.bin/val.bin/val_windows.txt written by bench/reference/train.py gpt-fortunes "
       "--dump-data instead of --fortunes (identical data to the PyTorch reference)");
+}
+
+// The model the flags configure, for a vocabulary of `vocab_size` tokens.
+models::GPTConfig model_config(const Options& o, int64_t vocab_size) {
+  models::GPTConfig c = models::GPTConfig::preset(o.model);
+  c.vocab_size = vocab_size;
+  if (o.n_layer) c.n_layer = o.n_layer;
+  if (o.n_head) c.n_head = o.n_head;
+  if (o.d_model) c.d_model = o.d_model;
+  if (o.context) c.context = o.context;
+  c.dropout = o.dropout;
+  return c;
 }
 
 // ============================================================================ data
@@ -199,25 +212,19 @@ Tensor validation_windows(const std::vector<int64_t>& tokens, const Corpus& corp
 
 // ============================================================================ checkpoints
 
-// What --resume can check before any work: the checkpoint's metadata is readable, its
-// tokenizer is the one asked for, and its step is not beyond --steps (running on would save
-// an earlier step over the later checkpoint).
+// What --resume can check before any work, beside nn::TrainingRun's checks (the trainer, the
+// plan): the checkpoint holds a GPT, and its tokenizer is the one asked for.
 void check_resumable(const nn::TrainingRun& run, const Options& o) {
   const std::string path = run.checkpoint_path();
   const nn::Metadata meta = nn::read_metadata(path);
-  const nn::TrainerState state = nn::TrainerState::from_metadata(meta, run.source());
+  const auto type = meta.find("model_type");
+  LOOM_CHECK(type != meta.end() && type->second == "gpt",
+             "train_gpt: checkpoint '{}' holds a {} model, not a GPT", path,
+             type == meta.end() ? "(unnamed)" : type->second);
   const auto tokenizer = meta.find("tokenizer");
   LOOM_CHECK(tokenizer != meta.end() && tokenizer->second == o.tokenizer,
              "train_gpt: checkpoint '{}' was trained with --tokenizer {}, not {}", path,
              tokenizer == meta.end() ? "(none recorded)" : tokenizer->second, o.tokenizer);
-  const bool steps_given = o.run.steps_given;
-  LOOM_CHECK(!steps_given || state.step <= o.run.steps,
-             "train_gpt: checkpoint '{}' is at step {}, beyond --steps {}; resuming would save "
-             "an earlier step over it",
-             path, state.step, o.run.steps);
-  LOOM_CHECK(state.step <= state.total_steps || steps_given,
-             "train_gpt: checkpoint '{}' is at step {}, beyond its planned {} steps", path,
-             state.step, state.total_steps);
 }
 
 // The checkpoint must be this model's: the config it records is the one configured.
@@ -275,7 +282,12 @@ int main(int argc, char** argv) try {
   cli::print_config(app);
   nn::TrainingRun run("train_gpt", o.run);  // threads; --resume finds its checkpoint
   const Device device = run.device();
-  fs::create_directories(o.run.out);
+  // The model and the schedule are checked before any work, the model with the largest
+  // vocabulary its tokenizer may have.
+  models::GPTConfig config = model_config(o, o.tokenizer == "byte" ? 256 : o.bpe_vocab);
+  cli::check_model_flags(app, "Model", config);
+  cli::check_at_most(o.min_lr, "--min-lr", o.lr, "--lr");
+  cli::create_directory(o.run.out, "--out");
   if (o.run.resume) check_resumable(run, o);
   // ---- data: text -> tokens -> windows of context + 1
   Corpus corpus = read_corpus(o);
@@ -287,13 +299,7 @@ int main(int argc, char** argv) try {
     token_bytes[static_cast<size_t>(id)] = static_cast<double>(tok->decode({id}).size());
 
   // ---- model
-  models::GPTConfig config = models::GPTConfig::preset(o.model);
   config.vocab_size = tok->vocab_size();
-  if (o.n_layer) config.n_layer = o.n_layer;
-  if (o.n_head) config.n_head = o.n_head;
-  if (o.d_model) config.d_model = o.d_model;
-  if (o.context) config.context = o.context;
-  config.dropout = o.dropout;
   manual_seed(o.run.seed);
   const auto model_ptr = std::make_shared<models::GPT>(config);
   models::GPT& model = *model_ptr;
@@ -329,6 +335,10 @@ int main(int argc, char** argv) try {
     meta.insert({{"tokenizer", o.tokenizer}, {"seed", std::to_string(o.run.seed)}});
     return nn::CheckpointContent{meta, batches.epoch(), batches.index(), global_batch};
   });
+  // The text and the tokenizer a resumed run must keep (tokenizer.txt is read back, not retrained).
+  run.keep_flags({{"--fortunes", o.data_dir.empty() ? o.fortunes : ""},
+                  {"--data-dir", o.data_dir},
+                  {"--bpe-vocab", o.tokenizer == "bpe" ? std::to_string(o.bpe_vocab) : ""}});
   if (o.run.resume) {
     const nn::TrainerState state = run.resume(
         {{"model", &model}}, &opt,
@@ -359,6 +369,7 @@ int main(int argc, char** argv) try {
     const int64_t done = step + 1;
     run.step_done(done, loss.item());  // the global batch's loss, into the progress line
     run.log(done, lr);
+    const bool stop = run.checkpoint(done);  // before the evaluation; --stop-at
     if (done % o.eval_every == 0 && done != run.total() && run.main_process()) {
       Eval e;
       const double seconds =
@@ -367,17 +378,16 @@ int main(int argc, char** argv) try {
           "eval step {} | val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte ({:.1f} s)\n",
           done, e.loss, std::exp(e.loss), e.bits_per_byte, seconds);
     }
-    if (run.checkpoint(done)) return 0;  // --stop-at
+    if (stop) return 0;
   }
   const double train_s = run.training_seconds();  // evaluations left out
 
-  // ---- final report: validation, checkpoint, samples (rank 0's)
+  // ---- final report (rank 0's; the last step is saved): validation, samples
   if (!run.main_process()) return 0;
   const Eval e = evaluate(model, val_windows, token_bytes, device);
   fmt::print(
       "final (step {}, {} training): val loss {:.4f} | perplexity {:.2f} | {:.3f} bits/byte\n",
       run.total(), optim::format_duration(train_s), e.loss, std::exp(e.loss), e.bits_per_byte);
-  run.save(run.total());
   fmt::print("saved {} and {}/tokenizer.txt\n", run.checkpoint_path(), o.run.out);
 
   const std::vector<int64_t> prompt = tok->encode(o.prompt);

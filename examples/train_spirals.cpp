@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   bool resume = false;
   CLI::App app{"train_spirals: an MLP learns to separate two interleaved spirals"};
   cli::show_defaults(app);
-  app.add_option("--steps", steps, "optimizer steps")->check(cli::positive);
-  app.add_option("--lr", lr, "peak learning rate")->check(cli::finite_non_negative);
+  app.add_option("--steps", steps, "optimizer steps")->check(cli::positive_integer);
+  app.add_option("--lr", lr, "peak learning rate")->check(cli::positive);
   app.add_option("--out", out, "checkpoint: model and optimizer in one file");
   app.add_flag("--resume", resume, "continue from --out if it exists")->expected(0, 1);
   CLI11_PARSE(app, argc, argv);

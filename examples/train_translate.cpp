@@ -70,7 +70,7 @@ struct Options {
 
 void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto positive = cli::positive;
+  const auto positive_integer = cli::positive_integer;
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "Transformer preset")
       ->check(CLI::IsMember(models::TransformerConfig::preset_names()));
@@ -83,7 +83,7 @@ void add_options(CLI::App& app, Options& o) {
   m->add_option("--d-ff", o.d_ff, "override the feed-forward width (0 = keep)")
       ->check(cli::non_negative_integer);
   m->add_option("--dropout", o.dropout, "dropout (the paper's P_drop)")
-      ->check(CLI::Range(0.0, 0.9));
+      ->check(cli::range(0.0, 0.9));
   m->add_flag("--norm-first", o.norm_first, "pre-norm layers instead of the paper's post-norm");
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--dict", o.dict, "dictd files PREFIX.index and PREFIX.dict.dz");
@@ -93,18 +93,19 @@ void add_options(CLI::App& app, Options& o) {
                 "run learns from the examples)")
       ->check(CLI::IsMember({"both", "examples", "headwords"}));
   d->add_option("--max-words", o.max_words, "longest pair kept, in words per side")
-      ->check(positive);
+      ->check(positive_integer);
   d->add_option("--bpe-vocab", o.bpe_vocab, "shared BPE vocabulary (with <pad> <bos> <eos>)")
-      ->check(CLI::Range(int64_t{260}, int64_t{1} << 16));
+      ->check(cli::range(int64_t{260}, int64_t{1} << 16));
   d->add_option("--max-tokens", o.max_tokens, "longest tokenized side kept (with bos/eos)")
-      ->check(CLI::Range(int64_t{4}, int64_t{512}));
+      ->check(cli::range(int64_t{4}, int64_t{512}));
   d->add_option("--valid-fraction", o.valid_fraction, "share of pairs for validation")
-      ->check(CLI::Range(0.0, 0.5));
+      ->check(cli::range(0.0, 0.5));
   d->add_option("--test-fraction", o.test_fraction, "share of pairs for the test split")
-      ->check(CLI::Range(0.0, 0.5));
+      ->check(cli::range(0.0, 0.5));
   d->add_option("--dump-data", o.dump_data,
                 "write the splits, tokenized pairs, batches and initial weights here and exit "
-                "(for bench/reference/train.py translation)");
+                "(for bench/reference/train.py translation)")
+      ->check(cli::output_directory);
   const cli::RunGroups g = cli::add_run_options(
       app, o.run,
       {.out = "directory for checkpoint, tokenizer, log.csv, loss.png",
@@ -113,26 +114,43 @@ void add_options(CLI::App& app, Options& o) {
        .minutes_note = "0 = use --steps; a resumed run keeps its plan"});
   CLI::App* t = g.optimisation;
   t->add_option("--batch-tokens", o.batch_tokens, "target tokens (padding included) per batch")
-      ->check(positive);
+      ->check(positive_integer);
   t->add_option("--warmup", o.warmup, "Noam warmup steps (the paper: 4000 of 100k)")
-      ->check(positive);
+      ->check(positive_integer);
   t->add_option("--lr-factor", o.lr_factor, "Noam factor: lr = f d^-0.5 min(s^-0.5, s w^-1.5)")
-      ->check(cli::finite_non_negative);
+      ->check(cli::positive);
   t->add_option("--label-smoothing", o.label_smoothing, "label smoothing (the paper: 0.1)")
-      ->check(CLI::Range(0.0, 0.9));
+      ->check(cli::range(0.0, 0.9));
   t->add_option("--grad-clip", o.grad_clip, "global gradient norm clip (0 = off)")
       ->check(cli::finite_non_negative);
   CLI::App* p = g.progress;
-  p->add_option("--eval-every", o.eval_every, "steps between validations")->check(positive);
-  p->add_option("--eval-pairs", o.eval_pairs, "validation pairs per evaluation")->check(positive);
+  p->add_option("--eval-every", o.eval_every, "steps between validations")->check(positive_integer);
+  p->add_option("--eval-pairs", o.eval_pairs, "validation pairs per evaluation")
+      ->check(positive_integer);
   p->add_option("--samples", o.samples, "sample translations printed per evaluation")
       ->check(cli::non_negative_integer);
   p->add_option("--beam", o.beam, "beam width of the translations (samples and BLEU)")
-      ->check(positive);
+      ->check(cli::range(int64_t{1}, int64_t{1000}));
   p->add_option("--bleu-pairs", o.bleu_pairs, "validation pairs translated for BLEU per evaluation")
-      ->check(positive);
+      ->check(positive_integer);
   p->add_option("--test-pairs", o.test_pairs, "test pairs translated for the final BLEU (0 = all)")
       ->check(cli::non_negative_integer);
+}
+
+// The model the flags configure, for a shared vocabulary of `vocab_size` tokens whose <pad> is
+// `pad_id`.
+models::TransformerConfig model_config(const Options& o, int64_t vocab_size, int64_t pad_id) {
+  models::TransformerConfig c = models::TransformerConfig::preset(o.model);
+  c.src_vocab_size = c.tgt_vocab_size = vocab_size;
+  c.pad_id = pad_id;
+  c.dropout = o.dropout;
+  c.norm_first = o.norm_first;
+  if (o.d_model) c.d_model = o.d_model;
+  if (o.n_head) c.n_head = o.n_head;
+  if (o.layers) c.n_encoder_layers = c.n_decoder_layers = o.layers;
+  if (o.d_ff) c.d_ff = o.d_ff;
+  c.max_len = std::max<int64_t>(c.max_len, o.max_tokens);
+  return c;
 }
 
 // ============================================================================ evaluation
@@ -141,38 +159,16 @@ void add_options(CLI::App& app, Options& o) {
 // takes UTF-8 only, so each maximal ill-formed subsequence becomes one U+FFFD (Unicode's
 // recommended practice, which Python's bytes.decode("utf-8", "replace") follows).
 std::string replace_invalid_utf8(const std::string& bytes) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
+  const std::string_view text(bytes);
   std::string out;
-  for (size_t i = 0; i < n;) {
-    const unsigned char b = p[i];
-    // the length of the sequence b leads and the range of its second byte (Unicode table 3-7)
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b < 0x80) {
-      len = 1;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      lo = b == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
-      hi = b == 0xED ? 0x9F : 0xBF;  // no surrogates
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      lo = b == 0xF0 ? 0x90 : 0x80;  // no overlong forms
-      hi = b == 0xF4 ? 0x8F : 0xBF;  // nothing above U+10FFFF
-    }
-    auto fits = [&](size_t k) {  // byte k of the sequence
-      return p[i + k] >= (k == 1 ? lo : 0x80) && p[i + k] <= (k == 1 ? hi : 0xBF);
-    };
-    size_t good = len > 0 ? 1 : 0;  // bytes of a well-formed prefix
-    while (good > 0 && good < len && i + good < n && fits(good)) ++good;
-    if (good == len && len > 0) {
-      out.append(bytes, i, len);
-      i += len;
+  for (size_t i = 0; i < text.size();) {
+    const data::Utf8Sequence seq = data::utf8_sequence(text.substr(i));
+    if (seq.valid()) {
+      out.append(text.substr(i, seq.length));
+      i += seq.length;
     } else {
       out += "\xEF\xBF\xBD";  // U+FFFD for the ill-formed prefix (at least the lead byte)
-      i += std::max<size_t>(good, 1);
+      i += std::max<size_t>(seq.well_formed, 1);
     }
   }
   return out;
@@ -235,13 +231,16 @@ int main(int argc, char** argv) try {
   nn::TrainingRun run("train_translate", o.run);  // threads; --resume finds its checkpoint
   const Device device = run.device();
   const std::string& out = o.run.out;
+  // The model is checked before any work, with the largest vocabulary its tokenizer may have.
+  cli::check_model_flags(app, "Model", model_config(o, o.bpe_vocab, /*pad_id=*/0));
   const bool dumping = !o.dump_data.empty();  // --dump-data writes DIR only, never --out
-  if (!dumping) fs::create_directories(out);
+  if (!dumping) cli::create_directory(out, "--out");
   const std::string tok_path = out + "/tokenizer.txt";
 
   // ---- data: dictionary -> pairs -> splits
   const auto t0 = std::chrono::steady_clock::now();
   const data::Dictd dict = data::Dictd::open(o.dict);
+  check_utf8(dict, o.dict, "train_translate");
   const data::PairSplits splits = data::split_pairs(
       data::extract_pairs(dict, {.headwords = o.pairs != "examples",
                                  .examples = o.pairs != "headwords",
@@ -272,16 +271,7 @@ int main(int argc, char** argv) try {
              tok.vocab_size(), train.size(), batches.size(), valid.size());
 
   // ---- model
-  models::TransformerConfig config = models::TransformerConfig::preset(o.model);
-  config.src_vocab_size = config.tgt_vocab_size = tok.vocab_size();
-  config.pad_id = sp.pad;
-  config.dropout = o.dropout;
-  config.norm_first = o.norm_first;
-  if (o.d_model) config.d_model = o.d_model;
-  if (o.n_head) config.n_head = o.n_head;
-  if (o.layers) config.n_encoder_layers = config.n_decoder_layers = o.layers;
-  if (o.d_ff) config.d_ff = o.d_ff;
-  config.max_len = std::max<int64_t>(config.max_len, o.max_tokens);
+  const models::TransformerConfig config = model_config(o, tok.vocab_size(), sp.pad);
   manual_seed(o.run.seed);
   const auto model_ptr = std::make_shared<models::Transformer>(config);
   models::Transformer& model = *model_ptr;
@@ -298,6 +288,14 @@ int main(int argc, char** argv) try {
              get_num_threads());
 
   // ---- checkpoints (model, Adam, config, the batch position) and resume
+  // The pairs, their split and the tokenizer a resumed run must keep (tokenizer.txt is read back).
+  run.keep_flags({{"--dict", o.dict},
+                  {"--pairs", o.pairs},
+                  {"--max-words", std::to_string(o.max_words)},
+                  {"--bpe-vocab", std::to_string(o.bpe_vocab)},
+                  {"--max-tokens", std::to_string(o.max_tokens)},
+                  {"--valid-fraction", fmt::format("{}", o.valid_fraction)},
+                  {"--test-fraction", fmt::format("{}", o.test_fraction)}});
   int64_t epoch = 0, index = 0;  // the next batch: batches[order[index]] of epoch `epoch`
   run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t) {
     return nn::CheckpointContent{config.to_metadata(), epoch, index, global_tokens};
@@ -349,6 +347,7 @@ int main(int argc, char** argv) try {
     const int64_t done = step + 1;
     const float loss_value = run.step_done(done, loss.item());  // the global batch's
     run.log(done, lr);
+    stopped = run.checkpoint(done);  // before the evaluation; --stop-at, the last step
     double val_loss = std::numeric_limits<double>::quiet_NaN(), bleu = val_loss;
     if ((done % o.eval_every == 0 || done == run.total()) && run.main_process()) {
       std::vector<std::string> hyps;
@@ -367,10 +366,8 @@ int main(int argc, char** argv) try {
       });
     }
     log.row({static_cast<double>(done), lr, loss_value, val_loss, bleu});
-    stopped = run.checkpoint(done);  // --stop-at
   }
-  if (!stopped && run.start() < run.total()) run.save(run.total());
-  // ---- final report (rank 0's): test BLEU, curves
+  // ---- final report (rank 0's; the last step is saved): test BLEU, curves
   if (!run.main_process()) return 0;
   if (!stopped && !test.empty()) {
     const double test_bleu =

@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +41,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // ============================================================================ options
+
+// Bounds of the flags that would otherwise overflow or do nothing useful: a crop padded by 28
+// pixels or more can cut a 28x28 image to nothing but padding, a batch cannot hold more than the
+// 60,000 training images, and a million epochs are more steps than any run takes.
+constexpr int64_t kMaxCropPadding = 27, kTrainingImages = 60000, kMaxEpochs = 1000000;
 
 struct Options {
   // model
@@ -77,18 +81,18 @@ void apply_family_defaults(Options& o) {
 
 void add_options(CLI::App& app, Options& o) {
   cli::show_defaults(app);
-  const auto non_negative = CLI::NonNegativeNumber;
+  const auto non_negative = cli::non_negative_integer;
   std::vector<std::string> presets = models::ViTConfig::preset_names();
   for (const std::string& name : models::SwinConfig::preset_names()) presets.push_back(name);
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "ViT or Swin preset")->check(CLI::IsMember(presets));
-  m->add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  m->add_option("--dropout", o.dropout, "dropout probability")->check(cli::range(0.0, 0.99));
   m->add_option("--drop-path", o.drop_path, "Swin's stochastic depth rate (-1 = the preset's)")
-      ->check(CLI::Range(-1.0, 0.99));
+      ->check(cli::range(-1.0, 0.99));
   CLI::App* d = app.add_option_group("Data");
   d->add_option("--data", o.data, "directory of the Fashion-MNIST IDX files (.gz)");
   d->add_option("--crop-padding", o.crop_padding, "pad by N pixels, crop (default 1 ViT, 0 Swin)")
-      ->check(non_negative);
+      ->check(cli::range(int64_t{0}, kMaxCropPadding));
   d->add_option("--flip", o.flip, "random horizontal flips (1/0)");
   d->add_option("--test-images", o.test_images, "evaluate on the first N test images (0 = all)")
       ->check(non_negative);
@@ -101,19 +105,21 @@ void add_options(CLI::App& app, Options& o) {
        .minutes_group = "Reference plumbing"});
   CLI::App* t = g.optimisation;
   t->add_option("--epochs", o.epochs, "epochs of 60,000 images (default 40 ViT, 10 Swin)")
-      ->check(non_negative);
+      ->check(cli::range(int64_t{0}, kMaxEpochs));
   t->add_option("--batch", o.batch, "images per batch (default 64; the reference's ViT: 128)")
-      ->check(non_negative);
+      ->check(cli::range(int64_t{0}, kTrainingImages));
   t->add_option("--lr", o.lr, "peak learning rate (default 2e-3 ViT, 1e-3 Swin)")
-      ->check(non_negative);
+      ->check(cli::finite_non_negative);
   t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
-      ->check(non_negative);
+      ->check(cli::finite_non_negative);
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->check(non_negative);
-  t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->check(non_negative);
+  t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")
+      ->check(cli::finite_non_negative);
   t->add_option("--label-smoothing", o.label_smoothing, "label smoothing (default 0.1 ViT, 0 Swin)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(cli::range(0.0, 0.99));
   t->add_option("--grad-clip", o.grad_clip,
-                "clip the gradient norm (0 = off; default off for ViT, 5 for Swin)");
+                "clip the gradient norm (0 = off; default off for ViT, 5 for Swin)")
+      ->check(cli::finite_non_negative);
   g.progress->add_option("--eval-every", o.eval_every,
                          "steps between test evaluations (0 = at the end of every epoch)")
       ->check(non_negative);
@@ -156,6 +162,7 @@ struct Classifier {
   std::string description() const {
     return vit ? vit->config().to_string() : swin->config().to_string();
   }
+  int64_t image_size() const { return vit ? vit->config().image_size : swin->config().image_size; }
 };
 
 // Decayed: matrices and convolution kernels. Not decayed: biases, norms, position embeddings,
@@ -287,7 +294,8 @@ int main(int argc, char** argv) try {
   cli::print_config(app);
   nn::TrainingRun run("train_vision", o.run);  // threads; --resume finds its checkpoint
   const Device device = run.device();
-  fs::create_directories(o.run.out);
+  cli::check_at_most(o.min_lr, "--min-lr", o.lr, "--lr");
+  cli::create_directory(o.run.out, "--out");
 
   // ---- data: 60,000 training and 10,000 test images, normalised
   const auto train_set = std::make_shared<data::FashionMNIST>(o.data, "train");
@@ -309,6 +317,11 @@ int main(int argc, char** argv) try {
   manual_seed(o.run.seed);
   Classifier model = Classifier::create(o);
   model.module().to(device);
+  // Both splits fit the model, checked before the first step rather than at the first
+  // evaluation (a t10k file of another size would fail there, after the training).
+  const int64_t side = model.image_size();
+  train_set->check_image_size(side, side, "train_vision", "of --model " + o.model);
+  test_set.check_image_size(side, side, "train_vision", "of --model " + o.model);
   nn::DistributedDataParallel ddp(model.shared());  // rank 0's weights; gradients averaged
   optim::AdamW opt(param_groups(model.module(), o.lr, o.weight_decay), 0.9f, 0.999f, 1e-8f);
   fmt::print("train_vision: {} | {} parameters | {} threads\n", model.description(),
@@ -317,9 +330,12 @@ int main(int argc, char** argv) try {
              train_set->size(), steps_per_epoch, global_batch, test_set.size());
 
   // ---- checkpoints (model, AdamW, config and where the run is) and resume
-  run.set_total(o.run.minutes > 0 ? std::numeric_limits<int32_t>::max()  // planned from step 21
+  run.set_total(o.run.minutes > 0 ? nn::TrainingRun::kUnplanned  // planned at step 21
                 : o.run.steps > 0 ? o.run.steps
                                   : o.epochs * steps_per_epoch);
+  // A resume keeps the data and the plan: --epochs is compared when it sets the length.
+  const bool by_epochs = o.run.minutes == 0 && o.run.steps == 0;
+  run.keep_flags({{"--data", o.data}, {"--epochs", by_epochs ? std::to_string(o.epochs) : ""}});
   run.set_checkpoint({{"model", &model.module()}}, &opt, [&](int64_t) {
     nn::Metadata meta = model.metadata();
     meta.insert({{"model_preset", o.model}, {"seed", std::to_string(o.run.seed)}});
@@ -336,9 +352,6 @@ int main(int argc, char** argv) try {
         });
     batches.seek(state.epoch, state.batch_index_for(global_batch, train_set->size(), run.source()));
   }
-  LOOM_CHECK(run.start() < run.total() || o.run.minutes > 0,
-             "train_vision: the checkpoint is at step {}, the run has {} steps: nothing to do",
-             run.start(), run.total());
   data::CsvLog csv = run.open_log({"step", "epoch", "loss", "lr", "test_accuracy"});
 
   // ---- training loop
@@ -364,6 +377,7 @@ int main(int argc, char** argv) try {
     const int64_t done = step + 1;
     const float loss_value = run.step_done(done, loss.item());  // the global batch's
     run.log(done, lr, fmt::format(" | epoch {:.2f}", epochs(done)));
+    const bool stop = run.checkpoint(done);  // before the evaluation; --stop-at
     double test_accuracy = std::nan("");
     const bool eval_now = o.eval_every > 0 ? done % o.eval_every == 0 : done % steps_per_epoch == 0;
     if (eval_now && done != run.total() && run.main_process()) {
@@ -375,11 +389,12 @@ int main(int argc, char** argv) try {
     }
     csv.row({static_cast<double>(done), static_cast<double>(batches.epoch()), loss_value, lr,
              test_accuracy});
-    if (run.checkpoint(done)) return 0;  // --stop-at
+    if (stop) return 0;
   }
   const double train_s = run.training_seconds();  // evaluations left out
 
-  // ---- final report (rank 0's): test accuracy, confusion matrix, checkpoint, pictures
+  // ---- final report (rank 0's; the last step is saved): test accuracy, confusion matrix,
+  // pictures
   if (!run.main_process()) return 0;
   const int64_t total = run.total();
   const std::vector<int64_t> predictions = predict(model, test_set, o.test_images, device);
@@ -388,7 +403,6 @@ int main(int argc, char** argv) try {
            std::nan(""), final_accuracy});
   fmt::print("final (step {}, {:.2f} epochs, {} training): test accuracy {:.2f}%\n", total,
              epochs(total), optim::format_duration(train_s), 100 * final_accuracy);
-  run.save(total);
   report_confusion(predictions, labels, o.run.out + "/confusion.png");
   plot_curves(run.log_path(), o.run.out + "/curves.png", o.model);
   const bool maps = model.vit && o.attention_images > 0;

@@ -27,9 +27,10 @@ int main(int argc, char** argv) try {
   cli::show_defaults(app);
   app.add_option("--out", out, "train_translate's directory (ckpt.safetensors, tokenizer.txt)");
   app.add_option("--text", text, "translate this instead of the lines of standard input");
-  app.add_option("--beam", beam, "beam width (1 = greedy)")->check(cli::positive);
+  app.add_option("--beam", beam, "beam width (1 = greedy)")
+      ->check(cli::range(int64_t{1}, int64_t{1000}));
   app.add_option("--max-len", max_len, "most German tokens per sentence")
-      ->check(cli::positive);
+      ->check(cli::positive_integer);
   app.add_option("--length-penalty", length_penalty, "GNMT length penalty alpha (0 = off)")
       ->check(cli::finite_non_negative);
   app.add_option("--attention", attention,
@@ -38,15 +39,14 @@ int main(int argc, char** argv) try {
   CLI11_PARSE(app, argc, argv);
 
   const std::string ckpt = out + "/ckpt.safetensors";
+  const std::string tok_path = out + "/tokenizer.txt";
   const auto config = models::TransformerConfig::from_metadata(nn::read_metadata(ckpt), ckpt);
+  const data::BPETokenizer tok = data::BPETokenizer::load(tok_path);
+  data::check_vocab_sizes(tok.vocab_size(), tok_path, config.src_vocab_size, ckpt);
   models::Transformer model(config);
   nn::load_checkpoint(ckpt, {{"model", &model}});
   model.to(cli::device_of(device));
   model.eval();
-  const data::BPETokenizer tok = data::BPETokenizer::load(out + "/tokenizer.txt");
-  LOOM_CHECK(tok.vocab_size() == config.src_vocab_size,
-             "translate: tokenizer of {} tokens does not fit the model's vocabulary of {}",
-             tok.vocab_size(), config.src_vocab_size);
   const int64_t bos = tok.special_token_id("<bos>"), eos = tok.special_token_id("<eos>");
   max_len = std::min(max_len, config.max_len);
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,22 @@ struct Specials {
 };
 
 constexpr float kLengthPenalty = 0.6f;  // GNMT's alpha in the beam search of the translations
+
+// BLEU (metrics/text.h) and the printed translations take UTF-8 text only: every definition of
+// the dictionary is checked before the first step, naming the body file and the byte offset in
+// it (decompressed), rather than found invalid by the first evaluation, after training.
+inline void check_utf8(const data::Dictd& dict, const std::string& prefix,
+                       const std::string& program) {
+  for (size_t i = 0; i < dict.entries().size(); ++i) {
+    const std::string_view text = dict.definition(i);
+    const size_t valid = data::valid_utf8_prefix(text);
+    LOOM_CHECK(valid == text.size(),
+               "{}: '{}' byte {} (decompressed), in the definition of '{}': 0x{:02x} is not "
+               "valid UTF-8, which BLEU and the translations need",
+               program, data::Dictd::body_path(prefix), dict.entries()[i].offset + valid,
+               dict.entries()[i].headword, static_cast<unsigned char>(text[valid]));
+  }
+}
 
 inline std::vector<Example> encode_split(const data::BPETokenizer& tok, const Specials& s,
                                   const std::vector<data::TranslationPair>& pairs,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "data/text_file.h"
 #include "loom.h"
 #include "models/transformer.h"
@@ -45,7 +46,7 @@ void dump_run(const Options& o, const data::PairSplits& splits, const data::BPET
               const models::TransformerConfig& config, const models::Transformer& model) {
   const std::string& dir = o.dump_data;
   const char* what = "train_translate --dump-data";
-  std::filesystem::create_directories(dir);
+  cli::create_directory(dir, "--dump-data");
   const std::array<std::pair<const char*, const std::vector<data::TranslationPair>*>, 3> named = {
       {{"train", &splits.train}, {"valid", &splits.valid}, {"test", &splits.test}}};
   std::vector<std::pair<std::string, Tensor>> tensors;

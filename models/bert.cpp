@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -29,6 +30,25 @@ BertConfig BertConfig::preset(const std::string& name) {
 
 std::vector<std::string> BertConfig::preset_names() { return {"bert-mini", "bert-base"}; }
 
+namespace {
+
+// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
+// hostile config's count would overflow int64).
+template <class T>
+T count_parameters(const BertConfig& c) {
+  const auto h = static_cast<T>(c.hidden), i = static_cast<T>(c.intermediate),
+             v = static_cast<T>(c.vocab_size);
+  const T embeddings =
+      (v + static_cast<T>(c.max_position) + static_cast<T>(c.type_vocab_size)) * h + 2 * h;
+  // Per layer: query, key, value, attention.output.dense (4 h^2 + 4h), two LayerNorms (4h),
+  // intermediate.dense (h i + i), output.dense (i h + h).
+  const T layer = 4 * h * h + 2 * h * i + 9 * h + i;
+  const T heads = (h * h + 3 * h) + v + (2 * h + 2);  // transform, bias, seq_relationship
+  return embeddings + static_cast<T>(c.n_layer) * layer + (h * h + h) + heads;
+}
+
+}  // namespace
+
 void BertConfig::validate() const {
   LOOM_CHECK(vocab_size > 0 && hidden > 0 && n_layer > 0 && n_head > 0 && intermediate > 0 &&
                  max_position > 0 && type_vocab_size > 0,
@@ -38,17 +58,11 @@ void BertConfig::validate() const {
   LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "BertConfig: dropout {} outside [0, 1)", dropout);
   LOOM_CHECK(layer_norm_eps > 0.0f, "BertConfig: layer_norm_eps {} must be positive",
              layer_norm_eps);
+  check_model_size("BertConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
+                   to_string());
 }
 
-int64_t BertConfig::num_parameters() const {
-  const int64_t h = hidden, i = intermediate, v = vocab_size;
-  const int64_t embeddings = (v + max_position + type_vocab_size) * h + 2 * h;
-  // Per layer: query, key, value, attention.output.dense (4 h^2 + 4h), two LayerNorms (4h),
-  // intermediate.dense (h i + i), output.dense (i h + h).
-  const int64_t layer = 4 * h * h + 2 * h * i + 9 * h + i;
-  const int64_t heads = (h * h + 3 * h) + v + (2 * h + 2);  // transform, bias, seq_relationship
-  return embeddings + n_layer * layer + (h * h + h) + heads;
-}
+int64_t BertConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 std::string BertConfig::to_string() const {
   return fmt::format(

@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/checkpoint.h"
@@ -43,6 +44,44 @@ DETRConfig DETRConfig::preset(const std::string& name) {
 
 std::vector<std::string> DETRConfig::preset_names() { return {"detr-r50", "detr-fmnist"}; }
 
+namespace {
+
+// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
+// hostile config's count would overflow int64).
+template <class T>
+T count_parameters(const DETRConfig& c) {
+  const auto d = static_cast<T>(c.hidden), f = static_cast<T>(c.d_ff);
+  T backbone_params = 0, channels = static_cast<T>(c.in_channels);
+  if (c.backbone == "small") {
+    for (int64_t width : c.small_channels) {  // conv 3x3 without bias + BatchNorm2d weight, bias
+      const auto w = static_cast<T>(width);
+      backbone_params += channels * w * 9 + 2 * w;
+      channels = w;
+    }
+  } else {  // conv1 7x7, then per Bottleneck 1x1 + 3x3 + 1x1 (+ the 1x1 projection); BN frozen
+    const auto width = static_cast<T>(c.resnet_width);
+    backbone_params = channels * width * 49;
+    channels = width;
+    // Counted per stage, not looped per block: a hostile 10^18 blocks must not hang the check
+    // that refuses them.
+    for (size_t s = 0; s < c.resnet_layers.size(); ++s) {
+      const T planes = width * static_cast<T>(int64_t{1} << s);
+      auto block = [&] { return channels * planes + planes * planes * 9 + planes * 4 * planes; };
+      backbone_params += block() + channels * 4 * planes;  // the first projects: 64 -> 256
+      channels = 4 * planes;
+      backbone_params += (static_cast<T>(c.resnet_layers[s]) - 1) * block();
+    }
+  }
+  const T attention = 4 * d * d + 4 * d, ffn = 2 * d * f + f + d;
+  const T encoder = static_cast<T>(c.n_encoder_layers) * (attention + ffn + 4 * d);
+  const T decoder = static_cast<T>(c.n_decoder_layers) * (2 * attention + ffn + 6 * d) + 2 * d;
+  const T heads = (d + 1) * (static_cast<T>(c.num_classes) + 1) + 2 * (d * d + d) + 4 * d + 4;
+  return backbone_params + (channels * d + d) + encoder + decoder +
+         static_cast<T>(c.num_queries) * d + heads;
+}
+
+}  // namespace
+
 void DETRConfig::validate() const {
   LOOM_CHECK(num_classes > 0 && in_channels > 0 && hidden > 0 && n_head > 0 &&
                  n_encoder_layers >= 0 && n_decoder_layers > 0 && d_ff > 0 && num_queries > 0,
@@ -64,34 +103,15 @@ void DETRConfig::validate() const {
     for (int64_t n : resnet_layers)
       LOOM_CHECK(n > 0, "DETRConfig: a ResNet stage has {} blocks", n);
   }
+  double layers = static_cast<double>(n_encoder_layers) + static_cast<double>(n_decoder_layers);
+  if (backbone == "small")
+    layers += static_cast<double>(small_channels.size());
+  else
+    for (int64_t n : resnet_layers) layers += static_cast<double>(n);
+  check_model_size("DETRConfig", count_parameters<double>(*this), layers, to_string());
 }
 
-int64_t DETRConfig::num_parameters() const {
-  const int64_t d = hidden, f = d_ff;
-  int64_t backbone_params = 0, channels = in_channels;
-  if (backbone == "small") {
-    for (int64_t c : small_channels) {  // conv 3x3 without bias + BatchNorm2d weight and bias
-      backbone_params += channels * c * 9 + 2 * c;
-      channels = c;
-    }
-  } else {  // conv1 7x7, then per Bottleneck 1x1 + 3x3 + 1x1 (+ the 1x1 projection); BN frozen
-    backbone_params = in_channels * resnet_width * 49;
-    channels = resnet_width;
-    for (size_t s = 0; s < resnet_layers.size(); ++s) {
-      const int64_t planes = resnet_width << s;
-      for (int64_t b = 0; b < resnet_layers[s]; ++b) {
-        backbone_params += channels * planes + planes * planes * 9 + planes * 4 * planes;
-        if (b == 0) backbone_params += channels * 4 * planes;  // stage 1 too: 64 -> 256
-        channels = 4 * planes;
-      }
-    }
-  }
-  const int64_t attention = 4 * d * d + 4 * d, ffn = 2 * d * f + f + d;
-  const int64_t encoder = n_encoder_layers * (attention + ffn + 4 * d);
-  const int64_t decoder = n_decoder_layers * (2 * attention + ffn + 6 * d) + 2 * d;
-  const int64_t heads = (d + 1) * (num_classes + 1) + 2 * (d * d + d) + 4 * d + 4;
-  return backbone_params + (channels * d + d) + encoder + decoder + num_queries * d + heads;
-}
+int64_t DETRConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 std::string DETRConfig::to_string() const {
   return fmt::format(

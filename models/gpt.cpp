@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -37,21 +38,33 @@ std::vector<std::string> GPTConfig::preset_names() {
   return {"gpt-mini", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
 }
 
+namespace {
+
+// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
+// hostile config's count would overflow int64).
+template <class T>
+T count_parameters(const GPTConfig& c) {
+  const auto d = static_cast<T>(c.d_model);
+  // Per block: ln_1 + ln_2 (4d), c_attn (3d^2 + 3d), attn.c_proj (d^2 + d),
+  // mlp.c_fc (4d^2 + 4d), mlp.c_proj (4d^2 + d).
+  const T block = 12 * d * d + 13 * d;
+  return (static_cast<T>(c.vocab_size) + static_cast<T>(c.context)) * d +
+         static_cast<T>(c.n_layer) * block + 2 * d;  // + ln_f
+}
+
+}  // namespace
+
 void GPTConfig::validate() const {
   LOOM_CHECK(vocab_size > 0 && context > 0 && n_layer > 0 && n_head > 0 && d_model > 0,
              "GPTConfig: every size must be positive, got {}", to_string());
   LOOM_CHECK(d_model % n_head == 0, "GPTConfig: d_model {} is not a multiple of n_head {}", d_model,
              n_head);
   LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPTConfig: dropout {} outside [0, 1)", dropout);
+  check_model_size("GPTConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
+                   to_string());
 }
 
-int64_t GPTConfig::num_parameters() const {
-  const int64_t d = d_model;
-  // Per block: ln_1 + ln_2 (4d), c_attn (3d^2 + 3d), attn.c_proj (d^2 + d),
-  // mlp.c_fc (4d^2 + 4d), mlp.c_proj (4d^2 + d).
-  const int64_t block = 12 * d * d + 13 * d;
-  return (vocab_size + context) * d + n_layer * block + 2 * d;  // + ln_f
-}
+int64_t GPTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 std::string GPTConfig::to_string() const {
   return fmt::format("vocab_size={}, context={}, n_layer={}, n_head={}, d_model={}, dropout={}",

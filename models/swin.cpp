@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -61,6 +62,32 @@ int64_t SwinConfig::stage_window(int64_t stage) const {
   return r <= window_size ? r : window_size;  // one window covers the whole map
 }
 
+namespace {
+
+// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
+// hostile config's count would overflow int64).
+template <class T>
+T count_parameters(const SwinConfig& c) {
+  const auto D = static_cast<T>(c.embed_dim), p = static_cast<T>(c.patch_size);
+  const auto stages = static_cast<int64_t>(c.depths.size());
+  T n = static_cast<T>(c.in_channels) * p * p * D + D + 2 * D;  // proj (+ bias), norm
+  // Stage i is D 2^i wide.
+  T d = D;
+  for (int64_t i = 0; i < stages; ++i, d = 2 * d) {
+    const auto s = static_cast<size_t>(i);
+    const auto w = static_cast<T>(c.stage_window(i)), h = static_cast<T>(c.num_heads[s]);
+    const auto m = static_cast<T>(static_cast<float>(d) * c.mlp_ratio);  // int() in Python
+    const T block = 4 * d + (2 * w - 1) * (2 * w - 1) * h + 4 * d * d + 4 * d + 2 * d * m + m + d;
+    n += static_cast<T>(c.depths[s]) * block;
+    if (i < stages - 1) n += 8 * d * d + 8 * d;  // reduction 4d -> 2d, norm over 4d
+  }
+  const T features = d / 2;  // the last stage's width, D 2^(S-1)
+  const auto classes = static_cast<T>(c.num_classes);
+  return n + 2 * features + features * classes + classes;
+}
+
+}  // namespace
+
 void SwinConfig::validate() const {
   LOOM_CHECK(image_size > 0 && patch_size > 0 && in_channels > 0 && num_classes > 0 &&
                  embed_dim > 0 && window_size > 0 && mlp_ratio > 0.0f,
@@ -95,22 +122,19 @@ void SwinConfig::validate() const {
     LOOM_CHECK(i == stages - 1 || r % 2 == 0,
                "SwinConfig: stage {} resolution {} is odd; PatchMerging needs an even one", i, r);
   }
+  // Each block's buffers: its attention mask, (r/w)^2 windows of (w^2, w^2), and its relative
+  // position index (w^2, w^2), together at most 2 r^2 w^2 values.
+  double buffers = 0, layers = 0;
+  for (int64_t i = 0; i < stages; ++i) {
+    const auto r = static_cast<double>(resolution(i)), w = static_cast<double>(stage_window(i)),
+               depth = static_cast<double>(depths[static_cast<size_t>(i)]);
+    buffers += depth * 2 * r * r * w * w;
+    layers += depth;
+  }
+  check_model_size("SwinConfig", count_parameters<double>(*this) + buffers, layers, to_string());
 }
 
-int64_t SwinConfig::num_parameters() const {
-  const int64_t D = embed_dim, stages = static_cast<int64_t>(depths.size());
-  int64_t n = in_channels * patch_size * patch_size * D + D + 2 * D;  // proj (+ bias), norm
-  for (int64_t i = 0; i < stages; ++i) {
-    const int64_t d = D << i, w = stage_window(i), h = num_heads[static_cast<size_t>(i)];
-    const auto m = static_cast<int64_t>(static_cast<float>(d) * mlp_ratio);
-    const int64_t block = 4 * d + (2 * w - 1) * (2 * w - 1) * h + 4 * d * d + 4 * d +
-                          2 * d * m + m + d;
-    n += depths[static_cast<size_t>(i)] * block;
-    if (i < stages - 1) n += 8 * d * d + 8 * d;  // reduction 4d -> 2d, norm over 4d
-  }
-  const int64_t features = D << (stages - 1);
-  return n + 2 * features + features * num_classes + num_classes;
-}
+int64_t SwinConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 std::string SwinConfig::to_string() const {
   return fmt::format(

@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -42,6 +43,25 @@ std::vector<std::string> TransformerConfig::preset_names() {
   return {"seq2seq-mini", "transformer-base"};
 }
 
+namespace {
+
+// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
+// hostile config's count would overflow int64).
+template <class T>
+T count_parameters(const TransformerConfig& c) {
+  const auto d = static_cast<T>(c.d_model), f = static_cast<T>(c.d_ff),
+             src = static_cast<T>(c.src_vocab_size), tgt = static_cast<T>(c.tgt_vocab_size);
+  const T embeddings = c.share_embeddings ? src * d : (src + 2 * tgt) * d;
+  // Encoder layer: q, k, v, o (4 d^2 + 4 d), two LayerNorms (4 d), the FFN (2 d f + f + d).
+  const T encoder = 4 * d * d + 2 * d * f + 9 * d + f;
+  // Decoder layer: two attentions (8 d^2 + 8 d), three LayerNorms (6 d), the FFN.
+  const T decoder = 8 * d * d + 2 * d * f + 15 * d + f;
+  return embeddings + static_cast<T>(c.n_encoder_layers) * encoder +
+         static_cast<T>(c.n_decoder_layers) * decoder + (c.norm_first ? 4 * d : 0);
+}
+
+}  // namespace
+
 void TransformerConfig::validate() const {
   LOOM_CHECK(src_vocab_size > 0 && tgt_vocab_size > 0 && d_model > 0 && n_head > 0 &&
                  n_encoder_layers > 0 && n_decoder_layers > 0 && d_ff > 0 && max_len > 0,
@@ -58,19 +78,14 @@ void TransformerConfig::validate() const {
              src_vocab_size, tgt_vocab_size);
   LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "TransformerConfig: dropout {} outside [0, 1)",
              dropout);
+  // The sinusoid table (max_len, d_model) is a buffer, not a parameter, but as large.
+  const double table = static_cast<double>(max_len) * static_cast<double>(d_model);
+  check_model_size("TransformerConfig", count_parameters<double>(*this) + table,
+                   static_cast<double>(n_encoder_layers) + static_cast<double>(n_decoder_layers),
+                   to_string());
 }
 
-int64_t TransformerConfig::num_parameters() const {
-  const int64_t d = d_model, f = d_ff;
-  const int64_t embeddings =
-      share_embeddings ? src_vocab_size * d : (src_vocab_size + 2 * tgt_vocab_size) * d;
-  // Encoder layer: q, k, v, o (4 d^2 + 4 d), two LayerNorms (4 d), the FFN (2 d f + f + d).
-  const int64_t encoder = 4 * d * d + 2 * d * f + 9 * d + f;
-  // Decoder layer: two attentions (8 d^2 + 8 d), three LayerNorms (6 d), the FFN.
-  const int64_t decoder = 8 * d * d + 2 * d * f + 15 * d + f;
-  return embeddings + n_encoder_layers * encoder + n_decoder_layers * decoder +
-         (norm_first ? 4 * d : 0);
-}
+int64_t TransformerConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 std::string TransformerConfig::to_string() const {
   return fmt::format(

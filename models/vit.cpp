@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -35,6 +36,24 @@ int64_t ViTConfig::num_patches() const {
   return side * side;
 }
 
+namespace {
+
+// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
+// hostile config's count would overflow int64).
+template <class T>
+T count_parameters(const ViTConfig& c) {
+  const auto d = static_cast<T>(c.d_model), f = static_cast<T>(c.d_ff),
+             p = static_cast<T>(c.patch_size);
+  const T tokens = 1 + (static_cast<T>(c.image_size) / p) * (static_cast<T>(c.image_size) / p);
+  const T patch = static_cast<T>(c.in_channels) * p * p * d + d;  // patch_embed.proj
+  // Per block: norm1 + norm2 (4d), qkv (3d^2 + 3d), proj (d^2 + d), fc1 (d f + f), fc2 (f d + d).
+  const T block = 4 * d * d + 2 * d * f + 9 * d + f;
+  return patch + d + tokens * d + static_cast<T>(c.n_layer) * block + 2 * d +
+         (d + 1) * static_cast<T>(c.num_classes);
+}
+
+}  // namespace
+
 void ViTConfig::validate() const {
   LOOM_CHECK(image_size > 0 && patch_size > 0 && in_channels > 0 && num_classes > 0 &&
                  d_model > 0 && n_layer > 0 && n_head > 0 && d_ff > 0,
@@ -45,15 +64,11 @@ void ViTConfig::validate() const {
   LOOM_CHECK(d_model % n_head == 0, "ViTConfig: d_model {} is not a multiple of n_head {}",
              d_model, n_head);
   LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "ViTConfig: dropout {} outside [0, 1)", dropout);
+  check_model_size("ViTConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
+                   to_string());
 }
 
-int64_t ViTConfig::num_parameters() const {
-  const int64_t d = d_model, f = d_ff, tokens = 1 + num_patches();
-  const int64_t patch = in_channels * patch_size * patch_size * d + d;  // patch_embed.proj
-  // Per block: norm1 + norm2 (4d), qkv (3d^2 + 3d), proj (d^2 + d), fc1 (d f + f), fc2 (f d + d).
-  const int64_t block = 4 * d * d + 2 * d * f + 9 * d + f;
-  return patch + d + tokens * d + n_layer * block + 2 * d + (d + 1) * num_classes;
-}
+int64_t ViTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 std::string ViTConfig::to_string() const {
   return fmt::format(

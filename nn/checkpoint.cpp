@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "autograd/ops.h"
 #include "core/rng.h"
 #include "nn/safetensors.h"
 #include "optim/optimizer.h"
@@ -49,11 +50,58 @@ void append_tensors(const Module& module, const std::string& prefix, NamedTensor
 // (module tensor, checkpoint tensor) pairs to copy once every check has passed.
 using Copies = std::vector<std::pair<Tensor, Tensor>>;
 
+// What plan_copies found wrong, one list per kind: each entry a name and what is wrong with it.
+struct Problems {
+  std::vector<std::string> missing, unexpected, wrong_shape, wrong_dtype, not_finite;
+  bool empty() const {
+    return missing.empty() && unexpected.empty() && wrong_shape.empty() && wrong_dtype.empty() &&
+           not_finite.empty();
+  }
+};
+
+const char* kind_of(DType t) { return is_floating_point(t) ? "floating-point" : "integer"; }
+
+// The NaN and infinite values of a tensor: x * 0 is 0 for a finite x and NaN otherwise, and NaN
+// is the one value unequal to itself.
+int64_t count_non_finite(const Tensor& t) {
+  if (!is_floating_point(t.dtype()) || t.numel() == 0) return 0;
+  NoGradGuard no_grad;
+  const Tensor zeroed = t * 0.0f;
+  return static_cast<int64_t>(sum(ne(zeroed, zeroed)).item());
+}
+
+// Checks checkpoint tensor `value` as the value of module tensor `target` named `name`, adding
+// what is wrong to `problems`; true when it may be copied. The shape must match, and the kind of
+// number: a safetensors file labels its bytes with a dtype, and copy_ would turn the integers
+// read from a relabelled weight (I32 for F32, the same bytes) into plausible floats. Values
+// must be finite: a NaN or an infinity would only show later, as a NaN loss or NaN outputs.
+bool check_value(const std::string& name, const Tensor& value, const Tensor& target,
+                 Problems& problems) {
+  if (value.shape() != target.shape()) {
+    problems.wrong_shape.push_back(fmt::format(
+        "{} (checkpoint {}, model {})", name, shape_str(value.shape()), shape_str(target.shape())));
+    return false;
+  }
+  if (is_floating_point(value.dtype()) != is_floating_point(target.dtype())) {
+    problems.wrong_dtype.push_back(fmt::format(
+        "{} (checkpoint {} {}, model {} {})", name, kind_of(value.dtype()),
+        dtype_name(value.dtype()), kind_of(target.dtype()), dtype_name(target.dtype())));
+    return false;
+  }
+  if (const int64_t bad = count_non_finite(value); bad > 0) {
+    problems.not_finite.push_back(
+        fmt::format("{} ({} of {} values NaN or infinite)", name, bad, value.numel()));
+    return false;
+  }
+  return true;
+}
+
 // Matches `state` against the module's state_dict() names; throws one loom::Error listing every
-// missing, unexpected and wrongly shaped name. Changes nothing.
+// missing and unexpected name and every tensor of the wrong shape or dtype or with values that
+// are not finite. Changes nothing.
 Copies plan_copies(const Module& module, const std::map<std::string, Tensor>& state,
                    const std::string& source) {
-  std::vector<std::string> missing, unexpected, wrong_shape;
+  Problems problems;
   Copies copies;
   std::set<std::string> known;
   for (const Slot& slot : slots_of(module)) {
@@ -62,37 +110,35 @@ Copies plan_copies(const Module& module, const std::map<std::string, Tensor>& st
       known.insert(name);
       auto it = state.find(name);
       if (it == state.end()) continue;
-      if (it->second.shape() != slot.target.shape()) {
-        wrong_shape.push_back(fmt::format("{} (checkpoint {}, model {})", name,
-                                          shape_str(it->second.shape()),
-                                          shape_str(slot.target.shape())));
-      } else if (!found) {
+      if (check_value(name, it->second, slot.target, problems) && !found)
         copies.emplace_back(slot.target, it->second);
-      }
       found = true;
     }
     if (!found) {
       std::string name = slot.names.front();
       if (slot.names.size() > 1)
         name += " (tied with " + join({slot.names.begin() + 1, slot.names.end()}) + ")";
-      missing.push_back(name);
+      problems.missing.push_back(name);
     }
   }
   // Names the module derives from its configuration (Module::ignore_on_load) are skipped.
   for (const std::string& name : module.ignored_on_load()) known.insert(name);
   for (const auto& [name, t] : state)
-    if (!known.count(name)) unexpected.push_back(name);
+    if (!known.count(name)) problems.unexpected.push_back(name);
 
-  if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty()) {
+  if (!problems.empty()) {
     std::string message =
         fmt::format("load_state_dict: {} does not match the {} module; nothing was loaded.", source,
                     module.name());
-    if (!missing.empty())
-      message += fmt::format("\n  missing ({}): {}", missing.size(), join(missing));
-    if (!unexpected.empty())
-      message += fmt::format("\n  unexpected ({}): {}", unexpected.size(), join(unexpected));
-    if (!wrong_shape.empty())
-      message += fmt::format("\n  wrong shape ({}): {}", wrong_shape.size(), join(wrong_shape));
+    const std::pair<const char*, const std::vector<std::string>*> lists[] = {
+        {"missing", &problems.missing},
+        {"unexpected", &problems.unexpected},
+        {"wrong shape", &problems.wrong_shape},
+        {"wrong dtype", &problems.wrong_dtype},
+        {"not finite", &problems.not_finite}};
+    for (const auto& [label, names] : lists)
+      if (!names->empty())
+        message += fmt::format("\n  {} ({}): {}", label, names->size(), join(*names));
     throw Error(message);
   }
   return copies;

@@ -52,11 +52,13 @@ using Metadata = std::map<std::string, std::string>;
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
 
 // Loads a checkpoint written by save() or by PyTorch. Every state_dict() name of the module
-// must be in the file with the same shape (a tied tensor needs only one of its names) and every
-// name in the file must belong to the module (or be one it derives and skips, declared with
-// Module::ignore_on_load). Otherwise one loom::Error lists every missing,
-// unexpected and wrongly shaped name, and the module is left untouched; an unreadable,
-// truncated or corrupted file also throws before anything is copied.
+// must be in the file with the same shape and kind of number (floating-point or integer: a
+// weight relabelled I32 is refused, not converted) and only finite values (a tied tensor needs
+// only one of its names), and every name in the file must belong to the module (or be one it
+// derives and skips, declared with Module::ignore_on_load). Otherwise one loom::Error names
+// the file and lists every missing, unexpected, wrongly shaped, wrongly typed and non-finite
+// tensor, and the module is left untouched; an unreadable, truncated or corrupted file also
+// throws before anything is copied.
 void load(Module& module, const std::string& path);
 
 // The metadata of any safetensors file (a save() or save_checkpoint() file, or PyTorch's),
@@ -87,11 +89,12 @@ void save_checkpoint(const std::string& path, const SavedModules& modules,
 // Restores the modules and the optimizer (when not null) from a save_checkpoint() file and
 // returns its metadata, for the caller's own state (step, RNG, data position). All or nothing:
 // the whole file is read and every module and the optimizer state checked (names, shapes,
-// optimizer kind and hyper-parameters) before anything changes, so an unreadable, truncated,
-// corrupted or mismatching file throws a loom::Error naming the file and leaves every module
-// and the optimizer untouched. Tensors under prefixes that were not asked for are ignored
-// (e.g. {"model", &m} and no optimizer loads the weights of a training checkpoint for
-// inference); within a requested prefix the match is strict, as load().
+// dtypes, finite values, optimizer kind and hyper-parameters) before anything changes, so an
+// unreadable, truncated, corrupted or mismatching file throws a loom::Error naming the file
+// (and the tensor at fault) and leaves every module and the optimizer untouched. Tensors under
+// prefixes that were not asked for are ignored (e.g. {"model", &m} and no optimizer loads the
+// weights of a training checkpoint for inference); within a requested prefix the match is
+// strict, as load().
 Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
                          optim::Optimizer* optimizer = nullptr);
 

@@ -1,17 +1,12 @@
 // safetensors reader and writer; the format is described in nn/safetensors.h. The file has
 // three parts: the header's JSON (parsed by nlohmann-json, a private dependency: no nlohmann
 // type appears in a loom header), the reader (parse, validate every entry and the layout, then
-// read each tensor straight into its storage) and the atomic writer.
+// read each tensor straight into its storage) and the writer (atomic: data::AtomicFile).
 #include "nn/safetensors.h"
-
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +19,7 @@
 #include "autograd/node.h"
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "data/text_file.h"
 
 namespace loom::nn {
 
@@ -337,25 +333,39 @@ std::map<std::string, std::string> parse_metadata(const json& value, const std::
   return metadata;
 }
 
-// Entries sorted by position; rejects overlapping tensors and data beyond the buffer. Gaps
-// between tensors are tolerated (the format does not need them, but they are harmless).
+// Entries sorted by position. As the format requires, the tensors cover the data buffer exactly:
+// each starts where the one before it ends, the last ends with the file. An overlap, a gap or
+// bytes left over mean a header that does not describe its data -- e.g. a header length 4 bytes
+// short shifts the buffer's start, so that every tensor would read 4 bytes early (finite,
+// plausible and wrong weights) with 4 bytes left over at the end. An empty tensor occupies no
+// bytes: it may sit anywhere in the buffer.
 void check_layout(std::vector<Entry>& entries, uint64_t buffer_bytes, const std::string& path) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  const Entry* furthest = nullptr;  // the non-empty tensor whose data ends last so far
+  uint64_t covered = 0;             // the bytes [0, covered) belong to the tensors so far
+  const Entry* previous = nullptr;  // the tensor that ends at `covered`
   for (const Entry& e : entries) {
     LOOM_CHECK(e.end <= buffer_bytes,
                "read_safetensors: '{}': data of tensor '{}' ends at byte {} of the data buffer, "
                "but the file holds only {} bytes of data (truncated?)",
                path, e.name, e.end, buffer_bytes);
-    if (e.begin == e.end) continue;  // an empty tensor occupies no bytes
-    LOOM_CHECK(furthest == nullptr || e.begin >= furthest->end,
+    if (e.begin == e.end) continue;
+    LOOM_CHECK(e.begin >= covered,
                "read_safetensors: '{}': data of tensors '{}' [{}, {}) and '{}' [{}, {}) overlap",
-               path, furthest ? furthest->name : "", furthest ? furthest->begin : 0,
-               furthest ? furthest->end : 0, e.name, e.begin, e.end);
-    furthest = &e;
+               path, previous ? previous->name : "", previous ? previous->begin : 0, covered,
+               e.name, e.begin, e.end);
+    LOOM_CHECK(e.begin == covered,
+               "read_safetensors: '{}': the data buffer has a gap: bytes [{}, {}) before tensor "
+               "'{}' belong to no tensor (the format needs the tensors to cover it exactly)",
+               path, covered, e.begin, e.name);
+    covered = e.end;
+    previous = &e;
   }
+  LOOM_CHECK(covered == buffer_bytes,
+             "read_safetensors: '{}': the data buffer holds {} bytes but the tensors cover {}: "
+             "{} bytes belong to no tensor (a wrong header length shifts every tensor)",
+             path, buffer_bytes, covered, buffer_bytes - covered);
 }
 
 uint64_t read_u64_le(const unsigned char* p) {
@@ -540,79 +550,6 @@ std::string build_header(const std::vector<Prepared>& tensors,
   return text;
 }
 
-// The temporaries "<target>.tmp.<pid>" that writers killed mid-write (kill -9, power loss)
-// left behind: removed when their process is gone. A live writer's file is left alone (kill
-// with signal 0 only asks whether the process exists). Best effort: never throws.
-void remove_stale_temporaries(const std::string& target) {
-  namespace fs = std::filesystem;
-  const fs::path path(target);
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  const std::string prefix = path.filename().string() + ".tmp.";
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    pid_t pid = 0;
-    const char* digits = name.data() + prefix.size();
-    const auto [rest, err] = std::from_chars(digits, name.data() + name.size(), pid);
-    if (err != std::errc() || rest != name.data() + name.size() || pid <= 0) continue;
-    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive
-    std::error_code ignored;
-    fs::remove(it->path(), ignored);
-  }
-}
-
-// A temporary file that is removed unless commit() renamed it over the target.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& target)
-      : target_(target), temp_(target + ".tmp." + std::to_string(::getpid())) {
-    file_ = std::fopen(temp_.c_str(), "wb");
-    LOOM_CHECK(file_ != nullptr, "write_safetensors: cannot create '{}': {}", temp_, errno_text());
-  }
-  ~AtomicFile() {
-    if (file_) std::fclose(file_);
-    if (!committed_) std::remove(temp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, size_t bytes) {
-    LOOM_CHECK(bytes == 0 || std::fwrite(data, 1, bytes, file_) == bytes,
-               "write_safetensors: cannot write '{}': {}", temp_, errno_text());
-  }
-
-  // Flushes the data to disk before the rename, so that after a crash the target holds either
-  // the old file or the complete new one (the rename itself is atomic on POSIX file systems).
-  void commit() {
-    LOOM_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0,
-               "write_safetensors: cannot flush '{}': {}", temp_, errno_text());
-    const int closed = std::fclose(file_);
-    file_ = nullptr;
-    LOOM_CHECK(closed == 0, "write_safetensors: cannot close '{}': {}", temp_, errno_text());
-    LOOM_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0,
-               "write_safetensors: cannot rename '{}' to '{}': {}", temp_, target_, errno_text());
-    committed_ = true;
-    sync_directory();
-    remove_stale_temporaries(target_);  // the new file is complete: clean what crashes left
-  }
-
- private:
-  // Makes the rename itself durable. Best effort: some file systems cannot sync a directory.
-  void sync_directory() const {
-    std::string dir = std::filesystem::path(target_).parent_path().string();
-    if (dir.empty()) dir = ".";
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    (void)::fsync(fd);
-    ::close(fd);
-  }
-
-  std::string target_, temp_;
-  std::FILE* file_ = nullptr;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 void write_safetensors(const std::string& path,
@@ -624,7 +561,7 @@ void write_safetensors(const std::string& path,
   const uint64_t header_bytes = header.size();
   std::memcpy(length, &header_bytes, 8);
 
-  AtomicFile out(path);
+  data::AtomicFile out(path, "write_safetensors");
   out.write(length, 8);
   out.write(header.data(), header.size());
   for (const auto& p : prepared) out.write(p.data.raw_data(), static_cast<size_t>(p.end - p.begin));

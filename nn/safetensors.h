@@ -27,8 +27,11 @@ namespace loom::nn {
 // Every tensor of the file, by name, as contiguous CPU tensors. If `metadata` is given it
 // receives the "__metadata__" entries (cleared first). Throws loom::Error naming the file and
 // what is wrong: missing or unreadable file, bad header length, malformed JSON, unknown dtype,
-// data offsets that are out of range, overlap or disagree with shape and dtype, truncated data,
-// a key twice in one JSON object, metadata values that are not strings. BF16 entries are read
+// data offsets that are out of range, overlap or disagree with shape and dtype, a data buffer
+// the tensors do not cover exactly (a gap, or bytes left over: the format forbids both, and a
+// header length off by a few bytes shows as such), truncated data, a key twice in one JSON
+// object, metadata values that are not strings. Values are not checked (a NaN is read as a
+// NaN: nn::load and nn::load_checkpoint refuse non-finite weights). BF16 entries are read
 // as float32 (exactly), or as bfloat16 tensors when keep_bfloat16 is set.
 std::map<std::string, Tensor> read_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr,

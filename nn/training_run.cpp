@@ -8,11 +8,28 @@
 #include <filesystem>
 #include <utility>
 
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "distributed/data_parallel.h"
 
 namespace loom::nn {
+
+namespace {
+std::string value_or(const Metadata& meta, const std::string& key, const std::string& fallback) {
+  const auto found = meta.find(key);
+  return found == meta.end() ? fallback : found->second;
+}
+}  // namespace
+
+void check_loss_finite(const std::string& program, double loss, int64_t step) {
+  if (std::isfinite(loss)) return;
+  const char* value = std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";  // never "-nan"
+  LOOM_FAIL(
+      "{}: the loss of step {} is {}: training diverged (a smaller --lr or more --warmup "
+      "may help; --detect-anomaly names the op whose backward first gives NaN or Inf)",
+      program, step, value);
+}
 
 TrainingRun::TrainingRun(std::string program, RunOptions options)
     : program_(std::move(program)),
@@ -30,8 +47,48 @@ TrainingRun::TrainingRun(std::string program, RunOptions options)
              program_, options_.checkpoint_every, options_.stop_at, options_.threads,
              options_.steps, options_.minutes);
   if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
-  LOOM_CHECK(!options_.resume || std::filesystem::exists(checkpoint_path()),
-             "{}: --resume but there is no '{}'", program_, checkpoint_path());
+  if (options_.detect_anomaly) autograd::set_detect_anomaly(true);
+  if (!options_.resume) return;
+  LOOM_CHECK(std::filesystem::exists(checkpoint_path()), "{}: --resume but there is no '{}'",
+             program_, checkpoint_path());
+  const Metadata meta = read_metadata(checkpoint_path());  // the header only
+  check_resumable(meta, TrainerState::from_metadata(meta, source()));
+}
+
+void TrainingRun::check_resumable(const Metadata& meta, const TrainerState& state) const {
+  const std::string path = checkpoint_path();
+  const std::string trainer = value_or(meta, "trainer", program_);  // older files: unrecorded
+  LOOM_CHECK(trainer == program_,
+             "{}: '{}' was written by {} and holds a {} model; {} resumes only its own "
+             "checkpoints",
+             program_, path, trainer, value_or(meta, "model_type", "(unnamed)"), program_);
+  const bool steps_given = options_.steps_given && options_.steps > 0;
+  const int64_t total = steps_given ? options_.steps : state.total_steps;
+  LOOM_CHECK(total < kUnplanned,
+             "{}: '{}' was written at step {}, before --minutes planned the run's length (at "
+             "step {}): give --steps N to resume it",
+             program_, path, state.step, optim::TimeBudget::kFirstPlan);
+  LOOM_CHECK(state.step <= total,
+             "{}: '{}' is at step {}, beyond {} {}; resuming would save an earlier step over it",
+             program_, path, state.step, steps_given ? "--steps" : "its planned", total);
+  LOOM_CHECK(state.step < total,
+             "{}: '{}' is at step {} of its {} steps: nothing to do (--steps N > {} trains on)",
+             program_, path, state.step, total, state.step);
+}
+
+void TrainingRun::keep_flags(std::vector<std::pair<std::string, std::string>> flags) {
+  kept_flags_ = std::move(flags);
+}
+
+void TrainingRun::check_kept_flags(const Metadata& meta) const {
+  for (const auto& [flag, value] : kept_flags_) {
+    const auto saved = meta.find("flag " + flag);
+    if (value.empty() || saved == meta.end()) continue;  // unset here, or unrecorded (older)
+    LOOM_CHECK(saved->second == value,
+               "{}: '{}' was trained with {} {}, this run has {} {}: resume with the same {} "
+               "(or start a new --out)",
+               program_, checkpoint_path(), flag, saved->second, flag, value, flag);
+  }
 }
 
 bool TrainingRun::main_process() const { return distributed::is_main_process(); }
@@ -50,6 +107,9 @@ void TrainingRun::save(int64_t step) const {
   CheckpointContent c = content_(step);  // on every rank: the content may be a collective's
   c.metadata.merge(
       TrainerState::capture(step, total_, c.epoch, c.batch_index, c.global_batch).to_metadata());
+  c.metadata["trainer"] = program_;
+  for (const auto& [flag, value] : kept_flags_)
+    if (!value.empty()) c.metadata["flag " + flag] = value;
   if (main_process()) save_checkpoint(checkpoint_path(), modules_, optimizer_, c.metadata);
 }
 
@@ -58,10 +118,13 @@ TrainerState TrainingRun::resume(const LoadedModules& modules, optim::Optimizer*
   const std::string path = checkpoint_path();
   const Metadata meta = read_metadata(path);
   const TrainerState state = TrainerState::from_metadata(meta, source());
+  check_resumable(meta, state);  // again: the file may have changed since the constructor
+  check_kept_flags(meta);
   if (check) check(meta, state);
   load_checkpoint(path, modules, optimizer);  // all or nothing
   start_ = state.step;
-  if (!options_.steps_given) total_ = state.total_steps;  // the first run's plan
+  // The first run's plan, unless --steps N > 0 is given again (check_resumable: a finite one).
+  total_ = options_.steps_given && options_.steps > 0 ? options_.steps : state.total_steps;
   state.restore_rng();
   if (print_position)
     fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", path, start_, state.epoch,
@@ -80,6 +143,7 @@ data::CsvLog TrainingRun::open_log(std::vector<std::string> header) const {
 
 void TrainingRun::begin(int64_t items_per_step, std::string unit, bool plan_minutes) {
   progress_.emplace(items_per_step, std::move(unit));
+  distributed::set_step(start_ + 1);  // named if the job fails (a peer ends or is killed)
   // A resumed run keeps the total its first run planned.
   budget_.emplace(plan_minutes && !options_.resume ? options_.minutes : 0.0);
 }
@@ -96,7 +160,8 @@ float TrainingRun::step_done(int64_t done, double local_loss, double work) {
   LOOM_CHECK(progress_.has_value(), "{}: step_done() before begin()", program_);
   const auto loss =  // the global batch's: the mean over the ranks
       static_cast<float>(distributed::all_reduce_value(local_loss, distributed::ReduceOp::Mean));
-  LOOM_CHECK(std::isfinite(loss), "{}: the loss became {} at step {}", program_, loss, done - 1);
+  check_loss_finite(program_, loss, done);  // on every rank: the mean is every rank's
+  distributed::set_step(done + 1);          // the collectives from here on are the next step's
   progress_->add(loss);
   // The plan counts work in units of the average step: plan_by_work's mean, or 1 a step.
   const double units = mean_work_ > 0 ? work / mean_work_ : 1.0;
@@ -152,7 +217,7 @@ double TrainingRun::training_seconds() const { return elapsed() - untimed_second
 
 bool TrainingRun::checkpoint(int64_t done) {
   const bool every = options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0;
-  if ((every && done != total_) || stop_due(done)) save(done);
+  if (every || done == total_ || stop_due(done)) save(done);
   if (!stop_due(done)) return false;
   fmt::print("stopped at step {} as asked (--stop-at); --resume continues from {}\n", done,
              checkpoint_path());

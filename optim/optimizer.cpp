@@ -67,6 +67,14 @@ void check_lr(const std::string& op, size_t group, float lr, bool allow_zero) {
              allow_zero ? "non-negative" : "positive");
 }
 
+// The NaN and infinite values of a float32 tensor: x * 0 is 0 for a finite x and NaN
+// otherwise, and NaN is the one value unequal to itself.
+int64_t count_non_finite(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  const Tensor zeroed = t * 0.0f;
+  return static_cast<int64_t>(sum(ne(zeroed, zeroed)).item());
+}
+
 void check_weight_decay(const std::string& op, size_t group, float weight_decay) {
   LOOM_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f,
              "{}: weight_decay {} of param group {} must be non-negative", op, weight_decay, group);
@@ -232,6 +240,11 @@ void Optimizer::load_state_dict(const StateDict& dict) {
                    "{}: {} is {} {}, but parameter {} of group {} is float32 {}", op, key,
                    dtype_name(saved.dtype()), shape_str(saved.shape()), i, g,
                    shape_str(params[i].shape()));
+        const int64_t non_finite = count_non_finite(saved);
+        LOOM_CHECK(non_finite == 0,
+                   "{}: {} holds {} NaN or infinite values of {}; the next step would make "
+                   "parameter {} of group {} NaN",
+                   op, key, non_finite, saved.numel(), i, g);
         // A fresh buffer on the parameter's device, never sharing storage with the dict.
         Tensor buf = Tensor::empty(params[i].shape(), DType::Float32, params[i].device());
         buf.copy_(saved);

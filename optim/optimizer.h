@@ -64,8 +64,9 @@ class Optimizer {
   StateDict state_dict() const;
   // Restores step count, group learning rates and weight decays and every parameter's state.
   // The dict must come from an optimizer of the same kind, with the same constructor
-  // hyper-parameters and the same groups of parameters of the same shapes; anything else is a
-  // loom::Error, raised before anything is changed.
+  // hyper-parameters and the same groups of parameters of the same shapes, and its buffers
+  // (exp_avg, momentum_buffer, ...) must be finite; anything else is a loom::Error naming the
+  // key, raised before anything is changed.
   void load_state_dict(const StateDict& state);
   // The state dict alone as a safetensors file (metadata: format=loom.optim,
   // optimizer=<name>), written atomically. nn::save_checkpoint stores it with the model instead.

@@ -7,9 +7,20 @@
 // that ends (finalize(), run at exit) first sends an "ending" notice to every peer on a
 // communicator of its own; a rank waiting in a collective that sees such a notice, and whose
 // collective still does not complete within a grace period, aborts the whole job.
+//
+// A rank killed by a signal sends no notice. A rank of the same machine waiting for it sees that
+// its process (their ids are gathered at init) is gone, and aborts the job naming it. Or the
+// launcher sees it die first and ends the job: mpirun (OpenMPI) sends the others SIGTERM, then
+// SIGKILL, and a SIGTERM handler makes each of them say first where it was (step, collective)
+// and which ranks of its machine are gone, then end as SIGTERM would have ended it.
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <limits>
@@ -35,6 +46,14 @@ MPI_Comm g_world = MPI_COMM_NULL;    // collectives (a duplicate of MPI_COMM_WOR
 MPI_Comm g_notices = MPI_COMM_NULL;  // the ending notices, apart from every collective
 int g_rank = 0, g_size = 1;
 bool g_owns_mpi = false;  // MPI_Init was ours (the program may have called it itself)
+
+// The other ranks of this machine and their process ids (set at init, read by the handler).
+struct LocalPeer {
+  int rank;
+  pid_t pid;
+};
+std::vector<LocalPeer> g_local_peers;
+std::atomic<const char*> g_waiting_in{nullptr};  // the collective this rank waits in, if any
 
 void check_mpi(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
@@ -68,13 +87,107 @@ class Backoff {
 // Waits for `request`, watching for peers that end meanwhile.
 void wait_request(MPI_Request& request, const char* op) {
   Backoff backoff;
+  g_waiting_in = op;
   for (;;) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
-    if (done) return;
+    if (done) break;
     watch_peers(op);
     backoff.pause();
   }
+  g_waiting_in = nullptr;
+}
+
+// " at step N" when the rank has one (distributed::set_step), else "".
+std::string at_step() {
+  const int64_t step = current_step();
+  return step > 0 ? fmt::format(" at step {}", step) : "";
+}
+
+// Text for a signal handler, which may not allocate or use stdio: a fixed buffer and write(2).
+class SignalText {
+ public:
+  SignalText& operator<<(const char* text) {
+    while (*text != '\0' && size_ < sizeof(buffer_)) buffer_[size_++] = *text++;
+    return *this;
+  }
+  SignalText& operator<<(long long value) {
+    char digits[24];
+    int count = 0;
+    unsigned long long magnitude = value < 0 ? 0ULL - static_cast<unsigned long long>(value)
+                                             : static_cast<unsigned long long>(value);
+    do {
+      digits[count++] = static_cast<char>('0' + magnitude % 10);
+      magnitude /= 10;
+    } while (magnitude > 0);
+    if (value < 0) *this << "-";
+    while (count > 0 && size_ < sizeof(buffer_)) buffer_[size_++] = digits[--count];
+    return *this;
+  }
+  void write_to_stderr() const { (void)!::write(STDERR_FILENO, buffer_, size_); }
+
+ private:
+  char buffer_[1024];
+  size_t size_ = 0;
+};
+
+// SIGTERM: the launcher ends the job (a rank died or failed, or the job was cancelled). Says
+// so, then ends as SIGTERM would have (SA_RESETHAND restored the default action).
+void on_sigterm(int signal_number) {
+  const int saved_errno = errno;
+  SignalText text;
+  text << "loom.distributed: rank " << g_rank << " of " << g_size
+       << ": ended by SIGTERM (the launcher ends the job: a rank failed or the job was cancelled)";
+  if (const int64_t step = current_step(); step > 0) text << " at step " << step;
+  if (const char* op = g_waiting_in.load()) text << ", waiting in " << op;
+  bool gone = false;
+  for (const LocalPeer& peer : g_local_peers) {
+    if (::kill(peer.pid, 0) == 0 || errno != ESRCH) continue;  // still there
+    text << (gone ? ", " : "; already gone from this machine: ") << "rank " << peer.rank << " (pid "
+         << static_cast<long long>(peer.pid) << ")";
+    gone = true;
+  }
+  if (!gone) text << "; no other rank of this machine is gone";
+  text << "\n";
+  text.write_to_stderr();
+  errno = saved_errno;
+  ::raise(signal_number);
+}
+
+// The process ids of the other ranks of this machine (`node`: its ranks' communicator), so that
+// the SIGTERM message can say which of them are gone; then the handler.
+void watch_for_sigterm(MPI_Comm node) {
+  int leader = g_rank;  // the lowest rank of a machine names it
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");
+  const long long mine[2] = {leader, static_cast<long long>(::getpid())};
+  std::vector<long long> all(2 * static_cast<size_t>(g_size));
+  check_mpi(MPI_Allgather(mine, 2, MPI_LONG_LONG, all.data(), 2, MPI_LONG_LONG, g_world),
+            "MPI_Allgather");
+  for (int r = 0; r < g_size; ++r)
+    if (r != g_rank && all[2 * static_cast<size_t>(r)] == leader)
+      g_local_peers.push_back({r, static_cast<pid_t>(all[2 * static_cast<size_t>(r) + 1])});
+  struct sigaction action {};
+  action.sa_handler = on_sigterm;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;  // the re-raised signal takes the default action
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// A rank of this machine whose process is gone sent no notice (a rank that ends normally stays
+// until every peer has sent its own, finalize()): it was killed by a signal or crashed, and it
+// will never join `op`. Aborts at once, naming it; checked every 100 ms of waiting. (Under
+// mpirun its launcher may be first: then the SIGTERM message above names it.)
+void watch_local_peers(const char* op) {
+  static std::chrono::steady_clock::time_point checked{};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - checked < std::chrono::milliseconds(100)) return;
+  checked = now;
+  for (const LocalPeer& peer : g_local_peers)
+    if (::kill(peer.pid, 0) != 0 && errno == ESRCH)
+      abort(fmt::format("rank {} (pid {}, on this machine) is gone without a word (killed by a "
+                        "signal?) while rank {} waits for it in {}{}; aborting the job",
+                        peer.rank, peer.pid, g_rank, op, at_step()),
+            1);
 }
 
 // A collective in flight. It keeps its tensors alive and, for a mean, divides by the number
@@ -189,6 +302,7 @@ LaunchInfo init() {
             "MPI_Comm_split_type");
   int local = 0;
   MPI_Comm_rank(node, &local);
+  watch_for_sigterm(node);
   MPI_Comm_free(&node);
   std::set_terminate(on_terminate);
   return {g_rank, g_size, local, "MPI"};
@@ -197,6 +311,7 @@ LaunchInfo init() {
 std::shared_ptr<ProcessGroup> world_group() { return std::make_shared<MpiGroup>(); }
 
 void watch_peers(const char* op) {
+  watch_local_peers(op);
   static std::chrono::steady_clock::time_point noticed{};
   static int ended = -1;
   if (ended < 0) {
@@ -210,8 +325,8 @@ void watch_peers(const char* op) {
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - noticed).count();
   if (waited > kGraceSeconds)
-    abort(fmt::format("rank {} has ended while rank {} waits for it in {}; aborting the job",
-                      ended, g_rank, op),
+    abort(fmt::format("rank {} has ended while rank {} waits for it in {}{}; aborting the job",
+                      ended, g_rank, op, at_step()),
           1);
 }
 
@@ -238,6 +353,7 @@ void finalize() {
 }
 
 [[noreturn]] void abort(const std::string& message, int exit_code) {
+  std::signal(SIGTERM, SIG_DFL);  // the SIGTERM that follows needs no message: this is it
   std::fprintf(stderr, "loom.distributed: rank %d of %d: %s\n", g_rank, g_size, message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, exit_code);

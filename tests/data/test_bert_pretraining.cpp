@@ -3,7 +3,9 @@
 // their layout, masking as a pure function of (seed, epoch, index), and padded batches.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -190,4 +192,75 @@ TEST_CASE("BertPretrainingData: truncation to max_seq_len and padded batches") {
   }
   check_error([&] { BertPretrainingData({"Only one document. Two sentences."}, tok, config); },
               {"BertPretrainingData", "1 documents"});
+}
+
+namespace {
+
+// truncate_seq_pair as it was written first (and as create_pretraining_data.py writes it):
+// erase one token at a time. Quadratic in a long sentence; the reference for the linear one.
+void truncate_by_erasing(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens,
+                         SplitMix64& gen) {
+  while (a.size() + b.size() > max_tokens) {
+    std::vector<int64_t>& longer = a.size() > b.size() ? a : b;
+    if (static_cast<double>(gen.next() >> 11) * 0x1.0p-53 < 0.5)
+      longer.erase(longer.begin());
+    else
+      longer.pop_back();
+  }
+}
+
+std::vector<int64_t> numbered(size_t n, int64_t first) {
+  std::vector<int64_t> ids(n);
+  std::iota(ids.begin(), ids.end(), first);
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("truncate_seq_pair keeps what erasing token by token keeps, with the same draws") {
+  SplitMix64 sizes(7);
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    const size_t len_a = sizes.uniform(60), len_b = sizes.uniform(60);
+    const size_t max_tokens = sizes.uniform(70);  // often more than both: nothing to cut
+    std::vector<int64_t> a = numbered(len_a, 1000), b = numbered(len_b, 2000);
+    std::vector<int64_t> ref_a = a, ref_b = b;
+    SplitMix64 gen(seed), ref_gen(seed);
+    truncate_seq_pair(a, b, max_tokens, gen);
+    truncate_by_erasing(ref_a, ref_b, max_tokens, ref_gen);
+    CHECK_MESSAGE(a == ref_a, "seed " << seed);
+    CHECK_MESSAGE(b == ref_b, "seed " << seed);
+    CHECK(gen.next() == ref_gen.next());  // as many draws
+  }
+}
+
+TEST_CASE("truncate_seq_pair is linear: a million-token sentence is cut at once") {
+  // Erasing at the front took 87 s for a 1M-word sentence; this cut takes milliseconds, so 5 s
+  // leaves room for a loaded machine or a sanitizer.
+  std::vector<int64_t> a = numbered(1000000, 0), b = numbered(300000, 0);
+  SplitMix64 gen(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  truncate_seq_pair(a, b, 125, gen);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(a.size() + b.size() == 125);
+  CHECK(seconds < 5.0);
+}
+
+TEST_CASE("BertPretrainingData cuts a sentence to max_sentence_words before tokenizing") {
+  const std::vector<std::string> docs = {"one two three four five six seven eight. nine ten.",
+                                         "Other text here. And more."};
+  const auto tok = WordPieceTokenizer::train(docs, 100);
+  BertPretrainingConfig config;
+  config.not_next_prob = 0;  // every pair is (sentence, next sentence)
+  config.max_sentence_words = 3;
+  const BertPretrainingData data(docs, tok, config);
+  // [CLS] one two three [SEP] nine ten. [SEP]: the first sentence kept to three words.
+  std::vector<int64_t> expected{tok.token_id("[CLS]")};
+  for (const int64_t id : tok.encode("one two three")) expected.push_back(id);
+  expected.push_back(tok.token_id("[SEP]"));
+  for (const int64_t id : tok.encode("nine ten.")) expected.push_back(id);
+  expected.push_back(tok.token_id("[SEP]"));
+  CHECK(data.unmasked_ids(0) == expected);
+  config.max_sentence_words = 0;
+  check_error([&] { BertPretrainingData(docs, tok, config); }, {"max_sentence_words 0"});
 }

@@ -166,6 +166,18 @@ TEST_CASE("FashionMNIST reads a split of small generated files, gzipped or raw")
   }
 }
 
+TEST_CASE("FashionMNIST::check_image_size names the file and both sizes") {
+  const TinySet s = tiny_set(2, 32, 32);
+  TempDir dir;
+  write_split(dir, "t10k", idx_bytes({2, 32, 32}, bytes_of(s.pixels)),
+              idx_bytes({2}, bytes_of(s.labels)));
+  const data::FashionMNIST test(dir.path().string(), "test");
+  CHECK_NOTHROW(test.check_image_size(32, 32, "train_toy", "of the model"));
+  check_error([&] { test.check_image_size(28, 28, "train_toy", "of --model vit"); },
+              {"train_toy: '", "t10k-images-idx3-ubyte.gz' holds 32x32 images, not the 28x28 "
+               "of --model vit"});
+}
+
 TEST_CASE("FashionMNIST batches through the DataLoader: images [B,1,H,W], labels [B]") {
   const TinySet s = tiny_set(6, 2, 2);
   TempDir dir;
@@ -346,4 +358,14 @@ TEST_CASE("augment_images: identity, determinism, flip and padded crop") {
   data::AugmentOptions negative;
   negative.crop_padding = -1;
   check_error([&] { data::augment_images(images, negative, 0, 0); }, {"crop_padding"});
+  // Issue 40: a padding of the image's side or more (--crop-padding 1000000 trained on blank
+  // images) is refused; W = 4 is the smaller side here.
+  data::AugmentOptions huge;
+  huge.crop_padding = 1000000;
+  check_error([&] { data::augment_images(images, huge, 0, 0); },
+              {"crop_padding 1000000", "[0, 4)", "5 x 4"});
+  huge.crop_padding = W;
+  check_error([&] { data::augment_images(images, huge, 0, 0); }, {"crop_padding 4"});
+  huge.crop_padding = W - 1;
+  CHECK(data::augment_images(images, huge, 0, 0).shape() == images.shape());
 }

@@ -261,3 +261,46 @@ TEST_CASE("labelled_heatmap draws the cells, their labels and checks its argumen
   // Constant values do not divide by zero.
   CHECK(labelled_heatmap(loom::zeros({1, 1}), {"x"}, {"y"}, "").width > 0);
 }
+
+namespace {
+
+// A PNG that declares width x height in its header, followed by an IDAT chunk of garbage: stb
+// reads the header (stbi_info) without complaint, and would fail only when decoding.
+std::string png_declaring(uint32_t width, uint32_t height) {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    return be32(static_cast<uint32_t>(data.size())) + type + data + be32(0);  // CRC unchecked
+  };
+  const std::string ihdr = be32(width) + be32(height) + std::string("\x08\x00\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) +
+         chunk("IDAT", "not deflate data") + chunk("IEND", "");
+}
+
+}  // namespace
+
+TEST_CASE("decode_image_size reads the header only; read_image(w, h) refuses another size first") {
+  TempDir dir;
+  // detect read a 16384 x 16384 PNG (1 MB) into 2.3 GB over 4.5 s before refusing its size.
+  const std::string big = png_declaring(16384, 16384);
+  const ImageSize size = decode_image_size(png_declaring(300, 200), "small.png");
+  CHECK(size.width == 300);
+  CHECK(size.height == 200);
+  CHECK(size.channels == 1);
+  write_file(dir.file("big.png"), big);
+  // The size is refused from the header: the garbage pixel data is never reached.
+  check_error([&] { read_image(dir.file("big.png"), 64, 64); },
+              {"big.png", "is 16384 x 16384, not the 64 x 64 expected"});
+  // Beyond kMaxImagePixels (8192 x 8192) nothing is decoded at all, whatever the caller wants.
+  check_error([&] { decode_image_size(big, "big.png"); },
+              {"big.png", "16384 x 16384", "over the cap"});
+  check_error([&] { Image(16384, 16384, 1); }, {"Image", "over the cap"});
+  // A real image of the expected size reads as before; the header's channels are what it gets.
+  const Image ramp64 = ramp(64, 64, 3);
+  write_png(ramp64, dir.file("ok.png"));
+  CHECK(read_image(dir.file("ok.png"), 64, 64).pixels == ramp64.pixels);
+  CHECK(decode_image_size(png_bytes(ramp(5, 4, 2)), "ga").channels == 4);  // gray+alpha -> RGBA
+  check_error([&] { read_image(dir.file("ok.png"), 32, 64); }, {"ok.png", "not the 32 x 64"});
+}

@@ -115,3 +115,11 @@ TEST_CASE("BPETokenizer::load: corrupt and truncated files name the file and the
   check_error([&] { load_tokenizer(bad); },
               {bad, "line 1", BPETokenizer::kMagic, ByteTokenizer::kMagic});
 }
+
+TEST_CASE("check_vocab_sizes: a tokenizer that does not fit the model names both files") {
+  check_vocab_sizes(256, "out/tokenizer.txt", 256, "out/ckpt.safetensors");  // they fit
+  // generate_gpt with a byte tokenizer and a 300-token model printed part of a completion, then
+  // failed in ByteTokenizer::decode naming neither file.
+  check_error([] { check_vocab_sizes(256, "out/tokenizer.txt", 300, "out/ckpt.safetensors"); },
+              {"out/tokenizer.txt", "256 tokens", "out/ckpt.safetensors", "vocabulary of 300"});
+}

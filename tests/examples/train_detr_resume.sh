@@ -85,7 +85,7 @@ if "$bin/detect" --checkpoint "$work/whole/ckpt.safetensors" \
     --image "$work/whole/detections_0.png" >"$work/bad.log" 2>&1; then
   fail "detect accepted a 256x256 image"
 fi
-grep -q "is 256x256; the detector takes 64x64" "$work/bad.log" || fail "wrong-size error unclear"
+grep -q "is 256 x 256, not the 64 x 64 expected" "$work/bad.log" || fail "wrong-size error unclear"
 
 # ---- --overfit-one: the loss on one scene falls by a large factor
 "$bin/train_detr" --overfit-one --steps 300 --log-every 10 --eval-every 0 --threads 1 \

@@ -11,23 +11,8 @@ rm -rf "$work"
 mkdir -p "$work"
 tiny=(--n-layer 1 --n-head 2 --d-model 32 --context 32 --warmup 1
       --eval-windows 4 --sample-tokens 0 --checkpoint-every 0 --threads 2)
-failures=0
 
-# expect NAME PATTERN COMMAND...: the command fails (no signal: status < 128) within 20 s and its
-# output matches PATTERN.
-expect() {
-  local name=$1 pattern=$2
-  shift 2
-  local status=0
-  timeout 20 "$@" >"$work/out.txt" 2>&1 || status=$?
-  if [ "$status" -eq 0 ] || [ "$status" -ge 124 ] || ! grep -qE -- "$pattern" "$work/out.txt"; then
-    echo "FAIL: $name (exit $status), expected /$pattern/:"
-    tail -5 "$work/out.txt"
-    failures=$((failures + 1))
-  else
-    echo "ok:   $name: $(grep -E -- "$pattern" "$work/out.txt" | head -1)"
-  fi
-}
+source "$(dirname "$0")/expect_lib.sh"  # expect NAME PATTERN COMMAND...; $failures
 
 # 1. A batch larger than the data set (was SIGSEGV): 60 copies of a 115-byte line.
 mkdir -p "$work/small"
@@ -36,14 +21,14 @@ expect "--batch beyond the data" "--batch 100000 is larger than the [0-9]+ train
   "$bin/train_gpt" "${tiny[@]}" --tokenizer byte --fortunes "$work/small" --batch 100000 --steps 5 --out "$work/b"
 
 # 7. Flags validated before any work.
-expect "--threads -4" "--threads: must be an integer >= 0" "$bin/train_gpt" --threads -4 --out "$work/f"
+expect "--threads -4" "--threads: must be an integer in \[0, 4096\]" "$bin/train_gpt" --threads -4 --out "$work/f"
 expect "--seed -1" "--seed: must be an integer >= 0" "$bin/train_gpt" --seed -1 --out "$work/f"
 expect "--top-k -3" "--top-k: must be an integer >= 0" "$bin/train_gpt" --top-k -3 --out "$work/f"
 expect "--temperature -1" "--temperature.*must be a finite number >= 0" \
   "$bin/train_gpt" --temperature -1 --out "$work/f"
 expect "--temperature nan" "--temperature.*must be a finite number >= 0" \
   "$bin/train_gpt" --temperature nan --out "$work/f"
-expect "--eval-windows 100000000" "--eval-windows: Value 100000000 not in range 1 to 100000" "$bin/train_gpt" --eval-windows 100000000 --out "$work/f"
+expect "--eval-windows 100000000" "--eval-windows: must be an integer in \[1, 100000\], got '100000000'" "$bin/train_gpt" --eval-windows 100000000 --out "$work/f"
 expect "generate --temperature nan" "--temperature.*must be a finite number >= 0" \
   "$bin/generate_gpt" --temperature nan --out "$work/f"
 expect "generate --top-k -3" "--top-k: must be an integer >= 0" "$bin/generate_gpt" --top-k -3 --out "$work/f"

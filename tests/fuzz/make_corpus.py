@@ -79,6 +79,21 @@ cases.update({
     "bad_bf16_truncated": file_bytes(dumps({"s": entry("BF16", [6], 0, 12)}), bf16[:10]),
 })
 
+# Issue 40: the tensors must cover the data buffer exactly. A header length 4 bytes short (its
+# JSON still parses: the header ends in spaces) made every tensor read one float early. NaN and
+# infinity are read as they are (nn::load and load_checkpoint refuse them as weights).
+spaced = dumps({"w": entry("F32", [4], 0, 16)})
+spaced += " " * ((8 - len(spaced) % 8) % 8 + 8)
+cases.update({
+    "bad_gap_between_tensors": file_bytes(
+        dumps({"a": entry("F32", [2], 0, 8), "b": entry("F32", [1], 12, 16)}), f32[:16]),
+    "bad_bytes_left_over": file_bytes(dumps({"w": entry("F32", [3], 0, 12)}), f32[:16]),
+    "bad_header_length_4_short": struct.pack("<Q", len(spaced) - 4) + spaced.encode() + f32[:16],
+    "valid_nonfinite_f32": file_bytes(
+        dumps({"w": entry("F32", [3], 0, 12)}),
+        struct.pack("<3f", float("nan"), float("inf"), -float("inf"))),
+})
+
 os.makedirs(OUT, exist_ok=True)
 for name, data in sorted(cases.items()):
     with open(os.path.join(OUT, name + ".safetensors"), "wb") as f:

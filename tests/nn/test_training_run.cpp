@@ -109,14 +109,23 @@ TEST_CASE("add_run_options: the shared flags, their defaults and the exact error
   CHECK(run.seed == 3);
   CHECK(run.threads == 2);
   CHECK(run.minutes == 1.5);
+  CHECK_FALSE(run.detect_anomaly);
+  CHECK(parse_error(run, {"--detect-anomaly"}).empty());
+  CHECK(run.detect_anomaly);
 
   nn::RunOptions bad;
-  CHECK(parse_error(bad, {"--threads", "-4"}).find("--threads: must be an integer >= 0") !=
+  CHECK(parse_error(bad, {"--threads", "-4"}).find("--threads: must be an integer in [0, 4096]") !=
+        std::string::npos);
+  // Issue 40: wrapped around to 1 thread by the int OpenMP takes; clamped to 2^63 - 1 by CLI11.
+  CHECK(parse_error(bad, {"--threads", "4294967297"}).find("--threads: must be an integer in") !=
+        std::string::npos);
+  CHECK(parse_error(bad, {"--steps", "99999999999999999999"})
+            .find("--steps: must be an integer > 0, got '99999999999999999999'") !=
         std::string::npos);
   CHECK(parse_error(bad, {"--seed", "-1"}).find("--seed: must be an integer >= 0") !=
         std::string::npos);
-  CHECK(parse_error(bad, {"--log-every", "0"}).find("--log-every: must be a number > 0, got '0'") !=
-        std::string::npos);
+  CHECK(parse_error(bad, {"--log-every", "0"})
+            .find("--log-every: must be an integer > 0, got '0'") != std::string::npos);
   CHECK(parse_error(bad, {"--minutes", "nan"}).find("must be a finite number >= 0") !=
         std::string::npos);
   CHECK(parse_error(bad, {"--device", "tpu"}).find("--device") != std::string::npos);
@@ -153,15 +162,16 @@ TEST_CASE("TrainingRun: checkpoints every N steps but the last, and at --stop-at
   CHECK_FALSE(run.checkpoint(4));
   CHECK(saved_step(run) == 4);
   fs::remove(run.checkpoint_path());
-  CHECK_FALSE(run.checkpoint(5));  // the last step: the trainer saves after its final report
-  CHECK_FALSE(fs::exists(run.checkpoint_path()));
-  run.save(5);
+  // The last step is saved too, before the trainer's final evaluation can fail.
+  CHECK_FALSE(run.checkpoint(5));
+  CHECK(saved_step(run) == 5);
   const nn::Metadata meta = nn::read_metadata(run.checkpoint_path());
   CHECK(meta.at("step") == "5");
   CHECK(meta.at("steps") == "5");
   CHECK(meta.at("batch_index") == "5");  // the trainer's content, beside the TrainerState
   CHECK(meta.at("global_batch") == "4");
   CHECK(meta.at("toy") == "1");
+  CHECK(meta.at("trainer") == "train_toy");
 
   // --stop-at at the last step is no interruption: nothing special.
   nn::RunOptions last = options_in(dir.path, 3);
@@ -314,8 +324,22 @@ TEST_CASE("TrainingRun: progress lines when due, and a non-finite loss naming it
   CHECK(run.progress_line(1, 1e-3).find("loss 2.0000") != std::string::npos);
   double waited = run.untimed([] {});
   CHECK(waited >= 0);
+  // The step named is the one whose loss is not finite, not the finite one before it.
   CHECK_THROWS_WITH_AS(run.step_done(2, std::nan("")),
-                       doctest::Contains("train_toy: the loss became nan at step 1"), Error);
+                       doctest::Contains("train_toy: the loss of step 2 is nan"), Error);
+  CHECK_THROWS_WITH_AS(nn::check_loss_finite("finetune_toy", INFINITY, 7),
+                       doctest::Contains("finetune_toy: the loss of step 7 is inf"), Error);
+  CHECK_NOTHROW(nn::check_loss_finite("finetune_toy", 1e30, 7));
+}
+
+TEST_CASE("TrainingRun: --detect-anomaly turns on autograd's anomaly mode") {
+  TempDir dir("anomaly");
+  nn::RunOptions o = options_in(dir.path, 10);
+  o.detect_anomaly = true;
+  autograd::set_detect_anomaly(false);
+  { nn::TrainingRun run("train_toy", o); }
+  CHECK(autograd::is_anomaly_enabled());
+  autograd::set_detect_anomaly(false);  // global: leave it as the other tests expect
 }
 
 TEST_CASE("TrainingRun: the log starts afresh, and a resumed run keeps the rows up to its step") {
@@ -343,4 +367,92 @@ TEST_CASE("TrainingRun: the log starts afresh, and a resumed run keeps the rows 
   { data::CsvLog log = fresh.open_log({"step", "other"}); }  // a new run: a new file
   CHECK(data::read_csv(fresh.log_path()).header == std::vector<std::string>{"step", "other"});
   CHECK(data::read_csv(fresh.log_path()).rows.empty());
+}
+
+namespace {
+// A checkpoint of `program` at `step` of a plan of `total` steps, in o.out.
+void checkpoint_at(const nn::RunOptions& o, int64_t step, int64_t total,
+                   const std::string& program = "train_toy") {
+  nn::RunOptions fresh = o;
+  fresh.resume = false;
+  nn::TrainingRun run(program, fresh);
+  Toy toy;
+  toy.checkpoint_into(run);
+  run.set_total(total);
+  run.save(step);
+}
+}  // namespace
+
+// Issue 40: train_detr --steps 0 --resume ran for ever (total INT32_MAX) over a finished model.
+TEST_CASE("TrainingRun: --resume keeps the checkpoint's plan, never an unbounded total") {
+  TempDir dir("plan");
+  nn::RunOptions o = options_in(dir.path, 0);
+  o.steps_given = true;  // "--steps 0" on the command line: no override
+  o.minutes = 0.3;
+  o.resume = true;
+  checkpoint_at(o, 570, 570);  // a finished --minutes run
+  CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o),
+                       doctest::Contains("is at step 570 of its 570 steps: nothing to do"), Error);
+
+  checkpoint_at(o, 10, 40);  // stopped within its plan: resumed to the plan's end
+  {
+    nn::TrainingRun run("train_toy", o);
+    run.set_total(nn::TrainingRun::kUnplanned);  // as a --minutes trainer does
+    Toy toy;
+    run.resume({{"model", toy.model.get()}}, toy.opt.get());
+    CHECK(run.start() == 10);
+    CHECK(run.total() == 40);
+  }
+
+  // Written before --minutes planned the run (step 21): no plan to keep, --steps N needed.
+  checkpoint_at(o, 10, nn::TrainingRun::kUnplanned);
+  CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o),
+                       doctest::Contains("before --minutes planned the run's length"), Error);
+  o.steps = 30;
+  {
+    nn::TrainingRun run("train_toy", o);
+    Toy toy;
+    run.resume({{"model", toy.model.get()}}, toy.opt.get());
+    CHECK(run.total() == 30);
+  }
+  o.steps = 5;  // an earlier step than the checkpoint's would be saved over it
+  CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o),
+                       doctest::Contains("is at step 10, beyond --steps 5"), Error);
+
+  // Another trainer's checkpoint is refused before any work, naming its trainer.
+  o.steps = 30;
+  checkpoint_at(o, 10, 40, "train_other");
+  const std::string by_other = "'" + o.out + "/ckpt.safetensors' was written by train_other";
+  CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o), doctest::Contains(by_other.c_str()), Error);
+}
+
+TEST_CASE("TrainingRun: keep_flags records the data's flags; a resume changing one is refused") {
+  TempDir dir("flags");
+  nn::RunOptions o = options_in(dir.path, 8);
+  {
+    nn::TrainingRun run("train_toy", o);
+    Toy toy;
+    toy.checkpoint_into(run);
+    run.keep_flags({{"--data", "/data/a"}, {"--epochs", ""}});  // "": unset in this run
+    run.save(4);
+  }
+  const nn::Metadata meta = nn::read_metadata(o.out + "/ckpt.safetensors");
+  CHECK(meta.at("flag --data") == "/data/a");
+  CHECK(meta.count("flag --epochs") == 0);
+
+  o.resume = true;
+  nn::TrainingRun other("train_toy", o);
+  other.keep_flags({{"--data", "/data/b"}, {"--epochs", "3"}});
+  Toy toy;
+  const std::vector<float> before = toy.model->weight.to_vector();
+  CHECK_THROWS_WITH_AS(other.resume({{"model", toy.model.get()}}, toy.opt.get()),
+                       doctest::Contains("was trained with --data /data/a, this run has --data "
+                                         "/data/b"),
+                       Error);
+  CHECK(toy.model->weight.to_vector() == before);  // refused before anything was loaded
+
+  nn::TrainingRun same("train_toy", o);
+  same.keep_flags({{"--data", "/data/a"}, {"--epochs", "3"}});  // unrecorded: not compared
+  same.resume({{"model", toy.model.get()}}, toy.opt.get());
+  CHECK(same.start() == 4);
 }
