@@ -21,7 +21,7 @@ std::pair<Tensor, Tensor> make_spirals(int64_t n) {
   return {points, labels};
 }
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int64_t steps = 600;
   float lr = 1e-2f;
   std::string out = "spirals.safetensors";
@@ -64,4 +64,7 @@ int main(int argc, char** argv) {
   std::printf("training accuracy %.1f%% (%lld parameters); saved %s\n", 100 * accuracy,
               (long long)model.num_parameters(), out.c_str());
   return accuracy > 0.95f ? 0 : 1;
+} catch (const std::exception& e) {  // a loom::Error names the op and the values at fault
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return 1;
 }
