@@ -16,31 +16,11 @@
 
 #include "loom.h"
 #include "nn/safetensors.h"
+#include "test_util.h"
 
 using namespace loom;
-namespace fs = std::filesystem;
 
 namespace {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("loom_test_hostile_ckpt_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -88,7 +68,7 @@ std::vector<float> values_of(const nn::Module& m) {
 }  // namespace
 
 TEST_CASE("read_safetensors: the tensors must cover the data buffer exactly") {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string path = dir.file("x.safetensors");
   const std::string data = float_bytes({1, 2, 3, 4});
   // Bytes [8, 12) belong to no tensor.
@@ -113,7 +93,7 @@ TEST_CASE("read_safetensors: the tensors must cover the data buffer exactly") {
 }
 
 TEST_CASE("nn::load refuses a weight relabelled with an integer dtype, naming file and tensor") {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string path = dir.file("linear.safetensors");
   manual_seed(1);
   nn::Linear saved(3, 2);
@@ -136,7 +116,7 @@ TEST_CASE("nn::load refuses a weight relabelled with an integer dtype, naming fi
 }
 
 TEST_CASE("nn::load and load_checkpoint refuse NaN or infinite weights, naming file and tensor") {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string path = dir.file("linear.safetensors");
   nn::Linear bad(3, 2);
   {
@@ -162,7 +142,7 @@ TEST_CASE("nn::load and load_checkpoint refuse NaN or infinite weights, naming f
 }
 
 TEST_CASE("load_checkpoint and Optimizer::load refuse NaN optimizer state, naming file and key") {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string ckpt = dir.file("ckpt.safetensors");
   manual_seed(3);
   nn::Linear model(3, 2);

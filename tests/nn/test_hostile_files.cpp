@@ -13,31 +13,12 @@
 
 #include "loom.h"
 #include "nn/safetensors.h"
+#include "test_util.h"
 
 using namespace loom;
 namespace fs = std::filesystem;
 
 namespace {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("loom_test_hostile_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 // A hand-made safetensors file: 8-byte little-endian header length, header, data.
 void write_crafted(const std::string& path, const std::string& header, const std::string& data = "") {
@@ -66,7 +47,7 @@ void check_rejected(const std::string& path, const std::string& what, double sec
 }  // namespace
 
 TEST_CASE("safetensors: a shape whose product overflows is rejected even with a zero dim") {
-  ScratchDir dir;
+  testing::TempDir dir;
   write_crafted(dir.file("a.safetensors"),
                 R"({"t":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],)"
                 R"("data_offsets":[0,0]}})");
@@ -74,7 +55,7 @@ TEST_CASE("safetensors: a shape whose product overflows is rejected even with a 
 }
 
 TEST_CASE("safetensors: a shape array of 5 million items is rejected at once") {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::string shape = "1";
   shape.reserve(10'000'000);
   for (int i = 1; i < 5'000'000; ++i) shape += ",1";
@@ -99,7 +80,7 @@ TEST_CASE("safetensors: a shape array of 5 million items is rejected at once") {
 }
 
 TEST_CASE("safetensors: 160,000 __metadata__ keys read fast; duplicates found in O(1)") {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::string meta;
   for (int i = 0; i < 160'000; ++i) meta += fmt::format(R"({}"k{}":"v")", i ? "," : "", i);
   write_crafted(dir.file("meta.safetensors"), R"({"__metadata__":{)" + meta + "}}");
@@ -113,7 +94,7 @@ TEST_CASE("safetensors: 160,000 __metadata__ keys read fast; duplicates found in
 }
 
 TEST_CASE("safetensors: a header of more than 2^20 keys and values is rejected") {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::string meta;
   meta.reserve(12'000'000);
   for (int i = 0; i < 600'000; ++i) meta += fmt::format(R"({}"{}":"")", i ? "," : "", i);
@@ -123,7 +104,7 @@ TEST_CASE("safetensors: a header of more than 2^20 keys and values is rejected")
 
 TEST_CASE("safetensors: a number beyond a double is a loom::Error (nlohmann's out_of_range)") {
   // Found by fuzz_safetensors: nlohmann throws out_of_range.406, which used to escape.
-  ScratchDir dir;
+  testing::TempDir dir;
   write_crafted(dir.file("big.safetensors"),
                 R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,0]}})");
   check_rejected(dir.file("big.safetensors"), "number overflow parsing '1e999'");
@@ -144,7 +125,7 @@ TEST_CASE("checkpoint metadata that is not a number is an error naming the key a
 }
 
 TEST_CASE("writing a checkpoint removes the temporaries of killed writers, not of live ones") {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string target = dir.file("ckpt.safetensors");
   // A writer that was killed: a child process that has exited (its pid is free again).
   const pid_t child = ::fork();
