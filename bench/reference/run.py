@@ -90,6 +90,12 @@ def warmup_linear_lr(step, warmup, total, peak):
     return peak * (total - step) / (total - warmup)
 
 
+def set_lr(opt, lr):
+    """Every parameter group's learning rate, as loom's Optimizer::set_lr sets it."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+
+
 def update(opt, loss, parameters, grad_clip):
     """One optimizer step of a training loop, as loom's trainers take it: gradients from `loss`,
     their global norm clipped to `grad_clip` (0 = off), then the update."""

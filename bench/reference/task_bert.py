@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from run import TrainingRun, warmup_linear_lr
+from run import TrainingRun, set_lr, warmup_linear_lr
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -263,8 +263,7 @@ def train(args):
     step, evals = 0, None
     while step < run.total:
         lr = warmup_linear_lr(step + 1, min(args.warmup, run.total), run.total, args.lr)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        set_lr(opt, lr)
         indices, epoch = planner(step)
         batch = train_pairs.batch(indices, epoch)
         loss = pretraining_loss(model, batch, args.all_positions)

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import models
 from data import fortune_splits
-from run import TrainingRun, update, warmup_cosine_lr
+from run import TrainingRun, set_lr, update, warmup_cosine_lr
 
 
 # ----------------------------------------------------------------------------- data
@@ -125,8 +125,7 @@ def train(args):
     while step < run.total:
         lr = warmup_cosine_lr(step + 1, min(args.warmup, run.total), run.total, args.lr,
                               args.min_lr)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        set_lr(opt, lr)
         x, y = batches.next()
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         update(opt, loss, model.parameters(), args.grad_clip)

@@ -41,7 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from run import TrainingRun
+from run import TrainingRun, set_lr
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -608,8 +608,7 @@ def train_loop(args, o, model, train_split, batches, valid, bpe, spec, pad):
         s = max(step + 1, 1)                               # optim::noam_lr, as a float
         lr = f32(f32(o.lr_factor) / math.sqrt(model.d) *
                  min(1 / math.sqrt(s), s * o.warmup ** -1.5))
-        for g in opt.param_groups:
-            g["lr"] = lr
+        set_lr(opt, lr)
         logits = model(src, tin)
         loss = F.cross_entropy(logits.flatten(0, 1), tout.reshape(-1), ignore_index=pad,
                                label_smoothing=f32(o.label_smoothing))

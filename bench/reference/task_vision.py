@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 import models
 from data import BLACK, fashion_mnist
-from run import TrainingRun, update, warmup_cosine_lr
+from run import TrainingRun, set_lr, update, warmup_cosine_lr
 
 
 class Batches:
@@ -93,8 +93,7 @@ def train(args):
     while step < run.total:
         lr = warmup_cosine_lr(step + 1, min(args.warmup, run.total), run.total, args.lr,
                               args.min_lr)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        set_lr(opt, lr)
         x, y = batches.next()
         loss = F.cross_entropy(model(x), y, label_smoothing=args.label_smoothing)
         update(opt, loss, model.parameters(), args.grad_clip)
