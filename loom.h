@@ -3,31 +3,26 @@
 //   using namespace loom;
 #pragma once
 
+// One header per layer, in the order they build on each other (README.md, "What is where").
 #include "core/bfloat16.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/graph.h"
 #include "core/rng.h"
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "backends/backend.h"
+#include "backends/graph.h"
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "backends/backend.h"
-#include "distributed/distributed.h"
-#include "distributed/data_parallel.h"
-#if __has_include("nn/nn.h")
 #include "nn/nn.h"
-#endif
-#if __has_include("optim/optim.h")
 #include "optim/optim.h"
-#endif
-#if __has_include("data/data.h")
 #include "data/data.h"
-#endif
-#if __has_include("models/models.h")
+#include "io/io.h"
+#include "report/report.h"
+#include "distributed/data_parallel.h"
+#include "distributed/distributed.h"
+#include "distributed/distributed_data_parallel.h"
+#include "train/train.h"
 #include "models/models.h"
-#endif
-#if __has_include("metrics/metrics.h")
 #include "metrics/metrics.h"
-#endif

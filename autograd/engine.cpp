@@ -96,13 +96,13 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
-              BackwardFn backward, const std::vector<Tensor>& saved) {
-  if (!any_requires_grad(inputs)) return out;
+namespace {
+
+// A node of op `name` with an edge per input and the versions of the tensors it saves.
+std::shared_ptr<Node> make_node(const char* name, const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& saved) {
   auto node = std::make_shared<Node>();
   node->name = name;
-  node->output_shape = out.shape();
-  node->backward = std::move(backward);
   node->saved.reserve(saved.size());
   for (const Tensor& t : saved)
     if (t.defined()) node->saved.push_back({t.impl()->storage(), t.version(), t.shape()});
@@ -115,8 +115,36 @@ Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
     }
     node->inputs.push_back(std::move(e));
   }
+  return node;
+}
+
+}  // namespace
+
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
+              BackwardFn backward, const std::vector<Tensor>& saved) {
+  if (!any_requires_grad(inputs)) return out;
+  auto node = make_node(name, inputs, saved);
+  node->output_shape = out.shape();
+  node->backward = std::move(backward);
   out.impl()->set_grad_fn(std::move(node));  // and so out requires grad
   return out;
+}
+
+std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& inputs,
+                                   std::vector<Tensor> outs, MultiBackwardFn backward) {
+  if (!any_requires_grad(inputs)) return outs;
+  auto node = make_node(name, inputs, {});
+  node->num_outputs = outs.size();
+  node->backward_outputs = std::move(backward);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    auto handover = std::make_shared<Node>();  // output i's gradient, as it is, into slot i
+    handover->name = name;
+    handover->output_shape = outs[i].shape();
+    handover->inputs.push_back({node, nullptr, i});
+    handover->backward = [](const Tensor& g) { return std::vector<Tensor>{g}; };
+    outs[i].impl()->set_grad_fn(std::move(handover));
+  }
+  return outs;
 }
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
@@ -143,8 +171,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       stack.pop_back();
     }
   }
-  std::unordered_map<Node*, Tensor> grads;
-  grads[root.grad_fn().get()] = grad;
+  // The gradients that reached each node, one per output of its op (most ops have one).
+  std::unordered_map<Node*, std::vector<Tensor>> grads;
+  grads[root.grad_fn().get()] = {grad};
   GradReadyHooks hooks(order);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* node = *it;
@@ -154,17 +183,19 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       hooks.settle(*node, delivered);
       continue;
     }
-    Tensor g = std::move(found->second);
+    std::vector<Tensor> g = std::move(found->second);
     grads.erase(found);
     LOOM_CHECK(!node->released,
                "backward: trying to backward through the graph a second time (the buffers of "
                "'{}' were freed); pass retain_graph=true to the first backward",
                node->name);
     check_saved_versions(*node);
-    std::vector<Tensor> input_grads = node->backward(g);
+    std::vector<Tensor> input_grads =
+        node->backward_outputs ? node->backward_outputs(g) : node->backward(g[0]);
     if (g_detect_anomaly) check_finite_gradients(*node, input_grads);
     if (!retain_graph) {
       node->backward = nullptr;  // frees the tensors saved for backward
+      node->backward_outputs = nullptr;
       node->saved.clear();
       node->released = true;
     }
@@ -174,7 +205,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (!e.active() || !gi.defined()) continue;
       delivered[i] = true;
       if (e.node) {
-        accumulate(grads[e.node.get()], gi);
+        std::vector<Tensor>& slots = grads[e.node.get()];
+        slots.resize(e.node->num_outputs);
+        accumulate(slots[e.output], gi);
       } else {
         Tensor leaf(e.leaf);
         LOOM_CHECK(gi.shape() == leaf.shape(),

@@ -19,6 +19,7 @@ struct Node;
 struct Edge {
   std::shared_ptr<Node> node;
   std::shared_ptr<TensorImpl> leaf;
+  size_t output = 0;  // which of node's outputs the input is (0 but for split's pieces)
   bool active() const { return node != nullptr || leaf != nullptr; }
 };
 
@@ -34,6 +35,9 @@ struct SavedVersion {
 
 // grads[i] is dL/d(input i), or an undefined Tensor when input i needs no gradient.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+// The same for an op with several outputs (split): grad_outputs[j] is dL/d(output j), undefined
+// for an output no gradient reached.
+using MultiBackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 
 struct Node {
   std::string name;           // the op's name, for error messages
@@ -42,6 +46,10 @@ struct Node {
   bool released = false;
   Shape output_shape;         // for checking incoming gradients
   std::vector<SavedVersion> saved;  // the tensors `backward` reads, checked before it runs
+  // An op recorded by record_outputs runs backward_outputs instead of backward, once, with
+  // every output's gradient.
+  size_t num_outputs = 1;
+  MultiBackwardFn backward_outputs;
 
   // Whether input i needs a gradient (lets a backward skip work).
   bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].active(); }
@@ -57,6 +65,11 @@ void set_grad_mode(bool enabled);
 // backward runs (an in-place change in between is an error). Returns out.
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor out,
               BackwardFn backward, const std::vector<Tensor>& saved = {});
+// record for an op with several outputs: one node of outs.size() outputs whose `backward`
+// receives all their gradients at once, so it can join them in one pass (split: one cat).
+// Each output gets a node of its own that hands its gradient to its slot of that node.
+std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& inputs,
+                                   std::vector<Tensor> outs, MultiBackwardFn backward);
 
 // Anomaly mode (torch.autograd.set_detect_anomaly): while on, every backward step checks the
 // gradients it produced and throws a loom::Error naming the first op whose backward gave a NaN

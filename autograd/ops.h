@@ -2,13 +2,14 @@
 // forward computes through the device's backend (backends/backend.h) and the backward sits right
 // beside it, recorded with autograd::record (autograd/node.h). A backward is one of two kinds:
 //   * composed of the ops in this file, so it runs on any device: the views and shape ops
-//     (transpose <-> transpose, narrow <-> zero-padded copy, cat <-> narrow, ...), arithmetic,
-//     where, the reductions, matmul (two matmuls) and the index ops (index_select and index_add,
-//     gather and scatter_add are each other's adjoints);
+//     (transpose <-> transpose, narrow <-> zero-padded copy, cat <-> narrow, split <-> one
+//     cat, ...), arithmetic, where, the reductions, matmul (two matmuls) and the index ops
+//     (index_select and index_add, gather and scatter_add are each other's adjoints);
 //   * a backward kernel of the backend, where one fused pass is faster or more stable than the
 //     composite: the unary functions (Backend::unary_backward, which evaluates the derivative
 //     written beside the function), softmax and log_softmax (softmax_backward), layer_norm
-//     (layer_norm_backward) and cross_entropy (cross_entropy_backward).
+//     (layer_norm_backward), cross_entropy (cross_entropy_backward) and fused_attention
+//     (attention_backward).
 // All binary ops broadcast like NumPy/PyTorch.
 //
 // bfloat16
@@ -37,29 +38,32 @@
 //
 // How to add an op
 // ----------------
+// The library files each kind of op touches (the tests below come on top):
 // 1. Compose it from the ops below if you can (tinygrad's rule: few primitives, composites on
-//    top). Its backward is then automatic and it runs on every device: declare it here, in the
-//    section it belongs to, with a comment giving its PyTorch counterpart and conventions, and
-//    define it in the one autograd/ops_*.cpp of its kind (ops_shape.cpp for shape ops),
-//    checking its arguments first (LOOM_CHECK, with a message that names the op and the shapes
-//    or values at fault). If it takes one tensor, give it a method form too (core/tensor.h +
-//    autograd/tensor_methods.cpp; the rule is stated in core/tensor.h). No backend file
-//    changes. roll in ops_shape.cpp is the worked example: narrow + cat, no kernel.
-// 2. A new unary function (elementwise, one input): add an entry to backends/unary_math.h,
-//    the one host+device table of each function and its derivative from which the CPU and
-//    CUDA loops are instantiated (the UnaryOp enum comes from it; its recipe is at its top);
-//    then the free function here and its one-line definition in autograd/ops_elementwise.cpp,
-//    unary_op(UnaryOp::X, "x", x), whose backward calls Backend::unary_backward; and its
-//    method form. The kernel-level tests iterate over the table by themselves, but
+//    top): 2 files. Its backward is then automatic and it runs on every device: declare it
+//    here, in the section it belongs to, with a comment giving its PyTorch counterpart and
+//    conventions, and define it in the one autograd/ops_*.cpp of its kind (ops_shape.cpp for
+//    shape ops), checking its arguments first (LOOM_CHECK, with a message that names the op
+//    and the shapes or values at fault). If it takes one tensor, its method form makes 4
+//    (core/tensor.h + autograd/tensor_methods.cpp; the rule is stated in core/tensor.h). No
+//    backend file changes. roll in ops_shape.cpp is the worked example: narrow + cat, no kernel.
+// 2. A new unary function (elementwise, one input): 3 files, as the recipe at the top of
+//    backends/unary_math.h says: its entry in that table (the one host+device table of each
+//    function and its derivative from which the CPU and CUDA loops are instantiated; the
+//    UnaryOp enum comes from it), its declaration here and its method's in core/tensor.h. The
+//    two definitions are generated from the table's LOOM_UNARY_FUNCTIONS: the free function is
+//    unary_op(UnaryOp::X, "x", x) in autograd/ops_elementwise.cpp, whose backward calls
+//    Backend::unary_backward. The kernel-level tests iterate over the table by themselves, but
 //    tests/core/test_cpu_backend.cpp wants a reference formula for the new entry.
 // 3. A new kernel family (only when a profile or numerical stability asks for it; keep the
-//    composite as the reference it is tested against), as backends/backend.h describes: the
-//    public method (which checks the tensors) and its protected *_impl kernel in backend.h,
-//    the checks in backends/backend.cpp, the CPU loop in a backends/cpu/*.cpp file declared in
-//    cpu/cpu_backend.h, the CUDA kernel and launcher in a backends/cuda/*.cu file declared in
-//    cuda/kernels.h, and the *_impl in cuda/cuda_backend.cpp that calls the launcher; a
-//    backward kernel is a second member of the family. Then the op here, as in 1, its forward
-//    and backward calling the two kernels.
+//    composite as the reference it is tested against): 4 files in backends/, as
+//    backends/backend.h describes (backends/<family>/<family>.h, its arguments and kernel
+//    signatures; <family>.cpp, the public methods, whose checks are the only ones on the
+//    kernel's arguments, and the CPU loops; <family>.cu, the CUDA kernels; backend.h, the
+//    public methods and the include), a backward kernel being a second member of the family.
+//    Then the op here and in its autograd/ops_*.cpp, as in 1, its forward and backward calling
+//    the two kernels and checking only what the kernels cannot see (the op's own shapes and
+//    dims, before they become the kernel's rows): 6 files, 8 with a method form.
 // In every case add the four tests:
 //   * gradient check: tests/autograd/test_gradcheck.cpp, gradcheck(weighted(f), inputs, eps,
 //     rtol, atol, name) against central finite differences, on contiguous and non-contiguous
@@ -88,6 +92,9 @@
 #include "core/tensor.h"
 
 namespace loom {
+
+// The fused attention kernels' sizes and options (backends/attention/attention.h).
+struct AttentionArgs;
 
 // --- creation -----------------------------------------------------------------------------
 Tensor tensor(std::vector<float> values, Shape shape);          // float32, copies
@@ -201,9 +208,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          UnaryOp activation);
 
-// --- joining and indexing ----------------------------------------------------------------------
+// --- joining, splitting and indexing ------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// torch.split: views of consecutive slices of x along dim (negative counts from the end), each
+// split_size long but the last, which holds what is left (x.size(dim) / split_size rounded up
+// pieces, one when the dim is empty); or of the lengths in `sizes`, which must sum to
+// x.size(dim). Differentiable as one op: its backward is one cat of the pieces' gradients.
+// As with roll, split(x, {n}, d) takes the braces for a number: split_size n.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t dim);
+// torch.chunk: split into `chunks` pieces of ceil(x.size(dim) / chunks), so possibly fewer than
+// `chunks` pieces (size 5 in 4 chunks gives 2, 2, 1); an empty dim gives `chunks` empty pieces.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 // Rows (slices along dim) of x picked by a 1-D int64 index.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim.
@@ -247,5 +264,12 @@ Tensor bias_gelu_tanh(const Tensor& x, const Tensor& bias);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      float label_smoothing = 0.0f);
 Tensor dropout(const Tensor& x, float p, bool training);
+// Attention by the backend's fused kernels (FlashAttention-2, Dao 2023; ops_attention.cpp):
+// dropout(softmax(q k^T * args.scale + mask + causal)) v for q [n, T_q, d] and k, v [n, T_k, d]
+// (contiguous, or k and v read in place as args.kv_stride allows), mask undefined or a view
+// broadcast to the scores [..., T_q, T_k] -> [n, T_q, d]. The kernels' conditions are the
+// caller's to check: nn::functional::scaled_dot_product_attention chooses this op when they hold.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       const AttentionArgs& args);
 
 }  // namespace loom

@@ -19,24 +19,39 @@ static void check_shape(const Shape& shape, const char* op) {
     LOOM_CHECK(s >= 0, "{}: negative dimension in shape {}", op, shape_str(shape));
 }
 
-Tensor tensor(std::vector<float> values, Shape shape) {
-  check_shape(shape, "tensor");
+namespace {
+
+// A tensor of `dtype` holding a copy of values (tensor, tensor_i64).
+template <class T>
+Tensor from_values(const std::vector<T>& values, const Shape& shape, DType dtype, const char* op) {
+  check_shape(shape, op);
   LOOM_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-             "tensor: {} values do not fill shape {} ({} elements)", values.size(),
+             "{}: {} values do not fill shape {} ({} elements)", op, values.size(),
              shape_str(shape), shape_numel(shape));
-  Tensor out = Tensor::empty(shape, DType::Float32);
-  if (!values.empty()) std::memcpy(out.raw_data(), values.data(), values.size() * sizeof(float));
+  Tensor out = Tensor::empty(shape, dtype);
+  if (!values.empty()) std::memcpy(out.raw_data(), values.data(), values.size() * sizeof(T));
   return out;
 }
 
-Tensor tensor_i64(std::vector<int64_t> values, Shape shape) {
-  check_shape(shape, "tensor_i64");
-  LOOM_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-             "tensor_i64: {} values do not fill shape {} ({} elements)", values.size(),
-             shape_str(shape), shape_numel(shape));
-  Tensor out = Tensor::empty(shape, DType::Int64);
-  if (!values.empty()) std::memcpy(out.raw_data(), values.data(), values.size() * sizeof(int64_t));
+// A float32 tensor of numbers drawn by `draw` (Backend::rand_normal or rand_uniform) from the
+// global generator's stream.
+Tensor random_tensor(Shape shape, Device device, const char* op,
+                     void (Backend::*draw)(Tensor&, uint64_t, uint64_t)) {
+  check_shape(shape, op);
+  Tensor out = Tensor::empty(shape, DType::Float32, device);
+  Generator& g = default_generator();
+  (backend(device).*draw)(out, g.seed(), g.reserve(out.numel()));
   return out;
+}
+
+}  // namespace
+
+Tensor tensor(std::vector<float> values, Shape shape) {
+  return from_values(values, shape, DType::Float32, "tensor");
+}
+
+Tensor tensor_i64(std::vector<int64_t> values, Shape shape) {
+  return from_values(values, shape, DType::Int64, "tensor_i64");
 }
 
 Tensor full(Shape shape, float value, DType dtype, Device device) {
@@ -63,19 +78,11 @@ Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.device()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.device()); }
 
 Tensor randn(Shape shape, Device device) {
-  check_shape(shape, "randn");
-  Tensor out = Tensor::empty(shape, DType::Float32, device);
-  Generator& g = default_generator();
-  backend(device).rand_normal(out, g.seed(), g.reserve(out.numel()));
-  return out;
+  return random_tensor(std::move(shape), device, "randn", &Backend::rand_normal);
 }
 
 Tensor rand(Shape shape, Device device) {
-  check_shape(shape, "rand");
-  Tensor out = Tensor::empty(shape, DType::Float32, device);
-  Generator& g = default_generator();
-  backend(device).rand_uniform(out, g.seed(), g.reserve(out.numel()));
-  return out;
+  return random_tensor(std::move(shape), device, "rand", &Backend::rand_uniform);
 }
 
 Tensor randint(int64_t low, int64_t high, Shape shape, Device device) {

@@ -96,18 +96,12 @@ Tensor detail::activation(UnaryOp op, const Tensor& x, const Tensor& bias) {
   }
 }
 
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, "exp", x); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, "log", x); }
-Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, "sqrt", x); }
-Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, "rsqrt", x); }
-Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, "tanh", x); }
-Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, "sigmoid", x); }
-Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, "relu", x); }
-Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::Gelu, "gelu", x); }
-Tensor gelu_tanh(const Tensor& x) { return unary_op(UnaryOp::GeluTanh, "gelu_tanh", x); }
-Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, "abs", x); }
-Tensor sin(const Tensor& x) { return unary_op(UnaryOp::Sin, "sin", x); }
-Tensor cos(const Tensor& x) { return unary_op(UnaryOp::Cos, "cos", x); }
+// exp, log, sqrt, ..., cos: one line each, generated from the table's list (LOOM_UNARY_FUNCTIONS
+// in backends/unary_math.h). `Tensor exp(const Tensor& x)` is unary_op(UnaryOp::Exp, "exp", x).
+#define LOOM_UNARY_FUNCTION(Op, name) \
+  Tensor name(const Tensor& x) { return unary_op(UnaryOp::Op, #name, x); }
+LOOM_UNARY_FUNCTIONS(LOOM_UNARY_FUNCTION)
+#undef LOOM_UNARY_FUNCTION
 Tensor sign(const Tensor& x) {
   NoGradGuard guard;  // piecewise constant: zero gradient everywhere, like PyTorch
   return unary_op(UnaryOp::Sign, "sign", x);

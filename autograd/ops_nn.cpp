@@ -6,20 +6,6 @@ namespace loom {
 
 namespace {
 
-// weight and bias as layer_norm takes them: undefined, or float32 [cols] on x's device.
-void check_layer_norm_affine(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             const char* op) {
-  const int64_t cols = x.size(-1);
-  for (const Tensor* p : {&weight, &bias}) {
-    if (!p->defined()) continue;
-    detail::check_float(*p, op);
-    detail::check_same_device(x, *p, op);
-    LOOM_CHECK(p->shape() == Shape{cols},
-               "{}: weight/bias of shape {} do not match the last dim of input {}", op,
-               shape_str(p->shape()), shape_str(x.shape()));
-  }
-}
-
 // The autograd node of y = layer_norm(input): the kernel's input values xc (contiguous, the
 // same as input's), the affine weight w and the saved row statistics.
 Tensor record_layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -41,16 +27,16 @@ Tensor record_layer_norm(const Tensor& input, const Tensor& weight, const Tensor
 
 // Ba et al. 2016: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim.
 // A bfloat16 input (see ops.h) is normalised in float32 (with float32 or bfloat16 weight and
-// bias) and the result rounded to bfloat16; the statistics are float32 throughout.
+// bias) and the result rounded to bfloat16; the statistics are float32 throughout. The kernel
+// checks the dtypes, devices and shapes of x, weight and bias (backends/layer_norm).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   if (detail::is_bf16(x) || detail::is_bf16(weight) || detail::is_bf16(bias)) {
     Tensor y = layer_norm(detail::upcast(x), detail::upcast(weight), detail::upcast(bias), eps);
     return detail::is_bf16(x) && !autocast::is_enabled() ? y.to(DType::BFloat16) : y;
   }
-  detail::check_float(x, "layer_norm");
+  detail::check_defined(x, "layer_norm");
   LOOM_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim, got shape {}",
              shape_str(x.shape()));
-  check_layer_norm_affine(x, weight, bias, "layer_norm");
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   Tensor xc = x.detach().contiguous();
   Tensor y = Tensor::empty(x.shape(), DType::Float32, x.device());
@@ -82,7 +68,6 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual
     Tensor h = x + residual;
     return {h, layer_norm(h, weight, bias, eps)};
   }
-  check_layer_norm_affine(x, weight, bias, "add_layer_norm");
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   Tensor h = Tensor::empty(x.shape(), DType::Float32, x.device());
   Tensor y = Tensor::empty(x.shape(), DType::Float32, x.device());
@@ -103,10 +88,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   LOOM_CHECK(is_floating_point(logits.dtype()),
              "cross_entropy: logits must be float32 or bfloat16, got {} of shape {}",
              dtype_name(logits.dtype()), shape_str(logits.shape()));
-  detail::check_defined(target, "cross_entropy");
-  detail::check_same_device(logits, target, "cross_entropy");
-  LOOM_CHECK(target.dtype() == DType::Int64, "cross_entropy: target must be int64, got {}",
-             dtype_name(target.dtype()));
+  detail::check_defined(target, "cross_entropy");  // its dtype and device: the kernel checks
   LOOM_CHECK(logits.dim() >= 1 && target.dim() == logits.dim() - 1 &&
                  Shape(logits.shape().begin(), logits.shape().end() - 1) == target.shape(),
              "cross_entropy: logits of shape {} and target of shape {} do not match (expected "

@@ -161,7 +161,7 @@ static Tensor softmax_op(bool log, const Tensor& x, int64_t dim) {
   if (is_bf16(x))
     return detail::bf16_float32_op(x, [&](const Tensor& xf) { return softmax_op(log, xf, dim); });
   const char* name = log ? "log_softmax" : "softmax";
-  detail::check_float(x, name);
+  detail::check_defined(x, name);  // its dtype and device: the kernel checks
   const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), name);
   const detail::Split3 s = x.dim() == 0 ? detail::Split3{} : detail::split_at(x.shape(), d);
   Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());

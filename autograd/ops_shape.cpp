@@ -1,6 +1,7 @@
 // Views (reshape, transpose, permute, narrow, expand, squeeze/unsqueeze) share storage with
 // their input; their backward maps the gradient back to the input's geometry.
 // Also: contiguous/clone copies, cat, stack, roll, tril/triu.
+#include <algorithm>
 #include <numeric>
 #include <optional>
 
@@ -314,6 +315,79 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     expanded.push_back(t.unsqueeze(d));
   }
   return cat(expanded, d);
+}
+
+// ---------------------------------------------------------------------------- split, chunk
+namespace {
+
+// dim of x wrapped into [0, x.dim()), checked for `op` (split, chunk).
+int64_t split_dim(const Tensor& x, int64_t dim, const char* op) {
+  detail::check_defined(x, op);
+  LOOM_CHECK(x.dim() > 0 && dim >= -x.dim() && dim < x.dim(),
+             "{}: dim {} out of range for a tensor of shape {}", op, dim, shape_str(x.shape()));
+  return dim < 0 ? dim + x.dim() : dim;
+}
+
+}  // namespace
+
+// The pieces are views of x, recorded as ONE op with several outputs (record_outputs): its
+// backward joins their gradients with one cat (a piece that received none gives zeros of its
+// own shape), where a narrow per piece would scatter each into a zero-filled gradient of x's
+// full size and add them up.
+std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t dim) {
+  const int64_t d = split_dim(x, dim, "split");
+  int64_t total = 0;
+  bool valid = true;
+  for (const int64_t size : sizes)
+    valid = valid && size >= 0 && !__builtin_add_overflow(total, size, &total);
+  LOOM_CHECK(valid && total == x.size(d),
+             "split: sizes {} must be non-negative and sum to {}, the size of dim {} of the "
+             "tensor of shape {}",
+             shape_str(sizes), x.size(d), dim, shape_str(x.shape()));
+  std::vector<Tensor> pieces;
+  std::vector<Shape> shapes;
+  int64_t start = 0;
+  for (const int64_t size : sizes) {
+    Shape shape = x.shape();
+    shape[d] = size;
+    pieces.push_back(make_view(x, shape, x.strides(), x.offset() + start * x.stride(d)));
+    shapes.push_back(std::move(shape));
+    start += size;
+  }
+  return autograd::record_outputs("split", {x}, std::move(pieces),
+                                  [d, shapes](const std::vector<Tensor>& grads) {
+    Tensor arrived;  // a gradient that arrived: the missing ones take its dtype and device
+    for (const Tensor& g : grads)
+      if (!arrived.defined()) arrived = g;
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < grads.size(); ++i)
+      parts.push_back(grads[i].defined() ? grads[i]
+                                         : zeros(shapes[i], arrived.dtype(), arrived.device()));
+    return std::vector<Tensor>{cat(parts, d)};
+  });
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  const int64_t size = x.size(split_dim(x, dim, "split"));
+  LOOM_CHECK(split_size > 0 || (split_size == 0 && size == 0),
+             "split: split_size {} must be positive (0 only for an empty dim), tensor of shape {} "
+             "along dim {}",
+             split_size, shape_str(x.shape()), dim);
+  // ceil(size / split_size) pieces (one when the dim is empty); the last holds what is left.
+  const int64_t count =
+      split_size == 0 ? 1 : std::max<int64_t>(1, (size + split_size - 1) / split_size);
+  std::vector<int64_t> sizes(static_cast<size_t>(count), split_size);
+  sizes.back() = size - split_size * (count - 1);
+  return split(x, std::move(sizes), dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  const int64_t size = x.size(split_dim(x, dim, "chunk"));
+  LOOM_CHECK(chunks > 0, "chunk: chunks {} must be positive (tensor of shape {})", chunks,
+             shape_str(x.shape()));
+  // As torch.chunk: pieces of ceil(size / chunks); an empty dim gives `chunks` empty pieces.
+  if (size == 0) return split(x, std::vector<int64_t>(static_cast<size_t>(chunks), 0), dim);
+  return split(x, (size + chunks - 1) / chunks, dim);
 }
 
 // ---------------------------------------------------------------------------- roll

@@ -5,19 +5,12 @@
 
 namespace loom {
 
-// unary elementwise
-Tensor Tensor::exp() const { return loom::exp(*this); }
-Tensor Tensor::log() const { return loom::log(*this); }
-Tensor Tensor::sqrt() const { return loom::sqrt(*this); }
-Tensor Tensor::rsqrt() const { return loom::rsqrt(*this); }
-Tensor Tensor::tanh() const { return loom::tanh(*this); }
-Tensor Tensor::sigmoid() const { return loom::sigmoid(*this); }
-Tensor Tensor::relu() const { return loom::relu(*this); }
-Tensor Tensor::gelu() const { return loom::gelu(*this); }
-Tensor Tensor::gelu_tanh() const { return loom::gelu_tanh(*this); }
-Tensor Tensor::abs() const { return loom::abs(*this); }
-Tensor Tensor::sin() const { return loom::sin(*this); }
-Tensor Tensor::cos() const { return loom::cos(*this); }
+// unary elementwise: x.exp() ... x.cos() from the table's list (LOOM_UNARY_FUNCTIONS in
+// backends/unary_math.h), the rest by hand
+#define LOOM_UNARY_METHOD(Op, name) \
+  Tensor Tensor::name() const { return loom::name(*this); }
+LOOM_UNARY_FUNCTIONS(LOOM_UNARY_METHOD)
+#undef LOOM_UNARY_METHOD
 Tensor Tensor::sign() const { return loom::sign(*this); }
 Tensor Tensor::clamp(float min, float max) const { return loom::clamp(*this, min, max); }
 Tensor Tensor::pow(float exponent) const { return loom::pow(*this, exponent); }
@@ -47,6 +40,15 @@ Tensor Tensor::roll(std::vector<int64_t> shifts, std::vector<int64_t> dims) cons
   return loom::roll(*this, std::move(shifts), std::move(dims));
 }
 Tensor Tensor::tril(int64_t k) const { return loom::tril(*this, k); }
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  return loom::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::split(std::vector<int64_t> sizes, int64_t dim) const {
+  return loom::split(*this, std::move(sizes), dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  return loom::chunk(*this, chunks, dim);
+}
 Tensor Tensor::triu(int64_t k) const { return loom::triu(*this, k); }
 
 // two tensors

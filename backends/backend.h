@@ -1,8 +1,7 @@
 // The kernel table of one device. Everything above backends/ calls these functions and never
-// loops over tensor elements itself; the CPU table is in backends/cpu, the CUDA one in
-// backends/cuda. The contract, checked once for every device by the public methods below
-// (backends/backend.cpp), which throw loom::Error naming the op and the shapes, dtypes or
-// devices at fault:
+// loops over tensor elements itself. The contract, checked once for every device by the public
+// methods below, which throw loom::Error naming the op and the shapes, dtypes or devices at
+// fault:
 //   * Every tensor is defined and on the backend's device; float32 unless stated (int64 for
 //     indices and targets; copy, fill, where, comparisons, reductions and index kernels also
 //     take int64 data). bfloat16 tensors are taken by copy (any dtype to any), fill, gemm
@@ -18,25 +17,65 @@
 //   * Reductions, softmax and the index kernels see their input as a contiguous
 //     [outer, n, inner] block and work along the middle axis; a strided input is copied to a
 //     contiguous one before the kernel sees it.
-// A device implements the protected *_impl kernels (NVI: the public method checks, then calls
-// the kernel). An *_impl may assume the contract holds, that its row-wise inputs are contiguous,
-// and that there is work to do (the public method returns early on empty tensors). What only
-// the kernel can check, the values in index and target tensors, it checks itself.
+//
+// The kernels come in families, one folder each (llm.c keeps one file per kernel family):
+//   elementwise/    copy, fill, arange, the unary functions (unary_math.h) alone or after a
+//                   bias add, binary arithmetic and comparisons, where, axpy
+//   reduce/         sum, max, min, argmax, argmin along the middle axis
+//   softmax/        softmax and log_softmax, forward and backward
+//   gemm/           matrix products (GemmArgs): OpenBLAS, cuBLAS and a kernel for a few rows
+//   index/          index_select, index_add, index_copy, gather, scatter_add
+//   random/         Philox uniform and normal numbers
+//   layer_norm/     layer_norm and add_layer_norm, forward and backward
+//   cross_entropy/  softmax cross-entropy, forward and backward
+//   optimizer/      the Adam(W) step (AdamArgs) and clip_grad_norm's kernels, over one tensor
+//                   or many per launch
+//   attention/      fused scaled-dot-product attention (AttentionArgs)
+//   sample/         next-token sampling
+// A family's folder holds <family>.h, its argument types and the signature of each kernel,
+// which every device implements (cpu::name and cuda::name); <family>.cpp, the family's public
+// methods below (the checks, written once, then Backend::run, which calls the implementation of
+// the backend's device) and the CPU implementation, the reference the CUDA one is tested
+// against (a large family splits it into cpu_*.cpp files); and <family>.cu (or a few .cu
+// files), the CUDA kernels, their launchers and cuda::name. An implementation may assume the contract holds, that its
+// row-wise inputs are contiguous, and that there is work to do (the public method returns
+// early on empty tensors). What only the kernel can check, the values in index and target
+// tensors, it checks itself. What the families share is the contract's checks (contract.h),
+// the CPU's memory and loop machinery (cpu/) and the CUDA device: its memory, stream, graphs,
+// cuBLAS handle and launch plans (cuda/).
 //
 // A new unary op needs no change here: see the recipe in backends/unary_math.h. A new kernel
-// family (a softmax-like op) is: the public method and its *_impl here; its checks in
-// backend.cpp; the CPU loop (a cpu/*.cpp file, declared in cpu/cpu_backend.h); the CUDA kernel
-// and launcher (a cuda/*.cu file, declared in cuda/kernels.h) and the *_impl that calls the
-// launcher (cuda/cuda_backend.cpp).
+// family (a softmax-like op) is four files: <family>.h, <family>.cpp and <family>.cu in its
+// folder, and here its public method and the include of its header.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
+#include <type_traits>
+#include <utility>
 
+#include "backends/attention/attention.h"
+#include "backends/cross_entropy/cross_entropy.h"
+#include "backends/elementwise/elementwise.h"
+#include "backends/gemm/gemm.h"
+#include "backends/index/index.h"
+#include "backends/layer_norm/layer_norm.h"
+#include "backends/optimizer/optimizer.h"
+#include "backends/random/random.h"
+#include "backends/reduce/reduce.h"
+#include "backends/sample/sample.h"
+#include "backends/softmax/softmax.h"
 #include "backends/unary_math.h"
 #include "core/tensor.h"
+
+// A kernel family's CUDA implementation as Backend::run takes it: the function, or nullptr in a
+// build without the CUDA backend, which has no CUDA implementations (and no CUDA device).
+#ifdef LOOM_WITH_CUDA
+#define LOOM_CUDA_IMPL(f) (f)
+#else
+#define LOOM_CUDA_IMPL(f) nullptr
+#endif
 
 namespace loom {
 
@@ -49,100 +88,6 @@ class DeviceGraph {
   virtual ~DeviceGraph() = default;
   virtual void replay() = 0;
 };
-
-enum class BinaryOp {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons: float32 1/0 result; inputs float32 or int64 (same)
-};
-
-enum class ReduceOp { Sum, Max, Min, ArgMax, ArgMin };  // Arg* write int64
-
-struct GemmArgs {
-  // C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b in [0, batch); row-major matrices.
-  // op(X) = X^T when trans is set. lda/ldb/ldc are row strides in elements; stride_* the
-  // distance between consecutive batch items (0 = the same matrix for every item).
-  bool trans_a = false, trans_b = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  float alpha = 1.0f, beta = 0.0f;
-  // Element types: A and B are both float32 or both bfloat16, C is float32 or bfloat16. Products
-  // are always accumulated in float32 (bfloat16 products are exact in float32: cuBLAS's
-  // CUBLAS_COMPUTE_32F on tensor cores, float32 BLAS on the upcast values on the CPU); a
-  // bfloat16 C is rounded once, at the end.
-  DType ab_type = DType::Float32, c_type = DType::Float32;
-  const void* a = nullptr;
-  int64_t lda = 0, stride_a = 0;
-  const void* b = nullptr;
-  int64_t ldb = 0, stride_b = 0;
-  void* c = nullptr;
-  int64_t ldc = 0, stride_c = 0;
-  // A float32 row of n values (or null) that C starts from: C = alpha op(A) op(B) + beta C +
-  // bias, the bias added to every row of every batch item (a Linear's y = x W^T + b, torch's
-  // addmm with a broadcast input). A bfloat16 C takes the bias rounded to bfloat16, as
-  // PyTorch's autocast casts addmm's input.
-  const float* bias = nullptr;
-  // An activation (relu, gelu or gelu_tanh) applied to every value of C as it is written, after
-  // the bias and before a bfloat16 C is rounded: C = act(alpha op(A) op(B) + beta C + bias), a
-  // Linear and its activation as one product (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues).
-  std::optional<UnaryOp> activation;
-};
-
-struct AdamArgs {
-  // One decoupled-or-not Adam(W) update on a contiguous float32 parameter, in place:
-  //   g = grad + weight_decay*param            (if !decoupled)
-  //   param *= 1 - lr*weight_decay             (if decoupled)
-  //   m = beta1*m + (1-beta1) g;  v = beta2*v + (1-beta2) g^2
-  //   param -= lr * (m / bias1) / (sqrt(v / bias2) + eps)
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
-  float bias1 = 1.0f, bias2 = 1.0f;  // 1 - beta^step
-  bool decoupled = false;
-};
-
-struct AttentionArgs {
-  // Fused scaled-dot-product attention (FlashAttention-2, Dao 2023) over n = batch * heads
-  // independent problems: out[b] = dropout(softmax(scale * q[b] k[b]^T + mask[b] + causal)) v[b].
-  // q/out [n, q_len, head_dim], k/v [n, kv_len, head_dim] (d_k = d_v = head_dim).
-  int64_t n = 0, q_len = 0, kv_len = 0, head_dim = 0;
-  // Elements from one problem's K (and V) matrix to the next's. 0 (the caller's usual value):
-  // kv_len * head_dim, contiguous K and V. The forward also reads K and V whose rows are
-  // contiguous and whose matrices lie kv_stride >= kv_len * head_dim apart (a KV cache's window
-  // in place), as k's and v's strides must then say; the backward takes them contiguous.
-  int64_t kv_stride = 0;
-  float scale = 1.0f;
-  bool causal = false;       // key j is visible to query i iff j <= query_offset + i
-  int64_t query_offset = 0;  // as AttentionOptions::query_offset
-  // Dropout on the probabilities: element (b, i, j) is kept iff
-  // philox_uniform(offset + (b * q_len + i) * kv_len + j, seed) >= dropout_p (core/rng.h), the
-  // same draw as loom::dropout on the [n, q_len, kv_len] probabilities; kept ones are scaled by
-  // 1 / (1 - dropout_p). 0 = no dropout.
-  float dropout_p = 0.0f;
-  uint64_t seed = 0, offset = 0;
-};
-
-// Problems of at most this many queries and no dropout (KV-cache decoding: one query per step)
-// run on CUDA in the split-key decoding kernel (backends/cuda/attention.cu), which
-// scaled_dot_product_attention then takes by default in float32 too.
-constexpr int64_t kAttentionDecodeQueries = 8;
-
-// Where a fused attention kernel reads mask element (b, i, j): at
-// batch_offset(b) + i * row_stride + j * col_stride from the mask's data pointer, b split into
-// its coordinates over the mask's leading dims (size-1 dims dropped; stride 0 = broadcast).
-struct AttentionMaskLayout {
-  static constexpr int kMaxLead = 6;
-  int nlead = 0;
-  int64_t lead_size[kMaxLead] = {}, lead_stride[kMaxLead] = {};
-  int64_t row_stride = 0, col_stride = 0;
-
-  LOOM_HOST_DEVICE int64_t batch_offset(int64_t b) const {
-    int64_t offset = 0;
-    for (int d = nlead - 1; d >= 0; --d) {
-      offset += (b % lead_size[d]) * lead_stride[d];
-      b /= lead_size[d];
-    }
-    return offset;
-  }
-};
-// The layout of a mask that passed attention_forward's checks (an empty one if undefined).
-AttentionMaskLayout attention_mask_layout(const Tensor& mask);
 
 class Backend {
  public:
@@ -289,7 +234,7 @@ class Backend {
   void sample(const Tensor& logits, float temperature, int64_t top_k, float top_p, uint64_t seed,
               uint64_t offset, Tensor& out, const Tensor& offset_by = {});
 
-  // --- recording work for replay (CUDA graphs; core/graph.h) ---
+  // --- recording work for replay (CUDA graphs; backends/graph.h) ---
   // Between begin_capture() and end_capture() the kernels, copies and products this device is
   // asked for are recorded instead of run; the returned graph replays them, on the same memory,
   // with one launch. Memory allocated during the capture comes from a pool that belongs to the
@@ -301,93 +246,18 @@ class Backend {
   virtual std::unique_ptr<DeviceGraph> end_capture();
   virtual void abort_capture() noexcept {}
 
- protected:
-  // The kernels, one per public method above, with the same arguments, called after the checks.
-  virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
-  virtual void fill_impl(Tensor& dst, double value) = 0;
-  virtual void arange_impl(Tensor& dst, double start, double step) = 0;  // contiguous, numel > 0
-  virtual void unary_impl(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) = 0;
-  // x and y are defined exactly when the derivative reads them (see unary::backward_reads).
-  virtual void unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                                   Tensor& out, float a, float b) = 0;
-  virtual void binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
-  virtual void bias_unary_impl(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out) = 0;
-  virtual void bias_unary_backward_impl(UnaryOp op, const Tensor& grad, const Tensor& x,
-                                        const Tensor& bias, Tensor& out) = 0;
-  virtual void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) = 0;
-  virtual void axpy_impl(float alpha, const Tensor& src, Tensor& dst) = 0;
-  // n > 0 (an empty Sum is a fill, done before).
-  virtual void reduce_impl(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                           Tensor& out) = 0;
-  virtual void softmax_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
-                            Tensor& out) = 0;
-  virtual void softmax_backward_impl(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
-                                     int64_t inner, bool log, Tensor& out) = 0;
-  // m, n, batch > 0; pointers and strides checked; k may be 0 (C = beta * C).
-  virtual void gemm_impl(const GemmArgs& args) = 0;
-  // The index kernels check the index values themselves.
-  virtual void index_select_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                                 const Tensor& index, Tensor& out) = 0;
-  virtual void index_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                              const Tensor& index, Tensor& out) = 0;
-  virtual void index_copy_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                               const Tensor& index, Tensor& out) = 0;
-  virtual void gather_impl(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
-                           const Tensor& index, Tensor& out) = 0;
-  virtual void scatter_add_impl(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                                const Tensor& index, Tensor& out) = 0;
-  virtual void rand_uniform_impl(Tensor& out, uint64_t seed, uint64_t offset) = 0;
-  virtual void rand_normal_impl(Tensor& out, uint64_t seed, uint64_t offset) = 0;
-  // weight/bias undefined or [cols]; rows, cols > 0. residual and sum are both undefined
-  // (layer_norm) or both [rows, cols] (add_layer_norm: the rows normalised are x + residual,
-  // written to sum).
-  virtual void layer_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                               const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean,
-                               Tensor& rstd) = 0;
-  virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                        const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                                        Tensor& dweight, Tensor& dbias) = 0;
-  // The cross-entropy kernels check the target values themselves; rows, classes > 0. logits is
-  // contiguous or a [rows, classes] view with padded rows: row r starts logits_row_stride()
-  // elements after row r - 1.
-  virtual void cross_entropy_impl(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                  float label_smoothing, Tensor& losses, Tensor& lse) = 0;
-  virtual void cross_entropy_backward_impl(const Tensor& logits, const Tensor& target,
-                                           const Tensor& lse, int64_t ignore_index,
-                                           float label_smoothing, float scale,
-                                           const Tensor& scale_by, Tensor& dlogits) = 0;
-  virtual void adam_step_impl(const AdamArgs& args, Tensor& param, const Tensor& grad, Tensor& m,
-                              Tensor& v) = 0;
-  // Non-empty lists of equal length, no tensor in them empty; grads contiguous.
-  virtual void adam_step_multi_impl(const AdamArgs& args, std::span<Tensor> params,
-                                    std::span<const Tensor> grads, std::span<Tensor> ms,
-                                    std::span<Tensor> vs) = 0;
-  // Non-empty lists of non-empty tensors, xs of sum_of_squares_multi contiguous.
-  virtual void sum_of_squares_multi_impl(std::span<const Tensor> xs, Tensor& out) = 0;
-  virtual void scale_multi_impl(std::span<Tensor> xs, float alpha) = 0;
-  // n, q_len, kv_len, head_dim > 0.
-  virtual void attention_forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
-                                      const Tensor& mask, const AttentionArgs& args, Tensor& out,
-                                      Tensor& lse) = 0;
-  virtual void attention_backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                       const Tensor& v, const Tensor& mask, const Tensor& out,
-                                       const Tensor& lse, const AttentionArgs& args, Tensor& dq,
-                                       Tensor& dk, Tensor& dv) = 0;
-  // rows, n > 0; logits contiguous.
-  virtual void sample_impl(const Tensor& logits, float temperature, int64_t top_k, float top_p,
-                           uint64_t seed, uint64_t offset, const Tensor& offset_by,
-                           Tensor& out) = 0;
-
  private:
+  // Runs the implementation of this backend's device: cpu(args...) on the CPU, else
+  // cuda(args...) (given as LOOM_CUDA_IMPL(cuda::name)).
+  template <class Kernel, class... Args>
+  void run(Kernel* cpu, std::type_identity_t<Kernel*> cuda, Args&&... args) const {
+    (device_ == Device::CPU ? cpu : cuda)(std::forward<Args>(args)...);
+  }
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device
   // t itself if it is a [rows > 1, cols] view whose rows have unit stride, else contiguous(t).
   Tensor unit_stride_rows(const Tensor& t);
   Device device_;
 };
-
-// The distance in elements between consecutive rows of a cross-entropy's logits (see
-// Backend::cross_entropy_impl): the row stride of a 2-D view, else the row length.
-int64_t logits_row_stride(const Tensor& logits);
 
 // The kernel table of a device; throws loom::Error for CUDA when it is not available.
 Backend& backend(Device device);

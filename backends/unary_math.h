@@ -1,20 +1,25 @@
 // The unary ops of loom, each written once: its function y = f(x), its derivative, and which of
-// x and y the derivative reads. The CPU loops (backends/cpu/unary.cpp) and the CUDA kernels
-// (backends/cuda/elementwise.cu) are both instantiated from this table, so the two devices
-// cannot disagree on a formula.
+// x and y the derivative reads. The CPU loops (backends/elementwise/cpu_unary.cpp) and the CUDA
+// kernels (backends/elementwise/elementwise.cu) are both instantiated from this table, so the
+// two devices cannot disagree on a formula.
 //
-// To add a unary op (say silu):
-//   1. add X(Silu) to LOOM_UNARY_OPS below; that also adds UnaryOp::Silu;
-//   2. write `template <class M> struct Silu` beside the others: forward(x), backward(g, x, y)
-//      returning g * dy/dx, and its Def<...>: what backward reads, and the cost of each way;
-//   3. declare `Tensor silu(const Tensor& x);` in autograd/ops.h and define it with one line in
-//      autograd/ops_elementwise.cpp: `return unary_op(UnaryOp::Silu, "silu", x);`.
-// Nothing in backends/cpu or backends/cuda changes.
+// To add a unary function (say silu), three library files:
+//   1. here: add X(Silu) to LOOM_UNARY_OPS below (that also adds UnaryOp::Silu) and
+//      X(Silu, silu) to LOOM_UNARY_FUNCTIONS, and write `template <class M> struct Silu` beside
+//      the others: forward(x), backward(g, x, y) returning g * dy/dx, and its Def<...>: what
+//      backward reads, and the cost of each way;
+//   2. autograd/ops.h: declare `Tensor silu(const Tensor& x);` with the other functions;
+//   3. core/tensor.h: declare its method form, `Tensor silu() const;`.
+// The definitions of silu and Tensor::silu (autograd/ops_elementwise.cpp, whose unary_op records
+// the backward, and autograd/tensor_methods.cpp) are generated from LOOM_UNARY_FUNCTIONS, and
+// nothing in backends/elementwise changes. The tests: a reference formula in
+// tests/core/test_cpu_backend.cpp, and the others autograd/ops.h lists.
 //
 // M is the device's math library, the only thing the devices do differently: M::exp, M::log,
 // M::sqrt, M::tanh, M::sin, M::cos, M::abs, M::pow and M::normal_cdf (the standard normal CDF
-// Phi). The CPU passes branch-free versions that vectorise (CpuMath in backends/cpu/unary.cpp,
-// over vec_math.h), CUDA its own math library (CudaMath in backends/cuda/elementwise.cu).
+// Phi). The CPU passes branch-free versions that vectorise (CpuMath in
+// backends/elementwise/cpu_unary.cpp, over backends/cpu/vec_math.h), CUDA its own math library
+// (CudaMath in backends/cuda/device_utils.cuh).
 #pragma once
 
 #include "core/host_device.h"
@@ -27,6 +32,15 @@ namespace loom {
 #define LOOM_UNARY_OPS(X)                                                                       \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Sigmoid) X(Relu) X(Gelu) X(GeluTanh) X(Abs) \
   X(Sin) X(Cos) X(Sign) X(Pow) X(Affine) X(RDiv) X(Clamp)
+
+// The ops that are a function of one tensor and nothing else, with the function's name: the
+// definitions of `Tensor name(const Tensor& x)` (declared in autograd/ops.h) and of its method
+// form x.name() (declared in core/tensor.h) are generated from this list. The other ops are
+// operators (Neg, Affine, RDiv), take scalars (pow, clamp) or have no gradient (sign): they are
+// written out in autograd/ops_elementwise.cpp.
+#define LOOM_UNARY_FUNCTIONS(X)                                                               \
+  X(Exp, exp) X(Log, log) X(Sqrt, sqrt) X(Rsqrt, rsqrt) X(Tanh, tanh) X(Sigmoid, sigmoid)    \
+  X(Relu, relu) X(Gelu, gelu) X(GeluTanh, gelu_tanh) X(Abs, abs) X(Sin, sin) X(Cos, cos)
 // clang-format on
 
 #define LOOM_UNARY_ENUM_ENTRY(Name) Name,

@@ -72,14 +72,18 @@ int main(int argc, char** argv) {
                  wrong.item(), mb);
       const double bytes = static_cast<double>(n) * 4, bus = p > 1 ? 2.0 * (p - 1) / p : 1.0;
       if (!distributed::is_main_process()) continue;
-      fmt::print(
-          "{{\"case\": \"allreduce\", \"backend\": \"{}\", \"processes\": {}, \"mb\": {}, "
-          "\"ms_blocking\": {:.3f}, \"ms_blocking_min\": {:.3f}, \"algbw_gbs\": {:.3f}, "
-          "\"busbw_gbs\": {:.3f}, \"ms_polled\": {:.3f}, \"polled_busbw_gbs\": {:.3f}, "
-          "\"steps\": {}, \"framework\": \"loom\"}}\n",
-          group.backend_name(), p, mb, blocking.median_s * 1e3, blocking.min_s * 1e3,
-          bytes / blocking.median_s / 1e9, bytes / blocking.median_s / 1e9 * bus,
-          polled.median_s * 1e3, bytes / polled.median_s / 1e9 * bus, steps);
+      bench::JsonLine("allreduce")
+          .add("backend", group.backend_name())
+          .add("processes", p)
+          .add("mb", mb)
+          .add("ms_blocking", blocking.median_s * 1e3, 3)
+          .add("ms_blocking_min", blocking.min_s * 1e3, 3)
+          .add("algbw_gbs", bytes / blocking.median_s / 1e9, 3)
+          .add("busbw_gbs", bytes / blocking.median_s / 1e9 * bus, 3)
+          .add("ms_polled", polled.median_s * 1e3, 3)
+          .add("polled_busbw_gbs", bytes / polled.median_s / 1e9 * bus, 3)
+          .add("steps", steps)
+          .print();
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "allreduce: {}\n", e.what());

@@ -2,17 +2,17 @@
 //
 //   NAME CASE [--steps N] [--threads T] [--device cpu|cuda]
 //
-// run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, runs the case and
-// turns an error into "NAME: message" and exit status 1. Idle OpenMP workers spin briefly, then
-// sleep (cli::use_short_omp_spin; bench/reference/bench.py runs PyTorch with
-// OMP_WAIT_POLICY=PASSIVE, its best setting).
+// run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, runs the case CASE
+// names and turns an error into "NAME: message" and exit status 1. Each case prints one JSON
+// line with the keys of bench/reference/bench.py CASE (bench_util.h's JsonLine). Idle OpenMP
+// workers spin briefly, then sleep (cli::use_short_omp_spin; bench/reference/bench.py runs
+// PyTorch with OMP_WAIT_POLICY=PASSIVE, its best setting).
 #pragma once
 
 #include <fmt/format.h>
 
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "examples/cli.h"
@@ -26,19 +26,24 @@ struct Args {
   Device device = Device::CPU;
 };
 
-// `cases`: each case's name and its --help line.
+// One case of a benchmark: its name, its --help line and the function that runs it.
+struct Case {
+  std::string name, help;
+  std::function<void(const Args&)> run;
+};
+
 inline int run_cases(int argc, char** argv, const std::string& name, const std::string& description,
-                     const std::vector<std::pair<std::string, std::string>>& cases,
-                     const std::function<void(const Args&)>& run) {
+                     const std::vector<Case>& cases) {
   cli::use_short_omp_spin(argv);
   Args args;
   std::string device = "cpu", case_help;
   std::vector<std::string> names;
-  for (const auto& [case_name, help] : cases) {
-    names.push_back(case_name);
-    case_help += (case_help.empty() ? "" : "\n") + case_name + ": " + help;
+  for (const Case& c : cases) {
+    names.push_back(c.name);
+    case_help += (case_help.empty() ? "" : "\n") + c.name + ": " + c.help;
   }
-  CLI::App app{name + ": " + description};
+  CLI::App app{name + ": " + description +
+               "; prints one JSON line comparable with bench/reference/bench.py CASE"};
   cli::show_defaults(app);
   app.add_option("case", args.case_name, case_help)->required()->check(CLI::IsMember(names));
   app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
@@ -50,7 +55,8 @@ inline int run_cases(int argc, char** argv, const std::string& name, const std::
   args.device = cli::device_of(device);
   try {
     set_num_threads(args.threads);
-    run(args);
+    for (const Case& c : cases)
+      if (c.name == args.case_name) c.run(args);
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", name, e.what());
     return 1;

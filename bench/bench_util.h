@@ -1,19 +1,38 @@
 // Timing helpers shared by the benchmarks: the same protocol as bench/reference/bench.py
-// (3 untimed warm-up calls, then N timed calls, median reported).
+// (3 untimed warm-up calls, then N timed calls, median reported), and the JSON line each
+// benchmark prints with bench.py's keys.
 #pragma once
+
+#include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <functional>
+#include <string>
+#include <type_traits>
 #include <vector>
 
+#include "loom.h"
+
 namespace loom::bench {
+
+// Untimed calls before the timed ones (bench.py's "warmup").
+inline constexpr int kWarmup = 3;
 
 struct Timing {
   double median_s = 0, min_s = 0, max_s = 0;
 };
 
-inline Timing time_steps(const std::function<void()>& step, int steps, int warmup = 3) {
+// The middle value of `values` (the mean of the two middle ones when their count is even).
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+inline Timing time_steps(const std::function<void()>& step, int steps, int warmup = kWarmup) {
   for (int i = 0; i < warmup; ++i) step();
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) {
@@ -21,12 +40,85 @@ inline Timing time_steps(const std::function<void()>& step, int steps, int warmu
     step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  return {median, sorted.front(), sorted.back()};
+  const auto [min, max] = std::minmax_element(times.begin(), times.end());
+  return {median(times), *min, *max};
 }
 
+// The end of a timed training step, as bench.py's: backward, the optimizer's step, the
+// gradients zeroed in place (PyTorch 1.13's default), the loss kept for "loss_first" and
+// "loss_last".
+inline void update(const Tensor& loss, optim::Optimizer& opt, std::vector<float>& losses) {
+  loss.backward();
+  opt.step();
+  opt.zero_grad(false);
+  losses.push_back(loss.item());
+}
+
+// One line of JSON on stdout: "case" first, then the fields in the order they are added, each
+// value written as bench.py writes the same key; print() ends it with "framework": "loom". The
+// fields most benchmarks share have a call each:
+//
+//   bench::JsonLine(args.case_name)
+//       .add("batch", batch)
+//       .add("images_per_s", static_cast<double>(batch) / t.median_s, 2)
+//       .common(t, args.steps, model.num_parameters(), args.device)
+//       .losses(losses)
+//       .print();
+class JsonLine {
+ public:
+  explicit JsonLine(const std::string& case_name) { add("case", case_name); }
+
+  JsonLine& add(const std::string& key, const std::string& text) {
+    return field(key, fmt::format("\"{}\"", text));
+  }
+  template <std::integral Integer>
+  JsonLine& add(const std::string& key, Integer value) {
+    static_assert(!std::is_same_v<Integer, bool>, "flag() writes a bool, as true or false");
+    return field(key, fmt::format("{}", value));
+  }
+  // With `decimals` digits after the point; without, the shortest text that reads back exactly.
+  JsonLine& add(const std::string& key, double value, int decimals) {
+    return field(key, fmt::format("{:.{}f}", value, decimals));
+  }
+  JsonLine& add(const std::string& key, double value) {
+    return field(key, fmt::format("{}", value));
+  }
+  JsonLine& flag(const std::string& key, bool value) {
+    return field(key, value ? "true" : "false");
+  }
+
+  // "<prefix>ms_per_step", "<prefix>ms_min" and "<prefix>ms_max" of `t`.
+  JsonLine& times(const Timing& t, const std::string& prefix = "") {
+    return add(prefix + "ms_per_step", t.median_s * 1e3, 3)
+        .add(prefix + "ms_min", t.min_s * 1e3, 3)
+        .add(prefix + "ms_max", t.max_s * 1e3, 3);
+  }
+  // times(t), then the protocol: "steps" timed after "warmup" untimed.
+  JsonLine& timing(const Timing& t, int steps) {
+    return times(t).add("steps", steps).add("warmup", kWarmup);
+  }
+  // "loss_first" and "loss_last" of the timed steps' losses (5 decimals).
+  JsonLine& losses(const std::vector<float>& losses) {
+    return add("loss_first", losses.front(), 5).add("loss_last", losses.back(), 5);
+  }
+  // "threads" (loom's OpenMP threads) and "blas_threads" (OpenBLAS's).
+  JsonLine& threads() {
+    return add("threads", get_num_threads()).add("blas_threads", openblas_get_num_threads());
+  }
+  // What every model benchmark reports of its timed run: timing(t, steps), "params", threads()
+  // and "device".
+  JsonLine& common(const Timing& t, int steps, int64_t params, Device device) {
+    return timing(t, steps).add("params", params).threads().add("device", device_name(device));
+  }
+
+  void print() const { fmt::print("{{{}, \"framework\": \"loom\"}}\n", fields_); }
+
+ private:
+  JsonLine& field(const std::string& key, const std::string& value) {
+    fields_ += fmt::format("{}\"{}\": {}", fields_.empty() ? "" : ", ", key, value);
+    return *this;
+  }
+  std::string fields_;
+};
 
 }  // namespace loom::bench

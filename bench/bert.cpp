@@ -12,12 +12,10 @@
 //              wd 0.01) step + zero_grad
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
 //   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
-#include <cblas.h>
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "bench_cli.h"
 #include "bench_util.h"
@@ -67,30 +65,27 @@ void pretraining_case(const Args& args) {
   std::vector<float> losses;
   auto step = [&] {
     const models::BertOutput out = model.forward(batch.ids, batch.types);
-    const Tensor loss = models::bert_pretraining_loss(out, batch.mlm_labels, batch.nsp_labels);
-    loss.backward();
-    opt.step();
-    opt.zero_grad(false);
-    losses.push_back(loss.item());
+    bench::update(models::bert_pretraining_loss(out, batch.mlm_labels, batch.nsp_labels), opt,
+                  losses);
   };
   const bench::Timing t = time_steps(step, args.steps);
-  fmt::print(
-      "{{\"case\": \"{}\", \"batch\": {}, \"seq\": {}, \"masked\": {}, \"tokens_per_s\": {:.2f}, "
-      "\"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}, \"steps\": {}, "
-      "\"warmup\": 3, \"params\": {}, \"loss_first\": {:.5f}, \"loss_last\": {:.5f}, "
-      "\"threads\": {}, \"blas_threads\": {}, \"device\": \"{}\", \"framework\": \"loom\"}}\n",
-      args.case_name, B, T, batch.masked, static_cast<double>(B * T) / t.median_s, t.median_s * 1e3,
-      t.min_s * 1e3, t.max_s * 1e3, args.steps, model.num_parameters(), losses.front(),
-      losses.back(), get_num_threads(), openblas_get_num_threads(), device_name(args.device));
+  bench::JsonLine(args.case_name)
+      .add("batch", B)
+      .add("seq", T)
+      .add("masked", batch.masked)
+      .add("tokens_per_s", static_cast<double>(B * T) / t.median_s, 2)
+      .common(t, args.steps, model.num_parameters(), args.device)
+      .losses(losses)
+      .print();
 }
+
+// The cases `bert CASE` names, each with its --help line and the function that runs it.
+const std::vector<bench::Case> kCases = {
+    {"bert-mini", "MLM + NSP pre-training step, batch 32 x 128 (5,430,786 parameters)",
+     pretraining_case}};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_cases(
-      argc, argv, "bert",
-      "the BERT benchmark case; prints one JSON line comparable with bench/reference/bench.py "
-      "bert-mini",
-      {{"bert-mini", "MLM + NSP pre-training step, batch 32 x 128 (5,430,786 parameters)"}},
-      [](const bench::Args& args) { pretraining_case(args); });
+  return bench::run_cases(argc, argv, "bert", "the BERT benchmark case", kCases);
 }

@@ -12,12 +12,11 @@
 //   detr lsa           linear_sum_assignment alone: median ms of 100x100 and 300x300 solves of
 //                      uniform random costs (scipy for comparison: see --help).
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
-#include <cblas.h>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_cli.h"
@@ -30,12 +29,6 @@ using loom::bench::time_steps;
 namespace {
 
 using bench::Args;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // models.py's detr_scenes: per image 1-4 boxes, w and h uniform in [0.15, 0.45) of the side,
 // inside the image; box areas painted with uniform noise over a faint (0.1 x uniform) background.
@@ -106,47 +99,42 @@ void detr_fmnist(const Args& args) {
   };
   const bench::Timing t = time_steps(step, args.steps);
   const double matcher_s =
-      median(std::vector<double>(match_seconds.begin() + 3, match_seconds.end()));
-  fmt::print(
-      "{{\"case\": \"detr-fmnist\", \"batch\": {}, \"boxes\": {}, \"queries\": {}, "
-      "\"matcher_ms\": {:.3f}, \"matcher_share\": {:.4f}, \"ms_per_step\": {:.3f}, "
-      "\"ms_min\": {:.3f}, \"ms_max\": {:.3f}, \"images_per_s\": {:.2f}, \"steps\": {}, "
-      "\"warmup\": 3, \"params\": {}, \"loss_first\": {:.5f}, \"loss_last\": {:.5f}, "
-      "\"threads\": {}, \"blas_threads\": {}, \"device\": \"{}\", \"framework\": \"loom\"}}\n",
-      B, num_boxes, model.config().num_queries, matcher_s * 1e3, matcher_s / t.median_s,
-      t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3, static_cast<double>(B) / t.median_s,
-      args.steps, model.num_parameters(), losses.front(), losses.back(), get_num_threads(),
-      openblas_get_num_threads(), device_name(args.device));
+      bench::median(std::vector<double>(match_seconds.begin() + 3, match_seconds.end()));
+  bench::JsonLine(args.case_name)
+      .add("batch", B)
+      .add("boxes", num_boxes)
+      .add("queries", model.config().num_queries)
+      .add("matcher_ms", matcher_s * 1e3, 3)
+      .add("matcher_share", matcher_s / t.median_s, 4)
+      .add("images_per_s", static_cast<double>(B) / t.median_s, 2)
+      .common(t, args.steps, model.num_parameters(), args.device)
+      .losses(losses)
+      .print();
 }
 
 void lsa(const Args& args) {
   manual_seed(0);
-  std::string out = "{\"case\": \"lsa\"";
+  bench::JsonLine line(args.case_name);
   for (int64_t n : {100, 300}) {
     const Tensor cost = rand({n, n});
     const bench::Timing t = time_steps([&] { linear_sum_assignment(cost); }, args.steps);
-    out += fmt::format(", \"n{}_ms\": {:.3f}, \"n{}_ms_min\": {:.3f}", n, t.median_s * 1e3, n,
-                       t.min_s * 1e3);
+    line.add(fmt::format("n{}_ms", n), t.median_s * 1e3, 3)
+        .add(fmt::format("n{}_ms_min", n), t.min_s * 1e3, 3);
   }
-  fmt::print("{}, \"steps\": {}, \"warmup\": 3, \"framework\": \"loom\"}}\n", out, args.steps);
+  line.add("steps", args.steps).add("warmup", bench::kWarmup).print();
 }
+
+// The cases `detr CASE` names, each with its --help line and the function that runs it.
+const std::vector<bench::Case> kCases = {
+    {"detr-fmnist", "DETR training step with matching and aux losses, batch 32", detr_fmnist},
+    {"lsa",
+     "linear_sum_assignment on 100x100 and 300x300 uniform costs (scipy: python3 -m timeit -s "
+     "'import numpy as np; from scipy.optimize import linear_sum_assignment as f; c = "
+     "np.random.rand(300, 300)' 'f(c)')",
+     lsa}};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_cases(
-      argc, argv, "detr",
-      "the DETR benchmark cases; prints one JSON line comparable with bench/reference/bench.py "
-      "detr-fmnist",
-      {{"detr-fmnist", "DETR training step with matching and aux losses, batch 32"},
-       {"lsa",
-        "linear_sum_assignment on 100x100 and 300x300 uniform costs (scipy: python3 -m timeit -s "
-        "'import numpy as np; from scipy.optimize import linear_sum_assignment as f; c = "
-        "np.random.rand(300, 300)' 'f(c)')"}},
-      [](const bench::Args& args) {
-        if (args.case_name == "detr-fmnist")
-          detr_fmnist(args);
-        else
-          lsa(args);
-      });
+  return bench::run_cases(argc, argv, "detr", "the DETR benchmark cases", kCases);
 }

@@ -26,7 +26,6 @@
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
 // d_model x seq per token, PaLM's count) over the H100/H200 bf16 dense peak of 989 TFLOP/s,
 // the same figure bench/reference/bench.py prints.
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -61,20 +60,16 @@ struct Args {
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
 };
 
-// The JSON fields every case shares, after the case-specific ones.
-std::string common_fields(const bench::Timing& t, const Args& args, int64_t params) {
-  return fmt::format("\"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}",
-                     t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3) +
-         fmt::format(
-             ", \"steps\": {}, \"warmup\": 3, \"params\": {}, \"threads\": {}, "
-             "\"blas_threads\": {}, \"device\": \"{}\", \"tf32\": {}, \"bf16\": {}, "
-             "\"fused_attention\": {}, \"framework\": \"loom\"",
-             args.steps, params, get_num_threads(), openblas_get_num_threads(),
-             device_name(args.device), args.tf32 ? "true" : "false", args.bf16 ? "true" : "false",
-             args.device == Device::CUDA &&
-                     (args.fused_attention || (args.bf16 && !args.no_fused_attention))
-                 ? "true"
-                 : "false");
+// The JSON fields every case shares, after the case-specific ones: the common ones and the
+// switches of the CUDA paths.
+bench::JsonLine& add_common(bench::JsonLine& line, const bench::Timing& t, const Args& args,
+                            int64_t params) {
+  const bool fused = args.device == Device::CUDA &&
+                     (args.fused_attention || (args.bf16 && !args.no_fused_attention));
+  return line.common(t, args.steps, params, args.device)
+      .flag("tf32", args.tf32)
+      .flag("bf16", args.bf16)
+      .flag("fused_attention", fused);
 }
 
 // bench.py's case_gpt(): the same batch every step, AdamW(lr 3e-4, betas (0.9, 0.95),
@@ -95,20 +90,18 @@ void train_case(const Args& args, const std::string& preset, int64_t batch, int6
       Tensor logits = model.forward(x);  // (B, T, V)
       loss = cross_entropy(logits.reshape({-1, config.vocab_size}), y.reshape({-1}));
     }
-    loss.backward();
-    opt.step();
-    opt.zero_grad(false);
-    losses.push_back(loss.item());
+    bench::update(loss, opt, losses);
   };
   const bench::Timing t = time_steps(step, args.steps);
   const double tokens_per_s = static_cast<double>(batch * seq) / t.median_s;
   const double flops_per_token = 6.0 * static_cast<double>(model.num_parameters()) +
                                  12.0 * config.n_layer * config.d_model * seq;
-  fmt::print(
-      "{{\"case\": \"{}\", \"batch\": {}, \"seq\": {}, \"tokens_per_s\": {:.2f}, {}, "
-      "\"mfu\": {:.4f}, \"loss_first\": {:.5f}, \"loss_last\": {:.5f}}}\n",
-      args.case_name, batch, seq, tokens_per_s, common_fields(t, args, model.num_parameters()),
-      flops_per_token * tokens_per_s / 989e12, losses.front(), losses.back());
+  bench::JsonLine line(args.case_name);
+  line.add("batch", batch).add("seq", seq).add("tokens_per_s", tokens_per_s, 2);
+  add_common(line, t, args, model.num_parameters())
+      .add("mfu", flops_per_token * tokens_per_s / 989e12, 4)
+      .losses(losses)
+      .print();
 }
 
 // gpt-mini's training step under nn::DistributedDataParallel: the global batch of 16 x 128 is
@@ -156,16 +149,21 @@ void distributed_case(const Args& args) {
   const double exposed = t.median_s - compute.median_s;
   const double overlap = world > 1 ? std::clamp(1.0 - exposed / reduce.median_s, 0.0, 1.0) : 1.0;
   if (!distributed::is_main_process()) return;
-  fmt::print(
-      "{{\"case\": \"{}\", \"distributed\": true, \"processes\": {}, \"batch\": {}, "
-      "\"rows_per_process\": {}, \"seq\": {}, \"tokens_per_s\": {:.2f}, "
-      "\"ms_compute\": {:.3f}, \"ms_allreduce_blocking\": {:.3f}, \"gradient_mb\": {:.2f}, "
-      "\"ms_exposed\": {:.3f}, \"overlap\": {:.3f}, \"bucket_mb\": {}, \"buckets\": {}, {}}}\n",
-      args.case_name, world, global_batch, rows, seq,
-      static_cast<double>(global_batch * seq) / t.median_s, compute.median_s * 1e3,
-      reduce.median_s * 1e3, static_cast<double>(model->num_parameters()) * 4 / 1e6,
-      exposed * 1e3, overlap, args.bucket_mb, ddp.bucket_assignment().size(),
-      common_fields(t, args, model->num_parameters()));
+  bench::JsonLine line(args.case_name);
+  line.flag("distributed", true)
+      .add("processes", world)
+      .add("batch", global_batch)
+      .add("rows_per_process", rows)
+      .add("seq", seq)
+      .add("tokens_per_s", static_cast<double>(global_batch * seq) / t.median_s, 2)
+      .add("ms_compute", compute.median_s * 1e3, 3)
+      .add("ms_allreduce_blocking", reduce.median_s * 1e3, 3)
+      .add("gradient_mb", static_cast<double>(model->num_parameters()) * 4 / 1e6, 2)
+      .add("ms_exposed", exposed * 1e3, 3)
+      .add("overlap", overlap, 3)
+      .add("bucket_mb", args.bucket_mb)
+      .add("buckets", ddp.bucket_assignment().size());
+  add_common(line, t, args, model->num_parameters()).print();
 }
 
 // bench.py's gpt-mini-generate: greedy, batch 1, 16 random prompt tokens, 128 new tokens
@@ -186,14 +184,15 @@ void generate_case(const Args& args, const std::string& preset) {
   size_t generated = 0;
   const bench::Timing t = time_steps(
       [&] { generated = model.generate(prompt, options).size() - prompt.size(); }, args.steps);
-  fmt::print(
-      "{{\"case\": \"{}\", \"batch\": 1, \"prompt\": {}, \"new_tokens\": {}, "
-      "\"kv_cache\": {}, \"new_tokens_per_s\": {:.2f}, \"host_sampling\": {}, "
-      "\"cuda_graphs\": {}, {}}}\n",
-      args.case_name, prompt_len, generated, args.cache ? "true" : "false",
-      static_cast<double>(generated) / t.median_s, args.host_sampling ? "true" : "false",
-      args.cuda_graphs && !args.host_sampling && args.device == Device::CUDA ? "true" : "false",
-      common_fields(t, args, model.num_parameters()));
+  bench::JsonLine line(args.case_name);
+  line.add("batch", 1)
+      .add("prompt", prompt_len)
+      .add("new_tokens", generated)
+      .flag("kv_cache", args.cache)
+      .add("new_tokens_per_s", static_cast<double>(generated) / t.median_s, 2)
+      .flag("host_sampling", args.host_sampling)
+      .flag("cuda_graphs", args.cuda_graphs && !args.host_sampling && args.device == Device::CUDA);
+  add_common(line, t, args, model.num_parameters()).print();
 }
 
 }  // namespace

@@ -17,16 +17,18 @@ constexpr int64_t kN = 1024;
 
 double gflops(double seconds) { return 2.0 * kN * kN * kN / seconds / 1e9; }
 
-void sgemm_json(int steps, int threads) {
+void sgemm_json(int steps) {
   manual_seed(0);
   Tensor a = randn({kN, kN}), b = randn({kN, kN});
   auto t = time_steps([&] { matmul(a, b); }, steps);
-  fmt::print(
-      "{{\"case\": \"sgemm\", \"n\": {}, \"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, "
-      "\"ms_max\": {:.3f}, \"gflops\": {:.2f}, \"steps\": {}, \"warmup\": 3, \"threads\": {}, "
-      "\"blas_threads\": {}, \"framework\": \"loom\"}}\n",
-      kN, t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3, gflops(t.median_s), steps, threads,
-      openblas_get_num_threads());
+  bench::JsonLine("sgemm")
+      .add("n", kN)
+      .times(t)
+      .add("gflops", gflops(t.median_s), 2)
+      .add("steps", steps)
+      .add("warmup", bench::kWarmup)
+      .threads()
+      .print();
 }
 
 void all_cases(int steps) {
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
   if (steps == 0) steps = json ? 20 : 10;
   set_num_threads(threads);
   if (json)
-    sgemm_json(steps, threads);
+    sgemm_json(steps);
   else
     all_cases(steps);
   return 0;

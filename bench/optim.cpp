@@ -84,12 +84,14 @@ int main(int argc, char** argv) {
   const auto clip = time_steps([&] { optim::clip_grad_norm(params, max_norm); }, steps);
 
   auto line = [&](const char* name, const bench::Timing& t) {
-    fmt::print(
-        "{{\"case\": \"{}\", \"preset\": \"{}\", \"tensors\": {}, \"values\": {}, "
-        "\"device\": \"{}\", \"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}, "
-        "\"steps\": {}, \"framework\": \"loom\"}}\n",
-        name, preset, params.size(), values, device_name, t.median_s * 1e3, t.min_s * 1e3,
-        t.max_s * 1e3, steps);
+    bench::JsonLine(name)
+        .add("preset", preset)
+        .add("tensors", params.size())
+        .add("values", values)
+        .add("device", device_name)
+        .times(t)
+        .add("steps", steps)
+        .print();
   };
   line("adamw_multi", multi);
   line("adamw_per_tensor", per_tensor);

@@ -17,10 +17,8 @@
 //
 // loom's model masks key id 0 (pad_id) where models.py's masks nothing; random ids hit 0 about
 // once per 1000 tokens, which changes no amount of work.
-#include <cblas.h>
-#include <fmt/format.h>
-
 #include <string>
+#include <vector>
 
 #include "bench_cli.h"
 #include "bench_util.h"
@@ -32,16 +30,6 @@ using loom::bench::time_steps;
 namespace {
 
 using bench::Args;
-
-std::string common_fields(const bench::Timing& t, const Args& args, int64_t params) {
-  return fmt::format("\"ms_per_step\": {:.3f}, \"ms_min\": {:.3f}, \"ms_max\": {:.3f}",
-                     t.median_s * 1e3, t.min_s * 1e3, t.max_s * 1e3) +
-         fmt::format(
-             ", \"steps\": {}, \"warmup\": 3, \"params\": {}, \"threads\": {}, "
-             "\"blas_threads\": {}, \"device\": \"{}\", \"framework\": \"loom\"",
-             args.steps, params, get_num_threads(), openblas_get_num_threads(),
-             device_name(args.device));
-}
 
 // bench.py's seq2seq-mini: the same batch every step; LambdaLR's counter starts at 0, so
 // step i (from 0) runs at noam_lr(i + 1).
@@ -61,18 +49,17 @@ void train_case(const Args& args) {
   int64_t step_number = 0;
   auto step = [&] {
     opt.set_lr(optim::noam_lr(++step_number, config.d_model, 4000));
-    const Tensor loss = cross_entropy(model.forward(src, tgt_in), tgt_out, -100, 0.1f);
-    loss.backward();
-    opt.step();
-    opt.zero_grad(false);
-    losses.push_back(loss.item());
+    bench::update(cross_entropy(model.forward(src, tgt_in), tgt_out, -100, 0.1f), opt, losses);
   };
   const bench::Timing t = time_steps(step, args.steps);
-  fmt::print(
-      "{{\"case\": \"{}\", \"batch\": {}, \"src_len\": {}, \"tgt_len\": {}, "
-      "\"tokens_per_s\": {:.2f}, {}, \"loss_first\": {:.5f}, \"loss_last\": {:.5f}}}\n",
-      args.case_name, B, T, T, static_cast<double>(B * T) / t.median_s,
-      common_fields(t, args, model.num_parameters()), losses.front(), losses.back());
+  bench::JsonLine(args.case_name)
+      .add("batch", B)
+      .add("src_len", T)
+      .add("tgt_len", T)
+      .add("tokens_per_s", static_cast<double>(B * T) / t.median_s, 2)
+      .common(t, args.steps, model.num_parameters(), args.device)
+      .losses(losses)
+      .print();
 }
 
 // bench.py's seq2seq-mini-translate.
@@ -110,29 +97,28 @@ void translate_case(const Args& args) {
   const bench::Timing tb =
       time_steps([&] { model.translate_batch(srcs, bos, no_eos, new_tokens, beam); }, args.steps);
   const double total = static_cast<double>(B * new_tokens);
-  fmt::print(
-      "{{\"case\": \"{}\", \"batch\": {}, \"src_len\": {}, \"new_tokens\": {}, \"beam\": {}, "
-      "\"kv_cache\": true, \"cache_matches_full\": {}, \"beam_ms_per_step\": {:.3f}, "
-      "\"beam_ms_min\": {:.3f}, \"beam_ms_max\": {:.3f}, \"beam_new_tokens_per_s\": {:.2f}, "
-      "\"new_tokens_per_s\": {:.2f}, {}}}\n",
-      args.case_name, B, S, new_tokens, beam, matches ? "true" : "false", tb.median_s * 1e3,
-      tb.min_s * 1e3, tb.max_s * 1e3, total / tb.median_s, total / t.median_s,
-      common_fields(t, args, model.num_parameters()));
+  bench::JsonLine(args.case_name)
+      .add("batch", B)
+      .add("src_len", S)
+      .add("new_tokens", new_tokens)
+      .add("beam", beam)
+      .flag("kv_cache", true)
+      .flag("cache_matches_full", matches)
+      .times(tb, "beam_")
+      .add("beam_new_tokens_per_s", total / tb.median_s, 2)
+      .add("new_tokens_per_s", total / t.median_s, 2)
+      .common(t, args.steps, model.num_parameters(), args.device)
+      .print();
 }
+
+// The cases `seq2seq CASE` names, each with its --help line and the function that runs it.
+const std::vector<bench::Case> kCases = {
+    {"seq2seq-mini", "training step, batch 32 x 32 source and target tokens", train_case},
+    {"seq2seq-mini-translate", "greedy and beam-4 decoding of 32 x 24 new tokens", translate_case}};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_cases(
-      argc, argv, "seq2seq",
-      "one encoder-decoder Transformer benchmark case; prints one JSON line comparable with "
-      "bench/reference/bench.py CASE",
-      {{"seq2seq-mini", "training step, batch 32 x 32 source and target tokens"},
-       {"seq2seq-mini-translate", "greedy and beam-4 decoding of 32 x 24 new tokens"}},
-      [](const bench::Args& args) {
-        if (args.case_name == "seq2seq-mini")
-          train_case(args);
-        else
-          translate_case(args);
-      });
+  return bench::run_cases(argc, argv, "seq2seq", "one encoder-decoder Transformer benchmark case",
+                          kCases);
 }

@@ -8,10 +8,8 @@
 //   one step = forward + cross-entropy + backward + AdamW(lr 1e-3, wd 0.05) step + zero_grad
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
 //   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
-#include <cblas.h>
-#include <fmt/format.h>
-
 #include <string>
+#include <vector>
 
 #include "bench_cli.h"
 #include "bench_util.h"
@@ -37,37 +35,29 @@ void train_case(const Args& args, const Config& config, int64_t batch) {
   const Tensor labels = randint(0, config.num_classes, {batch}).to(args.device);  // (B,)
   optim::AdamW opt(model.parameters(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f);
   std::vector<float> losses;
-  auto step = [&] {
-    const Tensor loss = cross_entropy(model.forward(images), labels);
-    loss.backward();
-    opt.step();
-    opt.zero_grad(false);
-    losses.push_back(loss.item());
-  };
+  auto step = [&] { bench::update(cross_entropy(model.forward(images), labels), opt, losses); };
   const bench::Timing t = time_steps(step, args.steps);
-  fmt::print(
-      "{{\"case\": \"{}\", \"batch\": {}, \"images_per_s\": {:.2f}, \"ms_per_step\": {:.3f}, "
-      "\"ms_min\": {:.3f}, \"ms_max\": {:.3f}, \"steps\": {}, \"warmup\": 3, \"params\": {}, "
-      "\"loss_first\": {:.5f}, \"loss_last\": {:.5f}, \"threads\": {}, \"blas_threads\": {}, "
-      "\"device\": \"{}\", \"framework\": \"loom\"}}\n",
-      args.case_name, batch, static_cast<double>(batch) / t.median_s, t.median_s * 1e3,
-      t.min_s * 1e3, t.max_s * 1e3, args.steps, model.num_parameters(), losses.front(),
-      losses.back(), get_num_threads(), openblas_get_num_threads(), device_name(args.device));
+  bench::JsonLine(args.case_name)
+      .add("batch", batch)
+      .add("images_per_s", static_cast<double>(batch) / t.median_s, 2)
+      .common(t, args.steps, model.num_parameters(), args.device)
+      .losses(losses)
+      .print();
 }
+
+// The cases `vision CASE` names, each with its --help line and the function that runs it.
+const std::vector<bench::Case> kCases = {
+    {"vit-fmnist", "ViT training step, batch 128 (1,199,882 parameters)",
+     [](const bench::Args& args) {
+       train_case<models::ViT>(args, models::ViTConfig::preset("vit-fmnist"), 128);
+     }},
+    {"swin-fmnist", "Swin training step, batch 64 (931,710 parameters)",
+     [](const bench::Args& args) {
+       train_case<models::Swin>(args, models::SwinConfig::preset("swin-fmnist"), 64);
+     }}};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_cases(
-      argc, argv, "vision",
-      "one ViT/Swin benchmark case; prints one JSON line comparable with "
-      "bench/reference/bench.py CASE",
-      {{"vit-fmnist", "ViT training step, batch 128 (1,199,882 parameters)"},
-       {"swin-fmnist", "Swin training step, batch 64 (931,710 parameters)"}},
-      [](const bench::Args& args) {
-        if (args.case_name == "vit-fmnist")
-          train_case<models::ViT>(args, models::ViTConfig::preset("vit-fmnist"), 128);
-        else
-          train_case<models::Swin>(args, models::SwinConfig::preset("swin-fmnist"), 64);
-      });
+  return bench::run_cases(argc, argv, "vision", "one ViT/Swin benchmark case", kCases);
 }

@@ -189,7 +189,8 @@ class Tensor {
   // masked_fill have methods too (as in PyTorch). Arithmetic is spelled with operators; the
   // comparisons, where, cat/stack, the index ops, creation and the fused nn functions
   // (layer_norm, cross_entropy, dropout) are free functions only. The views above are methods
-  // only: they are the tensor's own geometry.
+  // only: they are the tensor's own geometry. split and chunk, which give several views, are
+  // both, as in LibTorch.
   // unary elementwise
   Tensor exp() const;
   Tensor log() const;
@@ -226,6 +227,10 @@ class Tensor {
   Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims) const;
   Tensor tril(int64_t k = 0) const;
   Tensor triu(int64_t k = 0) const;
+  // shape ops that give several views
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(std::vector<int64_t> sizes, int64_t dim) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   // two tensors
   Tensor matmul(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, float value) const;

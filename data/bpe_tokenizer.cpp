@@ -239,10 +239,7 @@ int64_t read_count(LineReader& reader, std::string_view keyword) {
 
 BPETokenizer BPETokenizer::load(const std::string& path) {
   LineReader reader(path, "BPETokenizer::load");
-  const std::string header = fmt::format("{} {}", kMagic, kVersion);
-  const std::string_view first = reader.next(fmt::format("the header '{}'", header));
-  if (first != header)
-    reader.fail(fmt::format("expected the header '{}', got '{}'", header, first));
+  reader.expect_header(fmt::format("{} {}", kMagic, kVersion));
 
   BPETokenizer tokenizer;
   const int64_t num_merges = read_count(reader, "merges");
@@ -260,10 +257,7 @@ BPETokenizer BPETokenizer::load(const std::string& path) {
     if (std::string why = tokenizer.try_add_special_token(std::string(line)); !why.empty())
       reader.fail(why);
   }
-  if (!reader.at_end()) {
-    reader.next("nothing");
-    reader.fail("unexpected content after the last special token");
-  }
+  reader.expect_end("the last special token");
   return tokenizer;
 }
 

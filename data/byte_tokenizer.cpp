@@ -30,13 +30,8 @@ void ByteTokenizer::save(const std::string& path) const {
 
 ByteTokenizer ByteTokenizer::load(const std::string& path) {
   LineReader reader(path, "ByteTokenizer::load");
-  const std::string header = fmt::format("{} {}", kMagic, kVersion);
-  const std::string_view line = reader.next(fmt::format("the header '{}'", header));
-  if (line != header) reader.fail(fmt::format("expected the header '{}', got '{}'", header, line));
-  if (!reader.at_end()) {
-    reader.next("nothing");
-    reader.fail("unexpected content after the header");
-  }
+  reader.expect_header(fmt::format("{} {}", kMagic, kVersion));
+  reader.expect_end("the header");
   return ByteTokenizer();
 }
 

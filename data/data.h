@@ -11,7 +11,6 @@
 #include "data/fashion_mnist_scenes.h"
 #include "data/fortunes.h"
 #include "data/image.h"
-#include "data/plot.h"
 #include "data/pretokenize.h"
 #include "data/splitmix.h"
 #include "data/text_file.h"

@@ -162,6 +162,17 @@ std::string_view LineReader::next(std::string_view expected) {
   return line;
 }
 
+void LineReader::expect_header(std::string_view header) {
+  const std::string_view line = next(fmt::format("the header '{}'", header));
+  if (line != header) fail(fmt::format("expected the header '{}', got '{}'", header, line));
+}
+
+void LineReader::expect_end(std::string_view after) {
+  if (at_end()) return;
+  next("nothing");
+  fail(fmt::format("unexpected content after {}", after));
+}
+
 std::vector<int64_t> LineReader::integers(std::string_view line, size_t count,
                                           std::string_view expected) {
   std::vector<int64_t> values;

@@ -67,6 +67,11 @@ class LineReader {
 
   // Parses `line` as whitespace-separated integers; throws unless there are exactly `count`.
   std::vector<int64_t> integers(std::string_view line, size_t count, std::string_view expected);
+  // Reads the first line, which must be `header` ("loom-bpe-tokenizer 1"), or throws "expected
+  // the header '<header>', got '<line>'".
+  void expect_header(std::string_view header);
+  // Throws "unexpected content after <after>", naming the next line, unless the file ends here.
+  void expect_end(std::string_view after);
 
   [[noreturn]] void fail(std::string_view message) const;
 

@@ -411,10 +411,7 @@ void WordPieceTokenizer::save(const std::string& path) const {
 WordPieceTokenizer WordPieceTokenizer::load(const std::string& path) {
   check_file_size(path, "WordPieceTokenizer::load");
   LineReader reader(path, "WordPieceTokenizer::load");
-  const std::string header = fmt::format("{} {}", kMagic, kVersion);
-  if (const std::string_view first = reader.next(fmt::format("the header '{}'", header));
-      first != header)
-    reader.fail(fmt::format("expected the header '{}', got '{}'", header, first));
+  reader.expect_header(fmt::format("{} {}", kMagic, kVersion));
   const std::string_view lower = reader.next("'lower_case 0' or 'lower_case 1'");
   if (lower != "lower_case 0" && lower != "lower_case 1")
     reader.fail(fmt::format("expected 'lower_case 0' or 'lower_case 1', got '{}'", lower));
@@ -425,10 +422,7 @@ WordPieceTokenizer WordPieceTokenizer::load(const std::string& path) {
   if (count < 1 || count > kMaxVocabSize)
     reader.fail(fmt::format("vocabulary size {} outside [1, {}]", count, kMaxVocabSize));
   std::vector<std::string> vocab = read_tokens(reader, count);
-  if (!reader.at_end()) {
-    reader.next("nothing");
-    reader.fail("unexpected content after the last token");
-  }
+  reader.expect_end("the last token");
   return WordPieceTokenizer(std::move(vocab), lower == "lower_case 1");
 }
 

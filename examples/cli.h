@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cfloat>
@@ -25,10 +26,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "loom.h"
 
@@ -145,6 +151,9 @@ inline const CLI::Validator non_negative_integer =
     detail::number_check("an integer >= 0", "INT >= 0",
                          [](const detail::Number& n) { return n.integer && n.integer_value >= 0; });
 
+inline const CLI::Validator finite =
+    detail::number_check("a finite number", "FINITE", [](const detail::Number&) { return true; });
+
 // A number from lo to hi, an integer when the bounds are integers. `ends` says whether each end
 // belongs to the range, as the message writes it: "[]" (the default), "[)" (--beta1: 0 <= beta1
 // < 1) or "(]" (--top-p: 0 < p <= 1).
@@ -227,62 +236,132 @@ inline CLI::Option* add_detect_anomaly(CLI::App& app, bool& enabled) {
                       "Inf (slower)");
 }
 
-// The flags of nn::RunOptions, the ones every trainer shares, with the same names, checks and
-// messages everywhere; defaults are the values `run` holds. The groups are created here, in this
-// order, and returned so that a trainer adds its own flags to them:
-//   Optimisation                        --steps [--minutes]
-//   Progress, evaluation, checkpoints   --log-every --checkpoint-every --out --resume --stop-at
-//   Machine                             --device --threads --seed --detect-anomaly
-// Help texts that differ between trainers (what --out holds, what --seed seeds, what --steps 0
-// and --minutes mean) come from `help`; --minutes goes to its own group when help.minutes_group
-// is set (the trainers whose --minutes is for runs beside the PyTorch reference).
-struct RunHelp {
-  std::string out = "directory for checkpoint, log and pictures";
-  std::string seed = "seed of the weights, the batch order and dropout";
-  std::string steps = "optimizer steps in total";
-  bool steps_may_be_zero = false;  // 0 = derived (from --epochs, or planned by --minutes)
-  std::string minutes_note = "0 = use --steps";  // ends --minutes' help, which is shared
-  std::string minutes_group = "";  // "" = Optimisation
-  std::string stop_at =
-      "end this run after that step with a checkpoint, as if interrupted (0 = off)";
-  std::string checkpoint_every = "steps between checkpoints (0 = only at the end)";
+// ---------------------------------------------------------------------------- field lists
+// A struct whose fields are a field list (core/fields.h) becomes flags in one call: each field
+// is --kebab-name ("min_lr" -> --min-lr), checked by the validator of its fields::Check (above:
+// positive, finite_non_negative, ...) and described by its help; a bool is a bare flag.
+
+inline std::string flag_of(const std::string& field) {
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// The validator of a field's check for a value of type V; none for text, flags and `any`
+// (CLI11's conversion alone).
+template <class V>
+std::optional<CLI::Validator> validator_of(fields::Check check) {
+  if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) {
+    constexpr bool integer = std::is_integral_v<V>;
+    switch (check) {
+      case fields::Check::positive:
+        return integer ? positive_integer : positive;
+      case fields::Check::non_negative:
+        return integer ? non_negative_integer : finite_non_negative;
+      case fields::Check::probability:
+        return range(0.0, 1.0, "[)");
+      case fields::Check::finite:
+        return finite;
+      case fields::Check::any:
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+// Field `name` as its flag in `group`, with `validator` (when given) and `help`.
+template <class V>
+CLI::Option* add_field(CLI::App& group, const std::string& name, V& value,
+                       const std::optional<CLI::Validator>& validator, const std::string& help) {
+  if constexpr (std::is_same_v<V, bool>) {
+    return group.add_flag(flag_of(name), value, help);
+  } else {
+    CLI::Option* option = group.add_option(flag_of(name), value, help);
+    if (validator) option->check(*validator);
+    return option;
+  }
+}
+
+// Every field of `options` as a flag of `group`.
+template <class Options>
+void add_fields(CLI::App& group, Options& options) {
+  options.visit_fields([&](const char* name, auto& value, fields::Check check, const char* help) {
+    add_field(group, name, value, validator_of<std::decay_t<decltype(value)>>(check), help);
+  });
+}
+
+// Every field of `options` as {--flag, its value as a checkpoint records it}: for
+// nn::TrainingRun::keep_flags, when a field list holds the flags that choose the data.
+template <class Options>
+std::vector<std::pair<std::string, std::string>> flag_values(const Options& options) {
+  std::vector<std::pair<std::string, std::string>> flags;
+  options.visit_fields([&](const char* name, const auto& value, fields::Check, const char*) {
+    flags.emplace_back(flag_of(name), fields::to_metadata_text(value));
+  });
+  return flags;
+}
+
+// ---------------------------------------------------------------------------- trainers
+// The flags of nn::TrainOptions (train/options.h), the ones every trainer shares, with one name,
+// one check and one help text each, in the groups of TrainOptions::kGroups, which are returned
+// so that a trainer adds its own flags to them:
+//
+//   nn::TrainOptions train{.steps = 1600, .out = "out-gpt"};      // the trainer's defaults
+//   const cli::TrainGroups g = cli::add_train_options(app, train, {.without = {"min_lr"}});
+//   g.optimisation->add_option("--beta1", beta1, "AdamW beta1")->check(cli::range(0.0, 1.0));
+//
+// A trainer says which fields its recipe has no use for (`without`), and may add a note to a
+// field's help, in parentheses: what its seed also seeds, a default that depends on the model.
+// A field it gives another meaning (train_vision's --eval-every 0: every epoch) gets its own
+// help, and one it bounds its own check:
+//   {.checks = {{"batch", cli::range(int64_t{1}, kMaxScenes)}}}
+struct TrainFlags {
+  std::set<std::string> without = {};             // fields of TrainOptions that are no flags here
+  std::map<std::string, std::string> notes = {};  // field -> the words added to its help
+  std::map<std::string, std::string> help = {};   // field -> its help, where 0 means another thing
+  std::map<std::string, CLI::Validator> checks = {};  // field -> its check, where it has a bound
+  bool steps_may_be_zero = false;                     // --steps 0 = derived (--epochs, --minutes)
 };
-struct RunGroups {
+struct TrainGroups {
   CLI::App *optimisation, *progress, *machine;
-  CLI::App* reference = nullptr;  // help.minutes_group's, when set
 };
-inline RunGroups add_run_options(CLI::App& app, nn::RunOptions& run, const RunHelp& help = {}) {
+
+// The check of shared flag `name` (a field of type V): the trainer's own, else the one of its
+// field's Check but where that is not enough: --steps is > 0 unless the trainer derives it,
+// --threads has an upper bound (OpenMP takes an int), --device names a backend and --out a
+// directory.
+template <class V>
+std::optional<CLI::Validator> train_flag_check(const std::string& name, fields::Check check,
+                                               const TrainFlags& flags) {
+  if (const auto own = flags.checks.find(name); own != flags.checks.end()) return own->second;
+  if (name == "steps") return flags.steps_may_be_zero ? non_negative_integer : positive_integer;
+  if (name == "threads") return range(int64_t{0}, kMaxThreads);
+  if (name == "device") return CLI::IsMember({"cpu", "cuda"});
+  if (name == "out") return output_directory;
+  return validator_of<V>(check);
+}
+
+inline TrainGroups add_train_options(CLI::App& app, nn::TrainOptions& options,
+                                     const TrainFlags& flags = {}) {
   show_defaults(app);
-  RunGroups g{app.add_option_group("Optimisation"),
-              app.add_option_group("Progress, evaluation, checkpoints"),
-              app.add_option_group("Machine")};
-  g.optimisation->add_option("--steps", run.steps, help.steps)
-      ->check(help.steps_may_be_zero ? non_negative_integer : positive_integer)
-      ->each([&run](const std::string&) { run.steps_given = true; });
-  if (!help.minutes_group.empty())
-    g.reference = app.add_option_group(
-        help.minutes_group, "for runs side by side with bench/reference/train.py");
-  (g.reference ? g.reference : g.optimisation)
-      ->add_option("--minutes", run.minutes,
-                   "plan the steps so that training (evaluations aside) takes this long: planned "
-                   "at step 21 as bench/reference/train.py does, then revised every 20 steps (" +
-                       help.minutes_note + ")")
-      ->check(finite_non_negative);
-  g.progress->add_option("--log-every", run.log_every, "steps between progress lines")
-      ->check(positive_integer);
-  g.progress->add_option("--checkpoint-every", run.checkpoint_every, help.checkpoint_every)
-      ->check(non_negative_integer);
-  g.progress->add_option("--out", run.out, help.out)->check(output_directory);
-  g.progress->add_flag("--resume", run.resume,
-                       "continue from <out>/ckpt.safetensors (bare flag, or 1/0)")
-      ->expected(0, 1);
-  g.progress->add_option("--stop-at", run.stop_at, help.stop_at)->check(non_negative_integer);
-  add_device(*g.machine, run.device);
-  g.machine->add_option("--threads", run.threads, "CPU threads (0 = OpenMP's default)")
-      ->check(range(int64_t{0}, kMaxThreads));
-  g.machine->add_option("--seed", run.seed, help.seed)->check(non_negative_integer);
-  add_detect_anomaly(*g.machine, run.detect_anomaly);
-  return g;
+  std::vector<CLI::App*> groups;
+  options.visit_fields([&](const char* name, auto& value, fields::Check check, const char* help) {
+    for (const nn::TrainOptions::Group& group : nn::TrainOptions::kGroups)
+      if (std::string_view(name) == group.first_field)
+        groups.push_back(app.add_option_group(group.title));
+    if (flags.without.count(name) > 0) return;
+    const auto own_help = flags.help.find(name);
+    std::string text = own_help != flags.help.end() ? own_help->second : help;
+    if (const auto note = flags.notes.find(name); note != flags.notes.end())
+      text += " (" + note->second + ")";
+    using V = std::decay_t<decltype(value)>;
+    CLI::Option* option =
+        add_field(*groups.back(), name, value, train_flag_check<V>(name, check, flags), text);
+    if (std::string_view(name) == "steps")  // given: N > 0 overrides a resumed plan
+      option->each([&options](const std::string&) { options.steps_given = true; });
+    if (std::string_view(name) == "resume") option->expected(0, 1);  // a bare flag, or 1/0
+  });
+  return {groups.at(0), groups.at(1), groups.at(2)};
 }
 
 // Prints every option's value after parsing, given or default, one "  key=value" a line.
@@ -299,6 +378,47 @@ inline void print_config(const CLI::App& app) {
   fmt::print("config:\n");
   for (std::string line; std::getline(lines, line);)
     if (!line.empty()) fmt::print("  {}\n", line);
+}
+
+// The first lines of every trainer after parsing: joins the data-parallel job (rank 0 prints),
+// prints the resolved flags, makes the run (nn::TrainingRun: the threads, and a --resume
+// checked before any work), and checks --min-lr against --lr where the trainer has both.
+inline nn::TrainingRun start_training(const CLI::App& app, const std::string& program,
+                                      const nn::TrainOptions& options) {
+  init_distributed();  // a job of one unless started by mpirun/srun
+  print_config(app);
+  nn::TrainingRun run(program, options);
+  if (app.get_option_no_throw("--min-lr") != nullptr && app.get_option_no_throw("--lr") != nullptr)
+    check_at_most(options.min_lr, "--min-lr", options.lr, "--lr");
+  return run;
+}
+
+// The main of every trainer, around its recipe: idle OpenMP threads spin briefly
+// (use_short_omp_spin), `add_options` gives the app its description and its flags (each showing
+// its default: show_defaults), the command line is parsed (--help, or a bad flag, ends the
+// program here, as CLI11_PARSE does), then `train` runs on the app and its options; an
+// exception ends the program with "error: <message>" and exit status 1.
+//
+//   void add_options(CLI::App& app, Options& o) {
+//     app.description("train_gpt: trains a GPT language model on the Debian fortune cookies");
+//     ...
+//   }
+//   int main(int argc, char** argv) { return cli::trainer_main(argc, argv, add_options, train); }
+template <class Options>
+int trainer_main(int argc, char** argv, void (*add_options)(CLI::App&, Options&),
+                 int (*train)(CLI::App&, Options&)) {
+  try {
+    use_short_omp_spin(argv);
+    Options options;
+    CLI::App app;
+    show_defaults(app);
+    add_options(app, options);
+    CLI11_PARSE(app, argc, argv);
+    return train(app, options);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
 }
 
 }  // namespace loom::cli

@@ -4,13 +4,16 @@
 // label = its class; every query is a detection. Boxes stay normalised (cx, cy, w, h) for
 // drawing and are turned into pixel corners (x0, y0, x1, y1) = (cx -+ w/2, cy -+ h/2) * side
 // for COCO AP. Below: the detections of a model on scenes, and their COCO AP (metrics/coco.h)
-// against the scenes' boxes.
+// against the scenes' boxes, its printed line, and pictures of the detections.
 #pragma once
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "loom.h"
@@ -106,6 +109,27 @@ inline metrics::APResult average_precision(const std::vector<ImageDetections>& d
     }
   }
   return metrics::coco_average_precision(dets, truth);
+}
+
+// Pictures of scenes[0, count), <dir>/detections_<i>.png: each scene with its ground truth
+// (green) and the detections scoring at least `min_score` (orange).
+inline void write_detection_pngs(const std::string& dir, const std::vector<data::Scene>& scenes,
+                                 const std::vector<ImageDetections>& detections, int64_t count,
+                                 float min_score) {
+  for (size_t i = 0; i < static_cast<size_t>(count); ++i)
+    data::write_scene_png(fmt::format("{}/detections_{}.png", dir, i), scenes[i],
+                          detections[i].for_drawing(min_score));
+}
+
+// The COCO AP of `model` on scenes[0, count).
+inline metrics::APResult evaluate(models::DETR& model, const std::vector<data::Scene>& scenes,
+                                  int64_t count, Device device) {
+  return average_precision(detect(model, scenes, count, device), scenes);
+}
+
+// "AP 0.4312 | AP50 0.6543 | AP75 0.4021", as train_detr prints it.
+inline std::string format_ap(const metrics::APResult& r) {
+  return fmt::format("AP {:.4f} | AP50 {:.4f} | AP75 {:.4f}", r.ap, r.ap50, r.ap75);
 }
 
 }  // namespace loom::detr_example

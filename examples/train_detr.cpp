@@ -17,17 +17,14 @@
 // Recipe and evaluation: those of bench/reference/train.py's detr-fmnist task (PyTorch), whose
 // defaults are this trainer's: peak lr 5e-4 after a 200-step warm-up for everything (DETR's 1e-4
 // without warm-up, `--lr 1e-4 --backbone-lr 1e-4 --warmup 0` on both sides, learns about a third
-// as fast). Batch 32; AdamW (betas .9/.999, weight decay 1e-4 on
-// every parameter); gradient norm clipped to 0.1; cosine decay to 1e-6 at the last step; DETR's
-// set loss (Hungarian matching, 1 CE + 5 L1 + 2 GIoU) on every decoder layer, summed (auxiliary
-// losses); dropout 0.1 and BatchNorm batch statistics in training. Evaluation in eval mode (no
-// dropout, BatchNorm running statistics) with DETR's PostProcess (examples/detr_postprocess.h),
-// all queries as detections, COCO AP on the fixed 1000 held-out t10k scenes (default_rng([0,
-// 0]), whatever --seed); the periodic evaluations use the first --curve-scenes of them (200, as
-// the reference's curve).
-// One difference: training scene i (the run's i-th, over every rank) comes from its own stream
-// default_rng([3, seed, i]) rather than from one sequential stream, so that a resumed run draws
-// the same scenes without replaying the stream; the scenes are distributed identically.
+// as fast). Batch 32; AdamW (betas .9/.999, weight decay 1e-4 on every parameter); gradient norm
+// clipped to 0.1; cosine decay to 1e-6 at the last step; DETR's set loss (Hungarian matching,
+// 1 CE + 5 L1 + 2 GIoU) on every decoder layer, summed (auxiliary losses); dropout 0.1 and
+// BatchNorm batch statistics in training. Evaluation in eval mode (no dropout, BatchNorm running
+// statistics) with DETR's PostProcess (examples/detr_postprocess.h), all queries as detections,
+// COCO AP on the fixed 1000 held-out t10k scenes (default_rng([0, 0]), whatever --seed); the
+// periodic evaluations use the first --curve-scenes of them (200, as the reference's curve).
+// One difference, in the training scenes (examples/detr_scenes.h): each from its own stream.
 //
 // `mpirun -np N train_detr` (as train_gpt): rank r trains a DDP replica on scenes [rB, (r+1)B)
 // of each global batch of N x B, box terms over SetCriterion's num_boxes (the global batch's / N).
@@ -37,51 +34,45 @@
 // model rank 0 evaluates and saves has rank 0's either way. Rank 0 alone prints and writes;
 // the checkpoint counts scenes, so --resume takes any N.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
 #include "detr_postprocess.h"
+#include "detr_scenes.h"
 #include "loom.h"
+#include "train/minutes_plan.h"
 
 using namespace loom;
-namespace fs = std::filesystem;
-using detr_example::ImageDetections;
-using detr_example::average_precision;
-using detr_example::detect;
 
 namespace {
 
 // ============================================================================ options
 
-// Scenes a batch (or --dump) may hold: 128 times the default batch, 64 MB of 64x64 images; a
-// scene is drawn into memory, so --batch 1000000000 is refused rather than allocated.
-constexpr int64_t kMaxScenes = 4096;
-
 struct Options {
   std::string model = "detr-fmnist";  // a DETRConfig preset with a one-channel small backbone
   float dropout = 0.1f;
   std::string data = data::kFashionMnistDir;
-  int64_t eval_scenes = 1000, curve_scenes = 200;  // held-out t10k scenes: final, periodic
-  int64_t batch = 32, warmup = 200;  // DETR's main.py: lr 1e-4 and no warm-up
-  float lr = 5e-4f, backbone_lr = 5e-4f, min_lr = 1e-6f, weight_decay = 1e-4f, grad_clip = 0.1f;
+  int64_t eval_scenes = 1000;  // held-out t10k scenes: of the final evaluation
+  int64_t curve_scenes = 200;  // and the first of them, of the periodic ones
+  // optimisation (DETR's main.py: lr 1e-4, no warm-up), evaluation, checkpoints, machine
+  nn::TrainOptions train{
+      .lr = 5e-4f, .min_lr = 1e-6f, .weight_decay = 1e-4f, .grad_clip = 0.1f, .out = "out-detr"};
+  float backbone_lr = 5e-4f;
   bool overfit_one = false;
-  int64_t eval_every = 200, dump = 0, draw_scenes = 6;
+  int64_t dump = 0;
+  int64_t draw_scenes = 6;
   float draw_threshold = 0.5f;
-  // --steps (0: --minutes plans them, 10 by default), checkpoints, --out, --resume, machine
-  nn::RunOptions run{.out = "out-detr", .checkpoint_every = 200};
 };
 
 void add_options(CLI::App& app, Options& o) {
-  cli::show_defaults(app);
+  app.description("train_detr: trains DETR to detect the items of Fashion-MNIST scenes");
   CLI::App* m = app.add_option_group("Model");
   m->add_option("--model", o.model, "DETR preset (one-channel scenes: detr-fmnist)")
       ->check(CLI::IsMember({"detr-fmnist"}));
@@ -96,33 +87,24 @@ void add_options(CLI::App& app, Options& o) {
                 "the first N of them evaluated every --eval-every steps")
       ->check(cli::range(int64_t{1}, int64_t{10000}));
   d->add_option("--dump", o.dump, "write N training scenes with their boxes as PNG and exit")
-      ->check(cli::range(int64_t{0}, kMaxScenes));
-  const cli::RunGroups g = cli::add_run_options(
-      app, o.run,
-      {.seed = "seed of the weights, the training scenes and dropout",
-       .steps = "optimizer steps (0 = plan --minutes)",
-       .steps_may_be_zero = true,
-       .minutes_note = "default 10 when --steps is 0"});
-  CLI::App* t = g.optimisation;
-  t->add_option("--batch", o.batch, "scenes per batch")->check(cli::range(int64_t{1}, kMaxScenes));
-  t->add_option("--lr", o.lr, "peak learning rate of the transformer and heads")
+      ->check(cli::range(int64_t{0}, detr_example::kMaxScenes));
+  const cli::TrainGroups g =
+      cli::add_train_options(app, o.train,
+                             {.notes = {{"steps", "0 = plan --minutes"},
+                                        {"minutes", "default 10 when --steps is 0"},
+                                        {"batch", "scenes"},
+                                        {"lr", "of the transformer and heads"},
+                                        {"weight_decay", "every parameter"},
+                                        {"seed", "and of the training scenes"}},
+                              .steps_may_be_zero = true});
+  app.get_option("--batch")->check(cli::range(int64_t{1}, detr_example::kMaxScenes));
+  g.optimisation->add_option("--backbone-lr", o.backbone_lr, "learning rate of the CNN backbone")
       ->check(cli::positive);
-  t->add_option("--backbone-lr", o.backbone_lr, "learning rate of the CNN backbone")
-      ->check(cli::positive);
-  t->add_option("--warmup", o.warmup, "linear warm-up steps before the cosine decay (0 = none)")
-      ->check(cli::non_negative_integer);
-  t->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
-      ->check(cli::finite_non_negative);
-  t->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (every parameter)")
-      ->check(cli::finite_non_negative);
-  t->add_option("--grad-clip", o.grad_clip, "clip the gradient norm (0 = off)")
-      ->check(cli::finite_non_negative);
-  t->add_flag("--overfit-one", o.overfit_one,
-              "train on one fixed 4-item training scene (batch 1, constant lr, 1e-4 unless --lr "
-              "is given, no warm-up): the loss must go to ~0, DETR users' first sanity check");
+  g.optimisation->add_flag(
+      "--overfit-one", o.overfit_one,
+      "train on one fixed 4-item training scene (batch 1, constant lr, 1e-4 unless --lr is given, "
+      "no warm-up): the loss must go to ~0, DETR users' first sanity check");
   CLI::App* p = g.progress;
-  p->add_option("--eval-every", o.eval_every, "steps between AP evaluations (0 = only at the end)")
-      ->check(cli::non_negative_integer);
   p->add_option("--draw-scenes", o.draw_scenes,
                 "held-out scenes drawn with their predicted boxes at the end")
       ->check(cli::range(int64_t{0}, int64_t{10000}));
@@ -130,45 +112,13 @@ void add_options(CLI::App& app, Options& o) {
       ->check(cli::range(0.0, 1.0));
 }
 
-// ============================================================================ data
-
-// The scenes the model is trained on: a stream of random training scenes, or (--overfit-one)
-// one fixed scene, default_rng([2, seed]) with 4 items drawn, in every batch.
-struct TrainingScenes {
-  std::optional<data::FashionMnistScenes> stream;
-  std::optional<data::Scene> one;
-
-  TrainingScenes(const data::FashionMNIST& train, const Options& o) {
-    if (!o.overfit_one) {
-      stream.emplace(train, std::numeric_limits<int64_t>::max(), o.run.seed);
-      return;
-    }
-    std::vector<uint32_t> entropy{2};
-    for (uint32_t w : data::numpy_int_words(o.run.seed)) entropy.push_back(w);
-    data::NumpyPCG64 rng(entropy);
-    data::SceneConfig four;
-    four.min_items = four.max_items = 4;  // n forced to 4: integers(4, 5) draws nothing
-    one = data::draw_scene(train, rng, four);
-  }
-  // Scenes first .. first + count - 1.
-  data::SceneBatch batch(int64_t first, int64_t count) const {
-    if (one) return {stack({one->image}, 0), {{one->labels, one->boxes}}};
-    std::vector<int64_t> indices;
-    for (int64_t j = 0; j < count; ++j) indices.push_back(first + j);
-    return stream->batch(indices);
-  }
-};
-
 // ============================================================================ loss
 
-struct StepLoss {
-  Tensor loss;        // summed over the decoder layers: what is minimised
-  float ce, l1, giou;  // the last layer's terms, unweighted
-};
-
-// DETR's set loss on every decoder layer (sec. 3.2's auxiliary losses), summed; the box terms
-// normalised by SetCriterion's num_boxes: the global batch's boxes / processes, at least 1.
-StepLoss set_loss(models::DETR& model, const data::SceneBatch& batch, Device device) {
+// DETR's set loss on every decoder layer (sec. 3.2's auxiliary losses), summed: what is
+// minimised; the box terms normalised by SetCriterion's num_boxes: the global batch's boxes /
+// processes, at least 1. With the last layer's terms, CE, L1 and GIoU, unweighted.
+std::pair<Tensor, std::vector<double>> set_loss(models::DETR& model, const data::SceneBatch& batch,
+                                                Device device) {
   std::vector<models::DETRTarget> targets;
   int64_t boxes = 0;
   for (const data::SceneTarget& t : batch.targets) {
@@ -185,150 +135,78 @@ StepLoss set_loss(models::DETR& model, const data::SceneBatch& batch, Device dev
   for (size_t i = 0; i < out.aux_logits.size(); ++i)
     loss =
         loss + models::detr_loss(out.aux_logits[i], out.aux_boxes[i], targets, config, num_boxes);
-  return {loss, last.loss_ce.item(), last.loss_bbox.item(), last.loss_giou.item()};
+  return {loss, {last.loss_ce.item(), last.loss_bbox.item(), last.loss_giou.item()}};
 }
-
-// ============================================================================ evaluation
-
-metrics::APResult evaluate(models::DETR& model, const std::vector<data::Scene>& scenes,
-                           int64_t count, Device device) {
-  return average_precision(detect(model, scenes, count, device), scenes);
-}
-
-std::string format_ap(const metrics::APResult& r) {
-  return fmt::format("AP {:.4f} | AP50 {:.4f} | AP75 {:.4f}", r.ap, r.ap50, r.ap75);
-}
-
-// Loss and its terms, and AP / AP50 / AP75 against the step, from the CSV log.
-void plot_curves(const std::string& csv, const std::string& png, const std::string& title) {
-  const data::CsvTable log = data::read_csv(csv);
-  auto curve = [&](const std::string& column, double scale = 1) {
-    return log.series("step", column, column, scale);
-  };
-  data::save_plots(
-      png, {{{curve("loss")}, {title + ": training loss (all layers)", "step", "loss"}},
-            {{curve("loss_ce"), curve("loss_bbox"), curve("loss_giou")},
-             {"last layer's terms (unweighted)", "step", "loss"}},
-            {{curve("ap50", 100), curve("ap", 100), curve("ap75", 100)},
-             {"held-out scenes: COCO AP", "step", "%"}}});
-}
-
-// ============================================================================ checkpoints
-
-// The checkpoint must be of this preset, trained the same way (--overfit-one or not).
-void check_checkpoint(const nn::Metadata& meta, const std::string& path, const Options& o) {
-  const auto preset = meta.find("model_preset");
-  LOOM_CHECK(preset != meta.end() && preset->second == o.model,
-             "train_detr: checkpoint '{}' was written for --model {}, not --model {}", path,
-             preset == meta.end() ? "(unknown)" : preset->second, o.model);
-  const auto overfit = meta.find("overfit_one");
-  LOOM_CHECK(overfit != meta.end() && (overfit->second == "1") == o.overfit_one,
-             "train_detr: checkpoint '{}' was written {} --overfit-one; resume it the same way",
-             path, o.overfit_one ? "without" : "with");
-}
-
-}  // namespace
 
 // ============================================================================ main
 
-int main(int argc, char** argv) try {
-  cli::use_short_omp_spin(argv);  // idle OpenMP threads spin briefly, then sleep
-  // ---- options
-  Options o;
-  CLI::App app{"train_detr: trains DETR to detect the items of Fashion-MNIST scenes"};
-  add_options(app, o);
-  CLI11_PARSE(app, argc, argv);
-  if (o.run.steps == 0 && o.run.minutes == 0) o.run.minutes = 10;
+// The run, once the flags are parsed (main, below).
+int train(CLI::App& app, Options& o) {
+  if (o.train.steps == 0 && o.train.minutes == 0) o.train.minutes = 10;
   if (o.overfit_one) {  // the reference: one scene, a constant lr (1e-4 unless --lr is given)
-    o.batch = 1;
-    if (app.count("--lr") == 0) o.lr = 1e-4f;
-    o.backbone_lr = o.min_lr = o.lr;
-    o.warmup = 0;
+    o.train.batch = 1;
+    if (app.count("--lr") == 0) o.train.lr = 1e-4f;
+    o.backbone_lr = o.train.lr;
+    o.train.min_lr = o.train.lr;
+    o.train.warmup = 0;
+    o.eval_scenes = 1;  // evaluated on the scene it learns
+    o.curve_scenes = 1;
   }
-  cli::init_distributed();  // a job of one unless started by mpirun/srun; rank 0 prints
-  cli::print_config(app);
-  nn::TrainingRun run("train_detr", o.run);  // threads; --resume finds its checkpoint
+  nn::TrainingRun run = cli::start_training(app, "train_detr", o.train);
+  run.check_recorded("model_preset", o.model, "--model");  // on --resume: of this preset, and
+  run.check_recorded("overfit_one", o.overfit_one ? "1" : "0", "--overfit-one");  // trained alike
   const Device device = run.device();
-  const std::string& out = o.run.out;
-  LOOM_CHECK(o.curve_scenes <= o.eval_scenes,
-             "train_detr: --curve-scenes {} is more than --eval-scenes {}", o.curve_scenes,
-             o.eval_scenes);
-  LOOM_CHECK(o.run.steps > 0 || o.run.resume || o.run.stop_at == 0 || o.run.stop_at > 21,
-             "train_detr: --stop-at {} comes before --minutes has planned the run (at step 21); "
-             "stop later or give --steps", o.run.stop_at);
-  cli::check_at_most(o.min_lr, "--min-lr", o.lr, "--lr");
-  cli::check_at_most(o.min_lr, "--min-lr", o.backbone_lr, "--backbone-lr");
+  const std::string& out = o.train.out;
+  cli::check_at_most(o.curve_scenes, "--curve-scenes", o.eval_scenes, "--eval-scenes");
+  if (o.train.steps == 0) nn::await_minutes_plan(run);  // at step 21; no --stop-at before
+  cli::check_at_most(o.train.min_lr, "--min-lr", o.backbone_lr, "--backbone-lr");
   cli::create_directory(out, "--out");
 
   // ---- data: training scenes drawn on demand, the held-out scenes once
   const data::FashionMNIST train_set(o.data, "train", /*normalize=*/false);
-  const TrainingScenes train_scenes(train_set, o);
+  const detr_example::TrainingScenes train_scenes(train_set, o.train.seed, o.overfit_one);
   if (o.dump > 0) {
-    for (int64_t i = 0; i < o.dump && run.main_process(); ++i) {
-      const data::Scene s = o.overfit_one ? *train_scenes.one : train_scenes.stream->scene(i);
-      data::write_scene_png(fmt::format("{}/scene_{}.png", out, i), s);
-    }
+    for (int64_t i = 0; i < o.dump && run.main_process(); ++i)
+      data::write_scene_png(fmt::format("{}/scene_{}.png", out, i), train_scenes.scene(i));
     fmt::print("wrote {} training scenes with their boxes to {}/scene_*.png\n", o.dump, out);
     return 0;
   }
   const data::FashionMNIST test_set(o.data, "test", /*normalize=*/false);
-  // Checked before the first step, not at the first evaluation: items of another size would be
-  // scaled otherwise than the ones the model learns from.
-  test_set.check_image_size(train_set.rows(), train_set.cols(), "train_detr",
-                            "of the training images");
-  std::vector<data::Scene> eval_scenes;
-  if (o.overfit_one) {
-    eval_scenes = {*train_scenes.one};  // evaluated on the scene it learns
-    o.eval_scenes = o.curve_scenes = 1;
-  } else {
-    const auto held_out = data::FashionMnistScenes::pytorch_eval(test_set, o.eval_scenes);
-    for (int64_t i = 0; i < o.eval_scenes; ++i) eval_scenes.push_back(held_out.scene(i));
-  }
+  const std::vector<data::Scene> eval_scenes =  // held out, or (--overfit-one) the one scene
+      detr_example::evaluation_scenes(train_scenes, train_set, test_set, o.eval_scenes);
 
-  // ---- model and optimizer
-  manual_seed(o.run.seed);
+  // ---- model and optimizer: AdamW, weight decay on every parameter, the backbone's own lr
+  manual_seed(o.train.seed);
   models::DETRConfig config = models::DETRConfig::preset(o.model);
   config.dropout = o.dropout;
-  const auto model_ptr = std::make_shared<models::DETR>(config);
-  models::DETR& model = *model_ptr;
-  model.to(device);
-  nn::DistributedDataParallel ddp(model_ptr);  // rank 0's weights; gradients averaged
-  optim::ParamGroup rest{{}, o.lr, o.weight_decay}, backbone{{}, o.backbone_lr, o.weight_decay};
-  for (const auto& [name, p] : model.named_parameters())
+  const auto model = run.make_model<models::DETR>(config);  // rank 0's weights, gradients averaged
+  optim::ParamGroup rest{{}, o.train.lr, o.train.weight_decay};
+  optim::ParamGroup backbone{{}, o.backbone_lr, o.train.weight_decay};
+  for (const auto& [name, p] : model->named_parameters())
     (name.rfind("backbone.", 0) == 0 ? backbone : rest).params.push_back(p);
   optim::AdamW opt({rest, backbone}, 0.9f, 0.999f, 1e-8f);
   fmt::print("train_detr: {} | {} parameters | {} threads\n", config.to_string(),
-             model.num_parameters(), get_num_threads());
-  if (o.overfit_one) {
-    fmt::print("  data: one training scene, labels {} and boxes (x0 y0 x1 y1 px)",
-               fmt::join(train_scenes.one->labels.to_vector_i64(), " "));
-    for (const auto& b : train_scenes.one->pixel_boxes)
-      fmt::print(" [{} {} {} {}]", b[0], b[1], b[2], b[3]);
-    fmt::print("\n");
-  } else {
+             model->num_parameters(), get_num_threads());
+  if (o.overfit_one)
+    fmt::print("  data: one training scene, {}\n", detr_example::describe(*train_scenes.one));
+  else
     fmt::print("  data: training scenes from {} train images, batch {}; {} held-out t10k scenes\n",
-               train_set.size(), o.batch, eval_scenes.size());
-  }
+               train_set.size(), o.train.batch, eval_scenes.size());
 
   // ---- checkpoints (model, AdamW, config, and the scenes done) and resume
-  const int64_t global_batch = o.batch * distributed::world_size();  // scenes a step
-  int64_t index = 0;  // the next batch of scenes
-  if (o.run.steps == 0) run.set_total(nn::TrainingRun::kUnplanned);  // planned at step 21
+  const int64_t global_batch = o.train.batch * distributed::world_size();  // scenes a step
+  int64_t index = 0;                     // the next batch of scenes
   run.keep_flags({{"--data", o.data}});  // a resume trains on the same scenes
-  run.set_checkpoint({{"model", &model}}, &opt, [&](int64_t) {
-    nn::Metadata meta = config.to_metadata();
-    meta.insert({{"model_preset", o.model},
-                 {"seed", std::to_string(o.run.seed)},
-                 {"overfit_one", o.overfit_one ? "1" : "0"}});
+  run.keep_config(config.to_metadata(), {"dropout"});
+  run.set_checkpoint({{"model", model.get()}}, &opt, [&](int64_t) {
+    const nn::Metadata meta = {{"model_preset", o.model},
+                               {"seed", std::to_string(o.train.seed)},
+                               {"overfit_one", o.overfit_one ? "1" : "0"}};
     return nn::CheckpointContent{meta, 0, index, global_batch};
   });
-  if (o.run.resume) {
-    const nn::TrainerState state = run.resume(
-        {{"model", &model}}, &opt,
-        [&](const nn::Metadata& meta, const nn::TrainerState&) {
-          check_checkpoint(meta, run.checkpoint_path(), o);
-        },
-        /*print_position=*/false);
+  if (o.train.resume) {
+    const nn::TrainerState state =
+        run.resume({{"model", model.get()}}, &opt, {}, /*print_position=*/false);
     index = state.batch_index_for(global_batch, std::numeric_limits<int64_t>::max(),
                                   run.source());  // scenes done / global_batch
   }
@@ -336,44 +214,41 @@ int main(int argc, char** argv) try {
       {"step", "loss", "loss_ce", "loss_bbox", "loss_giou", "lr", "ap", "ap50", "ap75"});
 
   // ---- training loop
-  model.train();
-  run.begin(global_batch, "img/s", /*plan_minutes=*/o.run.steps == 0);
-  double window_ce = 0, window_l1 = 0, window_giou = 0;
-  int64_t window = 0;
+  model->train();
+  run.begin(global_batch, "img/s", /*plan_minutes=*/o.train.steps == 0);
+  std::vector<double> window(3, 0.0);  // the terms summed since the last progress line
+  double window_steps = 0;
   const double nan = std::nan("");
   for (int64_t step = run.start(); step < run.total(); ++step) {
     // linear warm-up (cut to the run's length), then cosine from lr to min_lr at the planned end
-    const int64_t warmup = std::min(o.warmup, run.total());
-    const float lr = optim::warmup_cosine_lr(step + 1, warmup, run.total(), o.lr, o.min_lr);
+    const float lr = run.warmup_cosine_lr(step);
     opt.set_lr(0, lr);
-    opt.set_lr(1, optim::warmup_cosine_lr(step + 1, warmup, run.total(), o.backbone_lr, o.min_lr));
-    const StepLoss l = set_loss(  // this rank's scenes of the global batch
-        model, train_scenes.batch(index++ * global_batch + distributed::rank() * o.batch, o.batch),
-        device);
-    opt.zero_grad();
-    l.loss.backward();
-    if (o.grad_clip > 0) optim::clip_grad_norm(model.parameters(), o.grad_clip);
-    opt.step();
+    opt.set_lr(1, run.warmup_cosine_lr(step, o.backbone_lr));
+    const int64_t first = index++ * global_batch + distributed::rank() * o.train.batch;
+    const auto [loss, last_terms] =  // this rank's scenes of the global batch
+        set_loss(*model, train_scenes.batch(first, o.train.batch), device);
+    run.backward_and_step(loss, opt, model->parameters());
 
     const int64_t done = step + 1;
-    const float loss_value = run.step_done(done, l.loss.item());  // the global batch's
+    const float loss_value = run.step_done(done, loss.item());  // the global batch's
     const std::vector<double> terms =  // the last layer's terms, means over the ranks
-        distributed::all_reduce_values({l.ce, l.l1, l.giou}, distributed::ReduceOp::Mean);
-    window_ce += terms[0], window_l1 += terms[1], window_giou += terms[2], ++window;
+        distributed::all_reduce_values(last_terms, distributed::ReduceOp::Mean);
+    for (size_t i = 0; i < terms.size(); ++i) window[i] += terms[i];
+    ++window_steps;
     if (run.log_due(done)) {
-      const double n = static_cast<double>(window);
-      run.log(done, lr, fmt::format(" | ce {:.4f} L1 {:.4f} GIoU {:.4f}", window_ce / n,
-                                    window_l1 / n, window_giou / n));
-      window_ce = window_l1 = window_giou = 0, window = 0;
+      run.log(done, lr,
+              fmt::format(" | ce {:.4f} L1 {:.4f} GIoU {:.4f}", window[0] / window_steps,
+                          window[1] / window_steps, window[2] / window_steps));
+      window.assign(3, 0.0);
+      window_steps = 0;
     }
     const bool stop = run.checkpoint(done);  // before the evaluation; --stop-at
     metrics::APResult ap{nan, nan, nan};
-    if (o.eval_every > 0 && done % o.eval_every == 0 && done != run.total() &&
-        run.main_process()) {
-      const double seconds =
-          run.untimed([&] { ap = evaluate(model, eval_scenes, o.curve_scenes, device); });
+    if (run.eval_due(done)) {
+      const double seconds = run.untimed(
+          [&] { ap = detr_example::evaluate(*model, eval_scenes, o.curve_scenes, device); });
       fmt::print("eval step {} | {} held-out scenes | {} ({:.1f} s)\n", done, o.curve_scenes,
-                 format_ap(ap), seconds);
+                 detr_example::format_ap(ap), seconds);
     }
     csv.row({static_cast<double>(done), loss_value, terms[0], terms[1], terms[2], lr, ap.ap,
              ap.ap50, ap.ap75});
@@ -381,28 +256,33 @@ int main(int argc, char** argv) try {
   }
   const double train_s = run.training_seconds();  // evaluations left out
 
-  // ---- final report (rank 0's; the last step is saved): AP on every held-out scene, curves,
-  // pictures
+  // ---- final report (rank 0's, the last step saved): AP on every held-out scene, curves, pictures
   if (!run.main_process()) return 0;
-  const int64_t total = run.total();
-  const std::vector<ImageDetections> detections =
-      detect(model, eval_scenes, o.eval_scenes, device);
-  const metrics::APResult final_ap = average_precision(detections, eval_scenes);
-  csv.row({static_cast<double>(total), nan, nan, nan, nan, nan, final_ap.ap, final_ap.ap50,
+  const auto detections = detr_example::detect(*model, eval_scenes, o.eval_scenes, device);
+  const metrics::APResult final_ap = detr_example::average_precision(detections, eval_scenes);
+  csv.row({static_cast<double>(run.total()), nan, nan, nan, nan, nan, final_ap.ap, final_ap.ap50,
            final_ap.ap75});
-  fmt::print("final (step {}, {} training) on {} {}: {}\n", total,
+  fmt::print("final (step {}, {} training) on {} {}: {}\n", run.total(),
              optim::format_duration(train_s), o.eval_scenes,
-             o.overfit_one ? "training scene" : "held-out scenes", format_ap(final_ap));
-  plot_curves(run.log_path(), out + "/curves.png", o.model);
+             o.overfit_one ? "training scene" : "held-out scenes",
+             detr_example::format_ap(final_ap));
+  // Loss and its terms, and AP / AP50 / AP75 against the step, from the CSV log.
+  run.save_curves(
+      "curves.png",
+      {{o.model + ": training loss (all layers)", "loss", {{"loss", "loss"}}},
+       {"last layer's terms (unweighted)",
+        "loss",
+        {{"loss_ce", "loss_ce"}, {"loss_bbox", "loss_bbox"}, {"loss_giou", "loss_giou"}}},
+       {"held-out scenes: COCO AP",
+        "%",
+        {{"ap50", "ap50", 100}, {"ap", "ap", 100}, {"ap75", "ap75", 100}}}});
   const int64_t drawn = std::min<int64_t>(o.draw_scenes, static_cast<int64_t>(eval_scenes.size()));
-  for (int64_t i = 0; i < drawn; ++i)
-    data::write_scene_png(fmt::format("{}/detections_{}.png", out, i),
-                          eval_scenes[static_cast<size_t>(i)],
-                          detections[static_cast<size_t>(i)].for_drawing(o.draw_threshold));
+  detr_example::write_detection_pngs(out, eval_scenes, detections, drawn, o.draw_threshold);
   fmt::print("saved {}, {}, {}/curves.png and {} detections_*.png\n", run.checkpoint_path(),
              run.log_path(), out, drawn);
   return 0;
-} catch (const std::exception& e) {
-  fmt::print(stderr, "error: {}\n", e.what());
-  return 1;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return cli::trainer_main(argc, argv, add_options, train); }

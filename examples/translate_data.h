@@ -1,6 +1,7 @@
 // The data of the English -> German translation run, shared by train_translate (which trains on
-// it) and translate_dump.h (which writes it for the PyTorch reference,
-// bench/reference/train.py translation): tokenized pairs, length-bucket batches with a seeded
+// it) and bench/dump_data.cpp (which writes it for the PyTorch reference,
+// bench/reference/train.py translation): the flags that choose the data and the model, the
+// dictionary's pairs and their splits, tokenized pairs, length-bucket batches with a seeded
 // order per epoch, and their padded tensors.
 #pragma once
 
@@ -11,8 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "data/dictd.h"
 #include "loom.h"
+#include "models/transformer.h"
 
 namespace loom::translate_example {
 
@@ -26,6 +29,78 @@ struct Specials {
 };
 
 constexpr float kLengthPenalty = 0.6f;  // GNMT's alpha in the beam search of the translations
+
+// ============================================================================ the flags
+
+// The model: a TransformerConfig preset (--model), its sizes overridden where not 0.
+#define TRANSLATE_MODEL_FIELDS(F)                                                       \
+  F(int64_t, d_model, 0, non_negative, "override the width (0 = keep)")                 \
+  F(int64_t, n_head, 0, non_negative, "override the heads (0 = keep)")                  \
+  F(int64_t, layers, 0, non_negative, "override encoder and decoder layers (0 = keep)") \
+  F(int64_t, d_ff, 0, non_negative, "override the feed-forward width (0 = keep)")       \
+  F(bool, norm_first, false, any, "pre-norm layers instead of the paper's post-norm")
+
+LOOM_FIELDS_STRUCT(ModelSizes, TRANSLATE_MODEL_FIELDS);
+
+struct ModelFlags {
+  std::string preset = "seq2seq-mini";
+  ModelSizes sizes;
+  float dropout = 0.1f;  // recorded in the config (the initial weights do not depend on it)
+};
+
+// --model, the sizes and --dropout, as flags of `group`.
+inline void add_model_flags(CLI::App& group, ModelFlags& m) {
+  group.add_option("--model", m.preset, "Transformer preset")
+      ->check(CLI::IsMember(models::TransformerConfig::preset_names()));
+  cli::add_fields(group, m.sizes);
+  group.add_option("--dropout", m.dropout, "dropout (the paper's P_drop)")
+      ->check(cli::range(0.0, 0.9));
+}
+
+// The model the flags configure, for a shared vocabulary of `vocab_size` tokens whose <pad> is
+// `pad_id`, with positions for sides of `max_tokens`.
+inline models::TransformerConfig model_config(const ModelFlags& m, int64_t vocab_size,
+                                              int64_t pad_id, int64_t max_tokens) {
+  models::TransformerConfig c = models::TransformerConfig::preset(m.preset);
+  c.src_vocab_size = c.tgt_vocab_size = vocab_size;
+  c.pad_id = pad_id;
+  c.dropout = m.dropout;
+  c.norm_first = m.sizes.norm_first;
+  if (m.sizes.d_model) c.d_model = m.sizes.d_model;
+  if (m.sizes.n_head) c.n_head = m.sizes.n_head;
+  if (m.sizes.layers) c.n_encoder_layers = c.n_decoder_layers = m.sizes.layers;
+  if (m.sizes.d_ff) c.d_ff = m.sizes.d_ff;
+  c.max_len = std::max<int64_t>(c.max_len, max_tokens);
+  return c;
+}
+
+// The data: which pairs of the dictionary, their lengths, the tokenizer and the splits. A
+// resumed run must keep them all; the checks beyond the Check are add_data_flags'.
+#define TRANSLATE_DATA_FIELDS(F)                                                                  \
+  F(std::string, dict, data::kFreedictEngDeu, any, "dictd files PREFIX.index and PREFIX.dict.dz") \
+  F(std::string, pairs, "examples", any,                                                          \
+    "the dictionary's quoted example phrases and sentences, its headword -> first "               \
+    "translation pairs, or both (headword pairs are single rare words: a 10-minute run "          \
+    "learns from the examples)")                                                                  \
+  F(int64_t, max_words, 12, positive, "longest pair kept, in words per side")                     \
+  F(int64_t, bpe_vocab, 4000, any, "shared BPE vocabulary (with <pad> <bos> <eos>)")              \
+  F(int64_t, max_tokens, 48, any, "longest tokenized side kept (with bos/eos)")                   \
+  F(double, valid_fraction, 0.01, any, "share of pairs for validation")                           \
+  F(double, test_fraction, 0.01, any, "share of pairs for the test split")
+
+LOOM_FIELDS_STRUCT(DataFlags, TRANSLATE_DATA_FIELDS);
+
+// The data flags as flags of `group`, with the bounds their Check cannot state.
+inline void add_data_flags(CLI::App& group, DataFlags& d) {
+  cli::add_fields(group, d);
+  group.get_option("--pairs")->check(CLI::IsMember({"both", "examples", "headwords"}));
+  group.get_option("--bpe-vocab")->check(cli::range(int64_t{260}, int64_t{1} << 16));
+  group.get_option("--max-tokens")->check(cli::range(int64_t{4}, int64_t{512}));
+  group.get_option("--valid-fraction")->check(cli::range(0.0, 0.5));
+  group.get_option("--test-fraction")->check(cli::range(0.0, 0.5));
+}
+
+// ============================================================================ the pairs
 
 // BLEU (metrics/text.h) and the printed translations take UTF-8 text only: every definition of
 // the dictionary is checked before the first step, naming the body file and the byte offset in
@@ -43,9 +118,32 @@ inline void check_utf8(const data::Dictd& dict, const std::string& prefix,
   }
 }
 
+// The pairs of `dict` the flags choose (--pairs, --max-words), split into train, valid and
+// test (--valid-fraction, --test-fraction).
+inline data::PairSplits pair_splits(const data::Dictd& dict, const DataFlags& d) {
+  return data::split_pairs(data::extract_pairs(dict, {.headwords = d.pairs != "examples",
+                                                      .examples = d.pairs != "headwords",
+                                                      .max_words = d.max_words}),
+                           d.valid_fraction, d.test_fraction);
+}
+
+// One byte-level BPE over both languages of the training pairs (Vaswani et al. 2017, 5.1: a
+// shared source-target vocabulary), with <pad>, <bos> and <eos> as special tokens.
+inline data::BPETokenizer train_shared_bpe(const std::vector<data::TranslationPair>& train,
+                                           int64_t vocab_size) {
+  std::string text;
+  for (const auto& p : train) text += p.english + "\n" + p.german + "\n";
+  return data::BPETokenizer::train(text, vocab_size, {"<pad>", "<bos>", "<eos>"});
+}
+
+inline Specials specials_of(const data::BPETokenizer& tok) {
+  return {tok.special_token_id("<pad>"), tok.special_token_id("<bos>"),
+          tok.special_token_id("<eos>")};
+}
+
 inline std::vector<Example> encode_split(const data::BPETokenizer& tok, const Specials& s,
-                                  const std::vector<data::TranslationPair>& pairs,
-                                  int64_t max_tokens) {
+                                         const std::vector<data::TranslationPair>& pairs,
+                                         int64_t max_tokens) {
   std::vector<Example> out;
   for (size_t i = 0; i < pairs.size(); ++i) {
     Example e{tok.encode(pairs[i].english), {s.bos}, i};
@@ -65,7 +163,7 @@ inline std::vector<Example> encode_split(const data::BPETokenizer& tok, const Sp
 // whose padded target size B * T stays within `budget`. The runs are fixed; each epoch visits
 // them in an order shuffled from (seed, epoch), so (epoch, index) names a batch exactly.
 inline std::vector<std::vector<size_t>> make_batches(const std::vector<Example>& examples,
-                                              int64_t budget) {
+                                                     int64_t budget) {
   std::vector<size_t> order(examples.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -102,8 +200,8 @@ struct Batch {
   int64_t target_tokens = 0;
 };
 
-inline Batch collate(const std::vector<Example>& examples, const std::vector<size_t>& rows, int64_t pad,
-              Device device) {
+inline Batch collate(const std::vector<Example>& examples, const std::vector<size_t>& rows,
+                     int64_t pad, Device device) {
   size_t S = 0, T = 0;
   for (size_t r : rows) {
     S = std::max(S, examples[r].src.size());
@@ -125,6 +223,5 @@ inline Batch collate(const std::vector<Example>& examples, const std::vector<siz
   b.tgt_out = tensor_i64(out, {B, static_cast<int64_t>(T)}).to(device);
   return b;
 }
-
 
 }  // namespace loom::translate_example

@@ -3,32 +3,29 @@
 // encoder with its pooler, the pre-training and classification models, and the checkpoints.
 #include "models/bert.h"
 
-#include <type_traits>
-
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/model_size.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace loom::models {
 
 // ============================================================================ configuration
 
-BertConfig BertConfig::preset(const std::string& name) {
+// The presets, each written once: preset() and preset_names() read this table.
+std::span<const fields::Preset<BertConfig>> BertConfig::presets() {
   // {vocab_size, hidden, n_layer, n_head, intermediate, max_position}
-  // bert-mini is the benchmark's (bench/reference/models.py).
-  if (name == "bert-mini") return {8192, 256, 4, 4, 1024, 128};
-  if (name == "bert-base") return {30522, 768, 12, 12, 3072, 512};  // Devlin et al., sec. 3
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  LOOM_FAIL("BertConfig::preset: unknown preset '{}' (known: {})", name, known);
+  static const fields::Preset<BertConfig> table[] = {
+      // bert-mini is the benchmark's (bench/reference/models.py).
+      {"bert-mini", {8192, 256, 4, 4, 1024, 128}},
+      {"bert-base", {30522, 768, 12, 12, 3072, 512}},  // Devlin et al., sec. 3
+  };
+  return table;
 }
-
-std::vector<std::string> BertConfig::preset_names() { return {"bert-mini", "bert-base"}; }
 
 namespace {
 
@@ -50,68 +47,14 @@ T count_parameters(const BertConfig& c) {
 }  // namespace
 
 void BertConfig::validate() const {
-  LOOM_CHECK(vocab_size > 0 && hidden > 0 && n_layer > 0 && n_head > 0 && intermediate > 0 &&
-                 max_position > 0 && type_vocab_size > 0,
-             "BertConfig: every size must be positive, got {}", to_string());
+  fields::check_fields(*this, "BertConfig");
   LOOM_CHECK(hidden % n_head == 0, "BertConfig: hidden {} is not a multiple of n_head {}", hidden,
              n_head);
-  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "BertConfig: dropout {} outside [0, 1)", dropout);
-  LOOM_CHECK(layer_norm_eps > 0.0f, "BertConfig: layer_norm_eps {} must be positive",
-             layer_norm_eps);
   check_model_size("BertConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
                    to_string());
 }
 
 int64_t BertConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
-
-std::string BertConfig::to_string() const {
-  return fmt::format(
-      "vocab_size={}, hidden={}, n_layer={}, n_head={}, intermediate={}, max_position={}, "
-      "type_vocab_size={}, dropout={}, layer_norm_eps={}",
-      vocab_size, hidden, n_layer, n_head, intermediate, max_position, type_vocab_size, dropout,
-      layer_norm_eps);
-}
-
-std::map<std::string, std::string> BertConfig::to_metadata() const {
-  return {{"model_type", "bert"},
-          {"vocab_size", std::to_string(vocab_size)},
-          {"hidden", std::to_string(hidden)},
-          {"n_layer", std::to_string(n_layer)},
-          {"n_head", std::to_string(n_head)},
-          {"intermediate", std::to_string(intermediate)},
-          {"max_position", std::to_string(max_position)},
-          {"type_vocab_size", std::to_string(type_vocab_size)},
-          {"dropout", fmt::format("{}", dropout)},  // shortest text that reads back exactly
-          {"layer_norm_eps", fmt::format("{}", layer_norm_eps)}};
-}
-
-BertConfig BertConfig::from_metadata(const std::map<std::string, std::string>& metadata,
-                                     const std::string& source) {
-  const std::string where = "BertConfig::from_metadata: " + source;
-  auto field = [&](const char* key, auto& value) {
-    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
-  };
-  const auto type = metadata.find("model_type");
-  LOOM_CHECK(type == metadata.end() || type->second == "bert",
-             "BertConfig::from_metadata: {}: \"model_type\" is '{}', not 'bert'", source,
-             type->second);
-  BertConfig c;
-  field("vocab_size", c.vocab_size);
-  field("hidden", c.hidden);
-  field("n_layer", c.n_layer);
-  field("n_head", c.n_head);
-  field("intermediate", c.intermediate);
-  field("max_position", c.max_position);
-  field("type_vocab_size", c.type_vocab_size);
-  field("dropout", c.dropout);
-  field("layer_norm_eps", c.layer_norm_eps);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    LOOM_FAIL("BertConfig::from_metadata: {}: {}", source, e.what());
-  }
-  return c;
-}
 
 // ============================================================================ blocks
 
@@ -145,8 +88,9 @@ BertAddNorm::BertAddNorm(const BertConfig& c, int64_t in_features) {
 }
 
 Tensor BertAddNorm::forward(const Tensor& x, const Tensor& residual) const {
-  // Post-norm (Vaswani et al. 2017, sec. 5.4 and fig. 1): LayerNorm(x + Sublayer(x)).
-  return LayerNorm->forward(dropout->forward(dense->forward(x)) + residual);  // (B, T, H)
+  // Post-norm (Vaswani et al. 2017, sec. 5.4 and fig. 1): LayerNorm(x + Sublayer(x)), the sum
+  // formed in the LayerNorm's kernel (nn::Residual) -> (B, T, H).
+  return LayerNorm->forward(nn::Residual(residual) + dropout->forward(dense->forward(x)));
 }
 
 BertSelfAttention::BertSelfAttention(const BertConfig& c) : n_head(c.n_head), hidden(c.hidden) {
@@ -179,13 +123,11 @@ Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& mask, Tensor* p
 
 BertLayer::BertLayer(const BertConfig& c) {
   // Hugging Face's nesting: attention.self, attention.output, intermediate.dense, output.
-  attention = register_module("attention", std::make_shared<nn::Module>());
-  self_attention = attention->register_module("self", std::make_shared<BertSelfAttention>(c));
+  self_attention = register_module("attention.self", std::make_shared<BertSelfAttention>(c));
   attention_output =
-      attention->register_module("output", std::make_shared<BertAddNorm>(c, c.hidden));
-  intermediate = register_module("intermediate", std::make_shared<nn::Module>());
-  intermediate_dense = intermediate->register_module(
-      "dense", std::make_shared<nn::Linear>(c.hidden, c.intermediate));
+      register_module("attention.output", std::make_shared<BertAddNorm>(c, c.hidden));
+  intermediate_dense = register_module("intermediate.dense",
+                                       std::make_shared<nn::Linear>(c.hidden, c.intermediate));
   output = register_module("output", std::make_shared<BertAddNorm>(c, c.intermediate));
 }
 
@@ -230,14 +172,9 @@ Tensor key_padding_mask(const Tensor& attention_mask, const Tensor& ids) {
 BertModel::BertModel(const BertConfig& c) : config_(c) {
   c.validate();
   embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(c));
-  encoder = register_module("encoder", std::make_shared<nn::Module>());
-  auto layer_list = encoder->register_module("layer", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    layers.push_back(std::make_shared<BertLayer>(c));
-    layer_list->push_back(layers.back());
-  }
-  pooler = register_module("pooler", std::make_shared<nn::Module>());
-  pooler_dense = pooler->register_module("dense", std::make_shared<nn::Linear>(c.hidden, c.hidden));
+  layers = register_module("encoder.layer", std::make_shared<nn::ModuleList<BertLayer>>());
+  for (int64_t i = 0; i < c.n_layer; ++i) layers->push_back(std::make_shared<BertLayer>(c));
+  pooler_dense = register_module("pooler.dense", std::make_shared<nn::Linear>(c.hidden, c.hidden));
 }
 
 std::pair<Tensor, Tensor> BertModel::forward(const Tensor& ids, const Tensor& token_type_ids,
@@ -261,9 +198,9 @@ std::pair<Tensor, Tensor> BertModel::forward(const Tensor& ids, const Tensor& to
   const Tensor mask = key_padding_mask(attention_mask, ids);  // (B, 1, 1, T) or undefined
 
   Tensor x = embeddings->forward(ids, types);  // (B, T, H)
-  if (attentions != nullptr) attentions->assign(layers.size(), Tensor());
-  for (size_t i = 0; i < layers.size(); ++i)
-    x = layers[i]->forward(x, mask, attentions != nullptr ? &(*attentions)[i] : nullptr);
+  if (attentions != nullptr) attentions->assign(static_cast<size_t>(layers->size()), Tensor());
+  for (int64_t i = 0; i < layers->size(); ++i)
+    x = (*layers)[i]->forward(x, mask, attentions != nullptr ? &(*attentions)[i] : nullptr);
   // The pooler (sec. 3, "the final hidden state corresponding to [CLS] is used as the aggregate
   // sequence representation"; Hugging Face's BertPooler adds a dense layer and tanh).
   const Tensor pooled = pooler_dense->forward(x.select(1, 0)).tanh();  // (B, H)
@@ -294,21 +231,20 @@ void init_bert_weights(nn::Module& model, const BertModel& bert) {
 
 Bert::Bert(const BertConfig& c) : config_(c) {
   bert = register_module("bert", std::make_shared<BertModel>(c));
-  cls = register_module("cls", std::make_shared<nn::Module>());
-  predictions = cls->register_module("predictions", std::make_shared<nn::Module>());
-  decoder_bias = predictions->register_parameter("bias", zeros({c.vocab_size}));
-  transform = predictions->register_module("transform", std::make_shared<nn::Module>());
-  transform_dense =
-      transform->register_module("dense", std::make_shared<nn::Linear>(c.hidden, c.hidden));
-  transform_norm = transform->register_module(
-      "LayerNorm", std::make_shared<nn::LayerNorm>(c.hidden, c.layer_norm_eps));
+  transform_dense = register_module("cls.predictions.transform.dense",
+                                    std::make_shared<nn::Linear>(c.hidden, c.hidden));
+  transform_norm = register_module("cls.predictions.transform.LayerNorm",
+                                   std::make_shared<nn::LayerNorm>(c.hidden, c.layer_norm_eps));
+  // cls.predictions' own parameter (listed before its modules, as in Hugging Face's).
+  decoder_bias =
+      get_submodule("cls.predictions")->register_parameter("bias", zeros({c.vocab_size}));
   // The output embedding is the input embedding (tied, as Hugging Face's BertForPreTraining).
-  decoder = predictions->register_module(
-      "decoder", std::make_shared<nn::Linear>(c.hidden, c.vocab_size, /*bias=*/false));
+  decoder = register_module("cls.predictions.decoder",
+                            std::make_shared<nn::Linear>(c.hidden, c.vocab_size, /*bias=*/false));
   decoder->weight = decoder->replace_parameter("weight", bert->embeddings->word_embeddings->weight);
   decoder->bias = decoder->register_parameter("bias", decoder_bias);
   seq_relationship =
-      cls->register_module("seq_relationship", std::make_shared<nn::Linear>(c.hidden, 2));
+      register_module("cls.seq_relationship", std::make_shared<nn::Linear>(c.hidden, 2));
 
   // Hugging Face's BertPreTrainedModel._init_weights (initializer_range 0.02).
   init_bert_weights(*this, *bert);

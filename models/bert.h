@@ -27,11 +27,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/tensor.h"
 #include "nn/container.h"
 #include "nn/dropout.h"
@@ -43,36 +44,39 @@
 namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
+// BertConfig's fields (core/fields.h): type, name, default, check, meaning.
+#define LOOM_BERT_CONFIG_FIELDS(F)                                                                \
+  F(int64_t, vocab_size, 8192, positive, "token ids (WordPiece vocabulary)")                      \
+  F(int64_t, hidden, 256, positive, "H; a multiple of n_head")                                    \
+  F(int64_t, n_layer, 4, positive, "encoder layers L")                                            \
+  F(int64_t, n_head, 4, positive, "attention heads A")                                            \
+  F(int64_t, intermediate, 1024, positive, "width of each layer's feed-forward, 4H in the paper") \
+  F(int64_t, max_position, 128, positive, "longest sequence (rows of position_embeddings)")       \
+  F(int64_t, type_vocab_size, 2, positive, "segments (sentence A / B)")                           \
+  F(float, dropout, 0.1f, probability, "hidden_dropout_prob = attention_probs_dropout_prob")      \
+  F(float, layer_norm_eps, 1e-12f, positive, "every LayerNorm's epsilon, as Hugging Face's")
+
 struct BertConfig {
-  int64_t vocab_size = 8192;    // token ids (WordPiece vocabulary)
-  int64_t hidden = 256;         // H; a multiple of n_head
-  int64_t n_layer = 4;          // encoder layers L
-  int64_t n_head = 4;           // attention heads A
-  int64_t intermediate = 1024;  // width of each layer's feed-forward, 4H in the paper
-  int64_t max_position = 128;   // longest sequence (rows of position_embeddings)
-  int64_t type_vocab_size = 2;  // segments (sentence A / B)
-  float dropout = 0.1f;         // hidden_dropout_prob = attention_probs_dropout_prob
-  float layer_norm_eps = 1e-12f;
+  // The fields, and from them (core/fields.h): visit_fields, ==, to_string(),
+  // to_metadata(), from_metadata(metadata, source), and preset(name) and preset_names()
+  // over the table bert.cpp defines as presets().
+  LOOM_MODEL_CONFIG(BertConfig, LOOM_BERT_CONFIG_FIELDS, "bert")
 
-  // "bert-mini" (vocab 8192, H 256, 4 layers, 4 heads, intermediate 1024, 128 positions:
-  // bench/reference/models.py's bert-mini, 5,430,786 parameters) and "bert-base" (Devlin et
-  // al. 2018: vocab 30522, H 768, 12 layers, 12 heads, 3072, 512 positions: 110,106,428).
-  static BertConfig preset(const std::string& name);
-  static std::vector<std::string> preset_names();
+  // Presets: "bert-mini" (vocab 8192, H 256, 4 layers, 4 heads, intermediate 1024, 128 positions:
+  // bench/reference/models.py's bert-mini, 5,430,786 parameters) and "bert-base" (Devlin et al.
+  // 2018: vocab 30522, H 768, 12 layers, 12 heads, 3072, 512 positions: 110,106,428).
+  // to_metadata() is the checkpoint metadata {"model_type": "bert", "vocab_size": ..., ...} and
+  // back; a missing or garbled key, another model_type or an invalid config is a loom::Error naming
+  // `source`.
 
-  // Throws loom::Error naming the first invalid field.
+  // Throws loom::Error naming the first invalid field (each field's check, then hidden a
+  // multiple of n_head, then loom's size budget).
   void validate() const;
   // Parameters of a Bert (both heads, the tied decoder counted once; V vocab, P positions,
   // S types, I intermediate):
   //   (V + P + S) H + 2H  +  L (4 H^2 + 2 H I + 9 H + I)  +  pooler (H^2 + H)
   //   + transform (H^2 + 3H) + bias V + seq_relationship (2H + 2)
   int64_t num_parameters() const;
-  std::string to_string() const;
-  // As checkpoint metadata {"model_type": "bert", "vocab_size": ..., ...} and back; a missing or
-  // garbled key, another model_type or an invalid config is a loom::Error naming `source`.
-  std::map<std::string, std::string> to_metadata() const;
-  static BertConfig from_metadata(const std::map<std::string, std::string>& metadata,
-                                  const std::string& source = "metadata");
 };
 
 struct BertOutput {
@@ -135,11 +139,10 @@ class BertLayer : public nn::Module {
   // x (B, T, H), mask as BertSelfAttention -> (B, T, H)
   Tensor forward(const Tensor& x, const Tensor& mask, Tensor* probs = nullptr) const;
 
-  std::shared_ptr<nn::Module> attention, intermediate;  // name-only containers
-  std::shared_ptr<BertSelfAttention> self_attention;    // attention.self
-  std::shared_ptr<BertAddNorm> attention_output;        // attention.output
-  std::shared_ptr<nn::Linear> intermediate_dense;       // intermediate.dense
-  std::shared_ptr<BertAddNorm> output;                  // output
+  std::shared_ptr<BertSelfAttention> self_attention;  // attention.self
+  std::shared_ptr<BertAddNorm> attention_output;      // attention.output
+  std::shared_ptr<nn::Linear> intermediate_dense;     // intermediate.dense
+  std::shared_ptr<BertAddNorm> output;                // output
 };
 
 // ---------------------------------------------------------------------------- models
@@ -158,9 +161,8 @@ class BertModel : public nn::Module {
 
   const BertConfig& config() const { return config_; }
   std::shared_ptr<BertEmbeddings> embeddings;
-  std::shared_ptr<nn::Module> encoder, pooler;     // name-only containers
-  std::vector<std::shared_ptr<BertLayer>> layers;  // encoder.layer.N
-  std::shared_ptr<nn::Linear> pooler_dense;        // pooler.dense
+  std::shared_ptr<nn::ModuleList<BertLayer>> layers;  // encoder.layer.N
+  std::shared_ptr<nn::Linear> pooler_dense;           // pooler.dense
 
  private:
   BertConfig config_;
@@ -198,11 +200,15 @@ class Bert : public nn::Module {
                           const Tensor& nsp_labels);
 
   const BertConfig& config() const { return config_; }
+  // Parameters kept out of weight decay beside the one-dimensional ones (timm's name; see
+  // train/weight_decay.h): none. Hugging Face's no_decay = ["bias", "LayerNorm.weight"] names
+  // only one-dimensional parameters.
+  std::set<std::string> no_weight_decay() const { return {}; }
   std::shared_ptr<BertModel> bert;
-  std::shared_ptr<nn::Module> cls, predictions, transform;  // name-only containers
-  std::shared_ptr<nn::Linear> transform_dense, seq_relationship;
-  std::shared_ptr<nn::LayerNorm> transform_norm;  // transform.LayerNorm
-  Tensor decoder_bias;                            // cls.predictions.bias (vocab)
+  std::shared_ptr<nn::Linear> transform_dense;     // cls.predictions.transform.dense
+  std::shared_ptr<nn::LayerNorm> transform_norm;   // cls.predictions.transform.LayerNorm
+  std::shared_ptr<nn::Linear> seq_relationship;    // cls.seq_relationship
+  Tensor decoder_bias;                             // cls.predictions.bias (vocab)
   // cls.predictions.decoder: weight tied to the word embeddings, bias to decoder_bias, so
   // state_dict() holds Hugging Face's keys cls.predictions.decoder.{weight, bias} too.
   std::shared_ptr<nn::Linear> decoder;

@@ -2,47 +2,42 @@
 // and presets, position encoding, transformer layers, the model, the checkpoint loader.
 #include "models/detr.h"
 
-#include <fmt/ranges.h>
-
 #include <cmath>
 #include <map>
 #include <numbers>
-#include <type_traits>
 
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/model_size.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/feed_forward.h"
 #include "nn/init.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace loom::models {
 
 // ============================================================================ configuration
 
-DETRConfig DETRConfig::preset(const std::string& name) {
-  DETRConfig c;
-  if (name == "detr-r50") return c;  // the defaults are the paper's (sec. 4, "Technical details")
-  if (name == "detr-fmnist") {       // bench/reference/models.py's DETR
-    c.num_classes = 10;
-    c.backbone = "small";
-    c.in_channels = 1;
-    c.hidden = 128;
-    c.n_head = 4;
-    c.n_encoder_layers = c.n_decoder_layers = 3;
-    c.d_ff = 512;
-    c.num_queries = 10;
-    return c;
-  }
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  LOOM_FAIL("DETRConfig::preset: unknown preset '{}' (known: {})", name, known);
+// The presets, each written once: preset() and preset_names() read this table.
+std::span<const fields::Preset<DETRConfig>> DETRConfig::presets() {
+  static const fields::Preset<DETRConfig> table[] = {
+      // the defaults are the paper's (sec. 4, "Technical details")
+      {"detr-r50", {}},
+      {"detr-fmnist",  // bench/reference/models.py's DETR
+       {.num_classes = 10,
+        .backbone = "small",
+        .in_channels = 1,
+        .hidden = 128,
+        .n_head = 4,
+        .n_encoder_layers = 3,
+        .n_decoder_layers = 3,
+        .d_ff = 512,
+        .num_queries = 10}},
+  };
+  return table;
 }
-
-std::vector<std::string> DETRConfig::preset_names() { return {"detr-r50", "detr-fmnist"}; }
 
 namespace {
 
@@ -83,14 +78,11 @@ T count_parameters(const DETRConfig& c) {
 }  // namespace
 
 void DETRConfig::validate() const {
-  LOOM_CHECK(num_classes > 0 && in_channels > 0 && hidden > 0 && n_head > 0 &&
-                 n_encoder_layers >= 0 && n_decoder_layers > 0 && d_ff > 0 && num_queries > 0,
-             "DETRConfig: sizes must be positive (n_encoder_layers may be 0), got {}", to_string());
+  fields::check_fields(*this, "DETRConfig");
   LOOM_CHECK(backbone == "resnet50" || backbone == "small",
              "DETRConfig: backbone '{}' is neither 'resnet50' nor 'small'", backbone);
   LOOM_CHECK(hidden % n_head == 0 && hidden % 2 == 0,
              "DETRConfig: hidden {} must be even and a multiple of n_head {}", hidden, n_head);
-  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "DETRConfig: dropout {} outside [0, 1)", dropout);
   if (backbone == "small") {
     LOOM_CHECK(!small_channels.empty(), "DETRConfig: small_channels is empty");
     for (int64_t c : small_channels)
@@ -112,81 +104,6 @@ void DETRConfig::validate() const {
 }
 
 int64_t DETRConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
-
-std::string DETRConfig::to_string() const {
-  return fmt::format(
-      "num_classes={}, backbone={}, in_channels={}, hidden={}, n_head={}, n_encoder_layers={}, "
-      "n_decoder_layers={}, d_ff={}, num_queries={}, dropout={}",
-      num_classes, backbone, in_channels, hidden, n_head, n_encoder_layers, n_decoder_layers, d_ff,
-      num_queries, dropout);
-}
-
-// ---------------------------------------------------------------------------- as metadata
-
-std::map<std::string, std::string> DETRConfig::to_metadata() const {
-  const auto text = [](auto value) { return fmt::format("{}", value); };  // reads back exactly
-  return {{"model_type", "detr"},
-          {"num_classes", text(num_classes)},
-          {"backbone", backbone},
-          {"in_channels", text(in_channels)},
-          {"hidden", text(hidden)},
-          {"n_head", text(n_head)},
-          {"n_encoder_layers", text(n_encoder_layers)},
-          {"n_decoder_layers", text(n_decoder_layers)},
-          {"d_ff", text(d_ff)},
-          {"num_queries", text(num_queries)},
-          {"dropout", text(dropout)},
-          {"small_channels", fmt::format("{}", fmt::join(small_channels, ","))},
-          {"resnet_layers", fmt::format("{}", fmt::join(resnet_layers, ","))},
-          {"resnet_width", text(resnet_width)}};
-}
-
-DETRConfig DETRConfig::from_metadata(const std::map<std::string, std::string>& metadata,
-                                     const std::string& source) {
-  const std::string where = "DETRConfig::from_metadata: " + source;
-  const auto text = [&](const char* key) -> const std::string& {
-    const auto it = metadata.find(key);
-    LOOM_CHECK(it != metadata.end(), "{}: missing key \"{}\"", where, key);
-    return it->second;
-  };
-  auto field = [&](const char* key, auto& value) {
-    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
-  };
-  // "32,64" -> {32, 64}, each item checked as one number.
-  auto list = [&](const char* key, std::vector<int64_t>& values) {
-    values.clear();
-    const std::string& all = text(key);
-    for (size_t begin = 0; begin <= all.size();) {
-      const size_t end = std::min(all.find(',', begin), all.size());
-      values.push_back(
-          nn::metadata_number<int64_t>({{key, all.substr(begin, end - begin)}}, key, where));
-      begin = end + 1;
-    }
-  };
-  const auto type = metadata.find("model_type");
-  LOOM_CHECK(type == metadata.end() || type->second == "detr",
-             "{}: \"model_type\" is '{}', not 'detr'", where, type->second);
-  DETRConfig c;
-  field("num_classes", c.num_classes);
-  c.backbone = text("backbone");
-  field("in_channels", c.in_channels);
-  field("hidden", c.hidden);
-  field("n_head", c.n_head);
-  field("n_encoder_layers", c.n_encoder_layers);
-  field("n_decoder_layers", c.n_decoder_layers);
-  field("d_ff", c.d_ff);
-  field("num_queries", c.num_queries);
-  field("dropout", c.dropout);
-  list("small_channels", c.small_channels);
-  list("resnet_layers", c.resnet_layers);
-  field("resnet_width", c.resnet_width);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    LOOM_FAIL("{}: {}", where, e.what());
-  }
-  return c;
-}
 
 // ============================================================================ position encoding
 
@@ -232,7 +149,7 @@ namespace {
 // 2017, sec. 5.4), as DETR's forward_post.
 Tensor add_norm(const nn::LayerNorm& norm, const nn::Dropout& dropout, const Tensor& x,
                 const Tensor& y) {
-  return norm.forward(x + dropout.forward(y));
+  return norm.forward(nn::Residual(x) + dropout.forward(y));  // the sum formed in norm's kernel
 }
 
 }  // namespace
@@ -289,17 +206,17 @@ Tensor DETRDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const 
 }
 
 DETRTransformer::DETRTransformer(const DETRConfig& c) {
-  encoder = register_module("encoder", std::make_shared<nn::Module>());
-  encoder_layers = encoder->register_module("layers", std::make_shared<nn::ModuleList>());
+  encoder_layers =
+      register_module("encoder.layers", std::make_shared<nn::ModuleList<DETREncoderLayer>>());
   for (int64_t i = 0; i < c.n_encoder_layers; ++i)
     encoder_layers->push_back(
         std::make_shared<DETREncoderLayer>(c.hidden, c.n_head, c.d_ff, c.dropout));
-  decoder = register_module("decoder", std::make_shared<nn::Module>());
-  decoder_layers = decoder->register_module("layers", std::make_shared<nn::ModuleList>());
+  decoder_layers =
+      register_module("decoder.layers", std::make_shared<nn::ModuleList<DETRDecoderLayer>>());
   for (int64_t i = 0; i < c.n_decoder_layers; ++i)
     decoder_layers->push_back(
         std::make_shared<DETRDecoderLayer>(c.hidden, c.n_head, c.d_ff, c.dropout));
-  decoder_norm = decoder->register_module("norm", std::make_shared<nn::LayerNorm>(c.hidden));
+  decoder_norm = register_module("decoder.norm", std::make_shared<nn::LayerNorm>(c.hidden));
   // DETR's Transformer._reset_parameters.
   for (Tensor& p : parameters())
     if (p.dim() > 1) nn::init::xavier_uniform_(p);
@@ -310,21 +227,19 @@ Tensor DETRTransformer::forward(const Tensor& src, const Tensor& key_padding_mas
   // src, pos (B, S, d); query_embed (Q, d) -> hs (L, B, Q, d)
   const int64_t B = src.size(0), Q = query_embed.size(0), d = query_embed.size(1);
   Tensor memory = src;
-  for (int64_t i = 0; i < encoder_layers->size(); ++i)
-    memory = encoder_layers->at<DETREncoderLayer>(i)->forward(memory, pos, key_padding_mask);
+  for (const auto& layer : *encoder_layers) memory = layer->forward(memory, pos, key_padding_mask);
   const Tensor query_pos = query_embed.unsqueeze(0).expand({B, Q, d});  // (B, Q, d), a view
   Tensor tgt = zeros({B, Q, d}, src.device());                          // sec. 3.2: starts at 0
   std::vector<Tensor> hs;
-  for (int64_t i = 0; i < decoder_layers->size(); ++i) {
-    tgt = decoder_layers->at<DETRDecoderLayer>(i)->forward(tgt, memory, pos, query_pos,
-                                                           key_padding_mask);
+  for (const auto& layer : *decoder_layers) {
+    tgt = layer->forward(tgt, memory, pos, query_pos, key_padding_mask);
     hs.push_back(decoder_norm->forward(tgt));  // the next layer gets the un-normed tgt
   }
   return stack(hs, 0);  // (L, B, Q, d)
 }
 
 DETRMLP::DETRMLP(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
-  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  layers = register_module("layers", std::make_shared<nn::ModuleList<nn::Linear>>());
   for (int64_t i = 0; i < num_layers; ++i)
     layers->push_back(
         std::make_shared<nn::Linear>(i == 0 ? in : hidden, i == num_layers - 1 ? out : hidden));
@@ -333,7 +248,7 @@ DETRMLP::DETRMLP(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
 Tensor DETRMLP::forward(const Tensor& x) const {
   Tensor y = x;
   for (int64_t i = 0; i < layers->size(); ++i) {
-    y = layers->at<nn::Linear>(i)->forward(y);
+    y = (*layers)[i]->forward(y);
     if (i + 1 < layers->size()) y = relu(y);
   }
   return y;
@@ -342,16 +257,6 @@ Tensor DETRMLP::forward(const Tensor& x) const {
 // ============================================================================ model
 
 namespace {
-
-// facebookresearch/detr's Backbone: its ResNet trunk is registered as `body`, and the Joiner
-// (a Sequential of backbone and position encoding) puts it at backbone.0.body.
-class DETRBackbone : public nn::Module {
- public:
-  explicit DETRBackbone(std::shared_ptr<ResNet> trunk) {
-    body = register_module("body", std::move(trunk));
-  }
-  std::shared_ptr<ResNet> body;
-};
 
 // Rows of a nearest-neighbour resize from `in` to `out` samples, as F.interpolate(mode=
 // 'nearest'): source floor(dst * in / out), the scale in float32.
@@ -389,16 +294,19 @@ DETR::DETR(const DETRConfig& config) : config_(config) {
       small_backbone->push_back(std::make_shared<nn::ReLU>());
       channels = c;
     }
-    backbone = small_backbone;
   } else {
     resnet = std::make_shared<ResNet>(resnet_config());
-    auto joiner = std::make_shared<nn::ModuleList>();
-    joiner->push_back(std::make_shared<DETRBackbone>(resnet));
-    backbone = joiner;
     channels = resnet_config().out_channels();
   }
   input_proj = register_module("input_proj", std::make_shared<nn::Conv2d>(channels, d, 1));
-  register_module("backbone", backbone);
+  if (small_backbone) {
+    backbone = register_module("backbone", small_backbone);
+  } else {
+    // facebookresearch/detr's Joiner (a Sequential of the Backbone and the position encoding)
+    // holds the Backbone, which registers its ResNet trunk as `body`: backbone.0.body.
+    register_module("backbone.0.body", resnet);
+    backbone = get_submodule("backbone");
+  }
 }
 
 void DETR::check_inputs(const Tensor& images, const Tensor& pixel_mask) const {

@@ -26,11 +26,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/tensor.h"
 #include "models/resnet.h"
 #include "nn/container.h"
@@ -45,40 +46,49 @@
 namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
-struct DETRConfig {
-  int64_t num_classes = 91;           // the "no object" class is index num_classes
-  std::string backbone = "resnet50";  // "resnet50" (torchvision layout) or "small" (a CNN)
-  int64_t in_channels = 3;
-  int64_t hidden = 256, n_head = 8, n_encoder_layers = 6, n_decoder_layers = 6, d_ff = 2048,
-          num_queries = 100;
-  float dropout = 0.1f;
-  // Beyond the paper's configuration, for small models and tests:
-  std::vector<int64_t> small_channels = {32, 64, 128, 128};  // the small CNN's conv widths
-  std::vector<int64_t> resnet_layers = {3, 4, 6, 3};         // Bottlenecks per ResNet stage
-  int64_t resnet_width = 64;                                 // ResNet's layer1 planes
+// DETRConfig's fields (core/fields.h): type, name, default, check, meaning.
+#define LOOM_DETR_CONFIG_FIELDS(F)                                                               \
+  F(int64_t, num_classes, 91, positive, "the \"no object\" class is index num_classes")          \
+  F(std::string, backbone, "resnet50", any,                                                      \
+    "\"resnet50\" (torchvision layout) or \"small\" (a CNN)")                                    \
+  F(int64_t, in_channels, 3, positive, "image channels")                                         \
+  F(int64_t, hidden, 256, positive, "d, the transformer's width: even, a multiple of n_head")    \
+  F(int64_t, n_head, 8, positive, "attention heads")                                             \
+  F(int64_t, n_encoder_layers, 6, non_negative, "encoder layers (0: the decoder alone)")         \
+  F(int64_t, n_decoder_layers, 6, positive, "decoder layers; all but the last give aux outputs") \
+  F(int64_t, d_ff, 2048, positive, "hidden width of each layer's feed-forward")                  \
+  F(int64_t, num_queries, 100, positive, "object queries: the most boxes an image gets")         \
+  F(float, dropout, 0.1f, probability, "in the encoder and decoder layers")                      \
+  /* Beyond the paper's configuration, for small models and tests (checked by validate() */      \
+  /* for the backbone in use): */                                                                \
+  F(std::vector<int64_t>, small_channels, (std::vector<int64_t>{32, 64, 128, 128}), any,         \
+    "the small CNN's conv widths")                                                               \
+  F(std::vector<int64_t>, resnet_layers, (std::vector<int64_t>{3, 4, 6, 3}), any,                \
+    "Bottlenecks per ResNet stage")                                                              \
+  F(int64_t, resnet_width, 64, any, "ResNet's layer1 planes")
 
-  // "detr-r50": the paper's DETR (91 COCO classes, ResNet-50, d 256, 8 heads, 6 + 6 layers,
-  // FF 2048, 100 queries): 41,524,768 parameters, the frozen BN statistics being buffers (the
-  // official main.py prints 41,302,368: it freezes conv1 and layer1 and counts the rest).
-  // "detr-fmnist": bench/reference/models.py's DETR for 1x64x64 scenes (10 classes, the small
-  // CNN 1-32-64-128-128, d 128, 4 heads, 3 + 3 layers, FF 512, 10 queries; 1,682,159
-  // parameters).
-  static DETRConfig preset(const std::string& name);
-  static std::vector<std::string> preset_names();
-  // Throws loom::Error naming the first invalid field.
+struct DETRConfig {
+  // The fields, and from them (core/fields.h): visit_fields, ==, to_string(),
+  // to_metadata(), from_metadata(metadata, source), and preset(name) and preset_names()
+  // over the table detr.cpp defines as presets().
+  LOOM_MODEL_CONFIG(DETRConfig, LOOM_DETR_CONFIG_FIELDS, "detr")
+
+  // Presets: "detr-r50": the paper's DETR (91 COCO classes, ResNet-50, d 256, 8 heads, 6 + 6
+  // layers, FF 2048, 100 queries): 41,524,768 parameters, the frozen BN statistics being buffers
+  // (the official main.py prints 41,302,368: it freezes conv1 and layer1 and counts the rest).
+  // "detr-fmnist": bench/reference/models.py's DETR for 1x64x64 scenes (10 classes, the small CNN
+  // 1-32-64-128-128, d 128, 4 heads, 3 + 3 layers, FF 512, 10 queries; 1,682,159 parameters).
+  // to_metadata() is the checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model
+  // from the file: {"model_type": "detr", "num_classes": "10", "backbone": "small", ...,
+  // "small_channels": "32,64,128,128", ...}. from_metadata reads them back (other keys are ignored;
+  // "model_type" may be absent); a missing or garbled key, another model_type or an invalid config
+  // is a loom::Error naming the key and `source` (the file).
+
+  // Throws loom::Error naming the first invalid field (each field's check, then the backbone's
+  // name and its sizes, hidden even and a multiple of n_head, loom's size budget).
   void validate() const;
   // Parameters of a DETR built from this config (FrozenBatchNorm2d statistics not counted).
   int64_t num_parameters() const;
-  std::string to_string() const;
-
-  // As checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model from the file:
-  // {"model_type": "detr", "num_classes": "10", "backbone": "small", ..., "small_channels":
-  // "32,64,128,128", ...}. from_metadata reads them back (other keys are ignored; "model_type"
-  // may be absent); a missing or garbled key, another model_type or an invalid config is a
-  // loom::Error naming the key and `source` (the file).
-  std::map<std::string, std::string> to_metadata() const;
-  static DETRConfig from_metadata(const std::map<std::string, std::string>& metadata,
-                                  const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- blocks
@@ -128,9 +138,9 @@ class DETRTransformer : public nn::Module {
   Tensor forward(const Tensor& src, const Tensor& key_padding_mask, const Tensor& query_embed,
                  const Tensor& pos) const;
 
-  std::shared_ptr<nn::Module> encoder, decoder;
-  std::shared_ptr<nn::ModuleList> encoder_layers, decoder_layers;
-  std::shared_ptr<nn::LayerNorm> decoder_norm;
+  std::shared_ptr<nn::ModuleList<DETREncoderLayer>> encoder_layers;  // encoder.layers
+  std::shared_ptr<nn::ModuleList<DETRDecoderLayer>> decoder_layers;  // decoder.layers
+  std::shared_ptr<nn::LayerNorm> decoder_norm;                       // decoder.norm
 };
 
 // DETR's MLP: Linear layers named layers.0 .. layers.{n-1}, ReLU between them.
@@ -139,7 +149,7 @@ class DETRMLP : public nn::Module {
   DETRMLP(int64_t in, int64_t hidden, int64_t out, int64_t num_layers);
   Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
 
-  std::shared_ptr<nn::ModuleList> layers;
+  std::shared_ptr<nn::ModuleList<nn::Linear>> layers;
 };
 
 // ---------------------------------------------------------------------------- model
@@ -161,13 +171,16 @@ class DETR : public nn::Module {
   DETROutput forward(const Tensor& images, const Tensor& pixel_mask = Tensor());
 
   const DETRConfig& config() const { return config_; }
+  // Parameters kept out of weight decay beside the one-dimensional ones (timm's name; see
+  // train/weight_decay.h): none. DETR's own recipe decays every parameter, 1-D ones too.
+  std::set<std::string> no_weight_decay() const { return {}; }
 
   std::shared_ptr<DETRTransformer> transformer;
   std::shared_ptr<nn::Linear> class_embed;
   std::shared_ptr<DETRMLP> bbox_embed;
   std::shared_ptr<nn::Embedding> query_embed;
   std::shared_ptr<nn::Conv2d> input_proj;
-  std::shared_ptr<nn::Module> backbone;  // a Sequential (small) or backbone.0.body (ResNet)
+  std::shared_ptr<nn::Module> backbone;  // a Sequential (small), or holds 0.body (ResNet)
   std::shared_ptr<nn::Sequential> small_backbone;  // set for "small"
   std::shared_ptr<ResNet> resnet;                  // set for "resnet50"
 

@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/detr_boxes.h"
 #include "models/linear_sum_assignment.h"
 #include "nn/functional.h"
 
@@ -69,8 +70,8 @@ Tensor cost_matrix(const Tensor& logits, const Tensor& boxes, const Tensor& labe
     const Tensor d = abs(out_boxes.narrow(1, k, 1) - target_coords.narrow(0, k, 1));  // (B Q, T)
     cost_bbox = k == 0 ? d : cost_bbox + d;
   }
-  const Tensor cost_giou = -fn::generalized_box_iou(fn::box_cxcywh_to_xyxy(out_boxes),
-                                                    fn::box_cxcywh_to_xyxy(target_boxes));
+  const Tensor cost_giou =
+      -generalized_box_iou(box_cxcywh_to_xyxy(out_boxes), box_cxcywh_to_xyxy(target_boxes));
   return c.cost_bbox * cost_bbox + c.cost_class * cost_class + c.cost_giou * cost_giou;
 }
 
@@ -176,8 +177,8 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
         index_select(boxes.reshape({B * Q, 4}), 0, tensor_i64(flat_query, {N}).to(dev));  // (N, 4)
     const Tensor tgt = cat(matched_targets, 0);                                           // (N, 4)
     out.loss_bbox = sum(abs(src - tgt)) / normaliser;
-    out.loss_giou = fn::generalized_box_iou_loss(fn::box_cxcywh_to_xyxy(src),
-                                                 fn::box_cxcywh_to_xyxy(tgt), fn::Reduction::Sum) /
+    out.loss_giou = generalized_box_iou_loss(box_cxcywh_to_xyxy(src), box_cxcywh_to_xyxy(tgt),
+                                             fn::Reduction::Sum) /
                     normaliser;
   }
   out.loss = config.loss_ce * out.loss_ce + config.loss_bbox * out.loss_bbox +

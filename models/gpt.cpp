@@ -6,36 +6,31 @@
 
 #include <cmath>
 #include <map>
-#include <tuple>
 
-#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/model_size.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace loom::models {
 
 // ============================================================================ configuration
 
-GPTConfig GPTConfig::preset(const std::string& name) {
+// The presets, each written once: preset() and preset_names() read this table.
+std::span<const fields::Preset<GPTConfig>> GPTConfig::presets() {
   // {vocab_size, context, n_layer, n_head, d_model}
-  // gpt-mini: the benchmark's byte-level GPT (bench/reference/models.py).
-  if (name == "gpt-mini") return {256, 128, 4, 4, 256};
-  if (name == "gpt2") return {50257, 1024, 12, 12, 768};  // 124M (Radford et al. 2019, table 2)
-  if (name == "gpt2-medium") return {50257, 1024, 24, 16, 1024};  // 350M
-  if (name == "gpt2-large") return {50257, 1024, 36, 20, 1280};   // 774M
-  if (name == "gpt2-xl") return {50257, 1024, 48, 25, 1600};      // 1558M
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  LOOM_FAIL("GPTConfig::preset: unknown preset '{}' (known: {})", name, known);
-}
-
-std::vector<std::string> GPTConfig::preset_names() {
-  return {"gpt-mini", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
+  static const fields::Preset<GPTConfig> table[] = {
+      // gpt-mini: the benchmark's byte-level GPT (bench/reference/models.py).
+      {"gpt-mini", {256, 128, 4, 4, 256}},
+      {"gpt2", {50257, 1024, 12, 12, 768}},  // 124M (Radford et al. 2019, table 2)
+      {"gpt2-medium", {50257, 1024, 24, 16, 1024}},  // 350M
+      {"gpt2-large", {50257, 1024, 36, 20, 1280}},   // 774M
+      {"gpt2-xl", {50257, 1024, 48, 25, 1600}},      // 1558M
+  };
+  return table;
 }
 
 namespace {
@@ -55,139 +50,20 @@ T count_parameters(const GPTConfig& c) {
 }  // namespace
 
 void GPTConfig::validate() const {
-  LOOM_CHECK(vocab_size > 0 && context > 0 && n_layer > 0 && n_head > 0 && d_model > 0,
-             "GPTConfig: every size must be positive, got {}", to_string());
+  fields::check_fields(*this, "GPTConfig");
   LOOM_CHECK(d_model % n_head == 0, "GPTConfig: d_model {} is not a multiple of n_head {}", d_model,
              n_head);
-  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPTConfig: dropout {} outside [0, 1)", dropout);
   check_model_size("GPTConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
                    to_string());
 }
 
 int64_t GPTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
-std::string GPTConfig::to_string() const {
-  return fmt::format("vocab_size={}, context={}, n_layer={}, n_head={}, d_model={}, dropout={}",
-                     vocab_size, context, n_layer, n_head, d_model, dropout);
-}
-
-// ---------------------------------------------------------------------------- as metadata
-
-std::map<std::string, std::string> GPTConfig::to_metadata() const {
-  return {{"model_type", "gpt"},
-          {"vocab_size", std::to_string(vocab_size)},
-          {"context", std::to_string(context)},
-          {"n_layer", std::to_string(n_layer)},
-          {"n_head", std::to_string(n_head)},
-          {"d_model", std::to_string(d_model)},
-          {"dropout", fmt::format("{}", dropout)}};  // shortest text that reads back exactly
-}
-
-GPTConfig GPTConfig::from_metadata(const std::map<std::string, std::string>& metadata,
-                                   const std::string& source) {
-  const std::string where = "GPTConfig::from_metadata: " + source;
-  auto field = [&](const char* key, auto& value) {
-    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
-  };
-  const auto type = metadata.find("model_type");
-  LOOM_CHECK(type == metadata.end() || type->second == "gpt",
-             "GPTConfig::from_metadata: {}: \"model_type\" is '{}', not 'gpt'", source,
-             type->second);
-  GPTConfig c;
-  field("vocab_size", c.vocab_size);
-  field("context", c.context);
-  field("n_layer", c.n_layer);
-  field("n_head", c.n_head);
-  field("d_model", c.d_model);
-  field("dropout", c.dropout);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    LOOM_FAIL("GPTConfig::from_metadata: {}: {}", source, e.what());
-  }
-  return c;
-}
-
 // ============================================================================ KV cache
 
 KVCache::KVCache(const GPTConfig& config, int64_t batch, Device device)
-    : batch_(batch), capacity_(config.context) {
-  config.validate();
-  LOOM_CHECK(batch > 0, "KVCache: batch {} must be positive", batch);
-  const int64_t hs = config.d_model / config.n_head;
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    // Keys and values in one tensor (2, B, nh, ctx, hs), so a step writes both with one copy.
-    keys_values_.push_back(zeros({2, batch, config.n_head, config.context, hs}, device));
-    keys_.push_back(keys_values_.back().select(0, 0));  // (B, nh, ctx, hs)
-    values_.push_back(keys_values_.back().select(0, 1));
-  }
-}
-
-LayerCache KVCache::layer(int64_t layer) const {
-  LOOM_CHECK(layer >= 0 && layer < static_cast<int64_t>(keys_.size()),
-             "KVCache: layer {} outside [0, {})", layer, keys_.size());
-  LayerCache cache;
-  cache.keys = keys_[static_cast<size_t>(layer)];
-  cache.values = values_[static_cast<size_t>(layer)];
-  cache.keys_values = keys_values_[static_cast<size_t>(layer)];
-  cache.length = length_;
-  return cache;
-}
-
-namespace {
-
-// The positions a LayerCache step writes: T new ones at [length, length + T), or at the device
-// `position` (graph decoding, T = 1). Checks there is room for them.
-void check_room(const LayerCache& cache, int64_t T) {
-  if (cache.position.defined())
-    LOOM_CHECK(T == 1, "KVCache: a step at a device position takes 1 new position, got {}", T);
-  else
-    LOOM_CHECK(cache.length + T <= cache.keys.size(2),
-               "KVCache: cannot hold {} more positions after {} (capacity {})", T, cache.length,
-               cache.keys.size(2));
-}
-
-// x's T positions (along `dim`) copied into `storage` (a handle to the cache's tensor) there.
-void store(const LayerCache& cache, Tensor storage, int64_t dim, const Tensor& x) {
-  if (cache.position.defined())  // to(): x itself when the dtypes are equal
-    storage.index_copy_(dim, cache.position, x.to(storage.dtype()));
-  else
-    storage.narrow(dim, cache.length, x.size(dim)).copy_(x);
-}
-
-// What attention reads after a step of T positions: every key and value so far, (B, nh,
-// length + T, hs) each, or at a device position the whole storage (B, nh, capacity, hs), whose
-// positions after it the mask hides.
-std::pair<Tensor, Tensor> cached(const LayerCache& cache, int64_t T) {
-  if (cache.position.defined()) return {cache.keys, cache.values};
-  return {cache.keys.narrow(2, 0, cache.length + T), cache.values.narrow(2, 0, cache.length + T)};
-}
-
-}  // namespace
-
-std::pair<Tensor, Tensor> LayerCache::append(const Tensor& k, const Tensor& v) const {
-  // k, v (B, nh, T, hs) -> every key and value so far (see cached()).
-  // Inference only: the new keys and values are copied in (no gradient flows through the cache).
-  check_room(*this, k.size(2));
-  store(*this, keys, 2, k);
-  store(*this, values, 2, v);
-  return cached(*this, k.size(2));
-}
-
-std::pair<Tensor, Tensor> LayerCache::append(const Tensor& kv) const {
-  // kv (2, B, nh, T, hs) -> as append(k, v), with one copy into keys_values for both halves.
-  if (!keys_values.defined()) return append(kv.select(0, 0), kv.select(0, 1));
-  check_room(*this, kv.size(3));
-  store(*this, keys_values, 3, kv);
-  return cached(*this, kv.size(3));
-}
-
-void KVCache::advance(int64_t count) {
-  LOOM_CHECK(count >= 0 && length_ + count <= capacity_,
-             "KVCache: cannot hold {} more positions after {} (capacity {})", count, length_,
-             capacity_);
-  length_ += count;
-}
+    : nn::KVCache((config.validate(), config.n_layer),  // a valid config, checked first
+                  batch, config.n_head, config.context, config.d_model / config.n_head, device) {}
 
 // ============================================================================ blocks
 
@@ -199,56 +75,26 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config)
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(config.dropout));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, const LayerCache& cache,
+Tensor CausalSelfAttention::forward(const Tensor& x, const nn::LayerCache& cache,
                                     bool last_only) const {
   // x (B, T, C) at positions [past, past + T), past = cache.length (0 without a cache)
-  //   -> (B, Tq, C), Tq = T, or 1 when last_only; nh heads of size hs = C / nh;
-  //   S = past + T keys. Causal: the query at position p attends to the keys at 0..p.
+  //   -> (B, Tq, C), Tq = T, or 1 when last_only; nh heads of size hs = C / nh.
   const int64_t B = x.size(0), T = x.size(1), C = d_model, hs = C / n_head;
-  const int64_t Tq = last_only ? 1 : T;
-  // c_attn stacks W_q, W_k and W_v ([3C, C], GPT-2's layout). Applying its three row blocks
-  // one by one is the same arithmetic as one GEMM followed by a split, but the backward then
-  // needs no scatter into a zero-filled (B, T, 3C) gradient, and the queries may be fewer.
-  // Without a graph to record (inference), one GEMM over all of c_attn is one launch, not
-  // three: q, k and v are then views of its output, and a KV cache copies k and v in one go.
-  auto heads = [&](const Tensor& t) {  // (B, rows, C) -> (B, nh, rows, hs)
-    return t.reshape({B, t.size(1), n_head, hs}).transpose(1, 2);
+  auto heads = [&](const Tensor& t) {  // (B, T, C) -> (B, T, nh, hs) -> (B, nh, T, hs)
+    return t.view({B, T, n_head, hs}).transpose(1, 2);
   };
-  auto project = [&](const Tensor& input, int64_t i) {  // i = 0, 1, 2: query, key, value
-    const Tensor w = c_attn->weight.narrow(0, i * C, C), b = c_attn->bias.narrow(0, i * C, C);
-    return heads(nn::functional::linear(input, w, b));
-  };
-  Tensor q, k, v;  // (B, nh, Tq, hs), (B, nh, T, hs), (B, nh, T, hs)
-  Tensor kv;       // (2, B, nh, T, hs): k and v side by side, as c_attn wrote them (no grad)
-  if (!autograd::grad_mode_enabled()) {
-    const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
-    q = heads(qkv.narrow(2, 0, C));
-    if (last_only) q = q.narrow(2, T - 1, 1);
-    // (B, T, 2C) -> (B, T, 2, nh, hs) -> (2, B, nh, T, hs)
-    kv = qkv.narrow(2, C, 2 * C).reshape({B, T, 2, n_head, hs}).permute({2, 0, 3, 1, 4});
-    k = kv.select(0, 0), v = kv.select(0, 1);
-  } else {
-    q = project(last_only ? x.narrow(1, T - 1, 1) : x, 0);
-    k = project(x, 1), v = project(x, 2);
-  }
-  const int64_t past = cache.defined() ? cache.length : 0;
-  if (cache.defined())  // (B, nh, S, hs) each
-    std::tie(k, v) = kv.defined() ? cache.append(kv) : cache.append(k, v);
+  // Queries, keys and values from one projection, split in three as nanoGPT's: c_attn stacks
+  // W_q, W_k and W_v ([3C, C], GPT-2's layout).
+  const std::vector<Tensor> qkv = c_attn->forward(x).split(C, 2);        // (B, T, C) each
+  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, nh, T, hs)
   // Vaswani et al. 2017, eq. 1 with sec. 3.2.3's mask ("masking out (setting to -inf) all
-  // values in the input of the softmax which correspond to illegal connections"): the first
-  // query sits at position past + T - Tq among the S keys. A step at a device position
-  // (graph decoding) sees all capacity keys, and the cache's mask hides those after it.
-  const bool device_position = cache.position.defined();
-  const Tensor y = nn::functional::scaled_dot_product_attention(  // (B, nh, Tq, hs)
-      q, k, v,
-      {.mask = device_position ? cache.mask : Tensor{},
-       .dropout_p = attn_dropout->p,
-       .training = attn_dropout->is_training(),
-       .causal = !device_position,
-       .query_offset = device_position ? 0 : past + T - Tq});
-  // Heads side by side again: (B, Tq, nh, hs) -> (B, Tq, nh * hs).
-  const Tensor merged = y.transpose(1, 2).reshape({B, Tq, C});  // (B, Tq, C)
-  return resid_dropout->forward(c_proj->forward(merged));       // (B, Tq, C)
+  // values in the input of the softmax which correspond to illegal connections"), over the
+  // cached positions too.
+  const Tensor y = nn::causal_attention(last_only ? q.narrow(2, T - 1, 1) : q, k, v, cache,
+                                        attn_dropout->p, attn_dropout->is_training());
+  // Heads side by side again: (B, nh, Tq, hs) -> (B, Tq, nh, hs) -> (B, Tq, C).
+  const Tensor merged = y.transpose(1, 2).reshape({B, y.size(2), C});
+  return resid_dropout->forward(c_proj->forward(merged));  // (B, Tq, C)
 }
 
 MLP::MLP(const GPTConfig& config)
@@ -267,20 +113,11 @@ Block::Block(const GPTConfig& config) {
   mlp = register_module("mlp", std::make_shared<MLP>(config));
 }
 
-Tensor Block::forward(const Tensor& x, const LayerCache& cache, bool last_only) const {
+nn::Residual Block::forward(nn::Residual x, const nn::LayerCache& cache, bool last_only) const {
   // x (B, T, C) -> (B, Tq, C), Tq = T or 1; each sub-block adds to the residual stream.
-  const auto [h, m] = forward_unadded(x, ln_1->forward(x), cache, last_only);
-  return h + m;
-}
-
-std::pair<Tensor, Tensor> Block::forward_unadded(const Tensor& x, const Tensor& normed,
-                                                 const LayerCache& cache, bool last_only) const {
-  // x, normed = ln_1(x) (B, T, C) -> h, m (B, Tq, C): the block's output is h + m.
-  const Tensor residual = last_only ? x.narrow(1, x.size(1) - 1, 1) : x;  // (B, Tq, C)
-  // h = residual + attention, and ln_2(h) from the same pass over h (add_layer_norm).
-  const auto [h, h_normed] =
-      ln_2->add_and_forward(residual, attn->forward(normed, cache, last_only));
-  return {h, mlp->forward(h_normed)};
+  x = x + attn->forward(ln_1->forward(x), cache, last_only);
+  x = x + mlp->forward(ln_2->forward(x));
+  return x;
 }
 
 // ============================================================================ model
@@ -290,11 +127,8 @@ GPT::GPT(const GPTConfig& config) : config_(config) {
   wte = register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model));
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, config.d_model));
   drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
-  h = register_module("h", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    blocks_.push_back(std::make_shared<Block>(config));
-    h->push_back(blocks_.back());
-  }
+  h = register_module("h", std::make_shared<nn::ModuleList<Block>>());
+  for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(std::make_shared<Block>(config));
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
   init_weights();
 }
@@ -307,7 +141,7 @@ void GPT::init_weights() {
   const double std_resid = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
   nn::init::normal_(wte->weight, 0.0, 0.02);
   nn::init::normal_(wpe->weight, 0.0, 0.02);
-  for (const auto& block : blocks_) {
+  for (const auto& block : *h) {
     for (const auto& linear :
          {block->attn->c_attn, block->attn->c_proj, block->mlp->c_fc, block->mlp->c_proj}) {
       const bool residual = linear == block->attn->c_proj || linear == block->mlp->c_proj;
@@ -319,11 +153,11 @@ void GPT::init_weights() {
 
 Tensor GPT::forward(const Tensor& ids) { return lm_head(forward_hidden(ids)); }
 
-Tensor GPT::forward(const Tensor& ids, KVCache& cache) {
+Tensor GPT::forward(const Tensor& ids, nn::KVCache& cache) {
   return lm_head(forward_hidden(ids, &cache));
 }
 
-Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
+Tensor GPT::forward_hidden(const Tensor& ids, nn::KVCache* cache, bool last_only) {
   // ids (B, T) int64 at positions [past, past + T) -> ln_f(x) (B, T, C), or (B, 1, C)
   LOOM_CHECK(ids.defined() && ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(1) > 0,
              "GPT: expected int64 ids of shape [B, T] with T > 0, got {} of shape {}",
@@ -340,57 +174,37 @@ Tensor GPT::forward_hidden(const Tensor& ids, KVCache* cache, bool last_only) {
   // The learned position embeddings of positions past .. past + T - 1 are rows of wpe: a view,
   // so nothing is looked up (or copied from the host) per step.
   const Tensor pos_emb = wpe->weight.narrow(0, past, T);  // (T, C)
-  const Tensor hidden = blocks_and_ln_f(
-      wte->forward(ids), pos_emb,  // (B, T, C) + (T, C)
-      [&](int64_t layer) { return cache != nullptr ? cache->layer(layer) : LayerCache{}; },
-      last_only);
+  const Tensor hidden = blocks_and_ln_f(wte->forward(ids), pos_emb, cache, last_only);
   if (cache != nullptr) cache->advance(T);
   return hidden;  // (B, T, C)
 }
 
 Tensor GPT::blocks_and_ln_f(const Tensor& tok_emb, const Tensor& pos_emb,
-                            const std::function<LayerCache(int64_t)>& layer_cache, bool last_only) {
+                            const nn::KVCache* cache, bool last_only) {
   // x = drop(tok_emb + pos_emb) (B, T, C) -> ln_f(block_n(... block_1(x))) (B, T, C), or
   // (B, 1, C) with last_only: the last block alone may skip the other positions (earlier
   // blocks must produce every position, since later blocks attend to all of them). Each sum
-  // that feeds a LayerNorm is formed in that LayerNorm's kernel (add_and_forward, which returns
-  // the sum, the residual stream, and its normalisation): the embeddings' sum in the first
-  // ln_1's (unless dropout sits between them), each block's output h + m in the next block's
-  // ln_1 or in ln_f.
-  const nn::LayerNorm& ln_1 = *blocks_.front()->ln_1;
-  Tensor x, normed;  // (B, T, C) each
-  if (drop->is_training() && drop->p > 0.0f) {
-    x = drop->forward(tok_emb + pos_emb);
-    normed = ln_1.forward(x);
-  } else {
-    std::tie(x, normed) = ln_1.add_and_forward(tok_emb, pos_emb.expand(tok_emb.shape()));
-  }
-  for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
-    const bool last_block = layer == config_.n_layer - 1;
-    const auto [h, m] = blocks_[static_cast<size_t>(layer)]->forward_unadded(
-        x, normed, layer_cache(layer), last_only && last_block);
-    const nn::LayerNorm& next = last_block ? *ln_f : *blocks_[static_cast<size_t>(layer + 1)]->ln_1;
-    std::tie(x, normed) = next.add_and_forward(h, m);  // x = h + m, normed = next(x)
-  }
-  return normed;
+  // on the residual stream is formed by the LayerNorm that reads it (nn::Residual): the
+  // embeddings' sum by the first ln_1 (unless dropout sits between them), each block's last
+  // by the next block's ln_1 or by ln_f.
+  const bool dropping = drop->is_training() && drop->p > 0.0f;
+  nn::Residual x = dropping ? nn::Residual(drop->forward(tok_emb + pos_emb))
+                            : nn::Residual(tok_emb) + pos_emb.expand(tok_emb.shape());
+  for (int64_t layer = 0; layer < h->size(); ++layer)
+    x = (*h)[layer]->forward(x, cache != nullptr ? cache->layer(layer) : nn::LayerCache{},
+                             last_only && layer == h->size() - 1);
+  return ln_f->forward(x);
 }
 
 Tensor GPT::decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
-                               const KVCache& cache) {
+                               const nn::KVCache& cache) {
   // The same arithmetic as forward_hidden for one new token, with every position read from
   // device memory: the token is seq[0, position], its position embedding the row `position`
-  // of wpe, and each layer writes its keys and values at `position` (LayerCache::append).
+  // of wpe, and each layer writes its keys and values at `position` (nn::LayerCache::append).
   const Tensor ids = index_select(seq, 1, position);              // (1, 1)
   const Tensor pos_emb = index_select(wpe->weight, 0, position);  // (1, C)
-  return blocks_and_ln_f(                                         // (1, 1, C)
-      wte->forward(ids), pos_emb,
-      [&](int64_t layer) {
-        LayerCache layer_cache = cache.layer(layer);
-        layer_cache.position = position;
-        layer_cache.mask = mask;
-        return layer_cache;
-      },
-      /*last_only=*/false);
+  const nn::KVCache at_position = cache.at_position(position, mask);
+  return blocks_and_ln_f(wte->forward(ids), pos_emb, &at_position, false);  // (1, 1, C)
 }
 
 Tensor GPT::lm_head(const Tensor& hidden) const {

@@ -5,8 +5,8 @@
 //              -> n_layer pre-norm blocks: x + attn(ln_1(x)), then x + mlp(ln_2(x))
 //              -> final LayerNorm ln_f -> logits = x @ wte^T  (B, T, vocab)
 //
-//   attn = causal multi-head self-attention through nn::functional::scaled_dot_product_attention
-//          (causal = true; with a KV cache, query_offset = the cached positions);
+//   attn = causal multi-head self-attention, q, k and v split from one projection c_attn, through
+//          nn::causal_attention (nn/kv_cache.h: with a KV cache, over the cached positions too);
 //   mlp  = nn::FeedForward (Vaswani et al. 2017, eq. 2) with GPT-2's names and GELU (tanh).
 //   Generation (sample_token, GenerateOptions, the decoding loop) lives in models/sampling.h.
 //
@@ -17,19 +17,19 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/tensor.h"
 #include "models/sampling.h"
 #include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
+#include "nn/kv_cache.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -37,91 +37,49 @@
 namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
+// GPTConfig's fields (core/fields.h): type, name, default, check, meaning.
+#define LOOM_GPT_CONFIG_FIELDS(F)                                                             \
+  F(int64_t, vocab_size, 256, positive, "number of token ids")                                \
+  F(int64_t, context, 128, positive, "longest sequence (rows of the position embedding wpe)") \
+  F(int64_t, n_layer, 4, positive, "transformer blocks")                                      \
+  F(int64_t, n_head, 4, positive, "attention heads; d_model must be a multiple of it")        \
+  F(int64_t, d_model, 256, positive, "embedding width; the MLP is 4 * d_model wide")          \
+  F(float, dropout, 0.0f, probability,                                                        \
+    "on embeddings, attention probabilities and residual branches")
+
 struct GPTConfig {
-  int64_t vocab_size = 256;  // number of token ids
-  int64_t context = 128;     // longest sequence (rows of the position embedding wpe)
-  int64_t n_layer = 4;       // transformer blocks
-  int64_t n_head = 4;        // attention heads; d_model must be a multiple of it
-  int64_t d_model = 256;     // embedding width; the MLP is 4 * d_model wide
-  float dropout = 0.0f;      // on embeddings, attention probabilities and residual branches
+  // The fields, and from them (core/fields.h): visit_fields, ==, to_string(),
+  // to_metadata(), from_metadata(metadata, source), and preset(name) and preset_names()
+  // over the table gpt.cpp defines as presets().
+  LOOM_MODEL_CONFIG(GPTConfig, LOOM_GPT_CONFIG_FIELDS, "gpt")
 
-  // "gpt-mini" (byte-level: vocab 256, context 128, 4 layers, 4 heads, d_model 256 — the
-  // gpt-mini of bench/reference/models.py), and OpenAI's GPT-2 sizes "gpt2" (124M),
-  // "gpt2-medium" (350M), "gpt2-large" (774M), "gpt2-xl" (1558M). Throws for other names.
-  static GPTConfig preset(const std::string& name);
-  // The names preset() accepts.
-  static std::vector<std::string> preset_names();
+  // Presets: "gpt-mini" (byte-level: vocab 256, context 128, 4 layers, 4 heads, d_model 256 — the
+  // gpt-mini of bench/reference/models.py), and OpenAI's GPT-2 sizes "gpt2" (124M), "gpt2-medium"
+  // (350M), "gpt2-large" (774M), "gpt2-xl" (1558M). Throws for other names.
+  // to_string() reads "vocab_size=256, context=128, n_layer=4, n_head=4, d_model=256, dropout=0"
+  // to_metadata() is the checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model
+  // from the file: {"model_type": "gpt", "vocab_size": "256", "context": "128", "n_layer": "4",
+  // "n_head": "4", "d_model": "256", "dropout": "0"}. from_metadata reads them back (other keys are
+  // ignored; "model_type" may be absent, as in older train_gpt files); a missing or garbled key,
+  // another model_type or an invalid config is a loom::Error naming the key and `source` (the
+  // file).
 
-  // Throws loom::Error naming the first invalid field.
+  // Throws loom::Error naming the first invalid field (each field's check, then d_model a
+  // multiple of n_head, then loom's size budget).
   void validate() const;
   // Parameters of a GPT built from this config, the tied LM head counted once:
   //   (vocab + context) * d  +  n_layer * (12 d^2 + 13 d)  +  2 d
   int64_t num_parameters() const;
-  // "vocab_size=256, context=128, n_layer=4, n_head=4, d_model=256, dropout=0"
-  std::string to_string() const;
-
-  // As checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model from the file:
-  // {"model_type": "gpt", "vocab_size": "256", "context": "128", "n_layer": "4", "n_head": "4",
-  //  "d_model": "256", "dropout": "0"}. from_metadata reads them back (other keys are ignored;
-  // "model_type" may be absent, as in older train_gpt files); a missing or garbled key, another
-  // model_type or an invalid config is a loom::Error naming the key and `source` (the file).
-  std::map<std::string, std::string> to_metadata() const;
-  static GPTConfig from_metadata(const std::map<std::string, std::string>& metadata,
-                                 const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- KV cache
-// One layer's part of a KVCache, as its attention sees it: handles to the cache's storage (a
-// view, cheap to copy), so writing through it fills the KVCache. A default-constructed
-// LayerCache is "no cache".
-struct LayerCache {
-  Tensor keys, values;  // (B, nh, capacity, hs); positions [0, length) hold earlier tokens
-  // (2, B, nh, capacity, hs) when keys and values are its two halves (KVCache's storage): then
-  // append(kv) writes both with one copy. May be undefined (keys and values stored apart).
-  Tensor keys_values;
-  int64_t length = 0;  // positions already cached = the position of the first new token
-  // Decoding by a recorded graph (GPT::generate on a GPU), one new token per step: its position
-  // is not known on the host but held in device memory, `position` (1) int64, and attention
-  // covers all capacity positions with the additive `mask` (capacity): 0 up to the position,
-  // -inf after it. Undefined (the default): the position is `length`.
-  Tensor position, mask;
-
-  bool defined() const { return keys.defined(); }
-  // Writes k and v (B, nh, T, hs) at positions [length, length + T) and returns every key and
-  // value so far, (B, nh, length + T, hs) each: views of the cache, no copy. The KVCache's
-  // length moves on only when the whole model has written (KVCache::advance). With a device
-  // `position` (T = 1), writes there and returns the whole storage (B, nh, capacity, hs).
-  std::pair<Tensor, Tensor> append(const Tensor& k, const Tensor& v) const;
-  // The same for kv (2, B, nh, T, hs), keys then values (c_attn's output, viewed).
-  std::pair<Tensor, Tensor> append(const Tensor& kv) const;
-};
-
-// The keys and values every attention layer has computed for the positions seen so far, so
-// that generating one more token costs one position's work instead of re-running the prefix
-// (the "KV cache" of autoregressive decoding, e.g. Pope et al. 2022, "Efficiently Scaling
-// Transformer Inference"). Storage is allocated once for `context` positions.
-class KVCache {
+// GPT's KV cache: an nn::KVCache (nn/kv_cache.h) sized from the config, n_layer layers of n_head
+// heads of d_model / n_head, for `context` positions.
+class KVCache : public nn::KVCache {
  public:
   KVCache(const GPTConfig& config, int64_t batch, Device device = Device::CPU);
-
-  int64_t length() const { return length_; }  // positions filled, 0..context
-  int64_t batch() const { return batch_; }
-  int64_t capacity() const { return capacity_; }  // = config.context
-  void clear() { length_ = 0; }
-
-  // Layer `layer`'s part of the cache, for its attention.
-  LayerCache layer(int64_t layer) const;
-  // Layer `layer`'s keys and values, (B, nh, context, hs); positions [0, length()) are valid.
-  Tensor& keys(int64_t layer) { return keys_.at(static_cast<size_t>(layer)); }
-  Tensor& values(int64_t layer) { return values_.at(static_cast<size_t>(layer)); }
-  // Marks `count` more positions as filled (GPT::forward calls this after every layer wrote).
-  void advance(int64_t count);
-
- private:
-  // keys_[i] and values_[i] are the two halves of keys_values_[i] (views).
-  std::vector<Tensor> keys_values_, keys_, values_;
-  int64_t length_ = 0, batch_, capacity_;
 };
+using LayerCache = nn::LayerCache;  // one layer's part of it
 
 // ---------------------------------------------------------------------------- blocks
 // Masked multi-head self-attention (Vaswani et al. 2017, sec. 3.2.2-3.2.3) with the query,
@@ -134,7 +92,7 @@ class CausalSelfAttention : public nn::Module {
   // cached positions as well; its keys and values are written to the cache.
   // last_only: only the last position's output is wanted -> (B, 1, C) (keys and values are
   // still computed, and cached, for all T positions).
-  Tensor forward(const Tensor& x, const LayerCache& cache = {}, bool last_only = false) const;
+  Tensor forward(const Tensor& x, const nn::LayerCache& cache = {}, bool last_only = false) const;
 
   int64_t n_head, d_model;
   std::shared_ptr<nn::Linear> c_attn, c_proj;
@@ -158,13 +116,10 @@ class Block : public nn::Module {
  public:
   explicit Block(const GPTConfig& config);
   // x (B, T, C) -> (B, T, C), or (B, 1, C) for the last position only (see CausalSelfAttention).
-  Tensor forward(const Tensor& x, const LayerCache& cache = {}, bool last_only = false) const;
-  // The same with the last residual add left to the caller: given x and normed = ln_1(x),
-  // returns {h, m} where forward(x) = h + m (h = x + attention, m = mlp(ln_2(h))). GPT adds
-  // them in the next LayerNorm's kernel (LayerNorm::add_and_forward), one pass fewer.
-  std::pair<Tensor, Tensor> forward_unadded(const Tensor& x, const Tensor& normed,
-                                            const LayerCache& cache = {},
-                                            bool last_only = false) const;
+  // x is the residual stream: each sum is formed by the LayerNorm that reads it next, in its
+  // kernel (nn::Residual); .tensor() gives the output's value.
+  nn::Residual forward(nn::Residual x, const nn::LayerCache& cache = {},
+                       bool last_only = false) const;
 
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
@@ -182,10 +137,10 @@ class GPT : public nn::Module {
   Tensor forward(const Tensor& ids);
   // The next T positions after the cache's: ids (B, T) at positions [past, past + T), with
   // past + T <= context -> logits (B, T, vocab); appends their keys and values to the cache.
-  Tensor forward(const Tensor& ids, KVCache& cache);
+  Tensor forward(const Tensor& ids, nn::KVCache& cache);
   // The final hidden states ln_f(x) (B, T, d_model), before the LM head; with last_only,
   // those of the last position (B, 1, d_model), skipping the work no other output needs.
-  Tensor forward_hidden(const Tensor& ids, KVCache* cache = nullptr, bool last_only = false);
+  Tensor forward_hidden(const Tensor& ids, nn::KVCache* cache = nullptr, bool last_only = false);
   // The tied LM head: hidden (..., d_model) -> logits (..., vocab).
   Tensor lm_head(const Tensor& hidden) const;
 
@@ -202,18 +157,21 @@ class GPT : public nn::Module {
   std::vector<int64_t> generate(std::vector<int64_t> prompt, const GenerateOptions& options);
 
   const GPTConfig& config() const { return config_; }
-  // The members of h as Blocks.
-  const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
+  // Parameters kept out of weight decay beside the one-dimensional ones (timm's name; see
+  // train/weight_decay.h): none, nanoGPT's rule.
+  std::set<std::string> no_weight_decay() const { return {}; }
+  // The blocks, h.
+  const nn::ModuleList<Block>& blocks() const { return *h; }
 
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::Dropout> drop;
-  std::shared_ptr<nn::ModuleList> h;
+  std::shared_ptr<nn::ModuleList<Block>> h;
   std::shared_ptr<nn::LayerNorm> ln_f;
 
  private:
   // Logits [vocab] of the last position of `window` (at most context tokens), using and
   // extending `cache` when given (the cache must hold a prefix of `window`).
-  std::vector<float> next_token_logits(const std::vector<int64_t>& window, KVCache* cache);
+  std::vector<float> next_token_logits(const std::vector<int64_t>& window, nn::KVCache* cache);
   // generate's loop for a model on a GPU: no host round-trip per token (see generate).
   std::vector<int64_t> generate_on_device(std::vector<int64_t> prompt,
                                           const GenerateOptions& options);
@@ -221,15 +179,14 @@ class GPT : public nn::Module {
   // it once and replay it for every token: the token seq[0, position] (position (1) int64)
   // -> ln_f of its hidden state (1, 1, C), its keys and values written to `cache` at position.
   Tensor decode_step_hidden(const Tensor& seq, const Tensor& position, const Tensor& mask,
-                            const KVCache& cache);
+                            const nn::KVCache& cache);
   // The blocks then ln_f over the embedded tokens, tok_emb (B, T, C) + pos_emb (T, C), with
-  // the embedding dropout; layer_cache(l) is block l's cache.
-  Tensor blocks_and_ln_f(const Tensor& tok_emb, const Tensor& pos_emb,
-                         const std::function<LayerCache(int64_t)>& layer_cache, bool last_only);
+  // the embedding dropout, through `cache` (layer l for block l) when given.
+  Tensor blocks_and_ln_f(const Tensor& tok_emb, const Tensor& pos_emb, const nn::KVCache* cache,
+                         bool last_only);
   void init_weights();
 
   GPTConfig config_;
-  std::vector<std::shared_ptr<Block>> blocks_;  // the members of h, typed
 };
 
 // ---------------------------------------------------------------------------- GPT-2 weights

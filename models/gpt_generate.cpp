@@ -1,14 +1,14 @@
 // GPT::generate: autoregressive decoding, GPT's side of models/sampling.h's loop. On the CPU
 // (or with host_sampling) the logits of each step come to the host and are sampled there; on a
 // GPU the sequence stays on the device, and with a KV cache each token is one replay of a
-// recorded step (core/graph.h). The model itself is in models/gpt.cpp.
+// recorded step (backends/graph.h). The model itself is in models/gpt.cpp.
 #include <algorithm>
 #include <optional>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
-#include "core/graph.h"
+#include "backends/graph.h"
 #include "core/rng.h"
 #include "models/gpt.h"
 #include "models/sampling.h"
@@ -16,7 +16,8 @@
 
 namespace loom::models {
 
-std::vector<float> GPT::next_token_logits(const std::vector<int64_t>& window, KVCache* cache) {
+std::vector<float> GPT::next_token_logits(const std::vector<int64_t>& window,
+                                       nn::KVCache* cache) {
   // The positions the cache does not hold yet: all of them on the first step (the "prefill"),
   // then only the newest token.
   const int64_t done = cache != nullptr ? cache->length() : 0;

@@ -48,8 +48,8 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
   for (size_t s = 0; s < config.layers.size(); ++s) {
     LOOM_CHECK(config.layers[s] > 0, "ResNet: stage {} has {} blocks", s + 1, config.layers[s]);
     const int64_t planes = config.width << s, stride = s == 0 ? 1 : 2;
-    auto stage =
-        register_module("layer" + std::to_string(s + 1), std::make_shared<nn::ModuleList>());
+    auto stage = register_module("layer" + std::to_string(s + 1),
+                                 std::make_shared<nn::ModuleList<Bottleneck>>());
     for (int64_t b = 0; b < config.layers[s]; ++b) {
       stage->push_back(std::make_shared<Bottleneck>(channels, planes, b == 0 ? stride : 1));
       channels = 4 * planes;
@@ -66,7 +66,7 @@ Tensor ResNet::forward(const Tensor& images) const {
   Tensor x = relu(bn1->forward(conv1->forward(images)));  // (B, width, H/2, W/2)
   x = nn::functional::max_pool2d(x, 3, 2, 1);             // (B, width, H/4, W/4)
   for (const auto& stage : stages)
-    for (int64_t b = 0; b < stage->size(); ++b) x = stage->at<Bottleneck>(b)->forward(x);
+    for (const auto& block : *stage) x = block->forward(x);
   return x;
 }
 

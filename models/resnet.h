@@ -53,7 +53,7 @@ class ResNet : public nn::Module {
 
   std::shared_ptr<nn::Conv2d> conv1;
   std::shared_ptr<nn::FrozenBatchNorm2d> bn1;
-  std::vector<std::shared_ptr<nn::ModuleList>> stages;  // layer1 .. layer4
+  std::vector<std::shared_ptr<nn::ModuleList<Bottleneck>>> stages;  // layer1 .. layer4
 
  private:
   ResNetConfig config_;

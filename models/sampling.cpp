@@ -3,7 +3,8 @@
 
 #include <cmath>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/backend.h"
+#include "backends/sample/sample.h"
 #include "core/error.h"
 #include "core/rng.h"
 

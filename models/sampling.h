@@ -27,7 +27,7 @@ struct GenerateOptions {
   // forces the host-synchronised loop instead (the logits of every token copied to the host
   // and sampled there by sample_token), e.g. to compare the two. No effect on the CPU.
   bool host_sampling = false;
-  // A GPU model with a KV cache records one decoding step as a CUDA graph (core/graph.h) and
+  // A GPU model with a KV cache records one decoding step as a CUDA graph (backends/graph.h) and
   // replays it for every token: one launch per token instead of one per kernel (GPT records a
   // second step for the tokens after the window slides past its context). The tokens are the
   // same either way; false launches every kernel from the host (e.g. to compare).
@@ -57,7 +57,7 @@ int64_t sample_token(const std::vector<float>& logits, float temperature, int64_
 Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
                    uint64_t seed, uint64_t offset);
 // The same with offset + offset_by[0] as the first counter, offset_by an int64 tensor of one
-// element on the logits' device, read where the kernel runs: a recorded graph (core/graph.h)
+// element on the logits' device, read where the kernel runs: a recorded graph (backends/graph.h)
 // advances the draws by advancing offset_by.
 Tensor sample_next(const Tensor& logits, float temperature, int64_t top_k, float top_p,
                    uint64_t seed, uint64_t offset, const Tensor& offset_by);

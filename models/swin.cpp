@@ -1,57 +1,43 @@
 // The Swin Transformer (Liu et al. 2021) in one file, in the order of the official
 // models/swin_transformer.py: configuration and presets, window attention, the block, patch
-// merging, the stage, patch embedding, the model. The window helpers are nn/window.h.
+// merging, the stage, patch embedding, the model. The window helpers are models/swin_window.h.
 #include "models/swin.h"
 
 #include <cmath>
 #include <numeric>
-#include <sstream>
-#include <type_traits>
 
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/model_size.h"
-#include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
-#include "nn/window.h"
+#include "models/swin_window.h"
 
 namespace loom::models {
 
-namespace {
-
-std::string join(const std::vector<int64_t>& values, const char* separator) {
-  std::string out;
-  for (size_t i = 0; i < values.size(); ++i)
-    out += (i == 0 ? "" : separator) + std::to_string(values[i]);
-  return out;
-}
-
-}  // namespace
-
 // ============================================================================ configuration
 
-SwinConfig SwinConfig::preset(const std::string& name) {
-  SwinConfig c;
-  if (name == "swin-fmnist") return c;  // the defaults: bench/reference/models.py's Swin()
-  if (name == "swin-t") {               // Liu et al. 2021, sec. 3.3: Swin-T
-    c.image_size = 224;
-    c.patch_size = 4;
-    c.in_channels = 3;
-    c.num_classes = 1000;
-    c.embed_dim = 96;
-    c.depths = {2, 2, 6, 2};
-    c.num_heads = {3, 6, 12, 24};
-    c.window_size = 7;
-    c.drop_path = 0.2f;
-    return c;
-  }
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  LOOM_FAIL("SwinConfig::preset: unknown preset '{}' (known: {})", name, known);
+// The presets, each written once: preset() and preset_names() read this table.
+std::span<const fields::Preset<SwinConfig>> SwinConfig::presets() {
+  static const fields::Preset<SwinConfig> table[] = {
+      {"swin-fmnist", {}},  // the defaults: bench/reference/models.py's Swin()
+      {"swin-t",            // Liu et al. 2021, sec. 3.3: Swin-T
+       {.image_size = 224,
+        .patch_size = 4,
+        .in_channels = 3,
+        .num_classes = 1000,
+        .embed_dim = 96,
+        .depths = {2, 2, 6, 2},
+        .num_heads = {3, 6, 12, 24},
+        .window_size = 7,
+        .drop_path = 0.2f}},
+  };
+  return table;
 }
 
-std::vector<std::string> SwinConfig::preset_names() { return {"swin-fmnist", "swin-t"}; }
+namespace {
+
+}  // namespace
 
 int64_t SwinConfig::resolution(int64_t stage) const {
   return image_size / patch_size >> stage;  // r_i = H / patch / 2^i
@@ -89,26 +75,18 @@ T count_parameters(const SwinConfig& c) {
 }  // namespace
 
 void SwinConfig::validate() const {
-  LOOM_CHECK(image_size > 0 && patch_size > 0 && in_channels > 0 && num_classes > 0 &&
-                 embed_dim > 0 && window_size > 0 && mlp_ratio > 0.0f,
-             "SwinConfig: every size must be positive, got {}", to_string());
+  fields::check_fields(*this, "SwinConfig");
   LOOM_CHECK(image_size % patch_size == 0,
              "SwinConfig: image_size {} is not a multiple of patch_size {} (Swin needs whole "
              "patches)",
              image_size, patch_size);
   LOOM_CHECK(!depths.empty() && depths.size() == num_heads.size(),
-             "SwinConfig: depths [{}] and num_heads [{}] must have one entry per stage",
-             join(depths, ", "), join(num_heads, ", "));
-  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "SwinConfig: dropout {} outside [0, 1)", dropout);
-  LOOM_CHECK(drop_path >= 0.0f && drop_path < 1.0f, "SwinConfig: drop_path {} outside [0, 1)",
-             drop_path);
+             "SwinConfig: depths {} and num_heads {} must have one entry per stage",
+             fields::to_text(depths), fields::to_text(num_heads));
   const int64_t stages = static_cast<int64_t>(depths.size());
   for (int64_t i = 0; i < stages; ++i) {
     const auto s = static_cast<size_t>(i);
     const int64_t r = resolution(i), dim = embed_dim << i;
-    LOOM_CHECK(depths[s] > 0 && num_heads[s] > 0,
-               "SwinConfig: stage {} has depth {} and {} heads; both must be positive", i,
-               depths[s], num_heads[s]);
     LOOM_CHECK(dim % num_heads[s] == 0,
                "SwinConfig: stage {} width {} (embed_dim {} * 2^{}) is not a multiple of its {} "
                "heads",
@@ -136,72 +114,6 @@ void SwinConfig::validate() const {
 
 int64_t SwinConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
-std::string SwinConfig::to_string() const {
-  return fmt::format(
-      "image_size={}, patch_size={}, in_channels={}, num_classes={}, embed_dim={}, depths=[{}], "
-      "num_heads=[{}], window_size={}, mlp_ratio={}, dropout={}, drop_path={}",
-      image_size, patch_size, in_channels, num_classes, embed_dim, join(depths, ", "),
-      join(num_heads, ", "), window_size, mlp_ratio, dropout, drop_path);
-}
-
-// ---------------------------------------------------------------------------- as metadata
-
-std::map<std::string, std::string> SwinConfig::to_metadata() const {
-  return {{"model_type", "swin"},
-          {"image_size", std::to_string(image_size)},
-          {"patch_size", std::to_string(patch_size)},
-          {"in_channels", std::to_string(in_channels)},
-          {"num_classes", std::to_string(num_classes)},
-          {"embed_dim", std::to_string(embed_dim)},
-          {"depths", join(depths, ",")},
-          {"num_heads", join(num_heads, ",")},
-          {"window_size", std::to_string(window_size)},
-          {"mlp_ratio", fmt::format("{}", mlp_ratio)},  // shortest text that reads back exactly
-          {"dropout", fmt::format("{}", dropout)},
-          {"drop_path", fmt::format("{}", drop_path)}};
-}
-
-SwinConfig SwinConfig::from_metadata(const std::map<std::string, std::string>& metadata,
-                                     const std::string& source) {
-  const std::string where = "SwinConfig::from_metadata: " + source;
-  auto field = [&](const char* key, auto& value) {
-    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
-  };
-  // "2,4" -> {2, 4}: each item read as one number, so garbage is named like a scalar's.
-  auto list = [&](const char* key, std::vector<int64_t>& values) {
-    const auto it = metadata.find(key);
-    LOOM_CHECK(it != metadata.end(), "{}: missing key \"{}\"", where, key);
-    values.clear();
-    std::stringstream items(it->second);
-    std::string item;
-    while (std::getline(items, item, ','))
-      values.push_back(nn::metadata_number<int64_t>({{key, item}}, key, where));
-    LOOM_CHECK(!values.empty(), "{}: \"{}\" is empty", where, key);
-  };
-  const auto type = metadata.find("model_type");
-  LOOM_CHECK(type == metadata.end() || type->second == "swin",
-             "SwinConfig::from_metadata: {}: \"model_type\" is '{}', not 'swin'", source,
-             type->second);
-  SwinConfig c;
-  field("image_size", c.image_size);
-  field("patch_size", c.patch_size);
-  field("in_channels", c.in_channels);
-  field("num_classes", c.num_classes);
-  field("embed_dim", c.embed_dim);
-  list("depths", c.depths);
-  list("num_heads", c.num_heads);
-  field("window_size", c.window_size);
-  field("mlp_ratio", c.mlp_ratio);
-  field("dropout", c.dropout);
-  field("drop_path", c.drop_path);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    LOOM_FAIL("SwinConfig::from_metadata: {}: {}", source, e.what());
-  }
-  return c;
-}
-
 // ============================================================================ layers
 
 SwinWindowAttention::SwinWindowAttention(int64_t dim_, int64_t window_, int64_t num_heads_,
@@ -216,7 +128,7 @@ SwinWindowAttention::SwinWindowAttention(int64_t dim_, int64_t window_, int64_t 
   nn::init::trunc_normal_(relative_position_bias_table, 0.0, 0.02);
   // Derived from the window alone: kept out of state_dict, skipped when a file holds it.
   relative_position_index = register_buffer(
-      "relative_position_index", nn::functional::relative_position_index(window), false);
+      "relative_position_index", models::relative_position_index(window), false);
   ignore_on_load("relative_position_index");
   qkv = register_module("qkv", std::make_shared<nn::Linear>(dim, 3 * dim));
   proj = register_module("proj", std::make_shared<nn::Linear>(dim, dim));
@@ -241,11 +153,12 @@ Tensor SwinWindowAttention::forward(const Tensor& x, const Tensor& mask) const {
   const int64_t nW = mask.defined() ? mask.size(0) : 1, B = Bw / nW;
   LOOM_CHECK(Bw % nW == 0, "WindowAttention: {} windows are not a whole number of images of {}",
              Bw, nW);
-  // One GEMM for q, k and v over every window; heads are split by views.
-  const Tensor qkv_all = qkv->forward(x)              // (Bw, N, 3C)
-                             .view({B, nW, N, 3, h, hd})  // (B, nW, N, 3, h, hd)
-                             .permute({3, 0, 1, 4, 2, 5});  // (3, B, nW, h, N, hd)
-  const Tensor q = qkv_all.select(0, 0), k = qkv_all.select(0, 1), v = qkv_all.select(0, 2);
+  // One GEMM for q, k and v over every window, split in three; heads are split by views.
+  auto heads = [&](const Tensor& t) {  // (Bw, N, C) -> (B, nW, N, h, hd) -> (B, nW, h, N, hd)
+    return t.view({B, nW, N, h, hd}).transpose(2, 3);
+  };
+  const std::vector<Tensor> parts = qkv->forward(x).split(C, 2);               // (Bw, N, C) each
+  const Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);  // (B, nW, h, N, hd)
   // Eq. 4: the bias (h, N, N), plus the shifted-window mask (nW, 1, N, N) -> (nW, h, N, N),
   // added to the scores (B, nW, h, N, N) by broadcasting.
   Tensor additive = relative_position_bias();                        // (h, N, N)
@@ -277,8 +190,7 @@ SwinBlock::SwinBlock(int64_t dim_, int64_t resolution_, int64_t num_heads, int64
                                                           .linear2_name = "fc2"}));
   if (shift > 0) {  // derived from the geometry: kept out of state_dict, skipped on load
     attn_mask = register_buffer(
-        "attn_mask", nn::functional::shifted_window_mask(resolution, resolution, window, shift),
-        false);
+        "attn_mask", shifted_window_mask(resolution, resolution, window, shift), false);
     ignore_on_load("attn_mask");
   }
 }
@@ -288,12 +200,12 @@ Tensor SwinBlock::forward(const Tensor& x) const {
   const int64_t B = x.size(0), L = x.size(1), C = x.size(2), r = resolution, s = shift;
   LOOM_CHECK(L == r * r && C == dim, "SwinBlock: expected x (B, {}, {}), got {}", r * r, dim,
              shape_str(x.shape()));
-  Tensor y = norm1->forward(x).view({B, r, r, C});     // (B, r, r, C)
-  if (s > 0) y = y.roll({-s, -s}, {1, 2});             // cyclic shift toward the top left
-  Tensor windows = nn::functional::window_partition(y, window);  // (B*nW, N, C)
-  windows = attn->forward(windows, attn_mask);                   // (B*nW, N, C)
-  y = nn::functional::window_reverse(windows, window, r, r);     // (B, r, r, C)
-  if (s > 0) y = y.roll({s, s}, {1, 2});                         // undo the shift
+  Tensor y = norm1->forward(x).view({B, r, r, C});  // (B, r, r, C)
+  if (s > 0) y = y.roll({-s, -s}, {1, 2});          // cyclic shift toward the top left
+  Tensor windows = window_partition(y, window);     // (B*nW, N, C)
+  windows = attn->forward(windows, attn_mask);      // (B*nW, N, C)
+  y = window_reverse(windows, window, r, r);        // (B, r, r, C)
+  if (s > 0) y = y.roll({s, s}, {1, 2});            // undo the shift
   const Tensor h = x + drop_path->forward(y.view({B, L, C}));    // (B, L, C)
   return h + drop_path->forward(mlp->forward(norm2->forward(h)));
 }
@@ -320,7 +232,7 @@ Tensor SwinPatchMerging::forward(const Tensor& x) const {
 
 Tensor SwinStage::forward(const Tensor& x) const {
   Tensor y = x;  // (B, r*r, C)
-  for (const auto& block : typed_blocks) y = block->forward(y);
+  for (const auto& block : *blocks) y = block->forward(y);
   return downsample ? downsample->forward(y) : y;  // (B, r*r/4, 2C) or (B, r*r, C)
 }
 
@@ -343,7 +255,7 @@ Swin::Swin(const SwinConfig& config) : config_(config) {
   patch_embed = register_module(
       "patch_embed", std::make_shared<SwinPatchEmbed>(c.patch_size, c.in_channels, c.embed_dim));
   pos_drop = register_module("pos_drop", std::make_shared<nn::Dropout>(c.dropout));
-  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  layers = register_module("layers", std::make_shared<nn::ModuleList<SwinStage>>());
   // Stochastic depth grows linearly with depth: linspace(0, drop_path, total blocks).
   const int64_t total = std::accumulate(c.depths.begin(), c.depths.end(), int64_t{0});
   int64_t block_index = 0;
@@ -351,7 +263,8 @@ Swin::Swin(const SwinConfig& config) : config_(config) {
   for (int64_t i = 0; i < stages; ++i) {
     const int64_t dim = c.embed_dim << i, r = c.resolution(i), w = c.stage_window(i);
     auto stage = std::make_shared<SwinStage>();
-    stage->blocks = stage->register_module("blocks", std::make_shared<nn::ModuleList>());
+    stage->blocks =
+        stage->register_module("blocks", std::make_shared<nn::ModuleList<SwinBlock>>());
     for (int64_t j = 0; j < c.depths[static_cast<size_t>(i)]; ++j, ++block_index) {
       const float rate = total > 1 ? c.drop_path * static_cast<float>(block_index) /
                                          static_cast<float>(total - 1)
@@ -360,13 +273,11 @@ Swin::Swin(const SwinConfig& config) : config_(config) {
       auto block = std::make_shared<SwinBlock>(dim, r, c.num_heads[static_cast<size_t>(i)], w,
                                                shift, c.mlp_ratio, c.dropout, rate);
       stage->blocks->push_back(block);
-      stage->typed_blocks.push_back(block);
     }
     if (i < stages - 1)
       stage->downsample =
           stage->register_module("downsample", std::make_shared<SwinPatchMerging>(r, dim));
     layers->push_back(stage);
-    stages_.push_back(stage);
   }
   const int64_t features = c.embed_dim << (stages - 1);
   norm = register_module("norm", std::make_shared<nn::LayerNorm>(features));
@@ -394,12 +305,19 @@ Tensor Swin::forward_features(const Tensor& images) {
              c.image_size, c.image_size, images.defined() ? dtype_name(images.dtype()) : "undefined",
              images.defined() ? shape_str(images.shape()) : "[]");
   Tensor x = pos_drop->forward(patch_embed->forward(images));  // (B, L, D)
-  for (const auto& stage : stages_) x = stage->forward(x);     // (B, L / 4^(S-1), D * 2^(S-1))
+  for (const auto& stage : *layers) x = stage->forward(x);     // (B, L / 4^(S-1), D * 2^(S-1))
   return norm->forward(x).mean(1);                             // (B, D * 2^(S-1))
 }
 
 Tensor Swin::forward(const Tensor& images) {
   return head->forward(forward_features(images));  // (B, num_classes)
+}
+
+std::set<std::string> Swin::no_weight_decay() const {
+  std::set<std::string> names;
+  for (const auto& [name, p] : named_parameters())
+    if (name.ends_with("relative_position_bias_table")) names.insert(name);
+  return names;
 }
 
 }  // namespace loom::models

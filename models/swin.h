@@ -25,11 +25,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/tensor.h"
 #include "nn/container.h"
 #include "nn/conv2d.h"
@@ -43,30 +44,42 @@
 namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
-struct SwinConfig {
-  int64_t image_size = 28;    // square images, image_size x image_size pixels
-  int64_t patch_size = 2;     // square patches; image_size must be a multiple
-  int64_t in_channels = 1;
-  int64_t num_classes = 10;
-  int64_t embed_dim = 64;     // D: the width of stage 0; stage i is D * 2^i wide
-  std::vector<int64_t> depths{2, 4};     // blocks per stage
-  std::vector<int64_t> num_heads{2, 4};  // attention heads per stage
-  int64_t window_size = 7;    // w: attention windows are w x w patches
-  float mlp_ratio = 4.0f;     // MLP hidden width = int(D_i * mlp_ratio)
-  float dropout = 0.0f;       // after patch_embed, on attn.proj's and the MLP's outputs
-  float drop_path = 0.1f;     // stochastic depth of the last block (linspace from 0)
+// SwinConfig's fields (core/fields.h): type, name, default, check, meaning.
+#define LOOM_SWIN_CONFIG_FIELDS(F)                                                                \
+  F(int64_t, image_size, 28, positive, "square images, image_size x image_size pixels")           \
+  F(int64_t, patch_size, 2, positive, "square patches; image_size must be a multiple")            \
+  F(int64_t, in_channels, 1, positive, "image channels")                                          \
+  F(int64_t, num_classes, 10, positive, "outputs of the head")                                    \
+  F(int64_t, embed_dim, 64, positive, "D: the width of stage 0; stage i is D * 2^i wide")         \
+  F(std::vector<int64_t>, depths, (std::vector<int64_t>{2, 4}), positive, "blocks per stage")     \
+  F(std::vector<int64_t>, num_heads, (std::vector<int64_t>{2, 4}), positive,                      \
+    "attention heads per stage")                                                                  \
+  F(int64_t, window_size, 7, positive, "w: attention windows are w x w patches")                  \
+  F(float, mlp_ratio, 4.0f, positive, "MLP hidden width = int(D_i * mlp_ratio)")                  \
+  F(float, dropout, 0.0f, probability, "after patch_embed, on attn.proj's and the MLP's outputs") \
+  F(float, drop_path, 0.1f, probability, "stochastic depth of the last block (linspace from 0)")
 
-  // "swin-fmnist" (the benchmark's Swin, bench/reference/models.py: 28x28x1, patch 2, 10 classes,
-  // D 64, depths (2, 4), heads (2, 4), window 7, drop_path 0.1; 931,710 parameters) and "swin-t"
-  // (Swin-T of the paper: 224x224x3, patch 4, 1000 classes, D 96, depths (2, 2, 6, 2), heads
-  // (3, 6, 12, 24), window 7, drop_path 0.2; 28,288,354 parameters). Throws for other names.
-  static SwinConfig preset(const std::string& name);
-  static std::vector<std::string> preset_names();
+struct SwinConfig {
+  // The fields, and from them (core/fields.h): visit_fields, ==, to_string(),
+  // to_metadata(), from_metadata(metadata, source), and preset(name) and preset_names()
+  // over the table swin.cpp defines as presets().
+  LOOM_MODEL_CONFIG(SwinConfig, LOOM_SWIN_CONFIG_FIELDS, "swin")
+
+  // Presets: "swin-fmnist" (the benchmark's Swin, bench/reference/models.py: 28x28x1, patch 2, 10
+  // classes, D 64, depths (2, 4), heads (2, 4), window 7, drop_path 0.1; 931,710 parameters) and
+  // "swin-t" (Swin-T of the paper: 224x224x3, patch 4, 1000 classes, D 96, depths (2, 2, 6, 2),
+  // heads (3, 6, 12, 24), window 7, drop_path 0.2; 28,288,354 parameters). Throws for other names.
+  // to_string() reads "image_size=28, patch_size=2, ..., depths=[2, 4], ..."
+  // to_metadata() is the checkpoint metadata: {"model_type": "swin", "image_size": "28", ...,
+  // "depths": "2,4", "num_heads": "2,4", ...}. from_metadata reads them back (other keys ignored;
+  // "model_type" may be absent); a missing or garbled key, another model_type or an invalid config
+  // is a loom::Error naming the key and `source`.
 
   // Throws loom::Error (naming Swin, the field and its values) for a config the model cannot be
-  // built from: image_size not a multiple of patch_size, depths and num_heads of different
-  // lengths, a stage width not a multiple of its heads, a stage resolution larger than the
-  // window but not a multiple of it, or an odd resolution before a PatchMerging.
+  // built from: a field outside its check (a size or a stage's depth or heads not positive, a
+  // rate outside [0, 1)), image_size not a multiple of patch_size, depths and num_heads of
+  // different lengths, a stage width not a multiple of its heads, a stage resolution larger than
+  // the window but not a multiple of it, or an odd resolution before a PatchMerging.
   void validate() const;
   // The side r_i of stage i's token map: image_size / patch_size / 2^i.
   int64_t resolution(int64_t stage) const;
@@ -78,16 +91,6 @@ struct SwinConfig {
   //   4d (norms) + (2w-1)^2 h + 4d^2 + 4d (attn) + 2dm + m + d (mlp); per PatchMerging 8d^2 + 8d;
   //   norm 2F + head F n + n, F = D 2^(S-1).
   int64_t num_parameters() const;
-  // "image_size=28, patch_size=2, ..., depths=[2, 4], ..."
-  std::string to_string() const;
-
-  // As checkpoint metadata: {"model_type": "swin", "image_size": "28", ..., "depths": "2,4",
-  // "num_heads": "2,4", ...}. from_metadata reads them back (other keys ignored; "model_type"
-  // may be absent); a missing or garbled key, another model_type or an invalid config is a
-  // loom::Error naming the key and `source`.
-  std::map<std::string, std::string> to_metadata() const;
-  static SwinConfig from_metadata(const std::map<std::string, std::string>& metadata,
-                                  const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- layers
@@ -149,9 +152,8 @@ class SwinStage : public nn::Module {
   std::string name() const override { return "BasicLayer"; }
   Tensor forward(const Tensor& x) const;  // (B, r*r, C) -> same, or (B, r*r/4, 2C) if merged
 
-  std::shared_ptr<nn::ModuleList> blocks;
-  std::vector<std::shared_ptr<SwinBlock>> typed_blocks;  // the members of blocks, typed
-  std::shared_ptr<SwinPatchMerging> downsample;          // null in the last stage
+  std::shared_ptr<nn::ModuleList<SwinBlock>> blocks;
+  std::shared_ptr<SwinPatchMerging> downsample;  // null in the last stage
 };
 
 // patch_embed: non-overlapping patches projected by a strided Conv2d, then LayerNorm.
@@ -178,11 +180,16 @@ class Swin : public nn::Module {
   Tensor forward_features(const Tensor& images);
 
   const SwinConfig& config() const { return config_; }
-  const std::vector<std::shared_ptr<SwinStage>>& stages() const { return stages_; }
+  // Parameters kept out of weight decay beside the one-dimensional ones (see
+  // train/weight_decay.h): every relative_position_bias_table, the official Swin's
+  // no_weight_decay_keywords (its no_weight_decay, absolute_pos_embed, is off here).
+  std::set<std::string> no_weight_decay() const;
+  // The stages, layers.
+  const nn::ModuleList<SwinStage>& stages() const { return *layers; }
 
   std::shared_ptr<SwinPatchEmbed> patch_embed;
   std::shared_ptr<nn::Dropout> pos_drop;
-  std::shared_ptr<nn::ModuleList> layers;
+  std::shared_ptr<nn::ModuleList<SwinStage>> layers;
   std::shared_ptr<nn::LayerNorm> norm;
   std::shared_ptr<nn::Linear> head;
 
@@ -190,7 +197,6 @@ class Swin : public nn::Module {
   void init_weights();
 
   SwinConfig config_;
-  std::vector<std::shared_ptr<SwinStage>> stages_;  // the members of layers, typed
 };
 
 }  // namespace loom::models

@@ -5,13 +5,11 @@
 
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/model_size.h"
-#include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -19,28 +17,23 @@ namespace loom::models {
 
 // ============================================================================ configuration
 
-TransformerConfig TransformerConfig::preset(const std::string& name) {
-  TransformerConfig c;  // the defaults are seq2seq-mini's sizes
-  if (name == "seq2seq-mini") {
-    c.dropout = 0.0f;  // bench/reference/models.py's Seq2Seq has no dropout
-    return c;
-  }
-  if (name == "transformer-base") {  // table 3, "base"; a shared 37k BPE vocabulary (sec. 5.1)
-    c.src_vocab_size = c.tgt_vocab_size = 37000;
-    c.d_model = 512;
-    c.n_head = 8;
-    c.n_encoder_layers = c.n_decoder_layers = 6;
-    c.d_ff = 2048;
-    c.dropout = 0.1f;
-    return c;
-  }
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  LOOM_FAIL("TransformerConfig::preset: unknown preset '{}' (known: {})", name, known);
-}
-
-std::vector<std::string> TransformerConfig::preset_names() {
-  return {"seq2seq-mini", "transformer-base"};
+// The presets, each written once: preset() and preset_names() read this table.
+std::span<const fields::Preset<TransformerConfig>> TransformerConfig::presets() {
+  static const fields::Preset<TransformerConfig> table[] = {
+      // the defaults are seq2seq-mini's sizes; bench/reference/models.py's Seq2Seq has no dropout
+      {"seq2seq-mini", {.dropout = 0.0f}},
+      // table 3, "base"; a shared 37k BPE vocabulary (sec. 5.1)
+      {"transformer-base",
+       {.src_vocab_size = 37000,
+        .tgt_vocab_size = 37000,
+        .d_model = 512,
+        .n_head = 8,
+        .n_encoder_layers = 6,
+        .n_decoder_layers = 6,
+        .d_ff = 2048,
+        .dropout = 0.1f}},
+  };
+  return table;
 }
 
 namespace {
@@ -63,21 +56,17 @@ T count_parameters(const TransformerConfig& c) {
 }  // namespace
 
 void TransformerConfig::validate() const {
-  LOOM_CHECK(src_vocab_size > 0 && tgt_vocab_size > 0 && d_model > 0 && n_head > 0 &&
-                 n_encoder_layers > 0 && n_decoder_layers > 0 && d_ff > 0 && max_len > 0,
-             "TransformerConfig: every size must be positive, got {}", to_string());
+  fields::check_fields(*this, "TransformerConfig");
   LOOM_CHECK(d_model % n_head == 0, "TransformerConfig: d_model {} is not a multiple of n_head {}",
              d_model, n_head);
   LOOM_CHECK(d_model % 2 == 0, "TransformerConfig: d_model {} must be even (sinusoid pairs)",
              d_model);
-  LOOM_CHECK(pad_id >= 0 && pad_id < src_vocab_size && pad_id < tgt_vocab_size,
+  LOOM_CHECK(pad_id < src_vocab_size && pad_id < tgt_vocab_size,
              "TransformerConfig: pad_id {} outside the vocabularies ({}, {})", pad_id,
              src_vocab_size, tgt_vocab_size);
   LOOM_CHECK(!share_embeddings || src_vocab_size == tgt_vocab_size,
              "TransformerConfig: share_embeddings needs src_vocab_size {} == tgt_vocab_size {}",
              src_vocab_size, tgt_vocab_size);
-  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "TransformerConfig: dropout {} outside [0, 1)",
-             dropout);
   // The sinusoid table (max_len, d_model) is a buffer, not a parameter, but as large.
   const double table = static_cast<double>(max_len) * static_cast<double>(d_model);
   check_model_size("TransformerConfig", count_parameters<double>(*this) + table,
@@ -86,66 +75,6 @@ void TransformerConfig::validate() const {
 }
 
 int64_t TransformerConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
-
-std::string TransformerConfig::to_string() const {
-  return fmt::format(
-      "src_vocab_size={}, tgt_vocab_size={}, d_model={}, n_head={}, n_encoder_layers={}, "
-      "n_decoder_layers={}, d_ff={}, max_len={}, pad_id={}, dropout={}, norm_first={}, "
-      "share_embeddings={}",
-      src_vocab_size, tgt_vocab_size, d_model, n_head, n_encoder_layers, n_decoder_layers, d_ff,
-      max_len, pad_id, dropout, norm_first, share_embeddings);
-}
-
-std::map<std::string, std::string> TransformerConfig::to_metadata() const {
-  return {{"model_type", "transformer"},
-          {"src_vocab_size", std::to_string(src_vocab_size)},
-          {"tgt_vocab_size", std::to_string(tgt_vocab_size)},
-          {"d_model", std::to_string(d_model)},
-          {"n_head", std::to_string(n_head)},
-          {"n_encoder_layers", std::to_string(n_encoder_layers)},
-          {"n_decoder_layers", std::to_string(n_decoder_layers)},
-          {"d_ff", std::to_string(d_ff)},
-          {"max_len", std::to_string(max_len)},
-          {"pad_id", std::to_string(pad_id)},
-          {"dropout", fmt::format("{}", dropout)},
-          {"norm_first", norm_first ? "1" : "0"},
-          {"share_embeddings", share_embeddings ? "1" : "0"}};
-}
-
-TransformerConfig TransformerConfig::from_metadata(
-    const std::map<std::string, std::string>& metadata, const std::string& source) {
-  const std::string where = "TransformerConfig::from_metadata: " + source;
-  auto field = [&](const char* key, auto& value) {
-    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
-  };
-  auto flag = [&](const char* key, bool& value) {
-    const int64_t v = nn::metadata_number<int64_t>(metadata, key, where);
-    LOOM_CHECK(v == 0 || v == 1, "{}: \"{}\" is {}, not 0 or 1", where, key, v);
-    value = v == 1;
-  };
-  const auto type = metadata.find("model_type");
-  LOOM_CHECK(type == metadata.end() || type->second == "transformer",
-             "{}: \"model_type\" is '{}', not 'transformer'", where, type->second);
-  TransformerConfig c;
-  field("src_vocab_size", c.src_vocab_size);
-  field("tgt_vocab_size", c.tgt_vocab_size);
-  field("d_model", c.d_model);
-  field("n_head", c.n_head);
-  field("n_encoder_layers", c.n_encoder_layers);
-  field("n_decoder_layers", c.n_decoder_layers);
-  field("d_ff", c.d_ff);
-  field("max_len", c.max_len);
-  field("pad_id", c.pad_id);
-  field("dropout", c.dropout);
-  flag("norm_first", c.norm_first);
-  flag("share_embeddings", c.share_embeddings);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    LOOM_FAIL("{}: {}", where, e.what());
-  }
-  return c;
-}
 
 // ============================================================================ attention
 
@@ -221,8 +150,9 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_mask) const {
     const Tensor y = x + drop->forward(attn->forward(h, h, src_mask));  // (B, S, D)
     return y + drop->forward(ff->forward(ln2->forward(y)));
   }
-  const Tensor y = ln1->forward(x + drop->forward(attn->forward(x, x, src_mask)));
-  return ln2->forward(y + drop->forward(ff->forward(y)));
+  // (Each sum formed in its LayerNorm's kernel: nn::Residual.)
+  const Tensor y = ln1->forward(nn::Residual(x) + drop->forward(attn->forward(x, x, src_mask)));
+  return ln2->forward(nn::Residual(y) + drop->forward(ff->forward(y)));
 }
 
 DecoderLayer::DecoderLayer(const TransformerConfig& c) : norm_first(c.norm_first) {
@@ -239,7 +169,8 @@ DecoderLayer::DecoderLayer(const TransformerConfig& c) : norm_first(c.norm_first
 }
 
 Tensor DecoderLayer::residual(const Tensor& x, const Tensor& y, const nn::LayerNorm& ln) const {
-  return norm_first ? x + drop->forward(y) : ln.forward(x + drop->forward(y));
+  // Post-norm's sum formed in the LayerNorm's kernel (nn::Residual).
+  return norm_first ? x + drop->forward(y) : ln.forward(nn::Residual(x) + drop->forward(y));
 }
 
 Tensor DecoderLayer::feed_forward(const Tensor& x) const {
@@ -258,7 +189,7 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
   return feed_forward(x2);  // (B, T, D)
 }
 
-Tensor DecoderLayer::step(const Tensor& x, const LayerCache& cache, const Tensor& cross_k,
+Tensor DecoderLayer::step(const Tensor& x, const nn::LayerCache& cache, const Tensor& cross_k,
                           const Tensor& cross_v, const Tensor& src_mask) const {
   // The newest position attends to every cached one and itself: no causal mask needed.
   const Tensor h1 = norm_first ? ln1->forward(x) : x;  // (R, 1, D)
@@ -289,16 +220,12 @@ Transformer::Transformer(const TransformerConfig& config) : config_(config) {
       register_module("pos", std::make_shared<nn::SinusoidalPositionalEncoding>(d, config.max_len));
   ignore_on_load("pe");  // the twin's sinusoid buffer: derived here from the config
   emb_drop = register_module("emb_drop", std::make_shared<nn::Dropout>(config.dropout));
-  enc = register_module("enc", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < config.n_encoder_layers; ++i) {
-    enc_list_.push_back(std::make_shared<EncoderLayer>(config));
-    enc->push_back(enc_list_.back());
-  }
-  dec = register_module("dec", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < config.n_decoder_layers; ++i) {
-    dec_list_.push_back(std::make_shared<DecoderLayer>(config));
-    dec->push_back(dec_list_.back());
-  }
+  enc = register_module("enc", std::make_shared<nn::ModuleList<EncoderLayer>>());
+  for (int64_t i = 0; i < config.n_encoder_layers; ++i)
+    enc->push_back(std::make_shared<EncoderLayer>(config));
+  dec = register_module("dec", std::make_shared<nn::ModuleList<DecoderLayer>>());
+  for (int64_t i = 0; i < config.n_decoder_layers; ++i)
+    dec->push_back(std::make_shared<DecoderLayer>(config));
   if (config.norm_first) {  // pre-norm leaves the stacks' outputs unnormalised
     enc_norm = register_module("enc_norm", std::make_shared<nn::LayerNorm>(d));
     dec_norm = register_module("dec_norm", std::make_shared<nn::LayerNorm>(d));
@@ -345,7 +272,7 @@ Tensor Transformer::encode(const Tensor& src) {
   check_ids(src, "src");
   const Tensor src_mask = key_padding_mask(src);
   Tensor x = embed(src, *emb);  // (B, S, D)
-  for (const auto& layer : enc_list_) x = layer->forward(x, src_mask);
+  for (const auto& layer : *enc) x = layer->forward(x, src_mask);
   return enc_norm ? enc_norm->forward(x) : x;  // memory (B, S, D)
 }
 
@@ -359,7 +286,7 @@ Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor
   const Tensor tgt_mask = key_padding_mask(tgt);     // with the causal mask in each layer
   Tensor x = embed(tgt, tgt_emb ? *tgt_emb : *emb);  // (B, T, D)
   if (cross_attentions) cross_attentions->clear();
-  for (const auto& layer : dec_list_) {
+  for (const auto& layer : *dec) {
     Tensor probs;
     x = layer->forward(x, memory, tgt_mask, src_mask, cross_attentions ? &probs : nullptr);
     if (cross_attentions) cross_attentions->push_back(probs);
@@ -396,14 +323,8 @@ void DecoderCache::reorder(const std::vector<int64_t>& rows) {
   bool same = true;  // every beam continues itself: nothing moves
   for (size_t i = 0; i < rows.size(); ++i) same = same && rows[i] == static_cast<int64_t>(i);
   if (same) return;
-  NoGradGuard no_grad;
-  const Tensor index = tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device());
-  // One gather of whole rows of the contiguous cache into a new tensor that replaces it: one
-  // pass, where gathering the filled positions out of the strided (R, h, length, hd) view and
-  // copying them back took three.
-  for (size_t l = 0; l < self_keys.size(); ++l)
-    for (Tensor* t : {&self_keys[l], &self_values[l]})
-      *t = index_select(*t, 0, index);  // (R,h,cap,hd)
+  self_attention.reorder(
+      tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device()));
 }
 
 DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, int64_t repeat) {
@@ -417,14 +338,14 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
   std::vector<int64_t> sentence(static_cast<size_t>(R));
   for (int64_t r = 0; r < R; ++r) sentence[static_cast<size_t>(r)] = r / repeat;
   const Tensor index = tensor_i64(sentence, {R}).to(src.device());
-  DecoderCache cache;
-  cache.src_mask = index_select(key_padding_mask(src), 0, index);  // (R, 1, 1, S)
-  for (const auto& layer : dec_list_) {
+  DecoderCache cache{.self_attention = nn::KVCache(dec->size(), R, h, capacity, hd, src.device()),
+                     .cross_keys = {},
+                     .cross_values = {},
+                     .src_mask = index_select(key_padding_mask(src), 0, index)};  // (R, 1, 1, S)
+  for (const auto& layer : *dec) {
     const auto& ca = *layer->cross_attn;
     cache.cross_keys.push_back(index_select(ca.heads(memory, *ca.k), 0, index));    // (R,h,S,hd)
     cache.cross_values.push_back(index_select(ca.heads(memory, *ca.v), 0, index));  // (R,h,S,hd)
-    cache.self_keys.push_back(zeros({R, h, capacity, hd}, src.device()));
-    cache.self_values.push_back(zeros({R, h, capacity, hd}, src.device()));
   }
   return cache;
 }
@@ -433,21 +354,18 @@ Tensor Transformer::decode_step(const Tensor& tokens, DecoderCache& cache) {
   LOOM_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 1 && tokens.size(0) == cache.rows(),
              "Transformer::decode_step: tokens must be int64 [{}] (one per cache row), got {} {}",
              cache.rows(), dtype_name(tokens.dtype()), shape_str(tokens.shape()));
-  LOOM_CHECK(!cache.self_keys.empty() && cache.length < cache.self_keys[0].size(2),
+  const nn::KVCache& self_attention = cache.self_attention;
+  LOOM_CHECK(self_attention.length() < self_attention.capacity(),
              "Transformer::decode_step: the cache holds {} of {} positions, no room for another",
-             cache.length, cache.self_keys.empty() ? 0 : cache.self_keys[0].size(2));
+             self_attention.length(), self_attention.capacity());
   NoGradGuard no_grad;
   const int64_t R = tokens.size(0);
   Tensor x = embed(tokens.view({R, 1}), tgt_emb ? *tgt_emb : *emb, cache.length);  // (R, 1, D)
-  for (size_t l = 0; l < dec_list_.size(); ++l) {
-    LayerCache layer_cache;
-    layer_cache.keys = cache.self_keys[l];
-    layer_cache.values = cache.self_values[l];
-    layer_cache.length = cache.length;
-    x = dec_list_[l]->step(x, layer_cache, cache.cross_keys[l], cache.cross_values[l],
-                           cache.src_mask);
-  }
-  cache.length += 1;
+  for (int64_t l = 0; l < dec->size(); ++l)
+    x = (*dec)[l]->step(x, self_attention.layer(l), cache.cross_keys[static_cast<size_t>(l)],
+                        cache.cross_values[static_cast<size_t>(l)], cache.src_mask);
+  cache.self_attention.advance(1);
+  cache.length = cache.self_attention.length();
   if (dec_norm) x = dec_norm->forward(x);
   return generator(x).view({R, -1});  // (R, V)
 }

@@ -35,22 +35,23 @@
 //
 // Decoding (greedy, beam search, the incremental decoder's loop) lives in models/beam_search.h;
 // this file provides the per-step pieces it needs: the encoder once, then one token per step
-// with cached self-attention keys/values and the cross-attention keys/values of the memory
-// projected once (DecoderCache, the pattern of GPT's KVCache).
+// with cached self-attention keys/values (nn::KVCache, as GPT's) and the cross-attention
+// keys/values of the memory projected once (DecoderCache).
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/tensor.h"
-#include "models/gpt.h"  // LayerCache: one layer's view of a key/value cache
 #include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
+#include "nn/kv_cache.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -59,40 +60,47 @@
 namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
+// TransformerConfig's fields (core/fields.h): type, name, default, check, meaning.
+#define LOOM_TRANSFORMER_CONFIG_FIELDS(F)                                                     \
+  F(int64_t, src_vocab_size, 1000, positive, "source token ids")                              \
+  F(int64_t, tgt_vocab_size, 1000, positive, "target token ids")                              \
+  F(int64_t, d_model, 256, positive, "model width D, a multiple of n_head (and even)")        \
+  F(int64_t, n_head, 4, positive, "attention heads")                                          \
+  F(int64_t, n_encoder_layers, 3, positive, "encoder layers")                                 \
+  F(int64_t, n_decoder_layers, 3, positive, "decoder layers")                                 \
+  F(int64_t, d_ff, 1024, positive, "hidden width of the feed-forward sub-layers")             \
+  F(int64_t, max_len, 512, positive, "longest source or target (rows of the sinusoid table)") \
+  F(int64_t, pad_id, 0, non_negative, "padding id: masked wherever it is a key")              \
+  F(float, dropout, 0.1f, probability, "P_drop of sec. 5.4")                                  \
+  F(bool, norm_first, false, any, "pre-norm instead of the paper's post-norm")                \
+  F(bool, share_embeddings, true, any,                                                        \
+    "one matrix for source and target embeddings and the output projection (Vaswani et al. "  \
+    "2017, 3.4; the seq2seq-mini of bench/reference/models.py); needs src_vocab_size == "     \
+    "tgt_vocab_size")
+
 struct TransformerConfig {
-  int64_t src_vocab_size = 1000, tgt_vocab_size = 1000;
-  int64_t d_model = 256;  // model width D, a multiple of n_head (and even)
-  int64_t n_head = 4;     // attention heads
-  int64_t n_encoder_layers = 3, n_decoder_layers = 3;
-  int64_t d_ff = 1024;      // hidden width of the feed-forward sub-layers
-  int64_t max_len = 512;    // longest source or target (rows of the sinusoid table)
-  int64_t pad_id = 0;       // padding id: masked wherever it is a key
-  float dropout = 0.1f;     // P_drop of sec. 5.4
-  bool norm_first = false;  // pre-norm instead of the paper's post-norm
-  // One matrix for source and target embeddings and the output projection (Vaswani et al.
-  // 2017, 3.4; the seq2seq-mini of bench/reference/models.py); needs src_vocab_size ==
-  // tgt_vocab_size.
-  bool share_embeddings = true;
+  // The fields, and from them (core/fields.h): visit_fields, ==, to_string(),
+  // to_metadata(), from_metadata(metadata, source), and preset(name) and preset_names()
+  // over the table transformer.cpp defines as presets().
+  LOOM_MODEL_CONFIG(TransformerConfig, LOOM_TRANSFORMER_CONFIG_FIELDS, "transformer")
 
-  // "seq2seq-mini": the Seq2Seq of bench/reference/models.py (vocab 1000 shared, D 256, 4 heads,
-  // 3 + 3 layers, FF 1024, max_len 512, no dropout: 5,785,600 parameters); "transformer-base":
-  // the paper's base model (table 3: D 512, 8 heads, 6 + 6 layers, FF 2048, dropout 0.1) on a
-  // 37,000-token shared vocabulary, 63,082,496 parameters. Throws for other names.
-  static TransformerConfig preset(const std::string& name);
-  static std::vector<std::string> preset_names();
+  // Presets: "seq2seq-mini": the Seq2Seq of bench/reference/models.py (vocab 1000 shared, D 256, 4
+  // heads, 3 + 3 layers, FF 1024, max_len 512, no dropout: 5,785,600 parameters);
+  // "transformer-base": the paper's base model (table 3: D 512, 8 heads, 6 + 6 layers, FF 2048,
+  // dropout 0.1) on a 37,000-token shared vocabulary, 63,082,496 parameters. Throws for other
+  // names.
+  // to_metadata() is the checkpoint metadata {"model_type": "transformer", "d_model": "256", ...};
+  // from_metadata reads it back, a missing/garbled key or invalid config a loom::Error naming key
+  // and source.
 
-  // Throws loom::Error naming the first invalid field.
+  // Throws loom::Error naming the first invalid field (each field's check, then d_model even
+  // and a multiple of n_head, pad_id inside both vocabularies, share_embeddings' equal
+  // vocabularies, loom's size budget).
   void validate() const;
   // Parameters of a Transformer of this config (shared matrices counted once):
   //   embeddings V D (shared) or (V_src + 2 V_tgt) D
   //   + n_enc (4 D^2 + 2 D F + 9 D + F) + n_dec (8 D^2 + 2 D F + 15 D + F) (+ 4 D pre-norm)
   int64_t num_parameters() const;
-  std::string to_string() const;
-  // As checkpoint metadata {"model_type": "transformer", "d_model": "256", ...}; from_metadata
-  // reads it back, a missing/garbled key or invalid config a loom::Error naming key and source.
-  std::map<std::string, std::string> to_metadata() const;
-  static TransformerConfig from_metadata(const std::map<std::string, std::string>& metadata,
-                                         const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- blocks
@@ -145,7 +153,7 @@ class DecoderLayer : public nn::Module {
   // One step of incremental decoding: x (R, 1, D) is the newest position (cache.length); its
   // self-attention keys/values are appended to `cache`; cross_k, cross_v (R, h, S, hd) are
   // the memory's projections (computed once). -> (R, 1, D)
-  Tensor step(const Tensor& x, const LayerCache& cache, const Tensor& cross_k,
+  Tensor step(const Tensor& x, const nn::LayerCache& cache, const Tensor& cross_k,
               const Tensor& cross_v, const Tensor& src_mask) const;
 
   bool norm_first;
@@ -165,10 +173,10 @@ class DecoderLayer : public nn::Module {
 // per decoder layer the self-attention keys and values of the tokens so far (R, h, capacity,
 // hd), and the cross-attention keys and values of the memory (R, h, S, hd), projected once.
 struct DecoderCache {
-  std::vector<Tensor> self_keys, self_values;    // per layer, (R, h, capacity, hd)
+  nn::KVCache self_attention;                    // layer l's keys and values (R, h, capacity, hd)
   std::vector<Tensor> cross_keys, cross_values;  // per layer, (R, h, S, hd)
   Tensor src_mask;                               // additive (R, 1, 1, S)
-  int64_t length = 0;                            // target positions decoded so far
+  int64_t length = 0;  // target positions decoded so far (= self_attention.length())
   int64_t rows() const { return src_mask.size(0); }
   // Row i continues from row rows[i] (beam search): the self-attention caches are gathered.
   // rows[i] must belong to the same sentence as row i (beams are sentence-major), so the
@@ -216,15 +224,19 @@ class Transformer : public nn::Module {
                                                     int64_t beam = 1, float length_penalty = 0.0f);
 
   const TransformerConfig& config() const { return config_; }
-  const std::vector<std::shared_ptr<EncoderLayer>>& encoder_layers() const { return enc_list_; }
-  const std::vector<std::shared_ptr<DecoderLayer>>& decoder_layers() const { return dec_list_; }
+  // Parameters kept out of weight decay beside the one-dimensional ones (timm's name; see
+  // train/weight_decay.h): none (the paper's Adam decays nothing at all).
+  std::set<std::string> no_weight_decay() const { return {}; }
+  const nn::ModuleList<EncoderLayer>& encoder_layers() const { return *enc; }
+  const nn::ModuleList<DecoderLayer>& decoder_layers() const { return *dec; }
 
   std::shared_ptr<nn::Embedding> emb;      // source (and, shared, target and output)
   std::shared_ptr<nn::Embedding> tgt_emb;  // only when !share_embeddings
   std::shared_ptr<nn::Linear> out;         // only when !share_embeddings (no bias)
   std::shared_ptr<nn::SinusoidalPositionalEncoding> pos;
   std::shared_ptr<nn::Dropout> emb_drop;
-  std::shared_ptr<nn::ModuleList> enc, dec;
+  std::shared_ptr<nn::ModuleList<EncoderLayer>> enc;
+  std::shared_ptr<nn::ModuleList<DecoderLayer>> dec;
   std::shared_ptr<nn::LayerNorm> enc_norm, dec_norm;  // only when norm_first
 
  private:
@@ -235,8 +247,6 @@ class Transformer : public nn::Module {
   void init_weights();
 
   TransformerConfig config_;
-  std::vector<std::shared_ptr<EncoderLayer>> enc_list_;
-  std::vector<std::shared_ptr<DecoderLayer>> dec_list_;
 };
 
 }  // namespace loom::models

@@ -3,12 +3,9 @@
 // Block), the model.
 #include "models/vit.h"
 
-#include <type_traits>
-
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/model_size.h"
-#include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -16,24 +13,16 @@ namespace loom::models {
 
 // ============================================================================ configuration
 
-ViTConfig ViTConfig::preset(const std::string& name) {
+// The presets, each written once: preset() and preset_names() read this table.
+std::span<const fields::Preset<ViTConfig>> ViTConfig::presets() {
   // {image_size, patch_size, in_channels, num_classes, d_model, n_layer, n_head, d_ff}
   // vit-tiny-fmnist is bench/reference/train.py's default, vit-fmnist the benchmark's ViT.
-  if (name == "vit-tiny-fmnist") return {28, 7, 1, 10, 64, 4, 4, 128};
-  if (name == "vit-fmnist") return {28, 4, 1, 10, 128, 6, 4, 512};
-  if (name == "vit-b16") return {224, 16, 3, 1000, 768, 12, 12, 3072};  // ViT-B/16, table 1
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  LOOM_FAIL("ViTConfig::preset: unknown preset '{}' (known: {})", name, known);
-}
-
-std::vector<std::string> ViTConfig::preset_names() {
-  return {"vit-tiny-fmnist", "vit-fmnist", "vit-b16"};
-}
-
-int64_t ViTConfig::num_patches() const {
-  const int64_t side = image_size / patch_size;
-  return side * side;
+  static const fields::Preset<ViTConfig> table[] = {
+      {"vit-tiny-fmnist", {28, 7, 1, 10, 64, 4, 4, 128}},
+      {"vit-fmnist", {28, 4, 1, 10, 128, 6, 4, 512}},
+      {"vit-b16", {224, 16, 3, 1000, 768, 12, 12, 3072}},  // ViT-B/16, table 1
+  };
+  return table;
 }
 
 namespace {
@@ -54,71 +43,23 @@ T count_parameters(const ViTConfig& c) {
 
 }  // namespace
 
+int64_t ViTConfig::num_patches() const {
+  const int64_t side = image_size / patch_size;
+  return side * side;
+}
+
 void ViTConfig::validate() const {
-  LOOM_CHECK(image_size > 0 && patch_size > 0 && in_channels > 0 && num_classes > 0 &&
-                 d_model > 0 && n_layer > 0 && n_head > 0 && d_ff > 0,
-             "ViTConfig: every size must be positive, got {}", to_string());
+  fields::check_fields(*this, "ViTConfig");
   LOOM_CHECK(image_size % patch_size == 0,
              "ViTConfig: image_size {} is not a multiple of patch_size {}", image_size,
              patch_size);
   LOOM_CHECK(d_model % n_head == 0, "ViTConfig: d_model {} is not a multiple of n_head {}",
              d_model, n_head);
-  LOOM_CHECK(dropout >= 0.0f && dropout < 1.0f, "ViTConfig: dropout {} outside [0, 1)", dropout);
   check_model_size("ViTConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
                    to_string());
 }
 
 int64_t ViTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
-
-std::string ViTConfig::to_string() const {
-  return fmt::format(
-      "image_size={}, patch_size={}, in_channels={}, num_classes={}, d_model={}, n_layer={}, "
-      "n_head={}, d_ff={}, dropout={}",
-      image_size, patch_size, in_channels, num_classes, d_model, n_layer, n_head, d_ff, dropout);
-}
-
-// ---------------------------------------------------------------------------- as metadata
-
-std::map<std::string, std::string> ViTConfig::to_metadata() const {
-  return {{"model_type", "vit"},
-          {"image_size", std::to_string(image_size)},
-          {"patch_size", std::to_string(patch_size)},
-          {"in_channels", std::to_string(in_channels)},
-          {"num_classes", std::to_string(num_classes)},
-          {"d_model", std::to_string(d_model)},
-          {"n_layer", std::to_string(n_layer)},
-          {"n_head", std::to_string(n_head)},
-          {"d_ff", std::to_string(d_ff)},
-          {"dropout", fmt::format("{}", dropout)}};  // shortest text that reads back exactly
-}
-
-ViTConfig ViTConfig::from_metadata(const std::map<std::string, std::string>& metadata,
-                                   const std::string& source) {
-  const std::string where = "ViTConfig::from_metadata: " + source;
-  auto field = [&](const char* key, auto& value) {
-    value = nn::metadata_number<std::remove_reference_t<decltype(value)>>(metadata, key, where);
-  };
-  const auto type = metadata.find("model_type");
-  LOOM_CHECK(type == metadata.end() || type->second == "vit",
-             "ViTConfig::from_metadata: {}: \"model_type\" is '{}', not 'vit'", source,
-             type->second);
-  ViTConfig c;
-  field("image_size", c.image_size);
-  field("patch_size", c.patch_size);
-  field("in_channels", c.in_channels);
-  field("num_classes", c.num_classes);
-  field("d_model", c.d_model);
-  field("n_layer", c.n_layer);
-  field("n_head", c.n_head);
-  field("d_ff", c.d_ff);
-  field("dropout", c.dropout);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    LOOM_FAIL("ViTConfig::from_metadata: {}: {}", source, e.what());
-  }
-  return c;
-}
 
 // ============================================================================ blocks
 
@@ -145,17 +86,13 @@ ViTAttention::ViTAttention(const ViTConfig& config)
 Tensor ViTAttention::forward(const Tensor& x, Tensor* probs) const {
   // x (B, T, D) -> (B, T, D); nh heads of size hd = D / nh.
   const int64_t B = x.size(0), T = x.size(1), D = d_model, hd = D / n_head;
-  // qkv's weight stacks W_q, W_k and W_v ([3D, D]; timm's reshape(B, T, 3, nh, hd) splits its
-  // output in that order). Applying the three row blocks one by one is the arithmetic of one
-  // GEMM and a split, but the backward then needs no scatter of three slices into zero-filled
-  // (B, T, 3D) gradients (the same choice as models/gpt.cpp's attention).
-  auto project = [&](int64_t i) {  // i = 0, 1, 2: query, key, value
-    const Tensor w = qkv->weight.narrow(0, i * D, D), b = qkv->bias.narrow(0, i * D, D);
-    return nn::functional::linear(x, w, b)  // (B, T, D)
-        .view({B, T, n_head, hd})           // (B, T, nh, hd)
-        .transpose(1, 2);                   // (B, nh, T, hd), a view
+  // q, k and v from one projection, split in three: qkv's weight stacks W_q, W_k and W_v
+  // ([3D, D]; timm's reshape(B, T, 3, nh, hd) splits its output in that order).
+  auto heads = [&](const Tensor& t) {  // (B, T, D) -> (B, T, nh, hd) -> (B, nh, T, hd)
+    return t.view({B, T, n_head, hd}).transpose(1, 2);
   };
-  const Tensor q = project(0), k = project(1), v = project(2);  // (B, nh, T, hd)
+  const std::vector<Tensor> parts = qkv->forward(x).split(D, 2);              // (B, T, D) each
+  const Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);  // (B, nh, T, hd)
   // Vaswani et al. 2017, eq. 1, every token attending to every token (no mask).
   const Tensor y = nn::functional::scaled_dot_product_attention(  // (B, nh, T, hd)
       q, k, v,
@@ -178,10 +115,11 @@ ViTBlock::ViTBlock(const ViTConfig& config) {
                                                           .linear2_name = "fc2"}));
 }
 
-Tensor ViTBlock::forward(const Tensor& x, Tensor* probs) const {
+nn::Residual ViTBlock::forward(nn::Residual x, Tensor* probs) const {
   // x (B, T, D) -> (B, T, D); each sub-block adds to the residual stream.
-  const Tensor h = x + attn->forward(norm1->forward(x), probs);  // eq. 2
-  return h + mlp->forward(norm2->forward(h));                     // eq. 3
+  x = x + attn->forward(norm1->forward(x), probs);  // eq. 2
+  x = x + mlp->forward(norm2->forward(x));          // eq. 3
+  return x;
 }
 
 // ============================================================================ model
@@ -194,11 +132,9 @@ ViT::ViT(const ViTConfig& config) : config_(config) {
   pos_embed = register_parameter("pos_embed", zeros({1, 1 + config.num_patches(), D}));
   patch_embed = register_module("patch_embed", std::make_shared<PatchEmbed>(config));
   pos_drop = register_module("pos_drop", std::make_shared<nn::Dropout>(config.dropout));
-  blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    block_list_.push_back(std::make_shared<ViTBlock>(config));
-    blocks->push_back(block_list_.back());
-  }
+  blocks = register_module("blocks", std::make_shared<nn::ModuleList<ViTBlock>>());
+  for (int64_t i = 0; i < config.n_layer; ++i)
+    blocks->push_back(std::make_shared<ViTBlock>(config));
   norm = register_module("norm", std::make_shared<nn::LayerNorm>(D, 1e-6f));
   head = register_module("head", std::make_shared<nn::Linear>(D, config.num_classes));
   init_weights();
@@ -211,7 +147,7 @@ void ViT::init_weights() {
   nn::init::trunc_normal_(pos_embed, 0.0, 0.02);
   nn::init::normal_(cls_token, 0.0, 1e-6);
   std::vector<std::shared_ptr<nn::Linear>> linears;
-  for (const auto& block : block_list_)
+  for (const auto& block : *blocks)
     linears.insert(linears.end(), {block->attn->qkv, block->attn->proj, block->mlp->linear1,
                                    block->mlp->linear2});
   linears.push_back(head);
@@ -252,11 +188,12 @@ Tensor ViT::forward_features(const Tensor& images, std::vector<Tensor>* attentio
   const int64_t B = images.size(0), D = config_.d_model;
   const Tensor patches = patch_embed->forward(images);     // (B, N, D)
   const Tensor cls = cls_token.expand({B, 1, D});          // (B, 1, D), a view
-  Tensor x = cat({cls, patches}, 1);                       // (B, 1 + N, D)
-  x = pos_drop->forward(x + pos_embed);                    // eq. 1, (B, 1 + N, D)
-  if (attentions != nullptr) attentions->assign(block_list_.size(), Tensor());
-  for (size_t i = 0; i < block_list_.size(); ++i)
-    x = block_list_[i]->forward(x, attentions != nullptr ? &(*attentions)[i] : nullptr);
+  const Tensor tokens = cat({cls, patches}, 1);            // (B, 1 + N, D)
+  // eq. 1, (B, 1 + N, D): the residual stream, whose sums the next LayerNorm forms
+  nn::Residual x = pos_drop->forward(tokens + pos_embed);
+  if (attentions != nullptr) attentions->assign(static_cast<size_t>(blocks->size()), Tensor());
+  for (int64_t i = 0; i < blocks->size(); ++i)
+    x = (*blocks)[i]->forward(x, attentions != nullptr ? &(*attentions)[i] : nullptr);
   return norm->forward(x);  // (B, 1 + N, D)
 }
 

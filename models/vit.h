@@ -7,8 +7,9 @@
 //                       -> n_layer pre-norm blocks: x + attn(norm1(x)), x + mlp(norm2(x)) (eq. 2-3)
 //                       -> norm -> the class token's row -> head         (B, num_classes) (eq. 4)
 //
-//   attn = multi-head self-attention (no mask) through nn::functional::scaled_dot_product_attention,
-//          q, k and v from one fused Linear qkv: D -> 3D;
+//   attn = multi-head self-attention (no mask) through
+//          nn::functional::scaled_dot_product_attention, q, k and v split from one Linear
+//          qkv: D -> 3D;
 //   mlp  = nn::FeedForward (fc1, exact GELU, fc2), timm's Mlp.
 //   Dropout (config.dropout) sits where timm's does: after adding pos_embed (pos_drop), on the
 //   attention probabilities (attn_drop), after attn.proj (proj_drop), after fc1's GELU and after
@@ -21,11 +22,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/tensor.h"
 #include "nn/container.h"
 #include "nn/conv2d.h"
@@ -38,45 +40,46 @@
 namespace loom::models {
 
 // ---------------------------------------------------------------------------- configuration
-struct ViTConfig {
-  int64_t image_size = 28;   // square images, image_size x image_size pixels
-  int64_t patch_size = 7;    // square patches; image_size must be a multiple of it
-  int64_t in_channels = 1;   // image channels
-  int64_t num_classes = 10;  // outputs of the head
-  int64_t d_model = 64;      // token width D; a multiple of n_head
-  int64_t n_layer = 4;       // transformer blocks
-  int64_t n_head = 4;        // attention heads
-  int64_t d_ff = 128;        // hidden width of each block's MLP
-  float dropout = 0.0f;      // timm's drop_rate = attn_drop_rate = proj_drop_rate
+// ViTConfig's fields (core/fields.h): type, name, default, check, meaning.
+#define LOOM_VIT_CONFIG_FIELDS(F)                                                            \
+  F(int64_t, image_size, 28, positive, "square images, image_size x image_size pixels")      \
+  F(int64_t, patch_size, 7, positive, "square patches; image_size must be a multiple of it") \
+  F(int64_t, in_channels, 1, positive, "image channels")                                     \
+  F(int64_t, num_classes, 10, positive, "outputs of the head")                               \
+  F(int64_t, d_model, 64, positive, "token width D; a multiple of n_head")                   \
+  F(int64_t, n_layer, 4, positive, "transformer blocks")                                     \
+  F(int64_t, n_head, 4, positive, "attention heads")                                         \
+  F(int64_t, d_ff, 128, positive, "hidden width of each block's MLP")                        \
+  F(float, dropout, 0.0f, probability, "timm's drop_rate = attn_drop_rate = proj_drop_rate")
 
-  // "vit-tiny-fmnist" (28x28x1, patch 7, D 64, 4 layers, 4 heads, MLP 128, 10 classes: 139,018
-  // parameters), "vit-fmnist" (28x28x1, patch 4, D 128, 6 layers, 4 heads, MLP 512, 10 classes:
-  // 1,199,882 parameters, the ViT of bench/reference/models.py), "vit-b16" (ViT-B/16 of
-  // Dosovitskiy et al. 2020, table 1, on 224x224x3 ImageNet with 1000 classes: 86,567,656).
-  // Throws for other names.
-  static ViTConfig preset(const std::string& name);
-  // The names preset() accepts.
-  static std::vector<std::string> preset_names();
+struct ViTConfig {
+  // The fields, and from them (core/fields.h): visit_fields, ==, to_string(),
+  // to_metadata(), from_metadata(metadata, source), and preset(name) and preset_names()
+  // over the table vit.cpp defines as presets().
+  LOOM_MODEL_CONFIG(ViTConfig, LOOM_VIT_CONFIG_FIELDS, "vit")
+
+  // Presets: "vit-tiny-fmnist" (28x28x1, patch 7, D 64, 4 layers, 4 heads, MLP 128, 10 classes:
+  // 139,018 parameters), "vit-fmnist" (28x28x1, patch 4, D 128, 6 layers, 4 heads, MLP 512, 10
+  // classes: 1,199,882 parameters, the ViT of bench/reference/models.py), "vit-b16" (ViT-B/16 of
+  // Dosovitskiy et al. 2020, table 1, on 224x224x3 ImageNet with 1000 classes: 86,567,656). Throws
+  // for other names.
+  // to_string() reads "image_size=28, patch_size=7, in_channels=1, num_classes=10, d_model=64,
+  // n_layer=4, n_head=4, d_ff=128, dropout=0"
+  // to_metadata() is the checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model
+  // from the file: {"model_type": "vit", "image_size": "28", ..., "dropout": "0"}. from_metadata
+  // reads them back (other keys are ignored; "model_type" may be absent); a missing or garbled key,
+  // another model_type or an invalid config is a loom::Error naming the key and `source` (the
+  // file).
 
   // Tokens per image besides the class token: (image_size / patch_size)^2.
   int64_t num_patches() const;
-  // Throws loom::Error naming the first invalid field.
+  // Throws loom::Error naming the first invalid field (each field's check, then image_size a
+  // multiple of patch_size and d_model of n_head, then loom's size budget).
   void validate() const;
   // Parameters of a ViT built from this config (P = C * patch^2, T = 1 + num_patches):
   //   patch_embed (P D + D) + cls_token D + pos_embed T D
   //   + n_layer * (4 D^2 + 2 D d_ff + 9 D + d_ff) + norm 2 D + head (D + 1) num_classes
   int64_t num_parameters() const;
-  // "image_size=28, patch_size=7, in_channels=1, num_classes=10, d_model=64, n_layer=4,
-  //  n_head=4, d_ff=128, dropout=0"
-  std::string to_string() const;
-
-  // As checkpoint metadata (nn::save_checkpoint), so a program rebuilds the model from the file:
-  // {"model_type": "vit", "image_size": "28", ..., "dropout": "0"}. from_metadata reads them back
-  // (other keys are ignored; "model_type" may be absent); a missing or garbled key, another
-  // model_type or an invalid config is a loom::Error naming the key and `source` (the file).
-  std::map<std::string, std::string> to_metadata() const;
-  static ViTConfig from_metadata(const std::map<std::string, std::string>& metadata,
-                                 const std::string& source = "metadata");
 };
 
 // ---------------------------------------------------------------------------- blocks
@@ -111,8 +114,9 @@ class ViTAttention : public nn::Module {
 class ViTBlock : public nn::Module {
  public:
   explicit ViTBlock(const ViTConfig& config);
-  // x (B, T, D) -> (B, T, D); `probs` as ViTAttention::forward.
-  Tensor forward(const Tensor& x, Tensor* probs = nullptr) const;
+  // x (B, T, D) -> (B, T, D), the residual stream (nn::Residual: each sum is formed by the
+  // LayerNorm that reads it next); `probs` as ViTAttention::forward.
+  nn::Residual forward(nn::Residual x, Tensor* probs = nullptr) const;
 
   std::shared_ptr<nn::LayerNorm> norm1, norm2;
   std::shared_ptr<ViTAttention> attn;
@@ -137,14 +141,17 @@ class ViT : public nn::Module {
   Tensor forward_features(const Tensor& images, std::vector<Tensor>* attentions = nullptr);
 
   const ViTConfig& config() const { return config_; }
-  // The members of blocks as ViTBlocks.
-  const std::vector<std::shared_ptr<ViTBlock>>& block_list() const { return block_list_; }
+  // Parameters kept out of weight decay beside the one-dimensional ones (timm's
+  // VisionTransformer.no_weight_decay; see train/weight_decay.h).
+  std::set<std::string> no_weight_decay() const { return {"pos_embed", "cls_token"}; }
+  // The blocks.
+  const nn::ModuleList<ViTBlock>& block_list() const { return *blocks; }
 
   Tensor cls_token;  // (1, 1, D)
   Tensor pos_embed;  // (1, 1 + N, D)
   std::shared_ptr<PatchEmbed> patch_embed;
   std::shared_ptr<nn::Dropout> pos_drop;
-  std::shared_ptr<nn::ModuleList> blocks;
+  std::shared_ptr<nn::ModuleList<ViTBlock>> blocks;
   std::shared_ptr<nn::LayerNorm> norm;
   std::shared_ptr<nn::Linear> head;
 
@@ -153,7 +160,6 @@ class ViT : public nn::Module {
   void check_images(const Tensor& images) const;
 
   ViTConfig config_;
-  std::vector<std::shared_ptr<ViTBlock>> block_list_;
 };
 
 }  // namespace loom::models

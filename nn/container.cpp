@@ -1,9 +1,9 @@
-// Sequential and ModuleList: forward through a pipeline, bounds-checked indexing.
+// Sequential: forward through a pipeline; bounds-checked indexing for it and ModuleList.
 #include "nn/container.h"
 
 namespace loom::nn {
 
-static int64_t checked_index(int64_t index, int64_t size, const char* container) {
+int64_t checked_index(int64_t index, int64_t size, const char* container) {
   const int64_t i = index < 0 ? index + size : index;
   LOOM_CHECK(i >= 0 && i < size, "{}: index {} out of range for {} modules", container, index,
              size);
@@ -18,10 +18,6 @@ Tensor Sequential::forward(const Tensor& x) const {
 
 std::shared_ptr<Module> Sequential::operator[](int64_t index) const {
   return modules_[checked_index(index, size(), "Sequential")];
-}
-
-std::shared_ptr<Module> ModuleList::operator[](int64_t index) const {
-  return modules_[checked_index(index, size(), "ModuleList")];
 }
 
 }  // namespace loom::nn

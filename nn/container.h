@@ -3,6 +3,7 @@
 // "blocks.0.attn.in_proj_weight" as in PyTorch).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,6 +13,21 @@
 #include "nn/module.h"
 
 namespace loom::nn {
+
+// `module` (the one at `index` of `container`) as its concrete type; throws if it is not a
+// ModuleType. What Sequential::at and ModuleList::at return.
+template <typename ModuleType>
+std::shared_ptr<ModuleType> module_as(const std::shared_ptr<Module>& module,
+                                      const char* container, int64_t index) {
+  auto typed = std::dynamic_pointer_cast<ModuleType>(module);
+  LOOM_CHECK(typed != nullptr, "{}: module {} is a {}, not the requested type", container, index,
+             module->name());
+  return typed;
+}
+
+// index, or index + size when negative (Python's list indexing); throws naming the container
+// unless the result lies in [0, size).
+int64_t checked_index(int64_t index, int64_t size, const char* container);
 
 class Sequential : public Module {
  public:
@@ -42,10 +58,7 @@ class Sequential : public Module {
   // The module at `index` as its concrete type; throws if it is not a ModuleType.
   template <typename ModuleType>
   std::shared_ptr<ModuleType> at(int64_t index) const {
-    auto typed = std::dynamic_pointer_cast<ModuleType>((*this)[index]);
-    LOOM_CHECK(typed != nullptr, "Sequential: module {} is a {}, not the requested type", index,
-               (*this)[index]->name());
-    return typed;
+    return module_as<ModuleType>((*this)[index], "Sequential", index);
   }
 
  private:
@@ -53,30 +66,42 @@ class Sequential : public Module {
   std::vector<std::function<Tensor(const Tensor&)>> steps_;
 };
 
+// A list of modules of type T (PyTorch's nn.ModuleList, typed): iterating and indexing give
+// std::shared_ptr<T>, so a model keeps its blocks in one place, e.g.
+//   h = register_module("h", std::make_shared<nn::ModuleList<Block>>());
+//   for (const auto& block : *h) x = block->forward(x);
+// ModuleList<> (= ModuleList<Module>) holds modules of any type (at<T>(i) casts one back).
+template <typename T = Module>
 class ModuleList : public Module {
  public:
   ModuleList() = default;
+  std::string name() const override { return "ModuleList"; }
 
   template <typename ModuleType>
+    requires std::derived_from<ModuleType, T>
   void push_back(std::shared_ptr<ModuleType> module) {
     register_module(std::to_string(modules_.size()), module);
     modules_.push_back(std::move(module));
   }
 
   int64_t size() const { return static_cast<int64_t>(modules_.size()); }
-  std::shared_ptr<Module> operator[](int64_t index) const;
+  bool empty() const { return modules_.empty(); }
+  // Python's indexing: -1 is the last module.
+  const std::shared_ptr<T>& operator[](int64_t index) const {
+    return modules_[static_cast<size_t>(checked_index(index, size(), "ModuleList"))];
+  }
+  const std::shared_ptr<T>& front() const { return (*this)[0]; }
+  const std::shared_ptr<T>& back() const { return (*this)[-1]; }
+  // The module at `index` as its concrete type; throws if it is not a ModuleType.
   template <typename ModuleType>
   std::shared_ptr<ModuleType> at(int64_t index) const {
-    auto typed = std::dynamic_pointer_cast<ModuleType>((*this)[index]);
-    LOOM_CHECK(typed != nullptr, "ModuleList: module {} is a {}, not the requested type", index,
-               (*this)[index]->name());
-    return typed;
+    return module_as<ModuleType>((*this)[index], "ModuleList", index);
   }
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
 
  private:
-  std::vector<std::shared_ptr<Module>> modules_;
+  std::vector<std::shared_ptr<T>> modules_;
 };
 
 }  // namespace loom::nn

@@ -147,16 +147,4 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::Mean);
 
-// --- boxes (functional_boxes.cpp), as DETR's util/box_ops.py ------------------------------------
-// Boxes are [..., 4]: (x0, y0, x1, y1) corners or (cx, cy, w, h) centre and size.
-Tensor box_cxcywh_to_xyxy(const Tensor& boxes);
-Tensor box_xyxy_to_cxcywh(const Tensor& boxes);
-// Pairwise IoU and generalized IoU (Rezatofighi et al. 2019) of xyxy boxes [N, 4] and [M, 4]
-// -> [N, M]. Throws if a box has x1 < x0 or y1 < y0.
-Tensor box_iou(const Tensor& boxes1, const Tensor& boxes2);
-Tensor generalized_box_iou(const Tensor& boxes1, const Tensor& boxes2);
-// 1 - GIoU of matching boxes [N, 4] and [N, 4] (torchvision.ops.generalized_box_iou_loss).
-Tensor generalized_box_iou_loss(const Tensor& boxes1, const Tensor& boxes2,
-                                Reduction reduction = Reduction::Mean);
-
 }  // namespace loom::nn::functional

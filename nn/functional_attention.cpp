@@ -53,9 +53,10 @@ bool rows_in_place(const Tensor& t) {
 Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t : t.contiguous(); }
 
 // Which path each device takes, as measured (docs/guide/performance.md, "On a GPU"):
-// set_fused_attention forces one; by default (kDefault) the GPU fuses bfloat16 attention (autocast's included), where its
-// tensor-core kernel beats cuBLAS + the softmax kernels (GPT-2 124M on an H200: 100k against
-// 88k tokens/s), and leaves float32 to the unfused path, which is faster there, except for
+// set_fused_attention forces one; by default (kDefault) the GPU fuses bfloat16 attention
+// (autocast's included), where its tensor-core kernel beats cuBLAS + the softmax kernels
+// (GPT-2 124M on an H200: 100k against 88k tokens/s), and leaves float32 to the unfused
+// path, which is faster there, except for
 // KV-cache decoding (at most kAttentionDecodeQueries queries), where the GPU's split-key
 // decoding kernel is 1 launch instead of the unfused path's 5 and skips the blocked keys;
 // the CPU's BLAS-batched unfused products are faster than its fused reference kernel.
@@ -102,11 +103,9 @@ bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Attentio
   return !(o.training && o.dropout_p >= 1.0f);
 }
 
-// The fused attention as one recorded op: q, k, v [..., T, d] are made contiguous [n, T, d]
-// (recorded, so their gradients flow back through the reshape), the kernel saves lse [n, T_q]
-// and the backward recomputes the probabilities from it.
-Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionOptions& o) {
+// The fused path: q, k, v [..., T, d] as the kernels take them, [n, T, d] contiguous (recorded,
+// so their gradients flow back through the reshapes), then the fused_attention op.
+Tensor attend_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   const int64_t q_len = q.size(-2), kv_len = k.size(-2), d = q.size(-1);
   const int64_t n = q.numel() / (q_len * d);
   AttentionArgs args{.n = n, .q_len = q_len, .kv_len = kv_len, .head_dim = d,
@@ -119,7 +118,6 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     args.seed = g.seed();
     args.offset = g.reserve(static_cast<uint64_t>(n * q_len * kv_len));
   }
-  const Tensor q3 = q.contiguous().reshape({n, q_len, d});  // [n, T_q, d]
   // Without gradients, K and V whose rows are whole and whose matrices lie evenly and alike
   // apart (a KV cache's window) are read in place: no copy of the cache at every step.
   const bool kv_in_place = !autograd::any_requires_grad({q, k, v}) && rows_in_place(k) &&
@@ -135,28 +133,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     scores_shape.back() = kv_len;
     mask = o.mask.detach().expand(scores_shape);
   }
-  Backend& be = backend(q.device());
-  Tensor out = Tensor::empty({n, q_len, d}, q.dtype(), q.device());
-  Tensor lse = Tensor::empty({n, q_len}, DType::Float32, q.device());
-  const Tensor qd = q3.detach(), kd = k3.detach(), vd = v3.detach();
-  be.attention_forward(qd, kd, vd, mask, args, out, lse);
-  if (autograd::any_requires_grad({q3, k3, v3})) {
-    const Tensor saved_out = out.detach();
-    out = autograd::record(
-        "scaled_dot_product_attention", {q3, k3, v3}, out,
-        [qd, kd, vd, mask, saved_out, lse, args](const Tensor& g) {
-          const Tensor grad = (g.dtype() == qd.dtype() ? g : g.to(qd.dtype())).contiguous();
-          Tensor dq = Tensor::empty(qd.shape(), qd.dtype(), qd.device());
-          Tensor dk = Tensor::empty(kd.shape(), kd.dtype(), kd.device());
-          Tensor dv = Tensor::empty(vd.shape(), vd.dtype(), vd.device());
-          backend(qd.device())
-              .attention_backward(grad, qd, kd, vd, mask, saved_out, lse, args, dq, dk, dv);
-          return std::vector<Tensor>{dq, dk, dv};
-        },
-        {qd, kd, vd, saved_out});
-  }
-  Shape out_shape = q.shape();
-  return out.reshape(out_shape);  // [..., T_q, d]
+  const Tensor q3 = q.contiguous().reshape({n, q_len, d});  // [n, T_q, d]
+  return fused_attention(q3, k3, v3, mask, args).reshape(q.shape());  // [..., T_q, d]
 }
 
 }  // namespace
@@ -203,9 +181,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (autocast::is_enabled() && q.dtype() == DType::Float32 && k.dtype() == DType::Float32 &&
       v.dtype() == DType::Float32 && use_fused(q, k, v, options, autocast::get_dtype())) {
     const DType low = autocast::get_dtype();
-    return fused_attention(q.to(low), k.to(low), v.to(low), options);
+    return attend_fused(q.to(low), k.to(low), v.to(low), options);
   }
-  if (use_fused(q, k, v, options, q.dtype())) return fused_attention(q, k, v, options);
+  if (use_fused(q, k, v, options, q.dtype())) return attend_fused(q, k, v, options);
   const int64_t q_len = q.size(-2), k_len = k.size(-2);
   // Vaswani et al. 2017, eq. 1. Scaling q before the product (as PyTorch) touches T_q*d_k
   // values instead of T_q*T_k.

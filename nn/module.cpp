@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ostream>
 #include <set>
@@ -72,8 +73,27 @@ Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool per
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
-  check_new_name(name, "register_module");
-  children_.emplace_back(name, std::move(module));
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) {
+    check_new_name(name, "register_module");
+    children_.emplace_back(name, std::move(module));
+    return;
+  }
+  // "first.rest": rest goes into the child `first`, made as a plain Module if missing.
+  LOOM_CHECK(name.front() != '.' && name.back() != '.' && name.find("..") == std::string::npos,
+             "register_module: invalid name '{}' in {} (an empty part between dots)", name,
+             this->name());
+  const std::string first = name.substr(0, dot);
+  std::shared_ptr<Module> child;
+  for (const auto& [n, c] : children_)
+    if (n == first) child = c;
+  if (child == nullptr) {
+    check_new_name(first, "register_module");
+    child = std::make_shared<Module>();
+    child->training_ = training_;
+    children_.emplace_back(first, child);
+  }
+  child->add_child(name.substr(dot + 1), std::move(module));
 }
 
 Tensor& Module::replace_parameter(const std::string& name, Tensor tensor) {
@@ -142,6 +162,22 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
   for (const auto& [name, child] : children_) out.push_back(child);
   return out;
+}
+
+std::shared_ptr<Module> Module::get_submodule(const std::string& path) const {
+  const Module* parent = this;
+  std::shared_ptr<Module> found;
+  for (size_t start = 0; parent != nullptr && start <= path.size();) {
+    const size_t dot = std::min(path.find('.', start), path.size());
+    const std::string part = path.substr(start, dot - start);
+    found = nullptr;
+    for (const auto& [name, child] : parent->children_)
+      if (name == part) found = child;
+    parent = found.get();
+    start = dot + 1;
+  }
+  LOOM_CHECK(found != nullptr, "get_submodule: {} has no submodule '{}'", this->name(), path);
+  return found;
 }
 
 NamedTensors Module::state_dict() const {

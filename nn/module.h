@@ -55,6 +55,9 @@ class Module {
   Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
   // Non-trained state. persistent=false keeps it out of state_dict() and checkpoints.
   Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // `name` may be a dotted path, as PyTorch's state_dict spells nesting: "encoder.layer"
+  // registers `layer` in the child `encoder`, which is made (a plain Module) unless it exists,
+  // so a model keeps its reference's names without a member for every level of them.
   template <typename ModuleType>
   std::shared_ptr<ModuleType> register_module(const std::string& name,
                                               std::shared_ptr<ModuleType> module) {
@@ -74,6 +77,9 @@ class Module {
   std::vector<Tensor> buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
+  // The descendant at a dotted path ("cls.predictions"), as PyTorch's get_submodule; throws
+  // naming the path when there is none.
+  std::shared_ptr<Module> get_submodule(const std::string& path) const;
   // Every parameter and persistent buffer under its full name, like PyTorch's state_dict():
   // a tied tensor appears under each of its names.
   NamedTensors state_dict() const;
@@ -115,6 +121,7 @@ class Module {
     bool persistent = true;
   };
   void check_new_name(const std::string& name, const char* what) const;
+  // Registers `module` at `name`, a dotted path making the levels it lacks (register_module).
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   // Visits (full name, entry) for parameters or buffers, depth first.
   void visit(bool buffers, bool recurse, const std::string& prefix,

@@ -87,10 +87,11 @@ Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& 
 
 namespace {
 
-// Rows [part*E, (part+1)*E) of the stacked projection (0 = query, 1 = key, 2 = value);
-// `count` consecutive parts at once.
-Tensor rows(const Tensor& stacked, int64_t part, int64_t count, int64_t embed_dim) {
-  return stacked.defined() ? stacked.narrow(0, part * embed_dim, count * embed_dim) : Tensor();
+// t's rows in blocks of `sizes` (split: views whose gradients join in one cat), or as many
+// undefined tensors when t is (a projection without bias).
+std::vector<Tensor> row_blocks(const Tensor& t, std::vector<int64_t> sizes) {
+  const size_t count = sizes.size();
+  return t.defined() ? t.split(std::move(sizes), 0) : std::vector<Tensor>(count);
 }
 
 }  // namespace
@@ -102,31 +103,29 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
   check_inputs(query, key, value);
   const int64_t batch = query.size(0), q_len = query.size(1), k_len = key.size(1);
   const int64_t e = embed_dim;
-  const Tensor& w = in_proj_weight;
-  const Tensor& b = in_proj_bias;
-  // x [B, T, parts*E] -> [parts, B, heads, T, head_dim]; views, so the projections are not
-  // copied (matmul reads the strided heads directly).
-  auto split_heads = [&](const Tensor& x, int64_t len, int64_t parts) {
-    return x.view({batch, len, parts, num_heads, head_dim}).permute({2, 0, 3, 1, 4});
-  };
-  Tensor q, k, v;  // [B, heads, T, head_dim] each
+  std::vector<Tensor> qkv;  // the projections q, k, v [B, T, E]
   if (query.impl() == key.impl() && key.impl() == value.impl()) {
-    // Self-attention: one GEMM for all three projections -> [B, T, 3E].
-    const Tensor qkv = split_heads(F::linear(query, w, b), q_len, 3);
-    q = qkv.select(0, 0);
-    k = qkv.select(0, 1);
-    v = qkv.select(0, 2);
+    // Self-attention: one GEMM for all three projections -> [B, T, 3E], split in three.
+    qkv = F::linear(query, in_proj_weight, in_proj_bias).split(e, -1);
   } else {
-    q = split_heads(F::linear(query, rows(w, 0, 1, e), rows(b, 0, 1, e)), q_len, 1).select(0, 0);
+    // in_proj_weight's rows for the query [E], and for the key and the value [2E].
+    const std::vector<Tensor> w = row_blocks(in_proj_weight, {e, 2 * e});
+    const std::vector<Tensor> b = row_blocks(in_proj_bias, {e, 2 * e});
+    qkv = {F::linear(query, w[0], b[0])};
     if (key.impl() == value.impl()) {  // e.g. a decoder attending to the encoder memory
-      const Tensor kv = split_heads(F::linear(key, rows(w, 1, 2, e), rows(b, 1, 2, e)), k_len, 2);
-      k = kv.select(0, 0);
-      v = kv.select(0, 1);
+      for (const Tensor& t : F::linear(key, w[1], b[1]).split(e, -1)) qkv.push_back(t);
     } else {
-      k = split_heads(F::linear(key, rows(w, 1, 1, e), rows(b, 1, 1, e)), k_len, 1).select(0, 0);
-      v = split_heads(F::linear(value, rows(w, 2, 1, e), rows(b, 2, 1, e)), k_len, 1).select(0, 0);
+      const std::vector<Tensor> wkv = row_blocks(w[1], {e, e}), bkv = row_blocks(b[1], {e, e});
+      qkv.push_back(F::linear(key, wkv[0], bkv[0]));
+      qkv.push_back(F::linear(value, wkv[1], bkv[1]));
     }
   }
+  // [B, T, E] -> [B, T, heads, head_dim] -> [B, heads, T, head_dim]: views, so the projections
+  // are not copied (matmul reads the strided heads directly).
+  auto split_heads = [&](const Tensor& x) {
+    return x.view({batch, x.size(1), num_heads, head_dim}).transpose(1, 2);
+  };
+  const Tensor q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);
   const Tensor mask =
       combined_mask(attn_mask, key_padding_mask, batch, q_len, k_len, query.device());
   const Tensor heads = F::scaled_dot_product_attention(  // [B, h, T_q, hd]

@@ -1,10 +1,9 @@
-// The nn layer: modules, layers, functional ops and losses, initialisation and checkpoints.
+// The nn layer: modules, layers, functional ops and losses, and initialisation (files are io/, the training loop's services train/).
 #pragma once
 
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/frozen_batch_norm.h"
-#include "nn/checkpoint.h"
 #include "nn/container.h"
 #include "nn/conv2d.h"
 #include "nn/dropout.h"
@@ -12,15 +11,12 @@
 #include "nn/feed_forward.h"
 #include "nn/functional.h"
 #include "nn/init.h"
+#include "nn/kv_cache.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/multihead_attention.h"
 #include "nn/pooling.h"
 #include "nn/positional_encoding.h"
-#include "nn/safetensors.h"
 #include "nn/transformer_layer.h"
 #include "nn/drop_path.h"
-#include "nn/window.h"
-#include "nn/distributed_data_parallel.h"
-#include "nn/training_run.h"

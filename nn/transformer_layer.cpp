@@ -35,16 +35,17 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) const {
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
                                         const Tensor& src_key_padding_mask) const {
-  // src [B, S, d_model] -> [B, S, d_model]
-  Tensor x = src;
+  // src [B, S, d_model] -> [B, S, d_model]; each sum of the residual stream x is formed by the
+  // LayerNorm that reads it next, in its kernel (Residual).
+  Residual x = src;
   if (norm_first) {
     x = x + self_attention_block(norm1->forward(x), src_mask, src_key_padding_mask);
     x = x + feed_forward_block(norm2->forward(x));
   } else {
-    x = norm1->forward(x + self_attention_block(x, src_mask, src_key_padding_mask));
-    x = norm2->forward(x + feed_forward_block(x));
+    x = norm1->forward(x + self_attention_block(x.tensor(), src_mask, src_key_padding_mask));
+    x = norm2->forward(x + feed_forward_block(x.tensor()));
   }
-  return x;
+  return x.tensor();
 }
 
 // ---------------------------------------------------------------------------- decoder
@@ -84,17 +85,17 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
     return dropout2->forward(
         multihead_attn->forward(x, memory, memory, memory_mask, memory_key_padding_mask));
   };
-  Tensor x = tgt;
+  Residual x = tgt;  // the residual stream, as the encoder layer's
   if (norm_first) {
     x = x + self_block(norm1->forward(x));
     x = x + cross_block(norm2->forward(x));
     x = x + feed_forward_block(norm3->forward(x));
   } else {
-    x = norm1->forward(x + self_block(x));
-    x = norm2->forward(x + cross_block(x));
-    x = norm3->forward(x + feed_forward_block(x));
+    x = norm1->forward(x + self_block(x.tensor()));
+    x = norm2->forward(x + cross_block(x.tensor()));
+    x = norm3->forward(x + feed_forward_block(x.tensor()));
   }
-  return x;
+  return x.tensor();
 }
 
 }  // namespace loom::nn

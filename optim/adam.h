@@ -17,7 +17,7 @@
 #include "optim/optimizer.h"
 
 namespace loom {
-struct AdamArgs;  // backends/backend.h
+struct AdamArgs;  // backends/optimizer/optimizer.h
 }  // namespace loom
 
 namespace loom::optim {

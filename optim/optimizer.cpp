@@ -6,7 +6,6 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
-#include "nn/safetensors.h"
 
 namespace loom::optim {
 
@@ -257,24 +256,6 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   groups_ = std::move(groups);
   state_ = std::move(state);
   step_count_ = step_count;
-}
-
-void Optimizer::save(const std::string& path) const {
-  nn::write_safetensors(path, entries(), {{"format", "loom.optim"}, {"optimizer", name_}});
-}
-
-void Optimizer::load(const std::string& path) {
-  std::map<std::string, std::string> metadata;
-  const StateDict dict = nn::read_safetensors(path, &metadata);
-  auto kind = metadata.find("optimizer");
-  LOOM_CHECK(kind == metadata.end() || kind->second == name_,
-             "{}: load: {} holds the state of a {} optimizer, not {}", name_, path, kind->second,
-             name_);
-  try {
-    load_state_dict(dict);
-  } catch (const Error& e) {
-    throw Error(fmt::format("{} (loading {})", e.what(), path));
-  }
 }
 
 }  // namespace loom::optim

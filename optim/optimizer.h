@@ -10,7 +10,7 @@
 //     optim::clip_grad_norm(model.parameters(), 1.0f);
 //     opt.step();
 //   }
-//   // model, optimizer and trainer state in one atomic file (nn/checkpoint.h):
+//   // model, optimizer and trainer state in one atomic file (io/checkpoint.h):
 //   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, {{"step", "100"}});
 //   opt.save("opt.safetensors");           // or the optimizer alone
 #pragma once

@@ -11,10 +11,10 @@
 # --side-by-side they run at the same time with one thread each, the fair form on a noisy
 # machine of 2 cores. Flags after `--` go to both trainers unchanged (the recipe flags have the
 # same names and defaults on both sides: --batch, --lr, --warmup, --label-smoothing,
-# --crop-padding, ...; for translation and bert they go to loom's trainer, whose --dump-data
-# hands the data and recipe to the twin). gpt-fortunes is byte-level on both sides. Each run's
-# output goes to out-reproduce/TASK-{loom,pytorch}.log, loom's checkpoint and curves to
-# out-reproduce/TASK-loom/.
+# --crop-padding, ...; for translation and bert also to build/bench/dump_data, which writes the
+# data the twin trains on from the flags that shape it). gpt-fortunes is byte-level on both
+# sides. Each run's output goes to out-reproduce/TASK-{loom,pytorch}.log, loom's checkpoint and
+# curves to out-reproduce/TASK-loom/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,35 +37,35 @@ done
 [ -n "$minutes" ] || { echo "reproduce.sh: --minutes M is required" >&2; exit 2; }
 
 # TASK -> loom's trainer with its model flag, and the PyTorch twin's task with its own. The
-# translation and BERT twins train on the data loom's trainer writes with --dump-data (tokenized
-# pairs, batches, masking), so their recipe flags reach the twin through that dump.
-dump=0
+# translation and BERT twins read their data from build/bench/dump_data TASK (tokenized pairs,
+# batches, masking; the initial weights for translation), which computes it as loom's trainer
+# does from the same flags and seed; the twin refuses data flags that differ from the dump's.
+dump=""
 case $task in
   gpt-fortunes) loom=(train_gpt --tokenizer byte) twin=(gpt-fortunes) ;;
   vit-tiny)     loom=(train_vision --model vit-tiny-fmnist) twin=(vit-fmnist --config vit-tiny) ;;
   vit-fmnist)   loom=(train_vision --model vit-fmnist) twin=(vit-fmnist --config vit-fmnist) ;;
   swin-fmnist)  loom=(train_vision --model swin-fmnist) twin=(swin-fmnist) ;;
   detr-fmnist)  loom=(train_detr) twin=(detr-fmnist) ;;
-  translation)  loom=(train_translate) twin=(translation) dump=1 ;;
-  bert)         loom=(train_bert) twin=(bert) dump=1 ;;
+  translation)  loom=(train_translate) twin=(translation) dump=translation ;;
+  bert)         loom=(train_bert) twin=(bert) dump=bert ;;
   *) echo "reproduce.sh: unknown task '$task' (see --help)" >&2; exit 2 ;;
 esac
 
 bash scripts/install_deps.sh --bench
-LOOM_TARGETS=${loom[0]} bash scripts/build.sh
+LOOM_TARGETS="${loom[0]}${dump:+ dump_data}" bash scripts/build.sh
 out=out-reproduce
 mkdir -p "$out"
 rm -rf "${out:?}/$task-loom"
 [ $side = 1 ] && threads=1
 common=(--minutes "$minutes" --threads "$threads" --seed "$seed")
 loom_cmd=(build/examples/"${loom[@]}" "${common[@]}" --out "$out/$task-loom" "${recipe[@]}")
-if [ $dump = 1 ]; then
+twin_cmd=(/usr/bin/python3 bench/reference/train.py "${twin[@]}" "${common[@]}" "${recipe[@]}")
+if [ -n "$dump" ]; then
   rm -rf "${out:?}/$task-data"
-  build/examples/"${loom[@]}" "${recipe[@]}" --dump-data "$out/$task-data" >"$out/$task-dump.log"
-  twin_cmd=(/usr/bin/python3 bench/reference/train.py "${twin[@]}" --data-dir "$out/$task-data"
-            "${common[@]}")
-else
-  twin_cmd=(/usr/bin/python3 bench/reference/train.py "${twin[@]}" "${common[@]}" "${recipe[@]}")
+  build/bench/dump_data "$dump" --seed "$seed" --out "$out/$task-data" "${recipe[@]}" \
+    >"$out/$task-dump.log"
+  twin_cmd+=(--data-dir "$out/$task-data")
 fi
 
 echo "reproduce: $task, $minutes minutes, $threads thread(s) each, $(

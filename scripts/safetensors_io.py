@@ -8,7 +8,7 @@ File layout (https://github.com/huggingface/safetensors):
               padded with spaces to a multiple of 8 bytes
     rest      the data buffer; each tensor row-major little-endian at [begin, end)
 
-The writer lays tensors out exactly as loom's C++ writer (nn/safetensors.cpp) does: widest dtype
+The writer lays tensors out exactly as loom's C++ writer (io/safetensors.cpp) does: widest dtype
 first, then by name, with "__metadata__" first in the header, so both produce identical bytes for
 the same tensors.
 

@@ -26,7 +26,7 @@ set_tests_properties(
   [==[nn:gradcheck: encoder and decoder layers]==]
   PROPERTIES LABELS exercise-prenorm)
 
-# 10-swin.md: write shifted_window_mask (nn/window.cpp) from the paper's figure 4.
+# 10-swin.md: write shifted_window_mask (models/swin_window.cpp) from the paper's figure 4.
 set_tests_properties(
   [==[nn:relative_position_index and shifted_window_mask equal the official buffers]==]
   [==[models:Window attention with relative bias and shift mask: gradcheck]==]
@@ -48,7 +48,7 @@ set_tests_properties(
   [==[models:translate_batch equals translating each sentence alone, greedy and beam]==]
   PROPERTIES LABELS exercise-length-penalty)
 
-# 11-detr.md: write giou (nn/functional_boxes.cpp), generalized IoU, from Rezatofighi et al. 2019.
+# 11-detr.md: write giou (models/detr_boxes.cpp), generalized IoU, from Rezatofighi et al. 2019.
 set_tests_properties(
   [==[nn:generalized IoU and IoU match DETR's box_ops, with gradients]==]
   [==[nn:box invariants: identical boxes have GIoU 1, conversions round-trip]==]

@@ -7,7 +7,7 @@
 //     run, so its inner loop is a plain (vectorisable) loop over pointers with fixed steps;
 //     all-contiguous tensors collapse to one run per thread. This is the idea of PyTorch's
 //     TensorIterator, reduced to what loom needs.
-// The arguments were checked by Backend (backends/backend.cpp) before any kernel runs.
+// The arguments were checked by Backend's public methods before any kernel runs.
 #pragma once
 
 #include <omp.h>

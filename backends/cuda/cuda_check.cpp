@@ -1,4 +1,4 @@
-// The error path of LOOM_CUDA_CHECK.
+// The error paths of LOOM_CUDA_CHECK, LOOM_CUBLAS_CHECK and the cuBLAS size checks.
 #include "backends/cuda/cuda_check.h"
 
 #include "core/error.h"
@@ -11,6 +11,14 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
   // unusable and every later call fails too, as in PyTorch.)
   (void)cudaGetLastError();
   LOOM_FAIL("CUDA error in {} at {}:{}: {}", call, file, line, cudaGetErrorString(status));
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  LOOM_FAIL("cuBLAS error in {} at {}:{}: {}", call, file, line, cublasGetStatusString(status));
+}
+
+void throw_cublas_size_error(const char* op, const char* what, long long value) {
+  LOOM_FAIL("{}: {} = {} does not fit the 32-bit ints cuBLAS takes", op, what, value);
 }
 
 }  // namespace loom::cuda

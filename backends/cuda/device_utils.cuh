@@ -8,7 +8,8 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/kernels.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/launch_plan.h"
 #include "core/host_device.h"
 
 namespace loom::cuda {

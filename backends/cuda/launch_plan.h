@@ -1,13 +1,35 @@
 // From tensors to kernel arguments: the Layout and Operands of an elementwise launch.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <vector>
 
-#include "backends/cuda/kernels.h"
 #include "core/tensor.h"
 
 namespace loom::cuda {
+
+// An elementwise launch walks the row-major index space of `shape`; each operand reads or
+// writes element i at data + sum_d coord_d(i) * strides[d]. plan_elementwise merges dims before
+// launching (a contiguous tensor of any rank becomes one dim), so kMaxDims bounds only
+// genuinely strided views.
+constexpr int kMaxDims = 8;
+
+struct Layout {
+  int ndim = 0;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  bool contiguous = false;  // every operand has stride 1 over the single merged dim
+  bool index32 = false;     // numel and every operand offset fit in 32 bits (cheaper division)
+};
+
+struct Operand {
+  void* data = nullptr;
+  int64_t strides[kMaxDims] = {};  // in elements
+  // The elements are bfloat16 (else float32), for the kernels that take either: unary and its
+  // backward, binary arithmetic. plan_elementwise sets it from the tensor.
+  bool bf16 = false;
+};
 
 struct Elementwise {
   Layout layout;

@@ -542,7 +542,9 @@ class Bag(nn.Module):
 class BertLayer(nn.Module):
     """Post-norm encoder layer (Devlin et al. 2019, = Vaswani et al. 2017's):
     x = LN(x + Drop(Wo Attn(x))); x = LN(x + Drop(W2 GELU(W1 x))); LN eps 1e-12; dropout also
-    on the attention probabilities. forward: (B, T, D) -> (B, T, D)."""
+    on the attention probabilities. forward: (B, T, D) -> (B, T, D); `ext` (B, 1, 1, T), when
+    given, is added to the attention scores (HF's extended attention mask: 0 for a token, the
+    float32 minimum for padding)."""
 
     def __init__(self, d, h, inter, p):
         super().__init__()
@@ -553,13 +555,16 @@ class BertLayer(nn.Module):
         self.intermediate = Bag(dense=nn.Linear(d, inter))
         self.output = Bag(dense=nn.Linear(inter, d), LayerNorm=nn.LayerNorm(d, eps=1e-12))
 
-    def forward(self, x):
+    def forward(self, x, ext=None):
         B, T, D = x.shape
         drop = lambda t: F.dropout(t, self.p, self.training)
         s, hd = self.attention.self, D // self.h
         q, k, v = (f(x).view(B, T, self.h, hd).transpose(1, 2)             # (B, h, T, hd)
                    for f in (s.query, s.key, s.value))
-        att = drop(F.softmax((q @ k.transpose(-1, -2)) / math.sqrt(hd), dim=-1))   # (B,h,T,T)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)                 # (B, h, T, T)
+        if ext is not None:
+            scores = scores + ext
+        att = drop(F.softmax(scores, dim=-1))
         y = (att @ v).transpose(1, 2).reshape(B, T, D)
         o = self.attention.output
         x = o.LayerNorm(drop(o.dense(y)) + x)
@@ -575,11 +580,14 @@ class BertForPreTraining(nn.Module):
       encoder: post-norm BertLayers; pooler: tanh(Linear(h[:, 0]));
       MLM head: LN(GELU(Linear(h))) -> decoder whose weight IS the word-embedding matrix, plus
       its own bias; NSP head: Linear(d, 2) on the pooler.
-    No attention mask (no padding: HF's all-ones mask would add zeros). Init as HF: Linear and
-    Embedding N(0, 0.02), biases 0, padding row 0, LN (1, 0).
+    Init as HF: Linear and Embedding N(0, 0.02), biases 0, padding row 0, LN (1, 0).
 
-    forward(ids (B, T) int64, token_types (B, T) int64) -> (MLM logits (B, T, vocab),
-    NSP logits (B, 2)); the MLM logits cover every position, as HF computes them.
+    forward(ids (B, T) int64, token_types (B, T) int64, mask=None, positions=None) ->
+    (MLM logits (B, T, vocab), NSP logits (B, 2)): the MLM logits cover every position, as HF
+    computes them, or the flat `positions` (of B * T) only (google's gather_indexes, as loom's
+    Bert::pretraining_loss: (n, vocab)). `mask` (B, T), 1 for a token and 0 for padding, keeps
+    the padding out of attention (HF's attention_mask; the benchmark's batches have no padding
+    and pass none: an all-ones mask would add zeros).
     """
 
     def __init__(self, vocab=8192, d=256, n_layer=4, h=4, inter=1024, max_pos=128, types=2,
@@ -604,18 +612,22 @@ class BertForPreTraining(nn.Module):
         pred.bias = nn.Parameter(torch.zeros(vocab))
         pred.decoder.bias = pred.bias                      # one parameter under two names, as HF
 
-    def forward(self, ids, token_types):
+    def forward(self, ids, token_types, mask=None, positions=None):
         e = self.bert.embeddings
-        positions = torch.arange(ids.shape[1], device=ids.device)
+        ext = None
+        if mask is not None:                               # (B, 1, 1, T), added to the scores
+            ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         x = e.word_embeddings(ids) + e.token_type_embeddings(token_types)
-        x = x + e.position_embeddings(positions)          # (B, T, D)
+        x = x + e.position_embeddings(torch.arange(ids.shape[1], device=ids.device))  # (B, T, D)
         x = F.dropout(e.LayerNorm(x), self.p, self.training)
         for layer in self.bert.encoder.layer:
-            x = layer(x)
+            x = layer(x, ext)
         pooled = torch.tanh(self.bert.pooler.dense(x[:, 0]))                # (B, D)
+        if positions is not None:
+            x = x.reshape(-1, x.shape[-1])[positions]                       # (n, D)
         t = self.cls.predictions.transform
-        mlm = self.cls.predictions.decoder(t.LayerNorm(F.gelu(t.dense(x))))  # (B, T, V)
-        return mlm, self.cls.seq_relationship(pooled)      # (B, T, V), (B, 2)
+        mlm = self.cls.predictions.decoder(t.LayerNorm(F.gelu(t.dense(x))))  # (B, T, V) or (n, V)
+        return mlm, self.cls.seq_relationship(pooled)      # and (B, 2)
 
 
 def bert_pretraining_loss(outputs, labels):

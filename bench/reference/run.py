@@ -1,4 +1,4 @@
-"""loom's nn::TrainingRun (nn/training_run.h), the part a reference trainer needs, so that both
+"""loom's nn::TrainingRun (train/training_run.h), the part a reference trainer needs, so that both
 sides of a side-by-side run count alike:
 
   the total    --steps, or with --minutes planned by TimeBudget (time_budget.py) at step 21 and

@@ -1,10 +1,10 @@
-"""bert: examples/train_bert in PyTorch, on the pairs loom writes with `train_bert --dump-data
-DIR` (train.py bert --data-dir DIR).
+"""bert: examples/train_bert in PyTorch, on the pairs loom writes with `build/bench/dump_data
+bert --out DIR` (train.py bert --data-dir DIR).
 
-Reads DIR/train.safetensors and DIR/val.safetensors (examples/bert_dump.h) and trains Hugging
-Face's BertForPreTraining, written out below with HF's module names and math (as
-tests/golden/gen_bert.py; transformers is not installed) and an attention mask over the padding,
-which models.py's BertForPreTraining (unpadded benchmark batches) has no need of. train_bert's
+Reads DIR/train.safetensors and DIR/val.safetensors (bench/dump_data.cpp) and trains Hugging
+Face's BertForPreTraining: models.py's, written out with HF's module names and math (as
+tests/golden/gen_bert.py; transformers is not installed), given the attention mask over the
+padding that the benchmark's unpadded batches have no need of. train_bert's
 recipe and defaults: bert-mini (H 256, 4 layers, 4 heads, intermediate 1024, 128 positions,
 dropout 0.1), batch 32, AdamW (lr 5e-4, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except
 LayerNorm and biases), linear warm-up (300 steps) then linear decay to 0 at the planned last
@@ -18,14 +18,14 @@ train_bert plans them (run.py): per padded token, times the epoch's mean padded 
 evaluations not counted. Held-out loss, MLM and NSP accuracy on the first --eval-pairs
 validation pairs every --eval-every steps and at the end.
 """
-import math
 import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
+import dump
+import models
 from run import TrainingRun, set_lr, warmup_linear_lr
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -60,8 +60,10 @@ class Pairs:
         self.ids, self.lengths = t["ids"].tolist(), t["lengths"].tolist()
         self.segment_a, self.nsp = t["segment_a"].tolist(), t["nsp_labels"]
         self.check_ids, self.check_labels = t["masked_ids"], t["mlm_labels"]
-        self.rule = {k: (float(v) if k == "masked_lm_prob" else int(v)) for k, v in meta.items()
-                     if k != "format"}
+        self.meta = meta
+        self.rule = {k: (float(meta[k]) if k == "masked_lm_prob" else int(meta[k]))
+                     for k in ("cls_id", "sep_id", "mask_id", "pad_id", "vocab_size",
+                               "masked_lm_prob", "max_predictions", "seed")}
         self.n = len(self.lengths)
 
     def example(self, i, epoch):
@@ -80,82 +82,6 @@ class Pairs:
             ids[b, :n], labels[b, :n], mask[b, :n] = torch.tensor(x), torch.tensor(y), 1
             types[b, self.segment_a[i]:n] = 1
         return ids, types, mask, labels, self.nsp[indices]
-
-
-# ----------------------------------------------------------------------------- the model
-class Container(nn.Module):
-    def __init__(*a, **mods):  # no `self` parameter: HF has a submodule called "self"
-        super(Container, a[0]).__init__()
-        for k, v in mods.items():
-            setattr(a[0], k, v)
-
-
-class Layer(nn.Module):
-    def __init__(self, d, h, inter, p):
-        super().__init__()
-        self.h, self.p = h, p
-        ln = lambda: nn.LayerNorm(d, eps=1e-12)  # noqa: E731
-        self.attention = Container(
-            self=Container(query=nn.Linear(d, d), key=nn.Linear(d, d), value=nn.Linear(d, d)),
-            output=Container(dense=nn.Linear(d, d), LayerNorm=ln()))
-        self.intermediate = Container(dense=nn.Linear(d, inter))
-        self.output = Container(dense=nn.Linear(inter, d), LayerNorm=ln())
-
-    def forward(self, x, ext):
-        B, T, D = x.shape
-        drop = lambda t: F.dropout(t, self.p, self.training)  # noqa: E731
-        s, hd = self.attention.self, D // self.h
-        q, k, v = (f(x).view(B, T, self.h, hd).transpose(1, 2) for f in (s.query, s.key, s.value))
-        att = drop(F.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + ext, dim=-1))
-        y = (att @ v).transpose(1, 2).reshape(B, T, D)
-        o = self.attention.output
-        x = o.LayerNorm(drop(o.dense(y)) + x)
-        y = self.output.dense(F.gelu(self.intermediate.dense(x)))
-        return self.output.LayerNorm(drop(y) + x)
-
-
-class BertForPreTraining(nn.Module):
-    def __init__(self, vocab, d, n_layer, h, inter, max_pos=128, p=0.1):
-        super().__init__()
-        self.p = p
-        emb = Container(word_embeddings=nn.Embedding(vocab, d, padding_idx=0),
-                        position_embeddings=nn.Embedding(max_pos, d),
-                        token_type_embeddings=nn.Embedding(2, d),
-                        LayerNorm=nn.LayerNorm(d, eps=1e-12))
-        layers = nn.ModuleList(Layer(d, h, inter, p) for _ in range(n_layer))
-        self.bert = Container(embeddings=emb, encoder=Container(layer=layers),
-                              pooler=Container(dense=nn.Linear(d, d)))
-        pred = Container(transform=Container(dense=nn.Linear(d, d),
-                                             LayerNorm=nn.LayerNorm(d, eps=1e-12)),
-                         decoder=nn.Linear(d, vocab, bias=False))
-        self.cls = Container(predictions=pred, seq_relationship=nn.Linear(d, 2))
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, 0.02)
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
-        with torch.no_grad():
-            emb.word_embeddings.weight[0].zero_()
-        pred.decoder.weight = emb.word_embeddings.weight
-        pred.bias = nn.Parameter(torch.zeros(vocab))
-        pred.decoder.bias = pred.bias
-
-    def forward(self, ids, types, mask, positions=None):
-        """MLM logits at every position (HF), or at the flat `positions` only (google's
-        gather_indexes, as loom's Bert::pretraining_loss)."""
-        e = self.bert.embeddings
-        ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
-        x = e.word_embeddings(ids) + e.token_type_embeddings(types)
-        x = F.dropout(e.LayerNorm(x + e.position_embeddings(torch.arange(ids.shape[1]))),
-                      self.p, self.training)
-        for layer in self.bert.encoder.layer:
-            x = layer(x, ext)
-        pooled = torch.tanh(self.bert.pooler.dense(x[:, 0]))
-        if positions is not None:
-            x = x.reshape(-1, x.shape[-1])[positions]
-        t = self.cls.predictions.transform
-        return self.cls.predictions.decoder(t.LayerNorm(F.gelu(t.dense(x)))), \
-            self.cls.seq_relationship(pooled)
 
 
 @torch.no_grad()
@@ -248,10 +174,15 @@ def pretraining_loss(model, batch, all_positions):
 def train(args):
     train_pairs = Pairs(os.path.join(args.data_dir, "train.safetensors"))
     val = Pairs(os.path.join(args.data_dir, "val.safetensors"))
+    dump.check_flags(args, train_pairs.meta, dump.BERT, "bert")
+    if args.seed != int(train_pairs.meta["--seed"]):
+        sys.exit(f"train.py bert: --seed {args.seed}, but the dump in {args.data_dir} was made "
+                 f"with --seed {train_pairs.meta['--seed']}, which drew train_bert's split, "
+                 "pairs and masking: dump again with the same --seed")
     check_masking(val)
     torch.manual_seed(args.seed)
-    model = BertForPreTraining(train_pairs.rule["vocab_size"], args.hidden, args.layers,
-                               args.heads, args.intermediate, p=args.dropout)
+    model = models.BertForPreTraining(train_pairs.rule["vocab_size"], args.hidden, args.layers,
+                                      args.heads, args.intermediate, p=args.dropout)
     opt = adamw(model, args)
     planner = BatchPlanner(train_pairs, args.batch)
     mean_padded = planner.mean_padded_tokens()

@@ -1,7 +1,6 @@
 """gpt-fortunes: examples/train_gpt --tokenizer byte in PyTorch (train.py's docstring has the
 recipe): byte-level gpt-mini on the Debian fortunes, validation loss and bits per byte."""
 import math
-import os
 
 import torch
 import torch.nn.functional as F
@@ -13,33 +12,18 @@ from run import TrainingRun, set_lr, update, warmup_cosine_lr
 
 # ----------------------------------------------------------------------------- data
 def read_corpus(args):
-    """(train bytes, validation bytes, fixed window offsets or None): --data-dir's files, or
-    the fortunes split as loom splits them."""
-    if args.data_dir:
-        read = lambda name: open(os.path.join(args.data_dir, name), "rb").read()  # noqa: E731
-        offsets = [int(v) for v in read("val_windows.txt").split()]
-        return read("train.bin"), read("val.bin"), offsets
+    """(train bytes, validation bytes): the fortunes split as loom splits them."""
     train, val, entries = fortune_splits(args.fortunes)
     print(f"fortunes: {entries} entries, train {len(train)} bytes, val {len(val)} bytes",
           flush=True)
-    return train, val, None
+    return train, val
 
 
-def window_offsets(val, count, context, fixed):
-    """train_gpt's validation_windows: the fixed offsets when given, else `count` windows of
-    context + 1 bytes evenly spaced over the validation bytes."""
+def window_offsets(val, count, context):
+    """train_gpt's validation_windows: `count` windows of context + 1 bytes evenly spaced over
+    the validation bytes."""
     last = len(val) - context - 1
-    starts = fixed or [last * i // max(count - 1, 1) for i in range(count)]
-    return starts[:count]
-
-
-def dump_data(directory, train, val, offsets):
-    """train.bin, val.bin, val_windows.txt: what train_gpt --data-dir reads."""
-    os.makedirs(directory, exist_ok=True)
-    for name, blob in [("train.bin", train), ("val.bin", val),
-                       ("val_windows.txt", "".join(f"{o}\n" for o in offsets).encode())]:
-        with open(os.path.join(directory, name), "wb") as f:
-            f.write(blob)
+    return [last * i // max(count - 1, 1) for i in range(count)]
 
 
 class Windows:
@@ -109,10 +93,8 @@ def train(args):
     model = models.build("gpt-mini")
     model.scale_residual_init()                            # as loom's models::GPT
     T = model.config.ctx
-    train_text, val_text, fixed = read_corpus(args)
-    offsets = window_offsets(val_text, args.eval_windows, T, fixed)
-    if args.dump_data:
-        dump_data(args.dump_data, train_text, val_text, offsets)
+    train_text, val_text = read_corpus(args)
+    offsets = window_offsets(val_text, args.eval_windows, T)
     val_data = torch.frombuffer(bytearray(val_text), dtype=torch.uint8)
     val_windows = val_data[torch.tensor(offsets)[:, None] + torch.arange(T + 1)].long()
     batches = Windows(train_text, T, args.batch, gen)

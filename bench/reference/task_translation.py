@@ -1,8 +1,8 @@
 """translation: examples/train_translate in PyTorch, on the data loom writes with
-`train_translate --dump-data DIR` (train.py translation --data-dir DIR).
+`build/bench/dump_data translation --out DIR` (train.py translation --data-dir DIR).
 
-Reads what train_translate's dump_run writes (examples/translate_dump.h: train/valid/test.tsv,
-tokenizer.txt, data.safetensors, init.safetensors) and trains the encoder-decoder Transformer of
+Reads what dump_data writes (bench/dump_data.cpp: train/valid/test.tsv, tokenizer.txt,
+data.safetensors, init.safetensors) and trains the encoder-decoder Transformer of
 models/transformer.h: models.py's Seq2Seq layout under the same parameter names (emb,
 enc.N.attn.{q,k,v,o}, enc.N.ln1, enc.N.ff.0, enc.N.ff.2, ..., dec.N.ln3), written out below with
 what train_translate adds to it: key padding masks on source and target, and dropout where loom
@@ -10,8 +10,8 @@ puts it (on embeddings + positions, on the attention probabilities, on the FFN's
 activations, on each sub-layer's output before the residual add); post-norm, or, when the dumped
 run used --norm-first, pre-norm layers and a final LayerNorm after each stack (enc_norm,
 dec_norm), as models::Transformer. Same initialisation rule (Xavier-uniform matrices, zero
-biases, LayerNorm gains 1; --loom-init starts from loom's very weights instead), the same recipe
-and defaults as train_translate (those of the dumped run): seq2seq-mini (D 256, 4 heads, 3 + 3
+biases, LayerNorm gains 1; --loom-init starts from loom's very weights instead), the model of the
+dump and train_translate's recipe and defaults: seq2seq-mini (D 256, 4 heads, 3 + 3
 layers, FF 1024, dropout 0.1, shared embeddings), Adam (0.9, 0.98, 1e-9) on the Noam schedule
 (warmup 400, factor 1), label smoothing 0.1, gradient norm clipped to 1; the same batches in the
 same order: train_translate's make_batches (pairs sorted by (target, source) length, cut into
@@ -31,7 +31,6 @@ Checking the two sides against each other: with --loom-init --dropout 0 (and tra
 --log-csv) agree to float rounding; --eval-checkpoint OUT/ckpt.safetensors evaluates loom's
 trained weights with this evaluation, to compare with train_translate's last eval.
 """
-import argparse
 import math
 import os
 import sys
@@ -41,6 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import dump
 from run import TrainingRun, set_lr
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -488,29 +488,24 @@ def print_samples(split, hyps, count):
 
 
 # ----------------------------------------------------------------------------- the run
-OPTIONS = {int: ("steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs",
-                 "bleu_pairs", "test_pairs", "beam", "samples", "seed"),
-           float: ("lr_factor", "label_smoothing", "grad_clip", "dropout")}
 POSITIVE = ("steps", "batch_tokens", "warmup", "log_every", "eval_every", "eval_pairs",
             "bleu_pairs", "beam")                          # as train_translate's flags
 
 
 def run_options(args, meta):
-    """The dumped run's options, each replaced by its flag when given."""
-    o = argparse.Namespace(**{k: kind(meta[k]) for kind, keys in OPTIONS.items() for k in keys})
-    for k in vars(o):
-        if getattr(args, k) is not None:
-            setattr(o, k, getattr(args, k))
+    """The recipe flags, checked as train_translate checks them; the data flags given must be
+    the dump's."""
+    dump.check_flags(args, meta, dump.TRANSLATION, "translation")
     for k in POSITIVE:
-        if getattr(o, k) <= 0:
+        if getattr(args, k) <= 0:
             sys.exit(f"train.py translation: --{k.replace('_', '-')} must be positive, got "
-                     f"{getattr(o, k)}")
-    return o
+                     f"{getattr(args, k)}")
+    return args
 
 
 def check_dump(t, meta, o, splits, bpe, batches):
     """The ids, batches, batch orders and BLEU of this file against what loom wrote."""
-    V, max_tokens = int(meta["vocab_size"]), int(meta["max_tokens"])
+    V, max_tokens = int(meta["vocab_size"]), int(meta["--max-tokens"])
     pad, bos, eos = (int(meta[k]) for k in ("pad_id", "bos_id", "eos_id"))
     assert len(bpe.vocab) == V, f"tokenizer has {len(bpe.vocab)} tokens, the dump says {V}"
     assert [bpe.vocab[i] for i in (pad, bos, eos)] == [b"<pad>", b"<bos>", b"<eos>"]
@@ -523,11 +518,11 @@ def check_dump(t, meta, o, splits, bpe, batches):
                 bpe.decode_bytes(g[1:-1]).decode() == split.german[i], \
                 f"pair {i}: the ids do not decode to the pair's text"
     checked = "the batches of another --batch-tokens (not checked)"
-    if o.batch_tokens == int(meta["batch_tokens"]):
+    if o.batch_tokens == int(meta["--batch-tokens"]):
         assert batches == ragged(t["batch_rows"].tolist(), t["batch_offsets"].tolist()), \
             "make_batches differs from loom's"
         for e in (0, 1):
-            assert epoch_order(len(batches), int(meta["seed"]), e) == \
+            assert epoch_order(len(batches), int(meta["--seed"]), e) == \
                 t[f"epoch{e}_order"].tolist(), f"epoch {e}'s batch order differs from loom's"
         checked = f"the {len(batches)} batches and the batch orders of epochs 0 and 1"
     golden = check_bleu(splits[2], meta)
@@ -568,7 +563,7 @@ def train(args):
     check_dump(t, meta, o, splits, bpe, batches)
     model = build_model(args, meta, o)
     spec = {"bos": int(meta["bos_id"]), "eos": int(meta["eos_id"]),
-            "max_tokens": int(meta["max_tokens"]), "beam": o.beam,
+            "max_tokens": int(meta["--max-tokens"]), "beam": o.beam,
             "alpha": f32(float(meta["length_penalty"]))}
     print(f"train {train_split.n} pairs in {len(batches)} batches | valid {valid.n} | test "
           f"{test.n}", flush=True)

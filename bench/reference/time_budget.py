@@ -1,4 +1,4 @@
-"""loom's optim::TimeBudget (optim/progress.h) in Python, so that both sides of a --minutes run
+"""loom's optim::TimeBudget (report/progress.h) in Python, so that both sides of a --minutes run
 plan alike (bench/reference/train.py): at step 21 the speed of steps 2-21 extrapolated to the time
 left, then a revision every 20 steps from the speed of the latest 200 steps; a revision that finds
 the minutes spent ends the run at that step. Steps of unequal cost pass their cost in units of the

@@ -19,8 +19,7 @@ TASK gpt-fortunes (examples/train_gpt --tokenizer byte): byte-level gpt-mini on 
     matrices), warm-up 200 steps then cosine to 1e-4, gradient norm clipped to 1; 1600 steps
     unless --minutes. Validation on 200 windows evenly spaced over the validation bytes every
     200 steps and at the end. Metrics: val_loss (nats per byte), bits_per_byte; greedy and
-    sampled continuations of --prompt. --dump-data DIR writes train.bin, val.bin and
-    val_windows.txt, which train_gpt --data-dir DIR reads.
+    sampled continuations of --prompt.
 TASK vit-fmnist / swin-fmnist (examples/train_vision --model vit-tiny-fmnist / vit-fmnist /
     swin-fmnist): Fashion-MNIST, normalised. Batch 64; AdamW (weight decay 0.05 on matrices and
     kernels, not on biases, norms, positions, the class token or Swin's relative position bias
@@ -37,19 +36,25 @@ TASK detr-fmnist (examples/train_detr): DETR on 64x64 scenes of up to 4 Fashion-
     every 200 steps, on all 1000 at the end. Metrics: ap, ap50, ap75. --overfit-one: batch = one
     fixed 4-item scene, constant lr 1e-4 (unless --lr), evaluated on that scene.
 TASK translation (examples/train_translate): English -> German on the data loom writes with
-    `train_translate --dump-data DIR` (splits, BPE, batches, initial weights), read with
-    --data-dir DIR; task_translation.py checks itself against the dump. Every recipe flag defaults
-    to the dumped run's (loom's defaults unless the dump was made with others): seq2seq-mini,
-    Adam (.9, .98, 1e-9) on the Noam schedule (warm-up 400), label smoothing 0.1, gradient norm
-    clipped to 1, batches of about 2500 target tokens, 1200 steps unless --minutes. Metrics:
-    val_loss, val_bleu (beam 4) every 200 steps and at the end, test_bleu at the end.
+    `build/bench/dump_data translation --out DIR` (splits, BPE, batches, initial weights), read
+    with --data-dir DIR; task_translation.py checks itself against the dump. The model is the
+    dump's (seq2seq-mini unless it was made with other model flags): Adam (.9, .98, 1e-9) on the
+    Noam schedule (warm-up 400), label smoothing 0.1, gradient norm clipped to 1, batches of
+    about 2500 target tokens, 1200 steps unless --minutes. Metrics: val_loss, val_bleu (beam 4)
+    every 200 steps and at the end, test_bleu at the end.
 TASK bert (examples/train_bert): BERT pre-training (MLM + NSP) on the pairs loom writes with
-    `train_bert --dump-data DIR`, read with --data-dir DIR. bert-mini, batch 32 length-grouped
+    `build/bench/dump_data bert --out DIR`, read with --data-dir DIR (made with the twin's
+    --seed: it draws the split, the pairs and the masking). bert-mini, batch 32 length-grouped
     pairs, AdamW (lr 5e-4, eps 1e-6, weight decay 0.01 except LayerNorms and biases), warm-up 300
     steps then linear decay to 0, gradient norm clipped to 1, dropout 0.1, masking redrawn every
     epoch exactly as loom draws it; 3000 steps unless --minutes (planned per padded token, as
     loom). Metrics on the first 512 held-out pairs every 250 steps and at the end: val_loss,
     val_mlm_accuracy, val_nsp_accuracy.
+The flags of dump_data that shaped the dump (translation: --dict, --pairs, --max-words,
+--bpe-vocab, --max-tokens, the fractions and the model flags; bert: --fortunes, --vocab-size,
+--max-seq-len, --val-fraction) are taken here too, and refused when they differ from the
+dump's, so that scripts/reproduce.sh hands one list of flags to loom's trainer, dump_data and
+the twin.
 
 --threads T (0 = every core, as loom's default) sizes ATen's and OpenBLAS's thread pools and sets
 OMP_WAIT_POLICY=PASSIVE before torch loads (threads.py: Debian's PyTorch runs its GEMMs in
@@ -63,12 +68,14 @@ import json
 import os
 import sys
 
+import dump  # no torch: the flags of loom's data dumps
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # ----------------------------------------------------------------------------- flags
 def run_flags(p, steps, log_every, minutes=0.0, seed=0):
-    """nn::RunOptions' flags (examples/cli.h's add_run_options) with the trainer's defaults."""
+    """nn::TrainOptions' flags (examples/cli.h's add_train_options) with the trainer's defaults."""
     p.add_argument("--minutes", type=float, default=minutes,
                    help="plan the steps so that training (evaluations aside) takes this long "
                         "(0 = use --steps)")
@@ -84,9 +91,6 @@ def gpt_flags(p):                                          # examples/train_gpt.
                    help="byte (loom's default BPE is not written here: pass --tokenizer byte "
                         "to train_gpt)")
     p.add_argument("--fortunes", default="/usr/share/games/fortunes")
-    p.add_argument("--data-dir", help="read train.bin, val.bin, val_windows.txt from DIR")
-    p.add_argument("--dump-data", metavar="DIR", help="write train.bin, val.bin and "
-                   "val_windows.txt (for train_gpt --data-dir DIR) and go on")
     p.add_argument("--batch", type=int, default=16, help="sequences per batch")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     p.add_argument("--min-lr", type=float, default=1e-4, help="lr at the end of the cosine decay")
@@ -150,16 +154,25 @@ def detr_flags(p):                                         # examples/train_detr
 
 
 def translation_flags(p):                                  # examples/train_translate.cpp
-    p.add_argument("--data-dir", required=True, help="written by train_translate --dump-data DIR")
-    p.add_argument("--minutes", type=float, default=0.0, help="plan the steps to fill this time")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = every core)")
-    for flag, kind in [("--steps", int), ("--batch-tokens", int), ("--warmup", int),
-                       ("--lr-factor", float), ("--label-smoothing", float),
-                       ("--grad-clip", float), ("--dropout", float), ("--log-every", int),
-                       ("--eval-every", int), ("--eval-pairs", int), ("--bleu-pairs", int),
-                       ("--test-pairs", int), ("--beam", int), ("--samples", int),
-                       ("--seed", int)]:
-        p.add_argument(flag, type=kind, default=None, help="default: the dumped run's")
+    run_flags(p, steps=1200, log_every=20)
+    p.add_argument("--data-dir", required=True,
+                   help="written by build/bench/dump_data translation --out DIR")
+    dump.add_flags(p, dump.TRANSLATION)
+    p.add_argument("--batch-tokens", type=int, default=2500,
+                   help="target tokens (padding included) per batch")
+    p.add_argument("--warmup", type=int, default=400, help="Noam warm-up steps")
+    p.add_argument("--lr-factor", type=float, default=1.0, help="Noam factor")
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="gradient norm clip (0 = off)")
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--eval-every", type=int, default=200, help="steps between validations")
+    p.add_argument("--eval-pairs", type=int, default=400, help="validation pairs per evaluation")
+    p.add_argument("--bleu-pairs", type=int, default=200,
+                   help="validation pairs translated for BLEU per evaluation")
+    p.add_argument("--test-pairs", type=int, default=1000,
+                   help="test pairs translated for the final BLEU (0 = all)")
+    p.add_argument("--beam", type=int, default=4, help="beam width of the translations")
+    p.add_argument("--samples", type=int, default=4, help="sample translations per evaluation")
     p.add_argument("--loom-init", action="store_true",
                    help="start from loom's initial weights (DIR/init.safetensors)")
     p.add_argument("--log-csv", default="", help="write step,lr,train_loss,val_loss,val_bleu")
@@ -170,7 +183,11 @@ def translation_flags(p):                                  # examples/train_tran
 
 def bert_flags(p):                                         # examples/train_bert.cpp
     run_flags(p, steps=3000, log_every=20)
-    p.add_argument("--data-dir", required=True, help="written by train_bert --dump-data DIR")
+    p.add_argument("--data-dir", required=True,
+                   help="written by build/bench/dump_data bert --out DIR")
+    dump.add_flags(p, dump.BERT)
+    p.add_argument("--model", choices=["bert-mini"], default="bert-mini",
+                   help="train_bert's preset: bert-mini (other sizes: --hidden, --layers, ...)")
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
@@ -222,7 +239,7 @@ def main():
     result = task.train(args)                              # steps, epochs?, metrics, ...
     report = {"framework": "pytorch", "task": args.task, "minutes": args.minutes,
               "threads": torch.get_num_threads(), "seed": args.seed, "torch": torch.__version__}
-    report.update(result)                                  # translation: the dumped run's seed
+    report.update(result)
     print(json.dumps(report), flush=True)
 
 

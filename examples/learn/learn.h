@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace learn {
@@ -21,6 +22,13 @@ inline std::string parse_args(int argc, char** argv, const char* about,
     std::exit(help ? 0 : 2);
   }
   return arg.empty() ? fallback : arg;
+}
+
+// For a program that draws a picture: argv[1] when given, else the picture named after the
+// program, in the current directory (learn_09_vit draws learn_09_vit.png).
+inline std::string picture_path(int argc, char** argv, const char* about) {
+  const std::string program = std::filesystem::path(argv[0]).filename().string();
+  return parse_args(argc, argv, about, program + ".png");
 }
 
 }  // namespace learn

@@ -38,10 +38,9 @@ struct CopyModel : nn::Module {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = learn::parse_args(
+  const std::string out = learn::picture_path(
       argc, argv,
-      "Chapter 05 (docs/learn/05-attention.md): the attention map of a tiny trained model.",
-      "learn_05_attention.png");
+      "Chapter 05 (docs/learn/05-attention.md): the attention map of a tiny trained model.");
   manual_seed(0);
   CopyModel model;
   optim::AdamW opt(model.parameters(), 1e-2f, 0.9f, 0.999f, 1e-8f, 0.0f);

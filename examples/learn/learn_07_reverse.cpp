@@ -31,9 +31,8 @@ std::vector<models::Translation> decode(models::Transformer& model, const char* 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = learn::parse_args(
-      argc, argv, "Chapter 07 (docs/learn/07-encoder-decoder.md): reversal, beam search, BLEU.",
-      "learn_07_reverse.png");
+  const std::string out = learn::picture_path(
+      argc, argv, "Chapter 07 (docs/learn/07-encoder-decoder.md): reversal, beam search, BLEU.");
   models::TransformerConfig c;
   c.src_vocab_size = c.tgt_vocab_size = kVocab;
   c.d_model = 32, c.n_head = 2, c.d_ff = 64, c.max_len = 16, c.dropout = 0.0f;

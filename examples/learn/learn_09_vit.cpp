@@ -12,10 +12,9 @@
 using namespace loom;
 
 int main(int argc, char** argv) {
-  const std::string out = learn::parse_args(
+  const std::string out = learn::picture_path(
       argc, argv,
-      "Chapter 09 (docs/learn/09-vit.md): patches as tokens, and the shapes through ViT.",
-      "learn_09_vit.png");
+      "Chapter 09 (docs/learn/09-vit.md): patches as tokens, and the shapes through ViT.");
   manual_seed(0);
   const models::ViTConfig config = models::ViTConfig::preset("vit-tiny-fmnist");
   models::ViT vit(config);

@@ -1,7 +1,7 @@
 // Chapter 10 (docs/learn/10-swin.md): Swin's shifted windows, their mask and the relative bias.
 // On the first stage of swin-fmnist (a 14x14 token map, 7x7 windows, shift 3) it prints which
 // region each token of the rolled map comes from, draws that map beside the four 49x49 masks of
-// nn/window.h's shifted_window_mask, and prints the relative position index of a 2x2 window.
+// models/swin_window.h's shifted_window_mask, and prints the relative position index of a 2x2 window.
 //   learn_10_swin_mask [out.png]   (default learn_10_swin_mask.png)
 #include <cstdio>
 #include <string>
@@ -12,10 +12,9 @@ using namespace loom;
 namespace F = nn::functional;
 
 int main(int argc, char** argv) {
-  const std::string out = learn::parse_args(
-      argc, argv,
-      "Chapter 10 (docs/learn/10-swin.md): Swin's shifted-window mask and relative position index.",
-      "learn_10_swin_mask.png");
+  const std::string out = learn::picture_path(argc, argv,
+                                              "Chapter 10 (docs/learn/10-swin.md): Swin's "
+                                              "shifted-window mask and relative position index.");
   const int64_t r = 14, w = 7, s = 3, N = w * w;
 
   // The region of each position of the rolled map, as shifted_window_mask labels it: after
@@ -37,7 +36,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
 
-  const Tensor mask = F::shifted_window_mask(r, r, w, s);  // (nW, N, N): 0 or -100
+  const Tensor mask = models::shifted_window_mask(r, r, w, s);  // (nW, N, N): 0 or -100
   std::printf("\nshifted_window_mask(%lld, %lld, %lld, %lld): %s\n", static_cast<long long>(r),
               static_cast<long long>(r), static_cast<long long>(w), static_cast<long long>(s),
               shape_str(mask.shape()).c_str());
@@ -64,7 +63,7 @@ int main(int argc, char** argv) {
   // Relative position bias (sec. 3.2): the row of the ((2w-1)^2, heads) table each
   // (query, key) pair of a 2x2 window reads; equal offsets share a row.
   std::printf("\nrelative_position_index(2) (query pixel = row, key pixel = column):\n");
-  const std::vector<int64_t> index = F::relative_position_index(2).to_vector_i64();
+  const std::vector<int64_t> index = models::relative_position_index(2).to_vector_i64();
   for (int64_t i = 0; i < 4; ++i)
     std::printf("  %lld %lld %lld %lld\n", static_cast<long long>(index[i * 4]),
                 static_cast<long long>(index[i * 4 + 1]), static_cast<long long>(index[i * 4 + 2]),

@@ -29,9 +29,8 @@ double giou(const float* a, const float* b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = learn::parse_args(
-      argc, argv, "Chapter 11 (docs/learn/11-detr.md): Hungarian matching and DETR's set loss.",
-      "learn_11_detr.png");
+  const std::string out = learn::picture_path(
+      argc, argv, "Chapter 11 (docs/learn/11-detr.md): Hungarian matching and DETR's set loss.");
   // 1. Rows are predictions (queries), columns targets, as DETR's matcher builds them.
   const int64_t Q = 4, T = 3;
   const std::vector<double> cost = {1, 2, 8, 2, 9, 7, 6, 4, 3, 9, 8, 2};

@@ -11,10 +11,9 @@
 using namespace loom;
 
 int main(int argc, char** argv) {
-  const std::string out = learn::parse_args(
+  const std::string out = learn::picture_path(
       argc, argv,
-      "Chapter 12 (docs/learn/12-optimizers.md): learning-rate schedules and one AdamW step.",
-      "learn_12_schedules.png");
+      "Chapter 12 (docs/learn/12-optimizers.md): learning-rate schedules and one AdamW step.");
   // nanoGPT-like: 100 warmup steps to 1e-3, cosine down to 1e-4 at step 1000; BERT-like linear.
   const int64_t warmup = 100, total = 1000;
   data::Series cosine{"warmup_cosine_lr", {}, {}}, linear{"warmup_linear_lr", {}, {}};

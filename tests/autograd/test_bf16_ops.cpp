@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "core/bfloat16.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -79,3 +79,32 @@ TEST_CASE("in-place changes to leaves that require grad need NoGradGuard") {
 TEST_CASE("int64 tensors cannot require grad") {
   CHECK_THROWS_AS(arange(3).requires_grad_(), Error);
 }
+
+TEST_CASE("split is one node of several outputs: one cat joins the pieces' gradients") {
+  Tensor x = randn({4, 6}).requires_grad_();
+  const std::vector<Tensor> pieces = split(x, 2, 1);  // three [4, 2] views of x
+  REQUIRE(pieces.size() == 3);
+  const auto& shared = pieces[0].grad_fn()->inputs.at(0).node;  // the op's own node
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    CHECK(pieces[i].impl()->storage() == x.impl()->storage());  // views, no copy
+    const autograd::Edge& edge = pieces[i].grad_fn()->inputs.at(0);
+    CHECK(edge.node == shared);
+    CHECK(edge.output == i);
+  }
+  CHECK(shared->name == "split");
+  CHECK(shared->num_outputs == 3);
+  CHECK(shared->inputs.at(0).leaf == x.impl_ptr());
+  // Piece 1 unused: its slot of x's gradient is zero; the others get theirs.
+  sum(pieces[0] * 2.0f + pieces[2]).backward();
+  const std::vector<float> g = x.grad().to_vector();
+  for (int64_t row = 0; row < 4; ++row)
+    for (int64_t col = 0; col < 6; ++col)
+      CHECK(g[static_cast<size_t>(row * 6 + col)] == (col < 2 ? 2.0f : col < 4 ? 0.0f : 1.0f));
+}
+
+TEST_CASE("split of a tensor that needs no gradient records nothing") {
+  for (const Tensor& piece : chunk(randn({3, 4}), 2, 1)) CHECK(piece.grad_fn() == nullptr);
+  Tensor x = randn({3, 4}).requires_grad_();
+  NoGradGuard no_grad;
+  for (const Tensor& piece : x.chunk(2, 1)) CHECK_FALSE(piece.requires_grad());
+}

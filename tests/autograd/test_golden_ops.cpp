@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -510,11 +510,45 @@ std::vector<GoldenCase> fused_functions() {
   };
 }
 
+// split and chunk: views whose gradients are joined by one cat (an unused piece gives zeros).
+std::vector<GoldenCase> splits() {
+  return {
+      {"split_last_piece_smaller",  // [5,3] in pieces of 2, 2, 1; the middle one unused
+       [](const Inputs& x) {
+         const std::vector<Tensor> p = split(x[0], 2, 0);
+         return cat({sin(p[0]), p[2] * 3.0f}, 0);
+       }},
+      {"split_sizes_neg_dim",
+       [](const Inputs& x) {
+         const std::vector<Tensor> p = split(x[0], std::vector<int64_t>{3, 0, 4}, -1);
+         return sum(p[0], -1, true) * p[2];
+       }},
+      {"split_transposed",
+       [](const Inputs& x) {
+         const std::vector<Tensor> p = split(x[0].t(), 2, 0);  // [3,4]^T in two [2,3]
+         return p[0] * p[1];
+       }},
+      {"chunk_fewer_pieces",  // size 5 in 4 chunks: pieces of 2, 2, 1
+       [](const Inputs& x) {
+         const std::vector<Tensor> p = chunk(x[0], 4, 1);
+         return cat({p[0] * p[1], exp(p[2])}, 1);
+       }},
+      {"split_method", [](const Inputs& x) { return tanh(x[0].split({1, 2}, 0)[1]); }},
+      {"chunk_method", [](const Inputs& x) { return x[0].chunk(2, -1)[0] * 2.0f; }},
+      {"split_qkv_attention",  // nanoGPT's: q, k, v from one projection and one split
+       [](const Inputs& x) {
+         const std::vector<Tensor> qkv = linear(x[0], x[1], x[2]).split(4, -1);
+         return matmul(softmax(matmul(qkv[0], qkv[1].transpose(-2, -1)) / 2.0f, -1), qkv[2]);
+       }},
+  };
+}
+
 std::vector<std::vector<GoldenCase>> all_families() {
   return {elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),
           selection(),          reduction(),          softmax_family(),    matmul_family(),
           views(),              indexing(),           nn_functions(),      tensor_methods(),
-          compositions(),       scatter_adds(),       rolls(),             fused_functions()};
+          compositions(),       scatter_adds(),       rolls(),             fused_functions(),
+          splits()};
 }
 
 }  // namespace
@@ -548,6 +582,9 @@ TEST_CASE("golden: index_add and scatter_add, with repeated indices, match PyTor
 }
 TEST_CASE("golden: roll by any shift, along one dim or several, matches PyTorch") {
   run_family(rolls(), kElementwise);
+}
+TEST_CASE("golden: split and chunk, an unused piece included, match PyTorch") {
+  run_family(splits(), kAccumulating);
 }
 TEST_CASE("golden: layer_norm, cross_entropy and dropout match PyTorch") {
   run_family(nn_functions(), kAccumulating);

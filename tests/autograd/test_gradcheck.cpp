@@ -287,6 +287,32 @@ TEST_CASE("gradcheck: roll by any shift, along one dim or several, on strided in
                 2e-2f, 2e-3f, name);
 }
 
+TEST_CASE("gradcheck: split and chunk, every piece or some, on strided inputs") {
+  manual_seed(15);
+  // The pieces weighted differently (and one left out), so each slot of the one cat counts.
+  const std::vector<std::pair<const char*, std::function<std::vector<Tensor>(const Tensor&)>>>
+      fns = {
+          {"split 2 along dim 1", [](const Tensor& t) { return split(t, 2, 1); }},
+          {"split sizes along dim -1",
+           [](const Tensor& t) { return split(t, std::vector<int64_t>{1, 0, 3}, -1); }},
+          {"chunk 3 along dim 0", [](const Tensor& t) { return chunk(t, 3, 0); }},
+          {"split method", [](const Tensor& t) { return t.split(3, -2); }},
+          {"chunk method", [](const Tensor& t) { return t.chunk(2, 2); }},
+      };
+  for (Tensor x : {randn({2, 3, 4}), randn({2, 4, 3}).transpose(1, 2),
+                   randn({3, 3, 7}).narrow(0, 1, 2).narrow(2, 2, 4)})
+    for (const auto& [name, f] : fns)
+      for (bool skip_one : {false, true})
+        gradcheck(weighted([f = f, skip_one](const std::vector<Tensor>& in) {
+                    const std::vector<Tensor> pieces = f(in[0]);
+                    Tensor total = sum(pieces[0] * pieces[0]);
+                    for (size_t i = skip_one ? 2 : 1; i < pieces.size(); ++i)  // piece 1 skipped
+                      total = total + sum(pieces[i] * pieces[i]) * static_cast<float>(i + 1);
+                    return total;
+                  }),
+                  {x}, 1e-2f, 2e-2f, 2e-3f, name);
+}
+
 TEST_CASE("gradcheck: cat, stack and indexing") {
   manual_seed(9);
   gradcheck(weighted([](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}, 1); }),

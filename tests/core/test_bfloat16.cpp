@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/bfloat16.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -446,9 +446,10 @@ TEST_CASE("vectorised exp, tanh and the normal CDF match <cmath> to float precis
   CHECK(cpu::sigmoid_f(kInf) == 1.0f);
 }
 
-// GELU runs through the vectorised loop of backends/cpu/unary.cpp (erf by Abramowitz-Stegun
-// 7.1.26 inside); check it on a dense grid against the double-precision erf, forward and
-// derivative, so a change of approximation or a loop that stops vectorising stays exact enough.
+// GELU runs through the vectorised loop of backends/elementwise/cpu_unary.cpp (erf by
+// Abramowitz-Stegun 7.1.26 inside); check it on a dense grid against the double-precision erf,
+// forward and derivative, so a change of approximation or a loop that stops vectorising stays
+// exact enough.
 TEST_CASE("cpu exact GELU and its derivative match std::erf on a dense grid") {
   std::vector<float> xs;
   for (int i = -200000; i <= 200000; ++i) xs.push_back(static_cast<float>(i) * 5e-5f);  // [-10, 10]

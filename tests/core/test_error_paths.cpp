@@ -270,6 +270,33 @@ TEST_CASE("cat of 0-d tensors and stack of nothing") {
   CHECK(stack({zeros({}), zeros({})}).shape() == Shape{2});
 }
 
+TEST_CASE("split and chunk reject bad dims, sizes and counts, naming the shape") {
+  expect_error([] { split(zeros({2, 3}), 1, 2); }, {"split", "dim 2", "[2,3]"});
+  expect_error([] { zeros({2, 3}).split(1, -3); }, {"split", "dim -3", "[2,3]"});
+  expect_error([] { split(scalar_tensor(1.0f), 1, 0); }, {"split", "dim 0", "shape []"});
+  expect_error([] { split(zeros({2, 3}), 0, 1); }, {"split", "split_size 0", "[2,3]"});
+  expect_error([] { split(zeros({2, 3}), -2, 1); }, {"split", "split_size -2", "[2,3]"});
+  expect_error([] { split(zeros({2, 3}), std::vector<int64_t>{1, 1}, 1); },
+               {"split", "sizes [1,1]", "sum to 3", "[2,3]"});
+  expect_error([] { zeros({2, 3}).split({4, -1}, 1); }, {"split", "[4,-1]", "non-negative"});
+  expect_error([] { chunk(zeros({2, 3}), 0, 1); }, {"chunk", "chunks 0", "[2,3]"});
+  expect_error([] { chunk(zeros({2, 3}), 2, 5); }, {"chunk", "dim 5", "[2,3]"});
+  expect_error([] { split(Tensor(), 1, 0); }, {"split", "undefined"});
+  // Valid edge cases, as torch's: the last piece smaller, fewer chunks than asked, empty dims.
+  auto sizes = [](const std::vector<Tensor>& pieces) {
+    std::vector<int64_t> out;
+    for (const Tensor& p : pieces) out.push_back(p.size(-1));
+    return out;
+  };
+  CHECK(sizes(split(zeros({2, 5}), 2, -1)) == std::vector<int64_t>{2, 2, 1});
+  CHECK(sizes(split(zeros({2, 5}), 7, 1)) == std::vector<int64_t>{5});
+  CHECK(sizes(chunk(zeros({5}), 4)) == std::vector<int64_t>{2, 2, 1});
+  CHECK(sizes(chunk(zeros({6}), 4)) == std::vector<int64_t>{2, 2, 2});
+  CHECK(sizes(split(zeros({0}), 0)) == std::vector<int64_t>{0});
+  CHECK(sizes(split(zeros({0}), 3)) == std::vector<int64_t>{0});
+  CHECK(sizes(chunk(zeros({0}), 3)) == std::vector<int64_t>{0, 0, 0});
+}
+
 TEST_CASE("roll rejects out-of-range dims and shifts that do not match the dims") {
   expect_error([] { roll(zeros({2, 3}), 1, 2); }, {"roll", "dim 2", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), 1, -3); }, {"roll", "dim -3", "[2,3]"});

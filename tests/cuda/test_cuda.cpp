@@ -1327,6 +1327,19 @@ TEST_CASE("shape, indexing and fused nn ops match the CPU through .to(Device::CU
              },
              {x});
   compare_op("stack", [](auto& t) { return stack({t[0], t[0] * 2.0f}, 2); }, {x});
+  compare_op("split, one piece unused (its gradient zeros)",
+             [](auto& t) {
+               const std::vector<Tensor> p = split(t[0], std::vector<int64_t>{2, 1, 3}, 1);
+               return cat({p[0] * 2.0f, exp(p[2])}, 1);
+             },
+             {x});
+  compare_op("chunk of a transposed view",
+             [](auto& t) {
+               // [5,6,4] in pieces of 3 and 2 along dim 0
+               const std::vector<Tensor> p = t[0].transpose(0, 2).chunk(2, 0);
+               return p[0].narrow(0, 1, 2) * p[1];
+             },
+             {x});
   compare_op("index_select", [](auto& t) { return index_select(t[0], 1, t[1]); }, {x, ids});
   compare_op("gather", [](auto& t) { return gather(t[0], 1, t[1]); }, {x, gidx});
   compare_op("embedding", [](auto& t) { return embedding(t[0], t[1]); },

@@ -1,9 +1,9 @@
-// The fused attention kernels of the CUDA backend (backends/cuda/attention.cu) against the CPU
-// reference kernel (backends/cpu/attention.cpp): out, lse, dq, dk, dv for float32 and bfloat16,
-// head dims 32/64/128 and odd ones (padded), causal with and without a query offset, padding
-// and broadcast masks read in place, dropout (the same Philox draw), lengths 1, 17, 64, 129 and
-// one long sequence, and the split-key decoding kernel (at most 8 queries, up to 1024 keys);
-// and scaled_dot_product_attention on CUDA (fused when enabled) against its unfused path.
+// The fused attention kernels of the CUDA backend (backends/attention/attention.cu) against the
+// CPU reference kernel (backends/attention/attention.cpp): out, lse, dq, dk, dv for float32 and
+// bfloat16, head dims 32/64/128 and odd ones (padded), causal with and without a query offset,
+// padding and broadcast masks read in place, dropout (the same Philox draw), lengths 1, 17, 64,
+// 129 and one long sequence, and the split-key decoding kernel (at most 8 queries, up to 1024
+// keys); and scaled_dot_product_attention on CUDA (fused when enabled) against its unfused path.
 // bfloat16 tensors reach the kernels directly (they move to the GPU bit for bit).
 // Without a GPU the cases return at once (test_cuda.cpp's first case reports that once).
 #include <algorithm>
@@ -327,7 +327,7 @@ TEST_CASE(
 }
 
 TEST_CASE("without gradients CUDA attention reads a KV cache's window in place, every kernel") {
-  // Keys and values side by side in a (2, B, h, capacity, d) cache, as models::KVCache; the
+  // Keys and values side by side in a (2, B, h, capacity, d) cache, as nn::KVCache; the
   // filled positions are views whose matrices lie capacity * d apart (AttentionArgs::kv_stride):
   // the decoding kernel (3 queries), the float32 tiled kernel and the bfloat16 one (20 queries)
   // read them in place, against the CPU's fused kernel on contiguous copies.

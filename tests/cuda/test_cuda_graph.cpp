@@ -1,10 +1,10 @@
-// CudaGraph (core/graph.h): work recorded once and replayed on the same memory, the errors of
+// CudaGraph (backends/graph.h): work recorded once and replayed on the same memory, the errors of
 // what a capture cannot record, and device-side errors raised inside a replay. Without a GPU
 // the cases return at once (test_cuda.cpp's first case reports that once); on the emulator
 // (tests/cuda/emulator) a capture records closures and a replay runs them.
 #include <vector>
 
-#include "core/graph.h"
+#include "backends/graph.h"
 #include "test_util.h"
 
 using namespace loom;

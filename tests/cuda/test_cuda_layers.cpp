@@ -272,9 +272,9 @@ TEST_CASE("every loss matches the CPU on CUDA, values and gradients") {
   const Tensor sizes1 = uniform_input({5, 2}, 44, 0.1f, 0.5f);
   const Tensor sizes2 = uniform_input({5, 2}, 45, 0.1f, 0.5f);
   compare_function("generalized_box_iou_loss", {centers, sizes1, sizes2}, [](const auto& x) {
-    const Tensor b1 = F::box_cxcywh_to_xyxy(cat({x[0], x[1]}, 1));
-    const Tensor b2 = F::box_cxcywh_to_xyxy(cat({x[0] + 0.05f, x[2]}, 1));
-    return F::generalized_box_iou_loss(b1, b2);
+    const Tensor b1 = models::box_cxcywh_to_xyxy(cat({x[0], x[1]}, 1));
+    const Tensor b2 = models::box_cxcywh_to_xyxy(cat({x[0] + 0.05f, x[2]}, 1));
+    return models::generalized_box_iou_loss(b1, b2);
   });
 }
 

@@ -16,7 +16,7 @@ using namespace loom::testing;
 
 namespace {
 
-// 200 tensors, more than twice the 92 of one launch's table (backends/cuda/kernels.h,
+// 200 tensors, more than twice the 92 of one launch's table (backends/optimizer/adam.cu,
 // kAdamMultiTensors): odd sizes, empty ones, and one of three 65536-element chunks (the last of
 // 5 elements: four at a time, then one alone).
 std::vector<Shape> many_shapes() {

@@ -35,14 +35,14 @@ TEST_CASE("Swin's window helpers match the CPU on CUDA") {
   LOOM_REQUIRE_GPU();
   manual_seed(1);
   const Tensor x = randn({2, 8, 8, 3});
-  const Tensor windows = F::window_partition(x.to(Device::CUDA), 4);
+  const Tensor windows = models::window_partition(x.to(Device::CUDA), 4);
   REQUIRE(windows.device() == Device::CUDA);
-  check_close(windows, F::window_partition(x, 4), 0.0f, 0.0f, "partition");
-  check_close(F::window_reverse(windows, 4, 8, 8), x, 0.0f, 0.0f, "reverse");
-  check_close(F::shifted_window_mask(8, 8, 4, 2, Device::CUDA), F::shifted_window_mask(8, 8, 4, 2),
+  check_close(windows, models::window_partition(x, 4), 0.0f, 0.0f, "partition");
+  check_close(models::window_reverse(windows, 4, 8, 8), x, 0.0f, 0.0f, "reverse");
+  check_close(models::shifted_window_mask(8, 8, 4, 2, Device::CUDA), models::shifted_window_mask(8, 8, 4, 2),
               0.0f, 0.0f, "mask");
-  CHECK(F::relative_position_index(3, Device::CUDA).to_vector() ==
-        F::relative_position_index(3).to_vector());
+  CHECK(models::relative_position_index(3, Device::CUDA).to_vector() ==
+        models::relative_position_index(3).to_vector());
   nn::DropPath drop(0.3f);
   drop.eval();
   check_close(drop.forward(x.to(Device::CUDA)), x, 0.0f, 0.0f, "DropPath eval");

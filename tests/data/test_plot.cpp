@@ -5,7 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data/plot.h"
+#include "report/plot.h"
 #include "data_test_util.h"
 
 using namespace loom::data;

@@ -5,7 +5,7 @@
 //
 // What it checks, in each Markdown file:
 //   links          [text](path): a relative target exists (anchors and web addresses skipped)
-//   code spans     `nn/window.h`, `models/swin.cpp:shifted_window_mask`: the file exists and, after
+//   code spans     `models/swin_window.h`, `models/swin.cpp:shifted_window_mask`: the file exists and, after
 //                  a colon, the symbol (its last `::` part) appears in it as a whole word; a bare
 //                  file name (`engine.cpp`, in a table whose row names the folder) must name a
 //                  file somewhere in the tree

@@ -3,10 +3,13 @@
 # and the same run stopped after step 4 (--stop-at) and continued (--resume), must print the same
 # losses for steps 6 and 8 and the same held-out evaluation; fill_mask then reads the directory
 # and finetune_bert runs its bag-of-words baseline and a few steps of the pre-trained classifier.
-#   train_bert_resume.sh BIN_DIR WORK_DIR
+# bench/dump_data (given when the benchmarks are built), handed the same flags, writes the run's
+# data for the PyTorch twin: the tokenizer the run trains and as many pairs.
+#   train_bert_resume.sh BIN_DIR WORK_DIR [DUMP_DATA]
 set -euo pipefail
 bin=$1
 work=$2
+dump_data=${3:-}
 rm -rf "$work"
 mkdir -p "$work"
 flags=(--hidden 32 --layers 1 --heads 2 --intermediate 64 --vocab-size 400 --max-seq-len 32
@@ -31,6 +34,17 @@ cmp "$work/whole/log.csv" "$work/split/log.csv" || { echo "FAIL: log.csv differs
 for f in tokenizer.txt ckpt.safetensors bert.safetensors curves.png; do
   [ -s "$work/whole/$f" ] || { echo "FAIL: no $f"; exit 1; }
 done
+if [ -n "$dump_data" ]; then
+  "$dump_data" bert "${flags[@]}" --out "$work/dump" >"$work/dump.log"
+  for f in tokenizer.txt vocab.txt train.safetensors val.safetensors; do
+    [ -s "$work/dump/$f" ] || { echo "FAIL: dump_data wrote no $f"; exit 1; }
+  done
+  cmp -s "$work/dump/tokenizer.txt" "$work/whole/tokenizer.txt" ||
+    { echo "FAIL: the dumped tokenizer is not the one the run trains"; exit 1; }
+  pairs=$(grep -oE -- '-> [0-9]+ pairs' "$work/whole.log" | grep -oE '[0-9]+')
+  grep -q "^$pairs training pairs" "$work/dump.log" ||
+    { echo "FAIL: dump_data's training pairs are not the run's $pairs"; exit 1; }
+fi
 
 "$bin/fill_mask" --dir "$work/whole" --text "The meaning of [MASK] is" --top 3 \
   --attention "$work/attention.png" >"$work/fill.log"

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "fuzz_replay.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace {
 

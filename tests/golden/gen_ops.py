@@ -427,9 +427,33 @@ def fused_functions():
              rn(1, 7), rn(3, 7))
 
 
+def splits():
+    """torch.split and torch.chunk: views of consecutive slices, whose gradients loom joins with
+    one cat (a piece left unused gets zeros)."""
+    add_case("split_last_piece_smaller",
+             lambda x: (lambda a, b, c: torch.cat([a.sin(), c * 3.0], 0))(*torch.split(x, 2, 0)),
+             rn(5, 3))
+    add_case("split_sizes_neg_dim",
+             lambda x: (lambda a, e, b: a.sum(-1, keepdim=True) * b)(
+                 *torch.split(x, [3, 0, 4], -1)),
+             rn(2, 7))
+    add_case("split_transposed",
+             lambda x: (lambda a, b: a * b)(*torch.split(x.t(), 2, 0)), rn(3, 4))
+    add_case("chunk_fewer_pieces",  # size 5 in 4 chunks: pieces of 2, 2, 1
+             lambda x: (lambda a, b, c: torch.cat([a * b, c.exp()], 1))(*torch.chunk(x, 4, 1)),
+             rn(3, 5))
+    add_case("split_method", lambda x: x.split([1, 2], 0)[1].tanh(), rn(3, 4))
+    add_case("chunk_method", lambda x: x.chunk(2, -1)[0] * 2.0, rn(2, 4))
+    # nanoGPT's attention: q, k, v from one projection and one split.
+    def qkv_attention(x, w, b):
+        q, k, v = F.linear(x, w, b).split(4, -1)
+        return torch.softmax(q @ k.transpose(-2, -1) / 2.0, -1) @ v
+    add_case("split_qkv_attention", qkv_attention, rn(2, 3, 4), rn(12, 4), rn(12))
+
+
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,
             reduction, softmax, matmul, views, indexing, nn_functions, tensor_methods,
-            compositions, scatter_adds, rolls, fused_functions]
+            compositions, scatter_adds, rolls, fused_functions, splits]
 
 
 def main():

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "models/gpt.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace loom::testing {

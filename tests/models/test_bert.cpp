@@ -11,8 +11,8 @@
 #include <string>
 
 #include "models/bert.h"
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "optim/adam.h"
 #include "test_util.h"
 

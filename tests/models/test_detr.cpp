@@ -10,7 +10,7 @@
 #include <string>
 
 #include "models/detr.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -250,7 +250,13 @@ TEST_CASE("DETRConfig round-trips through checkpoint metadata; bad metadata name
     CHECK(back.resnet_layers == c.resnet_layers);
     CHECK(back.resnet_width == c.resnet_width);
     CHECK(back.dropout == c.dropout);
+    CHECK(back == c);
   }
+  // The backbone not in use may have an empty list: it is written as "" and read back.
+  DETRConfig small = tiny_small_config();
+  small.resnet_layers.clear();
+  CHECK(small.to_metadata().at("resnet_layers").empty());
+  CHECK(DETRConfig::from_metadata(small.to_metadata(), "test") == small);
   auto meta = tiny_small_config().to_metadata();
   CHECK(meta.at("small_channels") == "4,8,8");
   meta.at("small_channels") = "4,x,8";

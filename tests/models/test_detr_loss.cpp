@@ -8,7 +8,7 @@
 
 #include "models/detr_loss.h"
 #include "nn/functional.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -136,11 +136,11 @@ TEST_CASE("detr_loss: images without targets give 'no object' CE only and zero b
 TEST_CASE("box conversions round-trip and GIoU of a box with itself is 1") {
   manual_seed(8);
   const DETRTarget t = random_target(6, 3);
-  const Tensor xyxy = nn::functional::box_cxcywh_to_xyxy(t.boxes);
-  check_close(nn::functional::box_xyxy_to_cxcywh(xyxy), t.boxes, 1e-6f, 1e-6f, "round trip");
-  check_close(nn::functional::box_cxcywh_to_xyxy(nn::functional::box_xyxy_to_cxcywh(xyxy)), xyxy,
+  const Tensor xyxy = models::box_cxcywh_to_xyxy(t.boxes);
+  check_close(models::box_xyxy_to_cxcywh(xyxy), t.boxes, 1e-6f, 1e-6f, "round trip");
+  check_close(models::box_cxcywh_to_xyxy(models::box_xyxy_to_cxcywh(xyxy)), xyxy,
               1e-6f, 1e-6f, "round trip xyxy");
-  const Tensor giou = nn::functional::generalized_box_iou(xyxy, xyxy);  // (6, 6)
+  const Tensor giou = models::generalized_box_iou(xyxy, xyxy);  // (6, 6)
   for (int64_t i = 0; i < 6; ++i)
     CHECK(giou.select(0, i).select(0, i).item() == doctest::Approx(1.0));
   CHECK(max(giou).item() <= 1.0f + 1e-6f);
@@ -153,8 +153,8 @@ TEST_CASE("GIoU loss and detr_loss gradients match finite differences") {
   const Tensor a = tensor({0.3f, 0.4f, 0.2f, 0.3f, 0.7f, 0.6f, 0.3f, 0.2f}, {2, 4});
   const Tensor b = tensor({0.35f, 0.45f, 0.25f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, {2, 4});
   auto giou_loss = [](const std::vector<Tensor>& x) {
-    return nn::functional::generalized_box_iou_loss(nn::functional::box_cxcywh_to_xyxy(x[0]),
-                                                    nn::functional::box_cxcywh_to_xyxy(x[1]),
+    return models::generalized_box_iou_loss(models::box_cxcywh_to_xyxy(x[0]),
+                                                    models::box_cxcywh_to_xyxy(x[1]),
                                                     nn::functional::Reduction::Sum);
   };
   gradcheck(giou_loss, {a, b}, 1e-3f, 2e-2f, 1e-3f, "GIoU loss");

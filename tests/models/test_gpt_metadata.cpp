@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "models/gpt.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -6,10 +6,10 @@
 #include <filesystem>
 
 #include "models/swin.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/functional.h"
-#include "nn/safetensors.h"
-#include "nn/window.h"
+#include "io/safetensors.h"
+#include "models/swin_window.h"
 #include "optim/adam.h"
 #include "test_util.h"
 
@@ -93,8 +93,8 @@ TEST_CASE("Swin's names, shapes and window rules are the official ones") {
   CHECK(shapes["layers.1.blocks.0.attn.relative_position_bias_table"] == Shape{49, 4});
   CHECK(shapes["layers.0.downsample.reduction.weight"] == Shape{16, 32});
   CHECK(!shapes.count("layers.0.downsample.reduction.bias"));
-  const auto& stage0 = model.stages()[0]->typed_blocks;
-  const auto& stage1 = model.stages()[1]->typed_blocks;
+  const auto& stage0 = *model.stages()[0]->blocks;
+  const auto& stage1 = *model.stages()[1]->blocks;
   CHECK(stage0[0]->shift == 0);
   CHECK(stage0[1]->shift == 2);
   CHECK(stage0[1]->attn_mask.shape() == Shape{4, 16, 16});
@@ -104,9 +104,9 @@ TEST_CASE("Swin's names, shapes and window rules are the official ones") {
   SwinConfig big_window = tiny_config();
   big_window.window_size = 8;  // stage 0 is 8x8 (= window), stage 1 is 4x4 (< window)
   Swin wide(big_window);
-  CHECK(wide.stages()[0]->typed_blocks[1]->shift == 0);
-  CHECK(wide.stages()[1]->typed_blocks[0]->window == 4);
-  CHECK(wide.stages()[1]->typed_blocks[0]->attn->relative_position_bias_table.shape() ==
+  CHECK((*wide.stages()[0]->blocks)[1]->shift == 0);
+  CHECK((*wide.stages()[1]->blocks)[0]->window == 4);
+  CHECK((*wide.stages()[1]->blocks)[0]->attn->relative_position_bias_table.shape() ==
         Shape{49, 4});
   CHECK(wide.num_parameters() == big_window.num_parameters());
   // Drop-path rates linspace(0, 0.1, 4).
@@ -190,7 +190,7 @@ TEST_CASE("Window attention with relative bias and shift mask: gradcheck") {
   manual_seed(5);
   models::SwinWindowAttention attn(4, 2, 2);  // 2x2 windows, 2 heads of 2
   nn::init::normal_(attn.relative_position_bias_table, 0.0, 0.5);
-  const Tensor mask = nn::functional::shifted_window_mask(4, 4, 2, 1);  // (4, 4, 4)
+  const Tensor mask = models::shifted_window_mask(4, 4, 2, 1);  // (4, 4, 4)
   const Tensor x = randn({8, 4, 4});                                    // 2 images x 4 windows
   for (const bool masked : {false, true}) {
     gradcheck(
@@ -243,6 +243,12 @@ TEST_CASE("Swin rejects bad configs and images with errors naming the values") {
   c = tiny_config();
   c.num_heads = {2};
   expect_error([&] { Swin m(c); }, {"Swin", "depths [2, 2]", "num_heads [2]"});
+  c = tiny_config();
+  c.depths = {2, 0};  // each field's check covers every stage of a list
+  expect_error([&] { Swin m(c); }, {"SwinConfig", "depths=[2, 0] must be positive"});
+  c = tiny_config();
+  c.drop_path = 1.0f;
+  expect_error([&] { c.validate(); }, {"SwinConfig", "drop_path=1 must be in [0, 1)"});
   c = tiny_config();
   c.image_size = 12;  // 6x6 -> 3x3 -> PatchMerging of an odd map
   c.window_size = 3;

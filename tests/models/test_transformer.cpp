@@ -10,8 +10,8 @@
 #include <string>
 
 #include "models/transformer.h"
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "models/vit.h"
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -450,7 +450,7 @@ TEST_CASE("TrainerState: round trip through metadata, and the global generator r
   const std::vector<float> next = randn({4}).to_vector();
   const nn::TrainerState back = nn::TrainerState::from_metadata(saved.to_metadata(), "f");
   CHECK(back.step == 120);
-  CHECK(back.total_steps == 1600);
+  CHECK(back.steps == 1600);
   CHECK(back.epoch == 3);
   CHECK(back.batch_index == 41);
   CHECK(back.rng_seed == saved.rng_seed);

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "nn/batch_norm.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/frozen_batch_norm.h"
 #include "test_util.h"
 

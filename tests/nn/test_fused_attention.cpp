@@ -120,7 +120,7 @@ TEST_CASE("fused attention reads heads split out of a projection (strided views)
 }
 
 TEST_CASE("without gradients fused attention reads a KV cache's window in place") {
-  // A cache (2, B, h, capacity, d) holding keys and values side by side, as models::KVCache:
+  // A cache (2, B, h, capacity, d) holding keys and values side by side, as nn::KVCache:
   // the first `filled` positions of each head are a window whose matrices lie capacity * d
   // apart. The fused forward reads them there (AttentionArgs::kv_stride), with no copy.
   manual_seed(12);

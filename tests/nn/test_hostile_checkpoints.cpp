@@ -15,7 +15,7 @@
 #include <string>
 
 #include "loom.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 using namespace loom;

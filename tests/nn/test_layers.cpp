@@ -106,6 +106,47 @@ TEST_CASE("LayerNorm::add_and_forward gives x + residual and its LayerNorm, as t
                {"add_layer_norm"});
 }
 
+TEST_CASE("Residual: a pre-norm block's sums, formed by the LayerNorm that reads them") {
+  manual_seed(32);
+  nn::LayerNorm ln_1(6), ln_2(6);
+  nn::Linear attn(6, 6), mlp(6, 6);
+  // x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)) on the stream and on plain tensors: the same
+  // values and gradients (the fused kernel adds exactly as the two ops do).
+  auto block = [&](bool stream, const Tensor& x0) {
+    for (nn::Module* m : std::initializer_list<nn::Module*>{&ln_1, &ln_2, &attn, &mlp})
+      m->zero_grad();
+    Tensor input = x0.detach().requires_grad_(true), out;
+    if (stream) {
+      nn::Residual x = input;
+      x = x + attn.forward(ln_1.forward(x));
+      x = x + mlp.forward(ln_2.forward(x));
+      out = x.tensor();
+    } else {
+      Tensor x = input;
+      x = x + attn.forward(ln_1.forward(x));
+      x = x + mlp.forward(ln_2.forward(x));
+      out = x;
+    }
+    sum(out * out).backward();
+    return std::vector<Tensor>{out, input.grad(), ln_1.weight.grad(), attn.weight.grad(),
+                               ln_2.bias.grad(), mlp.weight.grad()};
+  };
+  const Tensor x = randn({2, 3, 6});
+  const std::vector<Tensor> fused = block(true, x), plain = block(false, x);
+  for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], plain[i], 0.0f, 0.0f, "block");
+
+  // A sum is formed once and shared by copies; a branch of fewer positions continues the last.
+  const Tensor a = randn({2, 3, 6}), b = randn({2, 3, 6}), last = randn({2, 1, 6});
+  const nn::Residual s = nn::Residual(a) + b;
+  const nn::Residual copy = s;
+  check_close(ln_1.forward(copy), ln_1.forward(a + b), 0.0f, 0.0f, "normalised sum");
+  CHECK(s.tensor().impl() == copy.tensor().impl());
+  check_close((s + last).tensor(), (a + b).narrow(1, 2, 1) + last, 0.0f, 0.0f, "last position");
+  expect_error([&] { (void)(s + randn({2, 3, 5})); }, {"Residual", "[2,3,5]", "[2,3,6]"});
+  expect_error([&] { (void)(s + randn({2, 4, 6})); }, {"Residual", "[2,4,6]", "[2,3,6]"});
+  expect_error([&] { (void)(s + Tensor()); }, {"Residual", "undefined"});
+}
+
 TEST_CASE("bias_gelu, bias_gelu_tanh and bias_relu give act(x + bias) as the two ops do") {
   manual_seed(33);
   using Fn = Tensor (*)(const Tensor&, const Tensor&);

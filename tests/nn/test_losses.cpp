@@ -74,22 +74,22 @@ TEST_CASE("binary_cross_entropy_with_logits is stable for large logits") {
 
 TEST_CASE("generalized IoU and IoU match DETR's box_ops, with gradients") {
   auto in = case_inputs("giou");  // xyxy [3,4] and [2,4] -> [3,2]
-  check_case("giou", F::generalized_box_iou(in[0], in[1]), in);
+  check_case("giou", models::generalized_box_iou(in[0], in[1]), in);
   auto in2 = case_inputs("box_iou");
-  check_case("box_iou", F::box_iou(in2[0], in2[1]), in2);
+  check_case("box_iou", models::box_iou(in2[0], in2[1]), in2);
   auto in3 = case_inputs("giou_loss");  // mean of 1 - GIoU over matching pairs
-  check_case("giou_loss", F::generalized_box_iou_loss(in3[0], in3[1]), in3);
+  check_case("giou_loss", models::generalized_box_iou_loss(in3[0], in3[1]), in3);
 }
 
 TEST_CASE("box invariants: identical boxes have GIoU 1, conversions round-trip") {
   const Tensor cxcywh = tensor({0.5f, 0.5f, 0.2f, 0.4f, 0.1f, 0.3f, 0.1f, 0.1f}, {2, 4});
-  const Tensor xyxy = F::box_cxcywh_to_xyxy(cxcywh);
-  check_close(F::box_xyxy_to_cxcywh(xyxy), cxcywh, 1e-6f, 1e-7f, "round trip");
-  const std::vector<float> g = F::generalized_box_iou(xyxy, xyxy).to_vector();
+  const Tensor xyxy = models::box_cxcywh_to_xyxy(cxcywh);
+  check_close(models::box_xyxy_to_cxcywh(xyxy), cxcywh, 1e-6f, 1e-7f, "round trip");
+  const std::vector<float> g = models::generalized_box_iou(xyxy, xyxy).to_vector();
   CHECK(g[0] == doctest::Approx(1.0f));
   CHECK(g[3] == doctest::Approx(1.0f));
   CHECK(g[1] < 0.0f);  // disjoint boxes: GIoU below 0
-  check_close(F::generalized_box_iou_loss(xyxy, xyxy, Reduction::Sum), scalar_tensor(0.0f), 0.0f,
+  check_close(models::generalized_box_iou_loss(xyxy, xyxy, Reduction::Sum), scalar_tensor(0.0f), 0.0f,
               1e-6f, "zero loss");
 }
 
@@ -103,7 +103,7 @@ TEST_CASE("gradcheck: smooth_l1, bce with logits, generalized IoU") {
   const Tensor a = tensor({0.1f, 0.1f, 0.5f, 0.6f, 0.3f, 0.2f, 0.9f, 0.7f}, {2, 4});
   const Tensor b = tensor({0.2f, 0.3f, 0.6f, 0.8f, 0.0f, 0.5f, 0.3f, 0.9f}, {2, 4});
   gradcheck(
-      [](const std::vector<Tensor>& t) { return weighted_sum(F::generalized_box_iou(t[0], t[1])); },
+      [](const std::vector<Tensor>& t) { return weighted_sum(models::generalized_box_iou(t[0], t[1])); },
       {a, b}, 1e-3f, 2e-2f, 2e-3f, "giou");
 }
 
@@ -121,6 +121,6 @@ TEST_CASE("losses reject mismatched or invalid inputs") {
       {"cross_entropy", "[4,3]", "[3]"});
   check_error([] { F::cross_entropy(zeros({4, 3}), zeros({4})); }, {"cross_entropy", "int64"});
   const Tensor bad = tensor({0.5f, 0.5f, 0.4f, 0.9f}, {1, 4});  // x1 < x0
-  check_error([&] { F::generalized_box_iou(bad, bad); }, {"generalized_box_iou", "x1 < x0"});
-  check_error([] { F::box_iou(zeros({2, 3}), zeros({2, 4})); }, {"box_iou", "[2,3]"});
+  check_error([&] { models::generalized_box_iou(bad, bad); }, {"generalized_box_iou", "x1 < x0"});
+  check_error([] { models::box_iou(zeros({2, 3}), zeros({2, 4})); }, {"box_iou", "[2,3]"});
 }

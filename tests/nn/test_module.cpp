@@ -14,13 +14,13 @@ namespace {
 struct Net : nn::Module {
   Net() {
     embed = register_module("embed", std::make_shared<nn::Embedding>(10, 4));
-    blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
+    blocks = register_module("blocks", std::make_shared<nn::ModuleList<>>());
     blocks->push_back(std::make_shared<nn::Linear>(4, 4));
     blocks->push_back(std::make_shared<nn::Linear>(4, 4, false));
     norm = register_module("norm", std::make_shared<nn::LayerNorm>(4, 1e-6f));
   }
   std::shared_ptr<nn::Embedding> embed;
-  std::shared_ptr<nn::ModuleList> blocks;
+  std::shared_ptr<nn::ModuleList<>> blocks;
   std::shared_ptr<nn::LayerNorm> norm;
 };
 
@@ -204,6 +204,61 @@ TEST_CASE("Sequential feeds modules in order and containers index with checks") 
   for (const auto& m : list) count += m->name() == "Linear";
   CHECK(count == 2);
   check_error([&] { list[-3]; }, {"ModuleList", "-3"});
+}
+
+TEST_CASE("ModuleList<T> holds its modules typed: iterating and indexing give shared_ptr<T>") {
+  nn::ModuleList<nn::Linear> list;
+  list.push_back(std::make_shared<nn::Linear>(3, 4));
+  list.push_back(std::make_shared<nn::Linear>(4, 2, false));
+  CHECK(list.name() == "ModuleList");
+  CHECK(list.size() == 2);
+  int64_t outputs = 0;
+  for (const std::shared_ptr<nn::Linear>& linear : list) outputs += linear->weight.size(0);
+  CHECK(outputs == 6);
+  CHECK(list[-1]->weight.shape() == Shape{2, 4});
+  CHECK(list.front() == list[0]);
+  CHECK(list.back() == list[1]);
+  CHECK(joined_names(list) == "0.weight,0.bias,1.weight");
+  check_error([&] { list[2]; }, {"ModuleList", "2", "2 modules"});
+  // The untyped list holds anything, and at<T> casts back.
+  nn::ModuleList<> any;
+  any.push_back(std::make_shared<nn::ReLU>());
+  any.push_back(std::make_shared<nn::Linear>(2, 2));
+  CHECK(any.at<nn::Linear>(1)->weight.shape() == Shape{2, 2});
+  check_error([&] { any.at<nn::Linear>(0); }, {"ModuleList", "ReLU"});
+}
+
+// BERT's nesting by dotted names: no member (nor class) for the levels between.
+struct Dotted : nn::Module {
+  Dotted() {
+    embed = register_module("embeddings.word", std::make_shared<nn::Embedding>(5, 2));
+    layers = register_module("encoder.layer", std::make_shared<nn::ModuleList<nn::Linear>>());
+    layers->push_back(std::make_shared<nn::Linear>(2, 2));
+    get_submodule("encoder")->register_parameter("scale", ones({2}));
+    dense = register_module("encoder.pooler.dense", std::make_shared<nn::Linear>(2, 1, false));
+  }
+  std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::ModuleList<nn::Linear>> layers;
+  std::shared_ptr<nn::Linear> dense;
+};
+
+TEST_CASE("register_module takes dotted names: PyTorch's nesting, the levels made as needed") {
+  Dotted m;
+  CHECK(joined_names(m) ==
+        "embeddings.word.weight,encoder.scale,encoder.layer.0.weight,encoder.layer.0.bias,"
+        "encoder.pooler.dense.weight");
+  CHECK(m.named_children().size() == 2);  // embeddings, encoder
+  CHECK(m.get_submodule("encoder.layer").get() == m.layers.get());
+  CHECK(m.get_submodule("encoder.pooler.dense").get() == m.dense.get());
+  m.eval();
+  CHECK_FALSE(m.get_submodule("encoder.pooler")->is_training());
+  check_error([&] { m.get_submodule("encoder.missing"); }, {"get_submodule", "encoder.missing"});
+  check_error([&] { m.register_module("encoder.layer", std::make_shared<nn::ReLU>()); },
+              {"register_module", "'layer'"});
+  check_error([&] { m.register_module("a..b", std::make_shared<nn::ReLU>()); }, {"a..b"});
+  check_error([&] { m.register_module("encoder.", std::make_shared<nn::ReLU>()); }, {"encoder."});
+  check_error([&] { m.register_module("encoder.scale.x", std::make_shared<nn::ReLU>()); },
+              {"register_module", "'scale'"});
 }
 
 TEST_CASE("py_repr formats numbers and bools as Python does") {

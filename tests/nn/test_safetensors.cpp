@@ -10,7 +10,7 @@
 #include <limits>
 #include <sstream>
 
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

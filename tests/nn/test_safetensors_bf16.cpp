@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "core/bfloat16.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

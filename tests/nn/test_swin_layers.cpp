@@ -1,11 +1,11 @@
-// Swin's window helpers (nn/window.h) and DropPath (nn/drop_path.h): values against the
+// Swin's window helpers (models/swin_window.h) and DropPath (nn/drop_path.h): values against the
 // official PyTorch code (tests/golden/gen_swin.py -> swin.safetensors), gradients, statistics
 // and errors.
 #include <string>
 
 #include "nn/drop_path.h"
-#include "nn/safetensors.h"
-#include "nn/window.h"
+#include "io/safetensors.h"
+#include "models/swin_window.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -32,17 +32,17 @@ Tensor weighted_sum(const Tensor& out) {
 
 TEST_CASE("window_partition and window_reverse equal the official functions") {
   const Tensor x = swin_golden("window.x");  // (2, 8, 8, 3)
-  const Tensor windows = F::window_partition(x, 4);
+  const Tensor windows = models::window_partition(x, 4);
   check_close(windows, swin_golden("window.partition"), 0.0f, 0.0f, "partition");
-  check_close(F::window_reverse(windows, 4, 8, 8), swin_golden("window.reverse"), 0.0f, 0.0f,
+  check_close(models::window_reverse(windows, 4, 8, 8), swin_golden("window.reverse"), 0.0f, 0.0f,
               "reverse");
   // Non-square maps and one window per image.
   manual_seed(1);
   const Tensor y = randn({3, 4, 6, 2});
-  CHECK(F::window_partition(y, 2).shape() == Shape{18, 4, 2});
-  check_close(F::window_reverse(F::window_partition(y, 2), 2, 4, 6), y, 0.0f, 0.0f, "4x6");
+  CHECK(models::window_partition(y, 2).shape() == Shape{18, 4, 2});
+  check_close(models::window_reverse(models::window_partition(y, 2), 2, 4, 6), y, 0.0f, 0.0f, "4x6");
   const Tensor one = randn({1, 3, 3, 1});
-  check_close(F::window_partition(one, 3), one.view({1, 9, 1}), 0.0f, 0.0f, "one window");
+  check_close(models::window_partition(one, 3), one.view({1, 9, 1}), 0.0f, 0.0f, "one window");
 }
 
 TEST_CASE("window_partition -> window_reverse passes gradients through (gradcheck)") {
@@ -50,34 +50,34 @@ TEST_CASE("window_partition -> window_reverse passes gradients through (gradchec
   const Tensor x = randn({2, 4, 4, 3});
   gradcheck(
       [](const std::vector<Tensor>& in) {
-        const Tensor windows = F::window_partition(in[0], 2);  // (8, 4, 3)
-        return weighted_sum(F::window_reverse(windows * windows, 2, 4, 4));
+        const Tensor windows = models::window_partition(in[0], 2);  // (8, 4, 3)
+        return weighted_sum(models::window_reverse(windows * windows, 2, 4, 4));
       },
       {x}, 1e-2f, 2e-2f, 2e-3f, "partition/reverse");
 }
 
 TEST_CASE("relative_position_index and shifted_window_mask equal the official buffers") {
-  CHECK(F::relative_position_index(4).dtype() == DType::Int64);
-  CHECK(F::relative_position_index(4).to_vector() ==
+  CHECK(models::relative_position_index(4).dtype() == DType::Int64);
+  CHECK(models::relative_position_index(4).to_vector() ==
         swin_golden("window.relative_position_index").to_vector());
   // Corners of a 2x2 window: offsets (dy, dx) + (1, 1) in a 3x3 table.
-  CHECK(F::relative_position_index(2).to_vector() ==
+  CHECK(models::relative_position_index(2).to_vector() ==
         std::vector<float>{4, 3, 1, 0, 5, 4, 2, 1, 7, 6, 4, 3, 8, 7, 5, 4});
-  check_close(F::shifted_window_mask(8, 8, 4, 2), swin_golden("window.mask"), 0.0f, 0.0f,
+  check_close(models::shifted_window_mask(8, 8, 4, 2), swin_golden("window.mask"), 0.0f, 0.0f,
               "8x8 w4 s2");
-  check_close(F::shifted_window_mask(6, 6, 3, 1), swin_golden("window.mask_6_3_1"), 0.0f, 0.0f,
+  check_close(models::shifted_window_mask(6, 6, 3, 1), swin_golden("window.mask_6_3_1"), 0.0f, 0.0f,
               "6x6 w3 s1");
   // The first window holds one region only: nothing masked there.
-  CHECK(max(abs(F::shifted_window_mask(8, 8, 4, 2).select(0, 0))).item() == 0.0f);
+  CHECK(max(abs(models::shifted_window_mask(8, 8, 4, 2).select(0, 0))).item() == 0.0f);
 }
 
 TEST_CASE("window helpers reject maps that are not whole windows") {
-  expect_error([] { F::window_partition(zeros({1, 6, 8, 2}), 4); },
+  expect_error([] { models::window_partition(zeros({1, 6, 8, 2}), 4); },
                {"window_partition", "6x8", "4x4"});
-  expect_error([] { F::window_partition(zeros({6, 8, 2}), 2); }, {"window_partition", "[6,8,2]"});
-  expect_error([] { F::window_reverse(zeros({3, 16, 2}), 4, 8, 8); }, {"window_reverse", "4"});
-  expect_error([] { F::shifted_window_mask(8, 8, 4, 4); }, {"shifted_window_mask", "shift 4"});
-  expect_error([] { F::shifted_window_mask(8, 8, 3, 1); }, {"shifted_window_mask", "8x8"});
+  expect_error([] { models::window_partition(zeros({6, 8, 2}), 2); }, {"window_partition", "[6,8,2]"});
+  expect_error([] { models::window_reverse(zeros({3, 16, 2}), 4, 8, 8); }, {"window_reverse", "4"});
+  expect_error([] { models::shifted_window_mask(8, 8, 4, 4); }, {"shifted_window_mask", "shift 4"});
+  expect_error([] { models::shifted_window_mask(8, 8, 3, 1); }, {"shifted_window_mask", "8x8"});
 }
 
 TEST_CASE("DropPath is the identity in eval mode and with p = 0") {

@@ -1,4 +1,4 @@
-// nn::TrainingRun, the plumbing every trainer shares, and examples/cli.h's add_run_options:
+// nn::TrainingRun, the plumbing every trainer shares, and examples/cli.h's add_train_options:
 // the flags and their checks, the checkpoint schedule (--checkpoint-every, --stop-at), an exact
 // resume of a toy model (weights, optimizer, RNG, plan), the --minutes plan and the log.
 #include <unistd.h>
@@ -28,10 +28,11 @@ struct TempDir {
   std::string path;
 };
 
-nn::RunOptions options_in(const std::string& dir, int64_t steps) {
-  nn::RunOptions o;
+nn::TrainOptions options_in(const std::string& dir, int64_t steps) {
+  nn::TrainOptions o;
   o.out = dir;
   o.steps = steps;
+  o.checkpoint_every = 0;
   return o;
 }
 
@@ -60,8 +61,8 @@ struct Toy {
 };
 
 // A checkpoint in o.out to resume from.
-void toy_checkpoint(const nn::RunOptions& o) {
-  nn::RunOptions fresh = o;
+void toy_checkpoint(const nn::TrainOptions& o) {
+  nn::TrainOptions fresh = o;
   fresh.resume = false;
   nn::TrainingRun run("train_toy", fresh);
   Toy toy;
@@ -74,10 +75,10 @@ int64_t saved_step(const nn::TrainingRun& run) {
 }
 
 // Parses `args` with the run flags; returns CLI11's error message, "" when accepted.
-std::string parse_error(nn::RunOptions& run, std::vector<std::string> args,
-                        const cli::RunHelp& help = {}) {
+std::string parse_error(nn::TrainOptions& run, std::vector<std::string> args,
+                        const cli::TrainFlags& flags = {}) {
   CLI::App app{"test"};
-  cli::add_run_options(app, run, help);
+  cli::add_train_options(app, run, flags);
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);
@@ -89,8 +90,8 @@ std::string parse_error(nn::RunOptions& run, std::vector<std::string> args,
 
 }  // namespace
 
-TEST_CASE("add_run_options: the shared flags, their defaults and the exact error messages") {
-  nn::RunOptions run;
+TEST_CASE("add_train_options: the shared flags, their defaults and the exact error messages") {
+  nn::TrainOptions run;
   run.out = "out-toy";
   run.steps = 100;
   run.log_every = 7;
@@ -113,7 +114,7 @@ TEST_CASE("add_run_options: the shared flags, their defaults and the exact error
   CHECK(parse_error(run, {"--detect-anomaly"}).empty());
   CHECK(run.detect_anomaly);
 
-  nn::RunOptions bad;
+  nn::TrainOptions bad;
   CHECK(parse_error(bad, {"--threads", "-4"}).find("--threads: must be an integer in [0, 4096]") !=
         std::string::npos);
   // Issue 40: wrapped around to 1 thread by the int OpenMP takes; clamped to 2^63 - 1 by CLI11.
@@ -131,12 +132,14 @@ TEST_CASE("add_run_options: the shared flags, their defaults and the exact error
   CHECK(parse_error(bad, {"--device", "tpu"}).find("--device") != std::string::npos);
   CHECK_FALSE(parse_error(bad, {"--steps", "0"}).empty());  // positive by default
   CHECK(parse_error(bad, {"--steps", "0"}, {.steps_may_be_zero = true}).empty());
+  CHECK(parse_error(bad, {"--steps", "-1"}, {.steps_may_be_zero = true})
+            .find("--steps: must be an integer >= 0, got '-1'") != std::string::npos);
   CHECK_FALSE(parse_error(bad, {"--log-every", "0"}).empty());
 }
 
 TEST_CASE("TrainingRun: --resume without a checkpoint is refused before any work") {
   TempDir dir("noresume");
-  nn::RunOptions o = options_in(dir.path, 10);
+  nn::TrainOptions o = options_in(dir.path, 10);
   o.resume = true;
   CHECK_THROWS_WITH_AS(nn::TrainingRun("train_toy", o),
                        doctest::Contains("train_toy: --resume but there is no"), Error);
@@ -147,7 +150,7 @@ TEST_CASE("TrainingRun: --resume without a checkpoint is refused before any work
 
 TEST_CASE("TrainingRun: checkpoints every N steps but the last, and at --stop-at, the end") {
   TempDir dir("schedule");
-  nn::RunOptions o = options_in(dir.path, 5);
+  nn::TrainOptions o = options_in(dir.path, 5);
   o.checkpoint_every = 2;
   o.stop_at = 3;
   nn::TrainingRun run("train_toy", o);
@@ -174,7 +177,7 @@ TEST_CASE("TrainingRun: checkpoints every N steps but the last, and at --stop-at
   CHECK(meta.at("trainer") == "train_toy");
 
   // --stop-at at the last step is no interruption: nothing special.
-  nn::RunOptions last = options_in(dir.path, 3);
+  nn::TrainOptions last = options_in(dir.path, 3);
   last.stop_at = 3;
   nn::TrainingRun at_end("train_toy", last);
   CHECK_FALSE(at_end.stop_due(3));
@@ -192,7 +195,7 @@ TEST_CASE("TrainingRun: a run stopped and resumed computes what the uninterrupte
   // Stopped after step 3...
   manual_seed(11);
   {
-    nn::RunOptions o = options_in(split_dir.path, steps);
+    nn::TrainOptions o = options_in(split_dir.path, steps);
     o.stop_at = 3;
     nn::TrainingRun run("train_toy", o);
     Toy first;
@@ -210,7 +213,7 @@ TEST_CASE("TrainingRun: a run stopped and resumed computes what the uninterrupte
 
   // ... and resumed into a model with other weights.
   manual_seed(999);
-  nn::RunOptions o = options_in(split_dir.path, 1000);  // not given: the checkpoint's plan wins
+  nn::TrainOptions o = options_in(split_dir.path, 1000);  // not given: the checkpoint's plan wins
   o.resume = true;
   nn::TrainingRun run("train_toy", o);
   Toy second;
@@ -242,7 +245,7 @@ TEST_CASE("TrainingRun: a run stopped and resumed computes what the uninterrupte
 
 TEST_CASE("TrainingRun: --minutes plans at step 21 and revises, never on a resumed run") {
   TempDir dir("minutes");
-  nn::RunOptions o = options_in(dir.path, 1000000);
+  nn::TrainOptions o = options_in(dir.path, 1000000);
   o.minutes = 1e-6;  // a plan that is over at once: the minimum, one step beyond step 21
   nn::TrainingRun run("train_toy", o);
   run.plan_note = [](int64_t total) { return fmt::format(", note {}", total); };
@@ -275,7 +278,7 @@ TEST_CASE("TrainingRun: --minutes plans at step 21 and revises, never on a resum
 
 TEST_CASE("TrainingRun: --minutes counts training seconds, leaving untimed() work out") {
   TempDir dir("untimed");
-  nn::RunOptions o = options_in(dir.path, 1000000);
+  nn::TrainOptions o = options_in(dir.path, 1000000);
   o.minutes = 0.01;  // 0.6 s
   nn::TrainingRun run("train_toy", o);
   run.begin(1);
@@ -293,7 +296,7 @@ TEST_CASE("TrainingRun: --minutes counts training seconds, leaving untimed() wor
 
 TEST_CASE("TrainingRun: plan_by_work plans --minutes from the time per unit of work") {
   TempDir dir("work");
-  nn::RunOptions o = options_in(dir.path, 1000000);
+  nn::TrainOptions o = options_in(dir.path, 1000000);
   o.minutes = 1;
   auto planned = [&](double mean_work) {  // 20 timed steps of 1 unit, ~0.2 ms each
     nn::TrainingRun run("train_toy", o);
@@ -313,7 +316,7 @@ TEST_CASE("TrainingRun: plan_by_work plans --minutes from the time per unit of w
 
 TEST_CASE("TrainingRun: progress lines when due, and a non-finite loss naming its step") {
   TempDir dir("nan");
-  nn::RunOptions o = options_in(dir.path, 10);
+  nn::TrainOptions o = options_in(dir.path, 10);
   o.log_every = 4;
   nn::TrainingRun run("train_toy", o);
   run.begin(8);
@@ -334,7 +337,7 @@ TEST_CASE("TrainingRun: progress lines when due, and a non-finite loss naming it
 
 TEST_CASE("TrainingRun: --detect-anomaly turns on autograd's anomaly mode") {
   TempDir dir("anomaly");
-  nn::RunOptions o = options_in(dir.path, 10);
+  nn::TrainOptions o = options_in(dir.path, 10);
   o.detect_anomaly = true;
   autograd::set_detect_anomaly(false);
   { nn::TrainingRun run("train_toy", o); }
@@ -344,7 +347,7 @@ TEST_CASE("TrainingRun: --detect-anomaly turns on autograd's anomaly mode") {
 
 TEST_CASE("TrainingRun: the log starts afresh, and a resumed run keeps the rows up to its step") {
   TempDir dir("log");
-  nn::RunOptions o = options_in(dir.path, 4);
+  nn::TrainOptions o = options_in(dir.path, 4);
   nn::TrainingRun run("train_toy", o);
   Toy toy;
   toy.checkpoint_into(run);
@@ -371,9 +374,9 @@ TEST_CASE("TrainingRun: the log starts afresh, and a resumed run keeps the rows 
 
 namespace {
 // A checkpoint of `program` at `step` of a plan of `total` steps, in o.out.
-void checkpoint_at(const nn::RunOptions& o, int64_t step, int64_t total,
+void checkpoint_at(const nn::TrainOptions& o, int64_t step, int64_t total,
                    const std::string& program = "train_toy") {
-  nn::RunOptions fresh = o;
+  nn::TrainOptions fresh = o;
   fresh.resume = false;
   nn::TrainingRun run(program, fresh);
   Toy toy;
@@ -386,7 +389,7 @@ void checkpoint_at(const nn::RunOptions& o, int64_t step, int64_t total,
 // Issue 40: train_detr --steps 0 --resume ran for ever (total INT32_MAX) over a finished model.
 TEST_CASE("TrainingRun: --resume keeps the checkpoint's plan, never an unbounded total") {
   TempDir dir("plan");
-  nn::RunOptions o = options_in(dir.path, 0);
+  nn::TrainOptions o = options_in(dir.path, 0);
   o.steps_given = true;  // "--steps 0" on the command line: no override
   o.minutes = 0.3;
   o.resume = true;
@@ -428,7 +431,7 @@ TEST_CASE("TrainingRun: --resume keeps the checkpoint's plan, never an unbounded
 
 TEST_CASE("TrainingRun: keep_flags records the data's flags; a resume changing one is refused") {
   TempDir dir("flags");
-  nn::RunOptions o = options_in(dir.path, 8);
+  nn::TrainOptions o = options_in(dir.path, 8);
   {
     nn::TrainingRun run("train_toy", o);
     Toy toy;
@@ -455,4 +458,231 @@ TEST_CASE("TrainingRun: keep_flags records the data's flags; a resume changing o
   same.keep_flags({{"--data", "/data/a"}, {"--epochs", "3"}});  // unrecorded: not compared
   same.resume({{"model", toy.model.get()}}, toy.opt.get());
   CHECK(same.start() == 4);
+}
+
+// ---------------------------------------------------------------------------- TrainOptions
+
+TEST_CASE("add_train_options: --kebab-name flags of TrainOptions, in groups, with notes") {
+  nn::TrainOptions o{.steps = 10, .lr = 0.5f, .out = "out-toy"};
+  CLI::App app{"test"};
+  const cli::TrainGroups g = cli::add_train_options(
+      app, o,
+      {.without = {"min_lr"},
+       .notes = {{"seed", "and of the toy"}},
+       .help = {{"eval_every", "steps between toy evaluations (0 = never)"}}});
+  CHECK(app.get_option_no_throw("--min-lr") == nullptr);  // left out
+  CHECK(g.optimisation->get_option("--weight-decay") != nullptr);
+  CHECK(g.progress->get_option("--eval-every")->get_description() ==
+        "steps between toy evaluations (0 = never)");
+  CHECK(g.machine->get_option("--seed")->get_description() ==
+        "seed of the weights, the batch order and dropout (and of the toy)");
+  app.parse(std::vector<std::string>{"0.25", "--weight-decay", "3", "--grad-clip", "2",
+                                     "--eval-every"});  // reversed, as CLI11 takes them
+  CHECK(o.eval_every == 2);
+  CHECK(o.grad_clip == 3);
+  CHECK(o.weight_decay == 0.25f);
+  CHECK(o.lr == 0.5f);  // the trainer's default stays
+  CHECK_FALSE(o.steps_given);
+
+  // A bound of the trainer's own replaces the shared check, with its own message.
+  nn::TrainOptions b;
+  CLI::App bounded{"test"};
+  cli::add_train_options(bounded, b, {.checks = {{"batch", cli::range(int64_t{1}, int64_t{64})}}});
+  const auto error = [&](std::vector<std::string> args) -> std::string {
+    try {
+      bounded.parse(args);
+    } catch (const CLI::ParseError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error({"0", "--batch"}).find("--batch: must be an integer in [1, 64], got '0'") !=
+        std::string::npos);
+  CHECK(error({"65", "--batch"}).find("--batch: must be an integer in [1, 64], got '65'") !=
+        std::string::npos);
+  CHECK(error({"nan", "--min-lr"}).find("--min-lr: must be a finite number >= 0") !=
+        std::string::npos);
+}
+
+TEST_CASE("flag_values: the fields of a list as the flags keep_flags records") {
+  const nn::TrainOptions o{.batch = 4, .min_lr = 0.01f, .out = "a b"};
+  const auto flags = cli::flag_values(o);
+  CHECK(flags.front() == std::pair<std::string, std::string>{"--steps", "0"});
+  CHECK(std::count(flags.begin(), flags.end(),
+                   std::pair<std::string, std::string>{"--min-lr", "0.01"}) == 1);
+  CHECK(std::count(flags.begin(), flags.end(),
+                   std::pair<std::string, std::string>{"--out", "a b"}) == 1);
+  CHECK(std::count(flags.begin(), flags.end(),
+                   std::pair<std::string, std::string>{"--resume", "0"}) == 1);
+}
+
+// ---------------------------------------------------------------------------- the recipe's parts
+
+TEST_CASE("TrainingRun: evaluations are due every --eval-every steps but the last") {
+  TempDir dir("eval");
+  nn::TrainOptions o = options_in(dir.path, 10);
+  o.eval_every = 4;
+  nn::TrainingRun run("train_toy", o);
+  std::vector<int64_t> due, due_at_last;
+  for (int64_t done = 1; done <= 10; ++done) {
+    if (run.eval_due(done)) due.push_back(done);
+    if (run.eval_due(done, /*at_last=*/true)) due_at_last.push_back(done);
+  }
+  CHECK(due == std::vector<int64_t>{4, 8});
+  CHECK(due_at_last == std::vector<int64_t>{4, 8, 10});
+  run.set_eval_every(0);  // none but the last
+  CHECK_FALSE(run.eval_due(8));
+  CHECK(run.eval_due(10, true));
+  run.set_eval_every(3);
+  CHECK(run.eval_due(9));
+}
+
+TEST_CASE("TrainingRun: the warm-up and cosine schedule of the run's options and plan") {
+  TempDir dir("lr");
+  nn::TrainOptions o = options_in(dir.path, 100);
+  o.lr = 0.1f;
+  o.min_lr = 0.01f;
+  o.warmup = 500;  // longer than the run: cut to it, so that the run still decays
+  nn::TrainingRun run("train_toy", o);
+  for (int64_t step : {0, 10, 99}) {
+    CHECK(run.warmup_cosine_lr(step) == optim::warmup_cosine_lr(step + 1, 100, 100, 0.1f, 0.01f));
+    CHECK(run.warmup_cosine_lr(step, 0.5f) ==
+          optim::warmup_cosine_lr(step + 1, 100, 100, 0.5f, 0.01f));
+  }
+}
+
+TEST_CASE("TrainingRun: the global batch is --batch x processes, and must fit in an epoch") {
+  TempDir dir("batch");
+  nn::TrainOptions o = options_in(dir.path, 10);
+  o.batch = 8;
+  nn::TrainingRun run("train_toy", o);
+  CHECK(run.global_batch(8, "toys") == 8);  // a job of one process
+  CHECK_THROWS_WITH_AS(run.global_batch(7, "training toys"),
+                       doctest::Contains("train_toy: --batch 8 is larger than the 7 training toys "
+                                         "allow for 1 process(es)"),
+                       Error);
+}
+
+TEST_CASE("TrainingRun: keep_config saves the model's config and refuses another one at resume") {
+  TempDir dir("config");
+  nn::TrainOptions o = options_in(dir.path, 8);
+  {
+    nn::TrainingRun run("train_toy", o);
+    Toy toy;
+    toy.checkpoint_into(run);
+    run.keep_config({{"d_model", "32"}, {"dropout", "0.1"}}, {"dropout"});
+    run.save(4);
+  }
+  const nn::Metadata meta = nn::read_metadata(o.out + "/ckpt.safetensors");
+  CHECK(meta.at("d_model") == "32");  // recorded beside the trainer's own metadata
+  CHECK(meta.at("toy") == "1");
+
+  o.resume = true;
+  Toy toy;
+  const std::vector<float> before = toy.model->weight.to_vector();
+  nn::TrainingRun other("train_toy", o);
+  other.keep_config({{"d_model", "64"}, {"dropout", "0.1"}, {"n_head", "2"}});
+  CHECK_THROWS_WITH_AS(other.resume({{"model", toy.model.get()}}, toy.opt.get()),
+                       doctest::Contains("holds another model than the one configured (d_model "
+                                         "32 there, 64 here; n_head (none) there, 2 here)"),
+                       Error);
+  CHECK(toy.model->weight.to_vector() == before);  // refused before anything was loaded
+
+  nn::TrainingRun same("train_toy", o);
+  same.keep_config({{"d_model", "32"}, {"dropout", "0.3"}}, {"dropout"});  // dropout may change
+  same.resume({{"model", toy.model.get()}}, toy.opt.get());
+  CHECK(same.start() == 4);
+}
+
+TEST_CASE("TrainingRun: check_recorded refuses a checkpoint of another kind at once") {
+  TempDir dir("recorded");
+  nn::TrainOptions o = options_in(dir.path, 8);
+  {
+    nn::TrainingRun run("train_toy", o);
+    Toy toy;
+    run.set_checkpoint({{"model", toy.model.get()}}, toy.opt.get(), {{"tokenizer", "byte"}});
+    run.save(2);
+    run.check_recorded("tokenizer", "bpe", "--tokenizer");  // not resuming: nothing to check
+  }
+  o.resume = true;
+  nn::TrainingRun run("train_toy", o);
+  run.check_recorded("tokenizer", "byte", "--tokenizer");
+  const std::string refused =
+      "train_toy: '" + o.out + "/ckpt.safetensors' was trained with --tokenizer byte, not bpe";
+  CHECK_THROWS_WITH_AS(run.check_recorded("tokenizer", "bpe", "--tokenizer"),
+                       doctest::Contains(refused.c_str()), Error);
+  CHECK_THROWS_WITH_AS(run.check_recorded("model_preset", "toy-mini", "--model"),
+                       doctest::Contains("was trained with --model (none recorded), not toy-mini"),
+                       Error);
+}
+
+TEST_CASE("TrainingRun: follow() saves a BatchStream's position and a resume seeks it") {
+  TempDir dir("follow");
+  auto dataset =
+      std::make_shared<data::TensorDataset>(std::vector<Tensor>{arange(20).reshape({20, 1})});
+  auto stream = [&] {
+    return data::BatchStream(data::DataLoader(dataset, 4, /*shuffle=*/true, 7, true));
+  };
+  // The batches an uninterrupted run reads, 8 of them (two epochs of 5 batches).
+  data::BatchStream whole = stream();
+  std::vector<std::vector<int64_t>> expected;
+  for (int i = 0; i < 8; ++i) expected.push_back(whole.next()[0].to_vector_i64());
+
+  nn::TrainOptions o = options_in(dir.path, 8);
+  {
+    nn::TrainingRun run("train_toy", o);
+    Toy toy;
+    data::BatchStream batches = stream();
+    run.set_checkpoint({{"model", toy.model.get()}}, toy.opt.get(), nn::Metadata{});
+    run.follow(batches, 4, dataset->size());
+    for (int i = 0; i < 6; ++i) batches.next();
+    run.save(6);
+  }
+  const nn::Metadata meta = nn::read_metadata(o.out + "/ckpt.safetensors");
+  CHECK(meta.at("epoch") == "1");
+  CHECK(meta.at("batch_index") == "1");
+  CHECK(meta.at("global_batch") == "4");
+
+  o.resume = true;
+  nn::TrainingRun run("train_toy", o);
+  Toy toy;
+  data::BatchStream batches = stream();
+  run.set_checkpoint({{"model", toy.model.get()}}, toy.opt.get(), nn::Metadata{});
+  run.follow(batches, 4, dataset->size());
+  run.resume({{"model", toy.model.get()}}, toy.opt.get());
+  CHECK(batches.next()[0].to_vector_i64() == expected[6]);
+  CHECK(batches.next()[0].to_vector_i64() == expected[7]);
+}
+
+TEST_CASE("TrainingRun: save_curves draws columns of the log against the step") {
+  TempDir dir("curves");
+  nn::TrainingRun run("train_toy", options_in(dir.path, 4));
+  {
+    data::CsvLog log = run.open_log({"step", "loss", "accuracy"});
+    for (int64_t s = 1; s <= 4; ++s)
+      log.row({static_cast<double>(s), 1.0 / static_cast<double>(s), s % 2 ? std::nan("") : 0.5});
+  }
+  const std::string png = run.save_curves(
+      "curves.png", {{"loss", "loss", {{"loss", "train loss"}}},
+                     {"accuracy", "%", {{"accuracy", "accuracy", 100}}}});
+  CHECK(png == dir.path + "/curves.png");
+  const data::Image image = data::read_image(png);
+  CHECK(image.width == 1600);  // two panels of 800 side by side
+  CHECK_THROWS_WITH_AS(run.save_curves("x.png", {{"t", "y", {{"no_such_column", ""}}}}),
+                       doctest::Contains("no_such_column"), Error);
+}
+
+TEST_CASE("EvalGuard: no graph and evaluation mode in its scope, the mode before after it") {
+  nn::Linear layer(2, 2);
+  layer.train();
+  {
+    nn::EvalGuard eval(layer);
+    CHECK_FALSE(layer.is_training());
+    CHECK_FALSE(layer.forward(ones({1, 2})).requires_grad());
+  }
+  CHECK(layer.is_training());
+  CHECK(layer.forward(ones({1, 2})).requires_grad());
+  layer.eval();
+  { nn::EvalGuard eval(layer); }
+  CHECK_FALSE(layer.is_training());  // it was evaluating before: it still is
 }

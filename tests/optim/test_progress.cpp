@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "optim/progress.h"
+#include "report/progress.h"
 #include "test_util.h"
 
 using namespace loom;

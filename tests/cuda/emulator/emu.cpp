@@ -1,5 +1,6 @@
 // The emulator's scheduler (one fiber per CUDA thread), and host versions of the CUDA runtime
-// and cuBLAS calls that cuda_backend.cpp makes. See emu.h.
+// and cuBLAS calls that loom's CUDA code makes (backends/cuda/cuda_backend.cpp, the kernel
+// families' backends/<family>/*.cu). See emu.h.
 #include "emu.h"
 
 #include <ucontext.h>

@@ -1,9 +1,10 @@
 // A CPU emulator of the parts of the CUDA execution model that loom's kernels use, so that
-// backends/cuda can be run and tested on a machine without a GPU (see run_emulated.sh).
+// the CUDA side of loom (backends/<family>/*.cu, backends/cuda) can be run and tested on a
+// machine without a GPU (see run_emulated.sh).
 // Every CUDA thread of a block is a fiber (ucontext); a block's fibers run until they all
 // reach the same __syncthreads or warp shuffle, which is enforced: a block where some threads
 // wait at a barrier that others never reach is reported as an error. __shared__ variables are
-// statics (one block runs at a time). The CUDA runtime and cuBLAS calls of cuda_backend.cpp
+// statics (one block runs at a time). The CUDA runtime and cuBLAS calls of that code
 // are replaced by host versions that follow their documented contracts (column-major cuBLAS
 // with its leading-dimension rules). What it cannot show: real memory-model races, timing,
 // the accuracy of CUDA's math library, and hardware limits beyond those checked at launch.

@@ -1,5 +1,5 @@
 // The emulator's tensor-core instructions at PTX level, the two that the bfloat16 attention
-// kernels (backends/cuda/attention.cu) issue through inline assembly on a GPU:
+// kernels (backends/attention/attention.cu) issue through inline assembly on a GPU:
 //   ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16   (ldmatrix_x4)
 //   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (mma_m16n8k16_bf16)
 // Their register layouts are the documented ones (PTX ISA, "Warp-level matrix load instruction:

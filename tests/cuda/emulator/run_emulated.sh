@@ -1,16 +1,19 @@
 #!/bin/bash
-# Builds backends/cuda against the CUDA emulator (emu.h) and runs the CUDA test suite on it,
-# so the kernels are exercised on a machine without a GPU:
+# Builds the CUDA side of loom (every kernel family's backends/<family>/*.cu and the device's
+# backends/cuda/*.cpp) against the CUDA emulator (emu.h) and runs the CUDA test suite on it, so
+# the kernels are exercised on a machine without a GPU:
 #   tests/cuda/emulator/run_emulated.sh [path/to/libloom.a built with -DLOOM_CUDA=ON] [doctest args]
-# The .cu files are copied with their <<<grid, block>>> launches rewritten as emu::launch calls
-# and the grid cap of grid-stride kernels lowered to 4 blocks (so every thread loops).
+# The .cu and .cuh files are copied with their <<<grid, block>>> launches rewritten as
+# emu::launch calls and the grid cap of grid-stride kernels lowered to 4 blocks (so every thread
+# loops). At most one compiler per core runs at a time.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 EMU=$ROOT/tests/cuda/emulator
 LIB=${1:-$ROOT/build-cuda/libloom.a}
 shift || true
 OUT=$ROOT/build-cuda-emulated
-mkdir -p "$OUT/src/backends/cuda" "$OUT/obj"
+rm -rf "$OUT/src"
+mkdir -p "$OUT/src" "$OUT/obj"
 
 python3 - "$ROOT" "$OUT" <<'PY'
 import pathlib, sys
@@ -57,11 +60,13 @@ def rewrite(src):
         src = src[:j + 1] + call + src[close + 1:]
     return src
 
-for f in (root / 'backends/cuda').glob('*.cu'):
-    (out / 'src/backends/cuda' / f.name).write_text(rewrite(f.read_text()))
-utils = (root / 'backends/cuda/device_utils.cuh').read_text()
-assert 'int64_t{1} << 20' in utils
-(out / 'src/backends/cuda/device_utils.cuh').write_text(utils.replace('int64_t{1} << 20', 'int64_t{4}'))
+for f in sorted(root.glob('backends/*/*.cu')) + sorted(root.glob('backends/*/*.cuh')):
+    copy = out / 'src' / f.relative_to(root)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(rewrite(f.read_text()))
+utils = out / 'src/backends/cuda/device_utils.cuh'
+assert 'int64_t{1} << 20' in utils.read_text()
+utils.write_text(utils.read_text().replace('int64_t{1} << 20', 'int64_t{4}'))
 PY
 
 CXX="g++ -std=c++20 -O2 -fopenmp -I$EMU -I$OUT/src -I$ROOT -I$ROOT/tests -DLOOM_WITH_CUDA=1 -DLOOM_CUDA_EMULATED=1"
@@ -70,20 +75,27 @@ CXX="g++ -std=c++20 -O2 -fopenmp -I$EMU -I$OUT/src -I$ROOT -I$ROOT/tests -DLOOM_
 rm -f "$OUT"/obj/*.o
 pids=()
 objs=()
-for f in "$OUT"/src/backends/cuda/*.cu; do
-  o=$OUT/obj/$(basename "$f").o; $CXX -x c++ -c "$f" -o "$o" & pids+=($!); objs+=("$o")
+cores=$(nproc)
+wait_for_a_core() { while [ "$(jobs -rp | wc -l)" -ge "$cores" ]; do sleep 1; done; }
+for f in "$OUT"/src/backends/*/*.cu; do
+  o=$OUT/obj/$(basename "$f").o; wait_for_a_core
+  $CXX -x c++ -c "$f" -o "$o" & pids+=($!); objs+=("$o")
 done
 for f in "$ROOT"/backends/cuda/*.cpp "$EMU/emu.cpp"; do
-  o=$OUT/obj/$(basename "$f").o; $CXX -c "$f" -o "$o" & pids+=($!); objs+=("$o")
+  o=$OUT/obj/$(basename "$f").o; wait_for_a_core
+  $CXX -c "$f" -o "$o" & pids+=($!); objs+=("$o")
 done
 tests=()
 for f in "$ROOT"/tests/cuda/*.cpp; do
-  o=$OUT/obj/$(basename "$f").o; tests+=("$o")
+  o=$OUT/obj/$(basename "$f").o; tests+=("$o"); wait_for_a_core
   $CXX -DLOOM_TEST_DATA="\"$ROOT/tests/golden\"" -DLOOM_SOURCE_DIR="\"$ROOT\"" -c "$f" -o "$o" &
   pids+=($!)
 done
+wait_for_a_core
 $CXX -c "$ROOT/tests/main.cpp" -o "$OUT/obj/main.o" & pids+=($!)
 for pid in "${pids[@]}"; do wait "$pid"; done  # set -e: a failed compile ends the script
-$CXX "${tests[@]}" "$OUT/obj/main.o" "$LIB" "${objs[@]}" -lfmt -lopenblas \
-  -o "$OUT/test_cuda_emulated"
+# The families' public methods in libloom.a call the emulated cuda:: functions, which call back
+# into libloom.a: one group, searched until nothing is left unresolved.
+$CXX "${tests[@]}" "$OUT/obj/main.o" -Wl,--start-group "$LIB" "${objs[@]}" -Wl,--end-group \
+  -lfmt -lopenblas -o "$OUT/test_cuda_emulated"
 "$OUT/test_cuda_emulated" "$@"

@@ -1,0 +1,67 @@
+// The elementwise kernels: copy (with casts between float32, int64 and bfloat16), fill, arange,
+// the unary functions of backends/unary_math.h and their derivatives (alone, or after a bias
+// add), binary arithmetic and comparisons, where and axpy. Every operand may be strided (inputs
+// broadcast with stride 0); the kernels walk out's shape. The checks and the public methods
+// are in elementwise.cpp; the CPU loops in cpu_copy.cpp, cpu_unary.cpp and cpu_binary.cpp; the
+// CUDA kernels in elementwise.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/unary_math.h"
+#include "core/tensor.h"
+
+namespace loom {
+
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons: float32 1/0 result; inputs float32 or int64 (same)
+};
+
+// The kernels, each implemented by every device (cpu::name, cuda::name), with the arguments of
+// the Backend method of the same name, called after its checks with at least one element.
+using CopyKernel = void(const Tensor& src, Tensor& dst);
+using FillKernel = void(Tensor& dst, double value);
+using ArangeKernel = void(Tensor& dst, double start, double step);  // dst contiguous
+using UnaryKernel = void(UnaryOp op, const Tensor& x, Tensor& out, float a, float b);
+// x and y are defined exactly when the derivative reads them (see unary::backward_reads).
+using UnaryBackwardKernel = void(UnaryOp op, const Tensor& grad, const Tensor& x,
+                                 const Tensor& y, Tensor& out, float a, float b);
+using BiasUnaryKernel = void(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out);
+using BiasUnaryBackwardKernel = void(UnaryOp op, const Tensor& grad, const Tensor& x,
+                                     const Tensor& bias, Tensor& out);
+using BinaryKernel = void(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+using WhereKernel = void(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+using AxpyKernel = void(float alpha, const Tensor& src, Tensor& dst);
+
+namespace cpu {
+CopyKernel copy;
+FillKernel fill;
+ArangeKernel arange;
+UnaryKernel unary;
+UnaryBackwardKernel unary_backward;
+BiasUnaryKernel bias_unary;
+BiasUnaryBackwardKernel bias_unary_backward;
+BinaryKernel binary;
+WhereKernel where;
+AxpyKernel axpy;
+// x = op(x) in place over `batch` float32 matrices [rows, cols] with row stride ld, `stride`
+// elements apart: GemmArgs::activation over a product's C, by the unary loops' math.
+void unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
+                int64_t stride);
+}  // namespace cpu
+
+namespace cuda {
+CopyKernel copy;
+FillKernel fill;
+ArangeKernel arange;
+UnaryKernel unary;
+UnaryBackwardKernel unary_backward;
+BiasUnaryKernel bias_unary;
+BiasUnaryBackwardKernel bias_unary_backward;
+BinaryKernel binary;
+WhereKernel where;
+AxpyKernel axpy;
+}  // namespace cuda
+
+}  // namespace loom

@@ -1,0 +1,244 @@
+// Matrix products: Backend::gemm's checks, then on the CPU batched products through OpenBLAS's
+// cblas_sgemm, or cblas_sgemv when one side is a single row or column (row-major).
+// Threading: OpenBLAS (Debian's OpenMP build) threads a single product by itself, and runs
+// single-threaded when called inside an OpenMP parallel region. So a batch of small products
+// (attention scores: batch*heads matrices of [T, head_dim]) is spread over threads one product
+// each, while large products run one after another with BLAS threading each.
+// bfloat16 operands or results (GemmArgs' types) go through float32 buffers: the operands are
+// upcast exactly, multiplied by the same float32 BLAS, and a bfloat16 result is rounded once.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/loops.h"
+#include "backends/elementwise/elementwise.h"
+#include "backends/gemm/gemm.h"
+#include "core/bfloat16.h"
+#include "core/error.h"
+
+namespace loom {
+
+// ---------------------------------------------------------------------------- the public method
+void Backend::gemm(const GemmArgs& g) {
+  LOOM_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0,
+             "gemm: negative size m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  LOOM_CHECK(g.c != nullptr, "gemm: null output pointer for a [{},{}] result", g.m, g.n);
+  LOOM_CHECK(g.k == 0 || (g.a != nullptr && g.b != nullptr),
+             "gemm: null input pointer (m={} n={} k={})", g.m, g.n, g.k);
+  LOOM_CHECK(g.m == 1 || g.ldc >= g.n, "gemm: output row stride {} is smaller than its {} columns",
+             g.ldc, g.n);
+  LOOM_CHECK(g.batch == 1 || g.stride_c != 0,
+             "gemm: the {} batch items would all write the same output matrix (stride_c = 0)",
+             g.batch);
+  const auto float_type = [](DType t) { return t == DType::Float32 || t == DType::BFloat16; };
+  LOOM_CHECK(float_type(g.ab_type) && float_type(g.c_type),
+             "gemm: operands of dtype {} and result of dtype {} (float32 or bfloat16 expected)",
+             dtype_name(g.ab_type), dtype_name(g.c_type));
+  LOOM_CHECK(g.c_type == DType::Float32 || g.ab_type == DType::BFloat16,
+             "gemm: a bfloat16 result needs bfloat16 operands (got {})", dtype_name(g.ab_type));
+  LOOM_CHECK(!g.activation || *g.activation == UnaryOp::Relu || *g.activation == UnaryOp::Gelu ||
+                 *g.activation == UnaryOp::GeluTanh,
+             "gemm: activation {} is not Relu, Gelu or GeluTanh", unary_op_name(*g.activation));
+  // cuBLAS has no product of an empty sum; C = beta * C is scaled in place, in float32 only.
+  LOOM_CHECK(device_ != Device::CUDA || g.k > 0 || g.c_type == DType::Float32,
+             "gemm: an empty product (k = 0) into a bfloat16 result is not supported on cuda "
+             "(m={} n={})",
+             g.m, g.n);
+  run(cpu::gemm, LOOM_CUDA_IMPL(cuda::gemm), g);
+}
+
+// ---------------------------------------------------------------------------- the CPU
+namespace {
+
+// Products up to this many multiply-adds run single-threaded inside a batch-parallel loop;
+// below ~128^3 one BLAS call cannot keep several cores busy.
+constexpr int64_t kSmallGemm = 128 * 128 * 128;
+
+// A stored operand matrix: `rows` x `cols` with row stride `ld`, batch items `stride` apart.
+struct Operand {
+  const float* data;
+  int64_t rows, cols, ld, stride;
+};
+
+// BLAS requires ld >= max(1, cols). Callers legitimately pass any stride for a dimension of
+// size 1 (e.g. the stride of a one-row view), so a single row gets the minimum. A real
+// multi-row operand with ld < cols (a broadcast row, stride 0) is copied into a dense buffer.
+Operand legal_operand(Operand op, int64_t batch, std::vector<float>& buffer) {
+  if (op.rows == 1) {
+    op.ld = std::max<int64_t>(op.ld, op.cols);
+    return op;
+  }
+  if (op.ld >= op.cols) return op;
+  const int64_t items = op.stride == 0 ? 1 : batch, size = op.rows * op.cols;
+  buffer.resize(static_cast<size_t>(items * size));
+  for (int64_t b = 0; b < items; ++b)
+    for (int64_t r = 0; r < op.rows; ++r)
+      std::memcpy(buffer.data() + b * size + r * op.cols, op.data + b * op.stride + r * op.ld,
+                  static_cast<size_t>(op.cols) * sizeof(float));
+  return {buffer.data(), op.rows, op.cols, op.cols, op.stride == 0 ? 0 : size};
+}
+
+// C = beta * C, for k == 0 (an empty sum); beta == 0 writes zeros without reading C, as BLAS
+// does, so uninitialised or NaN contents of C do not leak through.
+void scale_output(const GemmArgs& g, int64_t ldc) {
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t r = 0; r < g.m; ++r) {
+      float* row = static_cast<float*>(g.c) + b * g.stride_c + r * ldc;
+      for (int64_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
+    }
+}
+
+// C = beta * C + bias in C's dtype (the bias rounded to bfloat16 for a bfloat16 C), the start of
+// a GEMM with GemmArgs::bias; beta == 0 does not read C.
+void add_bias_rows(const GemmArgs& g) {
+  const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+  const bool bf16 = g.c_type == DType::BFloat16;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t r = 0; r < g.m; ++r) {
+      const int64_t row = b * g.stride_c + r * ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        if (bf16) {
+          auto* c = static_cast<BFloat16*>(g.c) + row;
+          const float old = g.beta == 0.0f ? 0.0f : g.beta * static_cast<float>(c[j]);
+          c[j] = BFloat16(old + static_cast<float>(BFloat16(g.bias[j])));
+        } else {
+          float* c = static_cast<float*>(g.c) + row;
+          c[j] = (g.beta == 0.0f ? 0.0f : g.beta * c[j]) + g.bias[j];
+        }
+      }
+    }
+}
+
+// BLAS takes 32-bit sizes and strides (the rest of the contract is checked by Backend::gemm).
+void check_int_sizes(const GemmArgs& g) {
+  constexpr int64_t kIntMax = 2147483647;
+  LOOM_CHECK(g.m <= kIntMax && g.n <= kIntMax && g.k <= kIntMax && g.lda <= kIntMax &&
+                 g.ldb <= kIntMax && g.ldc <= kIntMax,
+             "gemm: size or stride beyond 2^31 (m={} n={} k={} lda={} ldb={} ldc={})", g.m, g.n,
+             g.k, g.lda, g.ldb, g.ldc);
+}
+
+// The batch items of a stored bfloat16 matrix (rows x cols, row stride ld, items `stride` apart;
+// one item when stride is 0) upcast into a dense float32 buffer.
+std::vector<float> upcast_matrices(const void* data, int64_t rows, int64_t cols, int64_t ld,
+                                   int64_t stride, int64_t batch) {
+  const auto* src = static_cast<const BFloat16*>(data);
+  const int64_t items = stride == 0 ? 1 : batch, size = rows * cols;
+  std::vector<float> dense(static_cast<size_t>(items * size));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < items; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j)
+        dense[b * size + r * cols + j] = src[b * stride + r * ld + j];
+  return dense;
+}
+
+// A product with bfloat16 operands or result: the same product in float32 on exactly upcast
+// operands (bfloat16 products are exact in float32), then a bfloat16 C rounded once.
+void gemm_bfloat16(const GemmArgs& g) {
+  GemmArgs f = g;
+  f.ab_type = f.c_type = DType::Float32;
+  std::vector<float> a, b, c;
+  if (g.ab_type == DType::BFloat16) {
+    a = upcast_matrices(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a,
+                        g.batch);
+    b = upcast_matrices(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b,
+                        g.batch);
+    f.a = a.data(), f.lda = g.trans_a ? g.m : g.k, f.stride_a = g.stride_a == 0 ? 0 : g.m * g.k;
+    f.b = b.data(), f.ldb = g.trans_b ? g.k : g.n, f.stride_b = g.stride_b == 0 ? 0 : g.k * g.n;
+  }
+  if (g.c_type == DType::BFloat16) {  // a dense float32 C (holding beta's old C), rounded back
+    const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+    c = g.beta == 0.0f ? std::vector<float>(static_cast<size_t>(g.batch * g.m * g.n))
+                       : upcast_matrices(g.c, g.m, g.n, ldc, g.stride_c, g.batch);
+    f.c = c.data(), f.ldc = g.n, f.stride_c = g.m * g.n;
+    cpu::gemm(f);
+    auto* out = static_cast<BFloat16*>(g.c);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < g.batch; ++i)
+      for (int64_t r = 0; r < g.m; ++r)
+        for (int64_t j = 0; j < g.n; ++j)
+          out[i * g.stride_c + r * ldc + j] = BFloat16(c[(i * g.m + r) * g.n + j]);
+    return;
+  }
+  cpu::gemm(f);
+}
+
+}  // namespace
+
+void cpu::gemm(const GemmArgs& g) {
+  if (g.bias != nullptr) {  // C = beta C + bias first; the product is then added to it
+    add_bias_rows(g);
+    GemmArgs rest = g;
+    rest.bias = nullptr;
+    rest.beta = 1.0f;
+    return gemm(rest);
+  }
+  if (g.activation && g.c_type == DType::Float32) {  // the product, then act over C
+    GemmArgs rest = g;
+    rest.activation.reset();
+    gemm(rest);
+    return unary_rows(*g.activation, static_cast<float*>(g.c), g.batch, g.m, g.n,
+                      g.m == 1 ? std::max(g.ldc, g.n) : g.ldc, g.stride_c);
+  }
+  // (A bfloat16 C: gemm_bfloat16's float32 product takes the activation, before rounding.)
+  if (g.ab_type != DType::Float32 || g.c_type != DType::Float32) return gemm_bfloat16(g);
+  check_int_sizes(g);
+  const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
+  if (g.k == 0) return scale_output(g, ldc);
+
+  // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
+  std::vector<float> a_buffer, b_buffer;
+  const Operand a = legal_operand({static_cast<const float*>(g.a), g.trans_a ? g.k : g.m,
+                                   g.trans_a ? g.m : g.k, g.lda, g.stride_a},
+                                  g.batch, a_buffer);
+  const Operand b = legal_operand({static_cast<const float*>(g.b), g.trans_b ? g.n : g.k,
+                                   g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
+                                  g.batch, b_buffer);
+  const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  // A one-row or one-column product is a matrix-vector product: cblas_sgemv streams the matrix
+  // once, where sgemm would pack it first (this is what makes KV-cached generation fast).
+  auto product = [&](int64_t i) {
+    const float* ai = a.data + i * a.stride;
+    const float* bi = b.data + i * b.stride;
+    float* ci = static_cast<float*>(g.c) + i * g.stride_c;
+    if ((g.m == 1 || g.n == 1) && g.beta == 0.0f) {  // so NaNs in fresh memory cannot leak in
+      const int64_t count = g.m == 1 ? g.n : g.m, step = g.m == 1 ? 1 : ldc;
+      for (int64_t j = 0; j < count; ++j) ci[j * step] = 0.0f;
+    }
+    if (g.m == 1) {  // c[j] = sum_p a[p] op(B)[p, j]; a's elements are lda apart when transposed
+      cblas_sgemv(CblasRowMajor, g.trans_b ? CblasNoTrans : CblasTrans, static_cast<int>(b.rows),
+                  static_cast<int>(b.cols), g.alpha, bi, static_cast<int>(b.ld), ai,
+                  g.trans_a ? static_cast<int>(a.ld) : 1, g.beta, ci, 1);
+      return;
+    }
+    if (g.n == 1) {  // c[r] = sum_p op(A)[r, p] b[p]; c's elements are ldc apart
+      cblas_sgemv(CblasRowMajor, ta, static_cast<int>(a.rows), static_cast<int>(a.cols), g.alpha,
+                  ai, static_cast<int>(a.ld), bi, g.trans_b ? 1 : static_cast<int>(b.ld), g.beta,
+                  ci, static_cast<int>(ldc));
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(g.m), static_cast<int>(g.n),
+                static_cast<int>(g.k), g.alpha, ai, static_cast<int>(a.ld), bi,
+                static_cast<int>(b.ld), g.beta, ci, static_cast<int>(ldc));
+  };
+
+  const int threads = cpu::max_threads();
+  const bool small = g.m * g.n * g.k <= kSmallGemm;
+  const bool batch_parallel =
+      g.batch > 1 && g.batch >= threads && (small || g.batch % threads == 0);
+  if (batch_parallel && threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < g.batch; ++i) product(i);
+  } else {
+    for (int64_t i = 0; i < g.batch; ++i) product(i);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,56 @@
+// Matrix products: C[b] = alpha op(A[b]) op(B[b]) + beta C[b] (+ a bias row, then an
+// activation) over a batch, described by GemmArgs. The checks, the public method and the CPU's
+// products (OpenBLAS) are in gemm.cpp; the CUDA ones (cuBLAS, and loom's own kernel for a
+// product of a few rows) in gemm.cu.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "backends/unary_math.h"
+#include "core/dtype.h"
+
+namespace loom {
+
+struct GemmArgs {
+  // C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b in [0, batch); row-major matrices.
+  // op(X) = X^T when trans is set. lda/ldb/ldc are row strides in elements; stride_* the
+  // distance between consecutive batch items (0 = the same matrix for every item).
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  float alpha = 1.0f, beta = 0.0f;
+  // Element types: A and B are both float32 or both bfloat16, C is float32 or bfloat16. Products
+  // are always accumulated in float32 (bfloat16 products are exact in float32: cuBLAS's
+  // CUBLAS_COMPUTE_32F on tensor cores, float32 BLAS on the upcast values on the CPU); a
+  // bfloat16 C is rounded once, at the end.
+  DType ab_type = DType::Float32, c_type = DType::Float32;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  // A float32 row of n values (or null) that C starts from: C = alpha op(A) op(B) + beta C +
+  // bias, the bias added to every row of every batch item (a Linear's y = x W^T + b, torch's
+  // addmm with a broadcast input). A bfloat16 C takes the bias rounded to bfloat16, as
+  // PyTorch's autocast casts addmm's input.
+  const float* bias = nullptr;
+  // An activation (relu, gelu or gelu_tanh) applied to every value of C as it is written, after
+  // the bias and before a bfloat16 C is rounded: C = act(alpha op(A) op(B) + beta C + bias), a
+  // Linear and its activation as one product (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues).
+  std::optional<UnaryOp> activation;
+};
+
+// Backend::gemm's arguments, after its checks: m, n, batch > 0; pointers and strides checked;
+// k may be 0 (C = beta * C).
+using GemmKernel = void(const GemmArgs& args);
+
+namespace cpu {
+GemmKernel gemm;
+}  // namespace cpu
+
+namespace cuda {
+GemmKernel gemm;
+}  // namespace cuda
+
+}  // namespace loom

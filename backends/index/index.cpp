@@ -1,0 +1,248 @@
+// The indexing kernels (index.h): Backend's checks, then the CPU loops.
+// Every index is checked against [0, n) before any element moves. The two accumulating kernels
+// may hit the same output element from different j, so they are parallelised over o or over
+// columns i (each thread owns whole output columns), never over j.
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/contract.h"
+#include "backends/cpu/loops.h"
+#include "backends/index/index.h"
+#include "core/error.h"
+
+namespace loom {
+
+// ---------------------------------------------------------------------------- the public methods
+namespace {
+
+// k of an index that splits into [outer, k, inner] (gather, scatter_add).
+int64_t index_depth(const Contract& c, const Tensor& index, int64_t outer, int64_t inner) {
+  c.dtype(index, DType::Int64, "index");
+  const int64_t slices = outer * inner;
+  LOOM_CHECK(slices > 0 ? index.numel() % slices == 0 : index.numel() == 0,
+             "{}: index with {} elements does not split into [{}, k, {}]", c.op, index.numel(),
+             outer, inner);
+  return slices > 0 ? index.numel() / slices : 0;
+}
+
+// A 1-D index (index_select, index_add, index_copy); returns its length k.
+int64_t index_length(const Contract& c, const Tensor& index) {
+  c.dtype(index, DType::Int64, "index");
+  LOOM_CHECK(index.dim() <= 1, "{}: index must be 1-D, got shape {}", c.op,
+             shape_str(index.shape()));
+  return index.numel();
+}
+
+}  // namespace
+
+void Backend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                           const Tensor& index, Tensor& out) {
+  const Contract c{device_, "index_select"};
+  c.extents(outer, n, inner);
+  const int64_t k = index_length(c, index);
+  c.on_device(x, "input");
+  c.numel(x, outer * n * inner, "input");
+  c.output(out, x.dtype(), outer * k * inner, "out");
+  if (k > 0)
+    run(cpu::index_select, LOOM_CUDA_IMPL(cuda::index_select), contiguous(x), outer, n, inner,
+        contiguous(index), out);
+}
+
+void Backend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                        const Tensor& index, Tensor& out) {
+  const Contract c{device_, "index_add"};
+  c.extents(outer, n, inner);
+  const int64_t k = index_length(c, index);
+  c.output(out, out.dtype(), outer * n * inner, "out");
+  c.input(src, out.dtype(), outer * k * inner, "src");
+  if (k > 0)
+    run(cpu::index_add, LOOM_CUDA_IMPL(cuda::index_add), contiguous(src), outer, n, inner,
+        contiguous(index), out);
+}
+
+void Backend::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                         const Tensor& index, Tensor& out) {
+  const Contract c{device_, "index_copy", /*takes_bfloat16=*/true};
+  c.extents(outer, n, inner);
+  const int64_t k = index_length(c, index);
+  c.output(out, out.dtype(), outer * n * inner, "out");
+  c.input(src, out.dtype(), outer * k * inner, "src");
+  if (k > 0)
+    run(cpu::index_copy, LOOM_CUDA_IMPL(cuda::index_copy), contiguous(src), outer, n, inner,
+        contiguous(index), out);
+}
+
+void Backend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+                     Tensor& out) {
+  const Contract c{device_, "gather"};
+  c.extents(outer, n, inner);
+  const int64_t k = index_depth(c, index, outer, inner);
+  c.on_device(x, "input");
+  c.numel(x, outer * n * inner, "input");
+  c.output(out, x.dtype(), outer * k * inner, "out");
+  if (index.numel() > 0)
+    run(cpu::gather, LOOM_CUDA_IMPL(cuda::gather), contiguous(x), outer, n, inner,
+        contiguous(index), out);
+}
+
+void Backend::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                          const Tensor& index, Tensor& out) {
+  const Contract c{device_, "scatter_add"};
+  c.extents(outer, n, inner);
+  const int64_t k = index_depth(c, index, outer, inner);
+  c.output(out, out.dtype(), outer * n * inner, "out");
+  c.input(src, out.dtype(), outer * k * inner, "src");
+  if (index.numel() > 0)
+    run(cpu::scatter_add, LOOM_CUDA_IMPL(cuda::scatter_add), contiguous(src), outer, n, inner,
+        contiguous(index), out);
+}
+
+// ---------------------------------------------------------------------------- the CPU
+namespace {
+
+// Throws loom::Error naming op and the first index outside [0, n); returns the index's values.
+const int64_t* checked_index(const Tensor& idx, int64_t n, const char* op) {
+  const int64_t* index = idx.data_ptr<int64_t>();
+  const int64_t count = idx.numel();
+  bool bad = false;
+  const bool parallel = count > 4 * cpu::kGrainCheap;
+#pragma omp parallel for reduction(|| : bad) schedule(static) if (parallel)
+  for (int64_t j = 0; j < count; ++j) bad = bad || index[j] < 0 || index[j] >= n;
+  if (!bad) return index;
+  for (int64_t j = 0; j < count; ++j)
+    LOOM_CHECK(index[j] >= 0 && index[j] < n,
+               "{}: index {} (at position {}) is out of range for a dimension of size {}; valid "
+               "indices are [0, {})",
+               op, index[j], j, n, n);
+  return index;
+}
+
+// k of gather's and scatter_add's index [outer, k, inner].
+int64_t depth(const Tensor& idx, int64_t outer, int64_t inner) {
+  return outer * inner > 0 ? idx.numel() / (outer * inner) : 0;
+}
+
+// A tensor seen as rows of `inner` elements of raw bytes: the kernels that only move whole rows
+// (index_select, index_copy) take every dtype with the same loop, one memcpy per row.
+struct Rows {
+  unsigned char* data;
+  size_t bytes;  // of one row
+  unsigned char* operator[](int64_t r) const { return data + r * static_cast<int64_t>(bytes); }
+};
+Rows rows_of(const Tensor& t, int64_t inner) {
+  return {static_cast<unsigned char*>(t.raw_data()),
+          static_cast<size_t>(inner) * element_size(t.dtype())};
+}
+
+// Runs loop(in, out) on typed pointers to the data of in and out: float32 or int64, the dtypes
+// of the kernels that add or pick single elements.
+template <class Loop>
+void typed(const Tensor& in, Tensor& out, const Loop& loop) {
+  if (out.dtype() == DType::Float32)
+    loop(in.data_ptr<float>(), out.data_ptr<float>());
+  else
+    loop(in.data_ptr<int64_t>(), out.data_ptr<int64_t>());
+}
+
+// Runs body(o, i0, i1) over all outer slices and all columns so that no two threads touch the
+// same column of the same slice: threads split the slices when there are enough of them, else
+// the columns; small problems stay serial.
+template <class Body>
+void for_each_owned_block(int64_t outer, int64_t inner, int64_t work, const Body& body) {
+  const int threads = cpu::max_threads();
+  if (work < 2 * cpu::kGrainCheap || threads == 1) {
+    for (int64_t o = 0; o < outer; ++o) body(o, 0, inner);
+  } else if (outer >= threads) {
+    cpu::parallel_for(0, outer, 1, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) body(o, 0, inner);
+    });
+  } else {
+    cpu::parallel_for(0, inner, 16, [&](int64_t b, int64_t e) {
+      for (int64_t o = 0; o < outer; ++o) body(o, b, e);
+    });
+  }
+}
+
+}  // namespace
+
+void cpu::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                       Tensor& out) {
+  const int64_t k = idx.numel();
+  const int64_t* index = checked_index(idx, n, "index_select");
+  if (outer * k * inner == 0) return;
+  const Rows src = rows_of(x, inner), dst = rows_of(out, inner);
+  cpu::parallel_for(0, outer * k, std::max<int64_t>(1, cpu::kGrainCheap / inner),
+                    [=](int64_t b, int64_t e) {
+                      for (int64_t r = b; r < e; ++r) {  // row r = (o, j) of out
+                        const int64_t o = r / k, j = r % k;
+                        std::memcpy(dst[r], src[o * n + index[j]], dst.bytes);
+                      }
+                    });
+}
+
+void cpu::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                    Tensor& out) {
+  const int64_t k = idx.numel();
+  const int64_t* index = checked_index(idx, n, "index_add");
+  if (outer * k * inner == 0) return;
+  typed(src, out, [&](const auto* s, auto* d) {
+    for_each_owned_block(outer, inner, outer * k * inner, [=](int64_t o, int64_t i0, int64_t i1) {
+      for (int64_t j = 0; j < k; ++j) {
+        const auto* from = s + (o * k + j) * inner;
+        auto* to = d + (o * n + index[j]) * inner;
+#pragma omp simd
+        for (int64_t i = i0; i < i1; ++i) to[i] += from[i];
+      }
+    });
+  });
+}
+
+void cpu::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                     Tensor& out) {
+  const int64_t k = idx.numel();
+  const int64_t* index = checked_index(idx, n, "index_copy");
+  if (outer * k * inner == 0) return;
+  const Rows from = rows_of(src, inner), to = rows_of(out, inner);
+  cpu::parallel_for(0, outer, std::max<int64_t>(1, cpu::kGrainCheap / (k * inner)),
+                    [=](int64_t b, int64_t e) {
+                      for (int64_t o = b; o < e; ++o)
+                        for (int64_t j = 0; j < k; ++j)  // in order: the last of repeats wins
+                          std::memcpy(to[o * n + index[j]], from[o * k + j], to.bytes);
+                    });
+}
+
+void cpu::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                 Tensor& out) {
+  const int64_t k = depth(idx, outer, inner);
+  const int64_t* index = checked_index(idx, n, "gather");
+  if (outer * k * inner == 0) return;
+  typed(x, out, [&](const auto* xs, auto* dst) {
+    cpu::parallel_for(0, outer * k, std::max<int64_t>(1, cpu::kGrainCheap / inner),
+                      [=](int64_t b, int64_t e) {
+                        for (int64_t r = b; r < e; ++r) {  // row r = (o, j) of out and index
+                          const int64_t* at = index + r * inner;
+                          const auto* slice = xs + r / k * n * inner;
+                          auto* to = dst + r * inner;
+                          for (int64_t i = 0; i < inner; ++i) to[i] = slice[at[i] * inner + i];
+                        }
+                      });
+  });
+}
+
+void cpu::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                      Tensor& out) {
+  const int64_t k = depth(idx, outer, inner);
+  const int64_t* index = checked_index(idx, n, "scatter_add");
+  if (outer * k * inner == 0) return;
+  typed(src, out, [&](const auto* s, auto* d) {
+    for_each_owned_block(outer, inner, outer * k * inner, [=](int64_t o, int64_t i0, int64_t i1) {
+      auto* slice = d + o * n * inner;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t r = (o * k + j) * inner;
+        for (int64_t i = i0; i < i1; ++i) slice[index[r + i] * inner + i] += s[r + i];
+      }
+    });
+  });
+}
+
+}  // namespace loom

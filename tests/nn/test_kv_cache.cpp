@@ -1,0 +1,78 @@
+// nn::KVCache and causal_attention: attending through the cache step by step gives the full
+// causal attention's rows; the layer views write into the cache; beam reordering; errors.
+#include "nn_golden.h"
+
+using namespace loom;
+using namespace loom::testing;
+
+namespace {
+
+// q, k, v (B, nh, T, hs) split from one (B, T, 3 * nh * hs) projection, as GPT's c_attn.
+std::vector<Tensor> split_heads(const Tensor& qkv, int64_t heads) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  std::vector<Tensor> out;
+  for (const Tensor& t : qkv.split(C, 2))
+    out.push_back(t.view({B, T, heads, C / heads}).transpose(1, 2));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("causal_attention through a KV cache gives the full causal attention, step by step") {
+  manual_seed(41);
+  NoGradGuard no_grad;
+  const Tensor qkv = randn({2, 7, 3 * 8});  // B 2, T 7, 2 heads of 4
+  const std::vector<Tensor> all = split_heads(qkv, 2);
+  const Tensor full = nn::causal_attention(all[0], all[1], all[2]);  // (2, 2, 7, 4)
+  nn::KVCache cache(/*layers=*/1, /*batch=*/2, /*heads=*/2, /*capacity=*/9, /*head_dim=*/4);
+  // A 3-position prefill, one position, then three with only the last query computed.
+  int64_t done = 0;
+  for (const auto& [count, last_only] : std::vector<std::pair<int64_t, bool>>{
+           {3, false}, {1, false}, {3, true}}) {
+    const std::vector<Tensor> part = split_heads(qkv.narrow(1, done, count), 2);
+    const Tensor q = last_only ? part[0].narrow(2, count - 1, 1) : part[0];
+    const Tensor y = nn::causal_attention(q, part[1], part[2], cache.layer(0));
+    const int64_t from = last_only ? done + count - 1 : done;
+    check_close(y, full.narrow(2, from, y.size(2)), 1e-5f, 1e-6f,
+                "positions from " + std::to_string(from));
+    cache.advance(count);
+    done += count;
+  }
+  CHECK(cache.length() == 7);
+  // Keys and values split from one projection were written with one copy into the halves.
+  check_close(cache.keys(0).narrow(2, 0, 7), all[1], 0.0f, 0.0f, "keys");
+  check_close(cache.values(0).narrow(2, 0, 7), all[2], 0.0f, 0.0f, "values");
+}
+
+TEST_CASE("KVCache: separate keys and values, device positions, beam reordering") {
+  manual_seed(42);
+  NoGradGuard no_grad;
+  nn::KVCache cache(2, 3, 1, 4, 2);  // 2 layers, 3 rows, 1 head, capacity 4, head_dim 2
+  const Tensor k = randn({3, 1, 2, 2}), v = randn({3, 1, 2, 2});  // two separate tensors
+  auto [keys, values] = cache.layer(1).append(k, v);
+  check_close(keys, k, 0.0f, 0.0f, "keys so far");
+  check_close(cache.values(1).narrow(2, 0, 2), v, 0.0f, 0.0f, "values written");
+  cache.advance(2);
+  // A step at a device position writes there and returns the whole storage.
+  const Tensor k1 = randn({3, 1, 1, 2}), v1 = randn({3, 1, 1, 2});
+  const nn::KVCache at = cache.at_position(tensor_i64({2}, {1}), zeros({4}));
+  const auto [all_keys, all_values] = at.layer(1).append(k1, v1);
+  CHECK(all_keys.shape() == Shape{3, 1, 4, 2});
+  check_close(cache.keys(1).narrow(2, 2, 1), k1, 0.0f, 0.0f, "written at the device position");
+  // Row i continues from row rows[i].
+  const Tensor before = cache.keys(1).clone();
+  cache.reorder(tensor_i64({2, 2, 0}, {3}));
+  check_close(cache.keys(1).narrow(0, 0, 1), before.narrow(0, 2, 1), 0.0f, 0.0f, "row 0");
+  check_close(cache.keys(1).narrow(0, 2, 1), before.narrow(0, 0, 1), 0.0f, 0.0f, "row 2");
+  check_close(cache.layer(1).keys, cache.keys(1), 0.0f, 0.0f, "layer views follow");
+  CHECK_FALSE(nn::LayerCache{}.defined());
+  check_error([&] { cache.layer(2); }, {"KVCache", "layer 2"});
+  check_error([&] { cache.advance(3); }, {"KVCache", "3 more", "capacity 4"});
+  check_error([&] { cache.layer(0).append(randn({3, 1, 3, 2}), randn({3, 1, 3, 2})); },
+              {"KVCache", "3 more", "after 2"});
+  check_error([&] { cache.reorder(tensor_i64({0, 1}, {2})); }, {"KVCache::reorder", "[3]", "[2]"});
+  check_error([] { nn::KVCache(1, 0, 1, 4, 2); }, {"KVCache", "batch 0"});
+  const Tensor two = randn({1, 1, 2, 2});  // more queries than keys
+  check_error([&] { nn::causal_attention(randn({1, 1, 3, 2}), two, two); },
+              {"causal_attention", "[1,1,3,2]", "[1,1,2,2]"});
+}

@@ -1,0 +1,35 @@
+// EvalGuard: a scope in which a model is evaluated, as PyTorch's `model.eval()` under
+// `torch.no_grad()`: no graph is recorded, and dropout, drop-path and batch statistics are off.
+// At the end of the scope the model is back in the mode it was in (training, in a training
+// loop), whichever way the scope is left:
+//
+//   double validation_loss(models::GPT& model, const Tensor& windows) {
+//     nn::EvalGuard eval(model);
+//     ... forward passes ...
+//   }
+//
+// TrainingRun::eval_due says when an evaluation is due (rank 0, every --eval-every steps) and
+// TrainingRun::untimed keeps its time out of the throughput and the --minutes plan.
+#pragma once
+
+#include "autograd/node.h"
+#include "nn/module.h"
+
+namespace loom::nn {
+
+class EvalGuard {
+ public:
+  explicit EvalGuard(Module& module) : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalGuard() { module_.train(was_training_); }
+  EvalGuard(const EvalGuard&) = delete;
+  EvalGuard& operator=(const EvalGuard&) = delete;
+
+ private:
+  NoGradGuard no_grad_;
+  Module& module_;
+  bool was_training_;
+};
+
+}  // namespace loom::nn
