@@ -19,7 +19,7 @@ static TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl, const char* 
   return *impl;
 }
 
-// ---------------------------------------------------------------------------- values and conversions
+// ---------------------------------------------------------------------- values and conversions
 std::vector<float> Tensor::to_vector() const {
   checked(impl_, "to_vector");
   Tensor c = to(Device::CPU).to(DType::Float32).contiguous();

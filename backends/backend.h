@@ -37,12 +37,12 @@
 // methods below (the checks, written once, then Backend::run, which calls the implementation of
 // the backend's device) and the CPU implementation, the reference the CUDA one is tested
 // against (a large family splits it into cpu_*.cpp files); and <family>.cu (or a few .cu
-// files), the CUDA kernels, their launchers and cuda::name. An implementation may assume the contract holds, that its
-// row-wise inputs are contiguous, and that there is work to do (the public method returns
-// early on empty tensors). What only the kernel can check, the values in index and target
-// tensors, it checks itself. What the families share is the contract's checks (contract.h),
-// the CPU's memory and loop machinery (cpu/) and the CUDA device: its memory, stream, graphs,
-// cuBLAS handle and launch plans (cuda/).
+// files), the CUDA kernels, their launchers and cuda::name. An implementation may assume the
+// contract holds, that its row-wise inputs are contiguous, and that there is work to do (the
+// public method returns early on empty tensors). What only the kernel can check, the values in
+// index and target tensors, it checks itself. What the families share is the contract's checks
+// (contract.h), the CPU's memory and loop machinery (cpu/) and the CUDA device: its memory,
+// stream, graphs, cuBLAS handle and launch plans (cuda/).
 //
 // A new unary op needs no change here: see the recipe in backends/unary_math.h. A new kernel
 // family (a softmax-like op) is four files: <family>.h, <family>.cpp and <family>.cu in its

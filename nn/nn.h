@@ -1,4 +1,5 @@
-// The nn layer: modules, layers, functional ops and losses, and initialisation (files are io/, the training loop's services train/).
+// The nn layer: modules, layers, functional ops and losses, and initialisation (files are io/,
+// the training loop's services train/).
 #pragma once
 
 #include "nn/activation.h"

@@ -1,7 +1,8 @@
 // Chapter 10 (docs/learn/10-swin.md): Swin's shifted windows, their mask and the relative bias.
 // On the first stage of swin-fmnist (a 14x14 token map, 7x7 windows, shift 3) it prints which
 // region each token of the rolled map comes from, draws that map beside the four 49x49 masks of
-// models/swin_window.h's shifted_window_mask, and prints the relative position index of a 2x2 window.
+// models/swin_window.h's shifted_window_mask, and prints the relative position index of a 2x2
+// window.
 //   learn_10_swin_mask [out.png]   (default learn_10_swin_mask.png)
 #include <cstdio>
 #include <string>

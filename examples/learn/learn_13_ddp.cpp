@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   const nn::NamedTensors params = model->named_parameters();
   const double cap_mb = 2.0 / 1024;  // 2 KB
 
-  // DDP's rule (distributed/distributed_data_parallel.cpp): walk the parameters backwards, start a new
-  // bucket once the current one holds cap bytes or more.
+  // DDP's rule (distributed/distributed_data_parallel.cpp): walk the parameters backwards, start
+  // a new bucket once the current one holds cap bytes or more.
   std::vector<std::vector<size_t>> buckets;
   std::vector<size_t> bucket_of(params.size());
   int64_t bytes = 1 << 30;

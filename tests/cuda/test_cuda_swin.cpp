@@ -39,8 +39,8 @@ TEST_CASE("Swin's window helpers match the CPU on CUDA") {
   REQUIRE(windows.device() == Device::CUDA);
   check_close(windows, models::window_partition(x, 4), 0.0f, 0.0f, "partition");
   check_close(models::window_reverse(windows, 4, 8, 8), x, 0.0f, 0.0f, "reverse");
-  check_close(models::shifted_window_mask(8, 8, 4, 2, Device::CUDA), models::shifted_window_mask(8, 8, 4, 2),
-              0.0f, 0.0f, "mask");
+  check_close(models::shifted_window_mask(8, 8, 4, 2, Device::CUDA),
+              models::shifted_window_mask(8, 8, 4, 2), 0.0f, 0.0f, "mask");
   CHECK(models::relative_position_index(3, Device::CUDA).to_vector() ==
         models::relative_position_index(3).to_vector());
   nn::DropPath drop(0.3f);

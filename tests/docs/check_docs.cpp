@@ -5,10 +5,10 @@
 //
 // What it checks, in each Markdown file:
 //   links          [text](path): a relative target exists (anchors and web addresses skipped)
-//   code spans     `models/swin_window.h`, `models/swin.cpp:shifted_window_mask`: the file exists and, after
-//                  a colon, the symbol (its last `::` part) appears in it as a whole word; a bare
-//                  file name (`engine.cpp`, in a table whose row names the folder) must name a
-//                  file somewhere in the tree
+//   code spans     `models/swin_window.h`, `models/swin.cpp:shifted_window_mask`: the file exists
+//                  and, after a colon, the symbol (its last `::` part) appears in it as a whole
+//                  word; a bare file name (`engine.cpp`, in a table whose row names the folder)
+//                  must name a file somewhere in the tree
 //   ```cpp from=autograd/engine.cpp
 //                  an excerpt: its lines appear in that file in this order, each run between
 //                  `// ...` lines contiguous (trailing spaces ignored), so a quoted function

@@ -89,8 +89,8 @@ TEST_CASE("box invariants: identical boxes have GIoU 1, conversions round-trip")
   CHECK(g[0] == doctest::Approx(1.0f));
   CHECK(g[3] == doctest::Approx(1.0f));
   CHECK(g[1] < 0.0f);  // disjoint boxes: GIoU below 0
-  check_close(models::generalized_box_iou_loss(xyxy, xyxy, Reduction::Sum), scalar_tensor(0.0f), 0.0f,
-              1e-6f, "zero loss");
+  check_close(models::generalized_box_iou_loss(xyxy, xyxy, Reduction::Sum), scalar_tensor(0.0f),
+              0.0f, 1e-6f, "zero loss");
 }
 
 TEST_CASE("gradcheck: smooth_l1, bce with logits, generalized IoU") {
@@ -103,7 +103,9 @@ TEST_CASE("gradcheck: smooth_l1, bce with logits, generalized IoU") {
   const Tensor a = tensor({0.1f, 0.1f, 0.5f, 0.6f, 0.3f, 0.2f, 0.9f, 0.7f}, {2, 4});
   const Tensor b = tensor({0.2f, 0.3f, 0.6f, 0.8f, 0.0f, 0.5f, 0.3f, 0.9f}, {2, 4});
   gradcheck(
-      [](const std::vector<Tensor>& t) { return weighted_sum(models::generalized_box_iou(t[0], t[1])); },
+      [](const std::vector<Tensor>& t) {
+        return weighted_sum(models::generalized_box_iou(t[0], t[1]));
+      },
       {a, b}, 1e-3f, 2e-2f, 2e-3f, "giou");
 }
 

@@ -40,7 +40,8 @@ TEST_CASE("window_partition and window_reverse equal the official functions") {
   manual_seed(1);
   const Tensor y = randn({3, 4, 6, 2});
   CHECK(models::window_partition(y, 2).shape() == Shape{18, 4, 2});
-  check_close(models::window_reverse(models::window_partition(y, 2), 2, 4, 6), y, 0.0f, 0.0f, "4x6");
+  check_close(models::window_reverse(models::window_partition(y, 2), 2, 4, 6), y, 0.0f, 0.0f,
+              "4x6");
   const Tensor one = randn({1, 3, 3, 1});
   check_close(models::window_partition(one, 3), one.view({1, 9, 1}), 0.0f, 0.0f, "one window");
 }
@@ -74,7 +75,8 @@ TEST_CASE("relative_position_index and shifted_window_mask equal the official bu
 TEST_CASE("window helpers reject maps that are not whole windows") {
   expect_error([] { models::window_partition(zeros({1, 6, 8, 2}), 4); },
                {"window_partition", "6x8", "4x4"});
-  expect_error([] { models::window_partition(zeros({6, 8, 2}), 2); }, {"window_partition", "[6,8,2]"});
+  expect_error([] { models::window_partition(zeros({6, 8, 2}), 2); },
+               {"window_partition", "[6,8,2]"});
   expect_error([] { models::window_reverse(zeros({3, 16, 2}), 4, 8, 8); }, {"window_reverse", "4"});
   expect_error([] { models::shifted_window_mask(8, 8, 4, 4); }, {"shifted_window_mask", "shift 4"});
   expect_error([] { models::shifted_window_mask(8, 8, 3, 1); }, {"shifted_window_mask", "8x8"});
