@@ -119,7 +119,9 @@ Tensor operator/(const Tensor& x, float s) {
   return unary_op(UnaryOp::Affine, "div", x, 1.0f / s, 0.0f);
 }
 Tensor operator+(float s, const Tensor& x) { return x + s; }
-Tensor operator-(float s, const Tensor& x) { return unary_op(UnaryOp::Affine, "rsub", x, -1.0f, s); }
+Tensor operator-(float s, const Tensor& x) {
+  return unary_op(UnaryOp::Affine, "rsub", x, -1.0f, s);
+}
 Tensor operator*(float s, const Tensor& x) { return x * s; }
 Tensor operator/(float s, const Tensor& x) { return unary_op(UnaryOp::RDiv, "rdiv", x, s); }
 
@@ -225,8 +227,12 @@ static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Ten
   }, {as, bs});
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, "maximum", a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Minimum, "minimum", a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::Maximum, "maximum", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::Minimum, "minimum", a, b);
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -234,12 +240,16 @@ Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 
 // ---------------------------------------------------------------------------- comparisons
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Eq, "eq", a, b, true); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Ne, "ne", a, b, true); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Lt, "lt", a, b, true); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Le, "le", a, b, true); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Gt, "gt", a, b, true); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Ge, "ge", a, b, true); }
+// A comparison: a mask of 0s and 1s, not differentiable (binary_forward's last argument).
+static Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  return binary_forward(op, name, a, b, true);
+}
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ne, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Lt, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Le, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Gt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ge, "ge", a, b); }
 
 static Tensor scalar_like(const Tensor& a, float value, const char* op) {
   detail::check_defined(a, op);
@@ -275,7 +285,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   // none, so its backward is a single pass over g.
   return record_binary("where", a, b, out, [cs, need_a, need_b](const Tensor& g) {
     Tensor zero = zeros({}, g.device());
-    return std::pair{need_a ? where(cs, g, zero) : Tensor(), need_b ? where(cs, zero, g) : Tensor()};
+    return std::pair{need_a ? where(cs, g, zero) : Tensor(),
+                     need_b ? where(cs, zero, g) : Tensor()};
   }, {cs});
 }
 

@@ -102,8 +102,12 @@ static Tensor extremum_dim(bool is_max, const Tensor& x, int64_t dim, bool keepd
   });
 }
 
-Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim(true, x, dim, keepdim); }
-Tensor min(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim(false, x, dim, keepdim); }
+Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extremum_dim(true, x, dim, keepdim);
+}
+Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extremum_dim(false, x, dim, keepdim);
+}
 
 // The maximum of all elements; ties share the gradient evenly (PyTorch's rule for max()).
 Tensor max(const Tensor& x) {

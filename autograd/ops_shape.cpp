@@ -203,8 +203,9 @@ Tensor Tensor::expand(const Shape& requested) const {
       shape[i] = own;
       strides[i] = this->strides()[i - lead];
     } else {
-      LOOM_CHECK(own == 1, "expand: the size {} at dim {} cannot be expanded to {} (shape {} to {})",
-                 own, i - lead, requested[i], shape_str(this->shape()), shape_str(requested));
+      LOOM_CHECK(own == 1,
+                 "expand: the size {} at dim {} cannot be expanded to {} (shape {} to {})", own,
+                 i - lead, requested[i], shape_str(this->shape()), shape_str(requested));
     }
   }
   if (shape == this->shape()) return *this;

@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
     for (const double mb : sizes_mb) {
       const auto n = static_cast<int64_t>(mb * 1e6 / 4);
       Tensor buffer = ones({n}).to(dev);
-      const bench::Timing blocking =
-          bench::time_steps([&] { group.all_reduce(buffer, distributed::ReduceOp::Mean)->wait(); }, steps);
+      const bench::Timing blocking = bench::time_steps(
+          [&] { group.all_reduce(buffer, distributed::ReduceOp::Mean)->wait(); }, steps);
       const bench::Timing polled = bench::time_steps(
           [&] {
             const auto work = group.all_reduce(buffer, distributed::ReduceOp::Mean);

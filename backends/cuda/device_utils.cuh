@@ -93,7 +93,8 @@ __device__ __forceinline__ Offsets<sizeof...(Ops)> element_offsets(int64_t i, co
   constexpr int N = sizeof...(Ops);
   if (layout.contiguous) return {{(static_cast<void>(operands), i)...}};
   const int64_t* const strides[N] = {operands.strides...};
-  if (layout.index32) return strided_offsets<uint32_t, N>(static_cast<uint32_t>(i), layout, strides);
+  if (layout.index32)
+    return strided_offsets<uint32_t, N>(static_cast<uint32_t>(i), layout, strides);
   return strided_offsets<int64_t, N>(i, layout, strides);
 }
 
