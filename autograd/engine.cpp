@@ -1,5 +1,11 @@
 // The backward engine: a topological sort of the recorded graph and a reverse walk that
-// accumulates gradients (micrograd's `backward`, with nodes instead of values).
+// accumulates gradients (micrograd's `backward`, with nodes instead of values). The same walk
+// serves Tensor::backward (into the leaves' .grad) and autograd::grad (gradients returned). A
+// plain walk runs with grad mode off; with create_graph it runs with grad mode on, so the ops
+// of each backward function are recorded like any forward and the gradients can be
+// differentiated again (double backward): the saved inputs keep their place in the graph
+// (detail::saved), and kernel backwards switch to recorded ops (autograd::building_graph).
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <unordered_map>
@@ -147,51 +153,153 @@ std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& 
   return outs;
 }
 
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  NoGradGuard no_grad;  // gradients are plain tensors (no double backward)
-  if (!root.grad_fn()) {  // backward on a leaf: its gradient is the seed itself
-    Tensor slot = root.grad();
-    accumulate(slot, grad.detach());
-    root.set_grad(slot);
-    GradReadyHooks::run_hooks(root);
-    return;
-  }
-  // Reverse topological order by an iterative depth-first post-order walk.
-  std::vector<Node*> order;
+namespace {
+
+// Sets grad mode for a scope: off for a plain backward, on for one that builds a graph.
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool enabled) : previous_(g_grad_mode) { g_grad_mode = enabled; }
+  ~GradModeScope() { g_grad_mode = previous_; }
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// The node whose backward function is running (for unpack_output), on this thread.
+thread_local const std::shared_ptr<Node>* g_running = nullptr;
+
+// The nodes reachable from the roots' grad_fns, each after every node it feeds a gradient to
+// (a reverse topological order), by an iterative depth-first post-order walk, reversed.
+std::vector<std::shared_ptr<Node>> walk_order(const std::vector<Tensor>& roots) {
+  std::vector<std::shared_ptr<Node>> order;
   std::unordered_set<Node*> seen;
-  std::vector<std::pair<Node*, size_t>> stack{{root.grad_fn().get(), 0}};
-  seen.insert(root.grad_fn().get());
-  while (!stack.empty()) {
-    auto& [node, next] = stack.back();
-    if (next < node->inputs.size()) {
-      Node* child = node->inputs[next++].node.get();
-      if (child && seen.insert(child).second) stack.push_back({child, 0});
-    } else {
-      order.push_back(node);
-      stack.pop_back();
+  for (const Tensor& root : roots) {
+    if (!root.grad_fn() || !seen.insert(root.grad_fn().get()).second) continue;
+    std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root.grad_fn(), 0}};
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->inputs.size()) {
+        const std::shared_ptr<Node>& child = node->inputs[next++].node;
+        if (child && seen.insert(child.get()).second) stack.push_back({child, 0});
+      } else {
+        order.push_back(node);
+        stack.pop_back();
+      }
     }
+  }
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+// Runs node's backward on the gradients of its outputs, as the running node (unpack_output).
+std::vector<Tensor> call_backward(const std::shared_ptr<Node>& node,
+                                  const std::vector<Tensor>& g) {
+  struct Running {
+    const std::shared_ptr<Node>* outer = g_running;
+    ~Running() { g_running = outer; }
+  } running;
+  g_running = &node;
+  return node->backward_outputs ? node->backward_outputs(g) : node->backward(g[0]);
+}
+
+// Adds the gradient gi that `node` produced for a leaf into the leaf's .grad.
+void accumulate_into_leaf(const Tensor& leaf, Tensor gi, const Node& node, bool create_graph) {
+  LOOM_CHECK(gi.shape() == leaf.shape(),
+             "backward: op '{}' produced a gradient of shape {} for an input of shape {}",
+             node.name, shape_str(gi.shape()), shape_str(leaf.shape()));
+  // A leaf's gradient has the leaf's dtype (PyTorch's engine casts it the same way).
+  if (gi.dtype() != leaf.dtype()) gi = gi.to(leaf.dtype());
+  Tensor slot = leaf.grad();
+  if (slot.defined() && slot.dtype() != DType::Float32) {
+    leaf.set_grad(slot + gi);  // bfloat16: added in float32, rounded once
+  } else if (!create_graph && slot.defined() && slot.is_contiguous() &&
+             gi.shape() == slot.shape() && slot.is_leaf()) {
+    backend(slot.device()).axpy(1.0f, gi.contiguous(), slot);  // in place, no realloc
+  } else if (slot.defined()) {
+    leaf.set_grad(slot + gi);  // recorded when the backward builds a graph
+  } else {
+    // Own the buffer: a gradient may alias a tensor saved by the graph.
+    leaf.set_grad(gi.contiguous().impl_ptr() == gi.impl_ptr() ? gi.clone() : gi.contiguous());
+  }
+}
+
+// One backward pass from `roots`, seeded with `seeds` (one each). Without `inputs`
+// (Tensor::backward) the leaves' gradients are accumulated into their .grad; with `inputs`
+// (autograd::grad) nothing is accumulated: the gradients of those tensors are returned, caught
+// at a leaf's edges or at the grad_fn of any other tensor, and only the nodes that lead to one
+// of them run.
+std::vector<Tensor> run_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                             bool retain_graph, bool create_graph,
+                             const std::vector<Tensor>* inputs) {
+  GradModeScope mode(create_graph);  // a plain backward's gradients are plain tensors
+  const bool catching = inputs != nullptr;
+  std::vector<Tensor> caught(catching ? inputs->size() : 0);
+  std::unordered_map<TensorImpl*, std::vector<size_t>> caught_at_leaf;
+  std::unordered_map<Node*, std::vector<size_t>> caught_at_node;
+  for (size_t i = 0; i < caught.size(); ++i) {
+    const Tensor& x = (*inputs)[i];
+    if (x.grad_fn()) caught_at_node[x.grad_fn().get()].push_back(i);
+    else caught_at_leaf[x.impl()].push_back(i);
   }
   // The gradients that reached each node, one per output of its op (most ops have one).
   std::unordered_map<Node*, std::vector<Tensor>> grads;
-  grads[root.grad_fn().get()] = {grad};
-  GradReadyHooks hooks(order);
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node* node = *it;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    if (root.grad_fn()) {
+      std::vector<Tensor>& slots = grads[root.grad_fn().get()];
+      slots.resize(root.grad_fn()->num_outputs);
+      accumulate(slots[0], seeds[r]);
+    } else if (catching) {  // a root that is itself a leaf input: its gradient is the seed
+      auto found = caught_at_leaf.find(root.impl());
+      if (found != caught_at_leaf.end())
+        for (size_t i : found->second) accumulate(caught[i], seeds[r]);
+    } else {  // backward on a leaf: its gradient is the seed itself
+      Tensor slot = root.grad();
+      accumulate(slot, create_graph ? seeds[r] : seeds[r].detach());
+      root.set_grad(slot);
+      GradReadyHooks::run_hooks(root);
+    }
+  }
+  const std::vector<std::shared_ptr<Node>> order = walk_order(roots);
+  // autograd::grad runs only the nodes from which a caught input can be reached.
+  std::unordered_set<Node*> leads_to_input;
+  if (catching) {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {  // inputs' producers first
+      for (const Edge& e : (*it)->inputs) {
+        if ((e.leaf && caught_at_leaf.count(e.leaf.get())) ||
+            (e.node && (leads_to_input.count(e.node.get()) || caught_at_node.count(e.node.get()))))
+          leads_to_input.insert(it->get());
+      }
+    }
+  }
+  std::vector<Node*> hooked;  // the post-accumulate-grad hooks are Tensor::backward's only
+  if (!catching)
+    for (const auto& node : order) hooked.push_back(node.get());
+  GradReadyHooks hooks(hooked);
+  for (const std::shared_ptr<Node>& node_ptr : order) {
+    Node* node = node_ptr.get();
     std::vector<bool> delivered(node->inputs.size(), false);
     auto found = grads.find(node);
     if (found == grads.end()) {  // no gradient reached this node
-      hooks.settle(*node, delivered);
+      if (!catching) hooks.settle(*node, delivered);
       continue;
     }
     std::vector<Tensor> g = std::move(found->second);
     grads.erase(found);
+    if (catching) {
+      auto at = caught_at_node.find(node);
+      if (at != caught_at_node.end())
+        for (size_t i : at->second) caught[i] = g[0];  // every contribution is in by now
+      if (!leads_to_input.count(node)) continue;
+    }
     LOOM_CHECK(!node->released,
                "backward: trying to backward through the graph a second time (the buffers of "
                "'{}' were freed); pass retain_graph=true to the first backward",
                node->name);
     check_saved_versions(*node);
-    std::vector<Tensor> input_grads =
-        node->backward_outputs ? node->backward_outputs(g) : node->backward(g[0]);
+    std::vector<Tensor> input_grads = call_backward(node_ptr, g);
     if (g_detect_anomaly) check_finite_gradients(*node, input_grads);
     if (!retain_graph) {
       node->backward = nullptr;  // frees the tensors saved for backward
@@ -201,34 +309,92 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     }
     for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
       const Edge& e = node->inputs[i];
-      Tensor gi = input_grads[i];
+      const Tensor& gi = input_grads[i];
       if (!e.active() || !gi.defined()) continue;
       delivered[i] = true;
       if (e.node) {
         std::vector<Tensor>& slots = grads[e.node.get()];
         slots.resize(e.node->num_outputs);
         accumulate(slots[e.output], gi);
-      } else {
-        Tensor leaf(e.leaf);
+      } else if (!catching) {
+        accumulate_into_leaf(Tensor(e.leaf), gi, *node, create_graph);
+      } else if (auto at = caught_at_leaf.find(e.leaf.get()); at != caught_at_leaf.end()) {
+        const Tensor leaf(e.leaf);
         LOOM_CHECK(gi.shape() == leaf.shape(),
-                   "backward: op '{}' produced a gradient of shape {} for an input of shape {}",
+                   "grad: op '{}' produced a gradient of shape {} for an input of shape {}",
                    node->name, shape_str(gi.shape()), shape_str(leaf.shape()));
-        // A leaf's gradient has the leaf's dtype (PyTorch's engine casts it the same way).
-        if (gi.dtype() != leaf.dtype()) gi = gi.to(leaf.dtype());
-        Tensor slot = leaf.grad();
-        if (slot.defined() && slot.dtype() != DType::Float32) {
-          leaf.set_grad(slot + gi);  // bfloat16: added in float32, rounded once
-        } else if (slot.defined() && slot.is_contiguous() && gi.shape() == slot.shape() &&
-                   slot.is_leaf()) {
-          backend(slot.device()).axpy(1.0f, gi.contiguous(), slot);  // in place, no realloc
-        } else {
-          // Own the buffer: a gradient may alias a tensor saved by the graph.
-          leaf.set_grad(gi.contiguous().impl_ptr() == gi.impl_ptr() ? gi.clone() : gi.contiguous());
-        }
+        for (size_t k : at->second)
+          accumulate(caught[k], gi.dtype() == leaf.dtype() ? gi : gi.to(leaf.dtype()));
       }
     }
-    hooks.settle(*node, delivered);
+    if (!catching) hooks.settle(*node, delivered);
   }
+  return caught;
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, bool create_graph) {
+  run_pass({root}, {grad}, retain_graph || create_graph, create_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool create_graph, bool allow_unused) {
+  LOOM_CHECK(!outputs.empty(), "grad: no outputs to differentiate");
+  LOOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+             "grad: got {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  std::vector<Tensor> seeds(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& y = outputs[i];
+    LOOM_CHECK(y.defined(), "grad: output {} is an undefined tensor", i);
+    LOOM_CHECK(y.requires_grad(),
+               "grad: output {} (shape {}) does not require grad and has no grad_fn", i,
+               shape_str(y.shape()));
+    if (!grad_outputs.empty() && grad_outputs[i].defined()) {
+      seeds[i] = grad_outputs[i];
+      LOOM_CHECK(seeds[i].shape() == y.shape(),
+                 "grad: grad_output {} of shape {} does not match output {} of shape {}", i,
+                 shape_str(seeds[i].shape()), i, shape_str(y.shape()));
+    } else {
+      LOOM_CHECK(y.numel() == 1,
+                 "grad: grad can be implicitly created only for one-element outputs; output {} "
+                 "has shape {} (pass its grad_outputs)",
+                 i, shape_str(y.shape()));
+      seeds[i] = ones(y.shape(), y.dtype(), y.device());
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    LOOM_CHECK(inputs[i].defined(), "grad: input {} is an undefined tensor", i);
+    LOOM_CHECK(inputs[i].requires_grad(), "grad: input {} (shape {}) does not require grad", i,
+               shape_str(inputs[i].shape()));
+  }
+  std::vector<Tensor> grads =
+      run_pass(outputs, seeds, retain_graph || create_graph, create_graph, &inputs);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    LOOM_CHECK(grads[i].defined() || allow_unused,
+               "grad: input {} (shape {}) was not used in the graph of the outputs; pass "
+               "allow_unused=true to get an undefined gradient for it",
+               i, shape_str(inputs[i].shape()));
+  return grads;
+}
+
+Tensor unpack_output(const Tensor& saved) {
+  if (g_running == nullptr || !g_grad_mode || !saved.defined()) return saved;
+  Tensor output = saved.detach();
+  output.impl()->set_grad_fn(*g_running);
+  return output;
+}
+
+Tensor not_differentiable_twice(const char* op, const Tensor& grad,
+                                const std::vector<Tensor>& inputs) {
+  if (!grad.defined() || !any_requires_grad(inputs)) return grad;
+  return record(op, inputs, grad.detach(),
+                [name = std::string(op)](const Tensor&) -> std::vector<Tensor> {
+    LOOM_FAIL("backward: '{}' cannot be differentiated twice: its backward is a kernel with no "
+              "derivative of its own (a gradient of its gradient was asked for)",
+              name);
+  });
 }
 
 }  // namespace loom::autograd

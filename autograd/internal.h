@@ -56,8 +56,21 @@ inline Split3 split_at(const Shape& shape, int64_t dim) {
   return s;
 }
 
-// Saved for backward without creating a reference cycle through the output's grad_fn.
-inline Tensor saved(const Tensor& t) { return t.detach(); }
+// A tensor a backward reads, saved by the forward (PyTorch's SavedVariable). An input that
+// requires grad keeps its place in the graph: a leaf is saved as itself, any other input as a
+// view of the same storage with the same grad_fn (taken now: a later in-place op that moves
+// the input's grad_fn does not move it). So a backward that builds a graph (create_graph)
+// differentiates through it. Anything else, the op's output above all, is saved detached: the
+// output's grad_fn will hold this tensor, and a grad_fn here would close a reference cycle
+// (autograd::unpack_output gives it its place back inside the backward).
+inline Tensor saved(const Tensor& t) {
+  if (!t.defined()) return t;
+  if (!t.requires_grad()) return t.detach();
+  if (t.is_leaf()) return t;
+  Tensor alias = t.detach();
+  alias.impl()->set_grad_fn(t.grad_fn());
+  return alias;
+}
 
 // The sums of g [..., cols] over every leading position, in float32, a bfloat16 g read as it is:
 // the gradient of a bias added along the last dim (no autograd: used inside backward functions
@@ -101,6 +114,15 @@ Tensor bf16_binary(const Tensor& a, const Tensor& b, const F& f) {
   Tensor out = f(upcast(a), upcast(b));
   return is_bf16(a) && is_bf16(b) ? out.to(DType::BFloat16) : out;
 }
+
+// ---- dtypes (autograd/ops_dtype.h)
+// The forward of a broadcasting binary op on a and b promoted to their common dtype (a
+// comparison gives Bool; bool arithmetic runs as PyTorch's, true division of integers in
+// float32): the kernel's result, recorded by nothing (ops_elementwise.cpp).
+Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b);
+// `value` as a 0-d tensor of `dtype` on `device`, filled there (no copy from the host, so it
+// may be made while a CUDA graph is being recorded); int64 values beyond 2^53 lose precision.
+Tensor scalar_tensor_of(const Scalar& value, DType dtype, Device device);
 
 // op(x + bias) for op Relu, Gelu or GeluTanh: bias_relu / bias_gelu / bias_gelu_tanh, or
 // relu / gelu / gelu_tanh without a bias (ops_elementwise.cpp); linear_activation's ops.

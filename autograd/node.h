@@ -80,8 +80,42 @@ bool is_anomaly_enabled();
 // True if grad mode is on and any of the tensors requires grad.
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
-// Runs backward from `root` with the given initial gradient.
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+// Runs backward from `root` with the given initial gradient (Tensor::backward): the leaves'
+// gradients are accumulated into their .grad. With create_graph the backward runs in grad mode,
+// its ops recorded, so those gradients can be differentiated again.
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph,
+                  bool create_graph = false);
+
+// torch.autograd.grad: the gradients of sum_i <outputs[i], grad_outputs[i]> with respect to
+// each of `inputs` (leaves or not), returned instead of accumulated: no .grad changes. An
+// output of one element may go without its grad_output (ones then); a missing grad_outputs
+// gives every output ones. The graph is freed unless retain_graph or create_graph is set. With
+// create_graph the backward is recorded, so the gradients have a grad_fn and can be
+// differentiated again (Hessian-vector products, gradient penalties). An input the outputs do
+// not depend on is an error unless allow_unused, which gives it an undefined Tensor.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false, bool allow_unused = false);
+
+// For backward functions. True when the backward now running builds a graph of its own
+// gradients (create_graph) and one of `tensors` (the incoming gradient, the saved inputs)
+// requires grad: a backward then computes through recorded ops, so that its result can be
+// differentiated again, instead of through a backward kernel.
+inline bool building_graph(const std::vector<Tensor>& tensors) {
+  return any_requires_grad(tensors);
+}
+// The output of the running node, saved (detached, to keep the graph free of cycles) by its
+// forward: in a backward that builds a graph it comes back attached to that node, so a
+// gradient computed from it reaches the node's inputs (PyTorch's SavedVariable of an output);
+// otherwise `saved` as it is. Only for single-output ops (autograd::record).
+Tensor unpack_output(const Tensor& saved);
+// A gradient a backward kernel computed from `inputs` (the incoming gradient and the saved
+// tensors) in a backward that builds a graph, for an op with no second derivative yet: it comes
+// back as the output of a node whose backward raises a loom::Error naming `op`, so
+// differentiating it again is an error, never a silent zero (PyTorch's DelayedError). Outside
+// such a backward `grad` is returned as it is.
+Tensor not_differentiable_twice(const char* op, const Tensor& grad,
+                                const std::vector<Tensor>& inputs);
 
 }  // namespace loom::autograd
 

@@ -10,7 +10,16 @@
 //     written beside the function), softmax and log_softmax (softmax_backward), layer_norm
 //     (layer_norm_backward), cross_entropy (cross_entropy_backward) and fused_attention
 //     (attention_backward).
-// All binary ops broadcast like NumPy/PyTorch.
+// A backward that builds a graph (create_graph: autograd::grad, Tensor::backward) runs with
+// grad mode on and must be differentiable itself: a composed backward is, reading the tensors
+// it saved through detail::saved (an input keeps its place in the graph) and a saved output
+// through autograd::unpack_output; a kernel backward, when autograd::building_graph(...) says
+// so, computes the same formula with the ops of this file instead (the unary derivatives,
+// softmax's y (g - sum(g y)), layer_norm's and cross_entropy's composites), or, lacking one,
+// returns its result through autograd::not_differentiable_twice, so that a second derivative
+// through it is an error naming the op, never a silent zero.
+// All binary ops broadcast like NumPy/PyTorch and promote their operands' dtypes as PyTorch does
+// (autograd/ops_dtype.h: bool < int64 < floating; a C++ number is a Scalar, core/scalar.h).
 //
 // bfloat16
 // --------
@@ -21,7 +30,7 @@
 // accumulate in float32) and the result is rounded to bfloat16 once. So bfloat16 @ bfloat16 is a
 // bfloat16 GEMM with float32 accumulation. Types promote as in PyTorch: bfloat16 with bfloat16
 // gives bfloat16, with float32 gives float32 (matmul wants equal dtypes), comparisons give
-// float32 masks; argmax/argmin give int64. Gradients of bfloat16 tensors are bfloat16. Taking
+// Bool; argmax/argmin give int64. Gradients of bfloat16 tensors are bfloat16. Taking
 // bfloat16: the arithmetic, the unary functions, comparisons, where, masked_fill, sum, mean,
 // max, min, argmax, argmin, var, softmax, log_softmax, matmul, layer_norm, cross_entropy,
 // dropout, embedding, tril, triu and every view, cat/stack/roll/contiguous/clone. The index
@@ -54,7 +63,9 @@
 //    two definitions are generated from the table's LOOM_UNARY_FUNCTIONS: the free function is
 //    unary_op(UnaryOp::X, "x", x) in autograd/ops_elementwise.cpp, whose backward calls
 //    Backend::unary_backward. The kernel-level tests iterate over the table by themselves, but
-//    tests/core/test_cpu_backend.cpp wants a reference formula for the new entry.
+//    tests/core/test_cpu_backend.cpp wants a reference formula for the new entry. A 4th file:
+//    the same derivative written with ops, the entry's case in unary_grad_graph
+//    (autograd/ops_elementwise.cpp), for create_graph; -Wswitch names a missing one.
 // 3. A new kernel family (only when a profile or numerical stability asks for it; keep the
 //    composite as the reference it is tested against): 4 files in backends/, as
 //    backends/backend.h describes (backends/<family>/<family>.h, its arguments and kernel
@@ -64,7 +75,7 @@
 //    Then the op here and in its autograd/ops_*.cpp, as in 1, its forward and backward calling
 //    the two kernels and checking only what the kernels cannot see (the op's own shapes and
 //    dims, before they become the kernel's rows): 6 files, 8 with a method form.
-// In every case add the four tests:
+// In every case add the five tests:
 //   * gradient check: tests/autograd/test_gradcheck.cpp, gradcheck(weighted(f), inputs, eps,
 //     rtol, atol, name) against central finite differences, on contiguous and non-contiguous
 //     inputs (the transposed()/narrowed() helpers) and on every argument form;
@@ -79,15 +90,19 @@
 //     .to(Device::CUDA)" case of its kind (values and gradients on the GPU against the CPU), and
 //     for a new kernel a compare_devices case calling the kernel directly in several layouts;
 //     without a GPU, tests/cuda/emulator/run_emulated.sh runs the suite on a CPU emulator;
+//   * double backward: tests/autograd/test_double_backward.cpp, gradgradcheck(f, inputs, name)
+//     (finite differences of the gradient built with create_graph);
 //   * error paths: tests/core/test_error_paths.cpp, expect_error(f, {"op", "[2,3]", ...}) for
 //     each LOOM_CHECK, naming the op and the shapes or values the message must contain.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/ops_dtype.h"  // promotion, comparisons, logical ops, any/all
 #include "backends/unary_math.h"  // UnaryOp
 #include "core/tensor.h"
 
@@ -132,14 +147,17 @@ Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
-Tensor operator+(const Tensor& a, float b);
-Tensor operator-(const Tensor& a, float b);
-Tensor operator*(const Tensor& a, float b);
-Tensor operator/(const Tensor& a, float b);
-Tensor operator+(float a, const Tensor& b);
-Tensor operator-(float a, const Tensor& b);
-Tensor operator*(float a, const Tensor& b);
-Tensor operator/(float a, const Tensor& b);
+// A number on either side (x * 0.5f, x * 2, 1 - mask, x / 3): a Scalar (core/scalar.h), whose
+// kind decides the result's dtype as in PyTorch (autograd/ops_dtype.h): float32 * 2 is float32,
+// int64 * 2 is int64, int64 * 2.0f and int64 / 2 are float32.
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
 
 // --- elementwise functions -----------------------------------------------------------------
 Tensor exp(const Tensor& x);
@@ -156,22 +174,47 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor sign(const Tensor& x);        // not differentiable (zero gradient)
 Tensor clamp(const Tensor& x, float min, float max);
+// torch.clamp with either bound absent (std::nullopt); clamp_min / clamp_max keep one bound.
+// The gradient passes where x lies inside the bounds, edges included, as torch.clamp's.
+Tensor clamp(const Tensor& x, std::optional<float> min, std::optional<float> max);
+Tensor clamp_min(const Tensor& x, float min);
+Tensor clamp_max(const Tensor& x, float max);
+// The table's other functions (backends/unary_math.h gives each formula and its derivative),
+// with torch's names and meanings.
+Tensor neg(const Tensor& x);         // -x
+Tensor reciprocal(const Tensor& x);  // 1 / x
+Tensor square(const Tensor& x);      // x * x
+Tensor log1p(const Tensor& x);       // log(1 + x), accurate for small x
+Tensor expm1(const Tensor& x);       // e^x - 1, accurate for small x
+Tensor log2(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor erf(const Tensor& x);
+// floor, ceil, round (half to even, as torch.round) and trunc: zero gradient, as PyTorch's.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor silu(const Tensor& x);        // x sigmoid(x) (Elfwing et al. 2017; swish)
+// log(1 + e^(beta x)) / beta, and x itself where beta x > threshold (torch's softplus).
+Tensor softplus(const Tensor& x, float beta = 1.0f, float threshold = 20.0f);
+Tensor leaky_relu(const Tensor& x, float negative_slope = 0.01f);
+Tensor elu(const Tensor& x, float alpha = 1.0f);  // x > 0 ? x : alpha (e^x - 1)
+Tensor mish(const Tensor& x);        // x tanh(softplus(x)) (Misra 2019)
+Tensor hardswish(const Tensor& x);   // x relu6(x + 3) / 6 (Howard et al. 2019, MobileNetV3)
+// log(z / (1 - z)) with z = x, or x clamped to [eps, 1 - eps] when eps is given (torch.logit).
+Tensor logit(const Tensor& x, std::optional<float> eps = std::nullopt);
+Tensor relu6(const Tensor& x);       // min(max(x, 0), 6)
 
-// --- comparisons: float32 masks of 1/0, never differentiable --------------------------------
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, float b);
-Tensor lt(const Tensor& a, float b);
-Tensor gt(const Tensor& a, float b);
+// --- comparisons (Bool results), logical ops, promotion: autograd/ops_dtype.h ----------------
 
-// cond nonzero -> a, else b (broadcasting all three).
+// cond nonzero -> a, else b (broadcasting all three): cond Bool, or any dtype (nonzero = true);
+// a and b promoted to result_type(a, b); differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// x where mask is zero, value where it is nonzero (mask broadcastable to x).
-Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+// x where mask is zero/false, value where it is nonzero/true (mask of any dtype, Bool as
+// PyTorch wants it, broadcastable to x); the result has x's dtype.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 
 // --- reductions -----------------------------------------------------------------------------
 Tensor sum(const Tensor& x);
@@ -184,6 +227,36 @@ Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
 Tensor var(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+Tensor std(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+// Over several dims at once, as PyTorch's dim lists: dims may be negative and may not repeat;
+// an empty Shape{} reduces over every dim. A braced single dim, sum(x, {1}), picks the one-dim
+// form above (the same result); so does var(x, {1}, 2), whose 2 then reads as `unbiased` (as in
+// LibTorch): write var(x, Shape{1}, 2) for a correction other than 0 or 1.
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// sum((x - mean)^2) / (N - correction) over dims (N their element count), as torch.var with
+// correction; std is its square root.
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+// The product of all elements (0-d), or along dim. The gradient is the product of the other
+// elements, right when x holds zeros (as PyTorch's).
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
+// log(sum(exp(x))) over dims, computed as m + log(sum(exp(x - m))) with m the max (a row of
+// -inf gives -inf, one with +inf gives +inf, as torch.logsumexp).
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+// The vector p-norm (sum |x|^p)^(1/p) of all elements or over dims, as torch.norm: p = inf is
+// max |x|, -inf min |x|, 0 the count of nonzeros. The gradient at x = 0 is 0 (p = 2: the
+// subgradient PyTorch picks).
+Tensor norm(const Tensor& x, float p = 2.0f);
+Tensor norm(const Tensor& x, float p, int64_t dim, bool keepdim = false);
+Tensor norm(const Tensor& x, float p, const Shape& dims, bool keepdim = false);
+// Inclusive running sum / product along dim (torch.cumsum, torch.cumprod): one scan kernel
+// (backends/scan). cumsum's gradient is the reverse running sum of g; cumprod's is right when
+// x holds zeros.
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
 // Sums `x` down to `shape` (the reverse of broadcasting `shape` up to x's shape).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
@@ -207,6 +280,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // bias_relu / bias_gelu / bias_gelu_tanh of the product, whose backward reads x W^T.
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          UnaryOp activation);
+// torch.einsum (autograd/ops_einsum.cpp): "ij,jk->ik", an implicit output (the letters that
+// appear once, sorted), "..." for broadcast dims, a letter repeated in one operand (its
+// diagonal), any number of operands (contracted left to right). Lowered to permute, reshape,
+// sum and matmul, so its gradient is theirs.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors);
+// a [n] and b [m] -> [n, m], a_i b_j (torch.outer).
+Tensor outer(const Tensor& a, const Tensor& b);
+// [b, n, k] @ [b, k, m] -> [b, n, m]: 3-D only and no broadcasting, as torch.bmm.
+Tensor bmm(const Tensor& a, const Tensor& b);
+// beta input + alpha (batch1 @ batch2), input broadcast to [b, n, m] (torch.baddbmm); with
+// beta = 0 input is ignored (its NaNs too), as PyTorch does.
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, float beta = 1.0f,
+               float alpha = 1.0f);
+// beta input + alpha (mat1 @ mat2) for 2-D mat1, mat2, input broadcast to [n, m] (torch.addmm).
+Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, float beta = 1.0f,
+             float alpha = 1.0f);
 
 // --- joining, splitting and indexing ------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -273,3 +362,10 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const AttentionArgs& args);
 
 }  // namespace loom
+
+// torch::indexing (Tensor::index, index_put_), masked_select, nonzero and the shape ops that
+// go with them: unbind, unflatten, repeat, flip and the free forms of the views.
+#include "autograd/indexing.h"  // IWYU pragma: export
+
+// Selection, sorting and random sampling: topk, sort, amax, scatter, one_hot, randperm, ...
+#include "autograd/selection.h"

@@ -17,16 +17,24 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   backend(q.device()).attention_forward(qd, kd, vd, mask, args, out, lse);
   if (!autograd::any_requires_grad({q, k, v})) return out;
   const Tensor saved_out = out.detach();
+  // q, k and v with their places in the graph: what a second derivative would depend on.
+  const std::vector<Tensor> ins{detail::saved(q), detail::saved(k), detail::saved(v)};
   return autograd::record(
       "scaled_dot_product_attention", {q, k, v}, out,
-      [qd, kd, vd, mask, saved_out, lse, args](const Tensor& g) {
+      [qd, kd, vd, mask, saved_out, lse, args, ins](const Tensor& g) {
         const Tensor grad = (g.dtype() == qd.dtype() ? g : g.to(qd.dtype())).contiguous();
         Tensor dq = Tensor::empty(qd.shape(), qd.dtype(), qd.device());
         Tensor dk = Tensor::empty(kd.shape(), kd.dtype(), kd.device());
         Tensor dv = Tensor::empty(vd.shape(), vd.dtype(), vd.device());
         backend(qd.device())
             .attention_backward(grad, qd, kd, vd, mask, saved_out, lse, args, dq, dk, dv);
-        return std::vector<Tensor>{dq, dk, dv};
+        // Under create_graph the kernels' gradients cannot be differentiated again: they come
+        // back as outputs of a node that raises if a second backward reaches it.
+        const std::vector<Tensor> from{g, ins[0], ins[1], ins[2]};
+        const char* op = "scaled_dot_product_attention";
+        return std::vector<Tensor>{autograd::not_differentiable_twice(op, dq, from),
+                                   autograd::not_differentiable_twice(op, dk, from),
+                                   autograd::not_differentiable_twice(op, dv, from)};
       },
       {qd, kd, vd, saved_out});
 }

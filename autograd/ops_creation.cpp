@@ -120,4 +120,138 @@ Tensor arange(int64_t n, Device device) {
   return out;
 }
 
+// ---------------------------------------------------------------------------- sampling
+// randperm sorts n random 63-bit keys (Backend::rand_bits): a uniform permutation, since ties,
+// which the stable sort would break by index, have probability about n^2 / 2^64.
+Tensor randperm(int64_t n, Device device) {
+  LOOM_CHECK(n >= 0, "randperm: n must be non-negative, got {}", n);
+  Tensor keys = Tensor::empty({n}, DType::Int64, device);
+  Generator& g = default_generator();
+  backend(device).rand_bits(keys, g.seed(), g.reserve(static_cast<uint64_t>(n)));
+  return argsort(keys);
+}
+
+namespace {
+
+// p's smallest and largest value (NaN propagates to the largest), read back to the host.
+std::pair<float, float> value_range(const Tensor& p) {
+  NoGradGuard no_grad;
+  return {amin(p).item(), amax(p).item()};
+}
+
+}  // namespace
+
+// A draw is 1 where a uniform u in [0, 1) falls below p: probability p.
+Tensor bernoulli(const Tensor& p) {
+  detail::check_defined(p, "bernoulli");
+  LOOM_CHECK(is_floating_point(p.dtype()),
+             "bernoulli: expected float32 or bfloat16 probabilities, got {} of shape {}",
+             dtype_name(p.dtype()), shape_str(p.shape()));
+  if (p.numel() > 0) {
+    const auto [lo, hi] = value_range(p);
+    LOOM_CHECK(lo >= 0.0f && hi <= 1.0f,
+               "bernoulli: probabilities must lie in [0, 1], got values in [{}, {}] (shape {})",
+               lo, hi, shape_str(p.shape()));
+  }
+  NoGradGuard no_grad;
+  return lt(rand(p.shape(), p.device()), p.detach().to(DType::Float32)).to(p.dtype());
+}
+
+Tensor bernoulli(const Tensor& x, float p) {
+  detail::check_defined(x, "bernoulli");
+  LOOM_CHECK(p >= 0.0f && p <= 1.0f, "bernoulli: p must lie in [0, 1], got {}", p);
+  NoGradGuard no_grad;
+  return lt(rand(x.shape(), x.device()), p).to(x.dtype());
+}
+
+// With replacement: the backend's inverse-CDF draws. Without: the Efraimidis-Spirakis keys
+// (2006), w / E with E ~ Exp(1) per category, of which the num_samples largest are a draw of
+// that many categories one after another, each in proportion to the weights of those left (as
+// PyTorch does it); a zero weight has key 0 and is never among them.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  detail::check_defined(probs, "multinomial");
+  LOOM_CHECK(is_floating_point(probs.dtype()) && (probs.dim() == 1 || probs.dim() == 2),
+             "multinomial: expected 1-D or 2-D float probabilities, got {} of shape {}",
+             dtype_name(probs.dtype()), shape_str(probs.shape()));
+  const int64_t k = probs.size(-1);
+  LOOM_CHECK(k > 0, "multinomial: cannot sample from an empty distribution (shape {})",
+             shape_str(probs.shape()));
+  LOOM_CHECK(num_samples > 0, "multinomial: cannot sample num_samples = {} <= 0 samples",
+             num_samples);
+  LOOM_CHECK(replacement || num_samples <= k,
+             "multinomial: cannot sample num_samples = {} > {} categories without replacement",
+             num_samples, k);
+  NoGradGuard no_grad;
+  const Tensor w = probs.detach().to(DType::Float32).reshape({-1, k});  // [rows, k]
+  const int64_t rows = w.size(0);
+  if (rows == 0) return Tensor::empty(probs.dim() == 1 ? Shape{num_samples} : Shape{0, num_samples},
+                                      DType::Int64, probs.device());
+  const auto [lo, hi] = value_range(w);
+  LOOM_CHECK(lo >= 0.0f && std::isfinite(hi),
+             "multinomial: the weights must be finite and non-negative, got values in [{}, {}]",
+             lo, hi);
+  LOOM_CHECK(amin(sum(w, 1)).item() > 0.0f,
+             "multinomial: a row of weights sums to 0 (shape {})", shape_str(probs.shape()));
+  Tensor out;
+  if (replacement) {
+    out = Tensor::empty({rows, num_samples}, DType::Int64, probs.device());
+    Generator& g = default_generator();
+    backend(probs.device()).multinomial(w.contiguous(), g.seed(),
+                                        g.reserve(static_cast<uint64_t>(rows * num_samples)), out);
+  } else {
+    const float fewest = amin(sum(gt(w, 0.0f).to(DType::Float32), 1)).item();
+    LOOM_CHECK(fewest >= static_cast<float>(num_samples),
+               "multinomial: a row has {} nonzero weights, too few for num_samples = {} without "
+               "replacement",
+               fewest, num_samples);
+    const Tensor exponential = -log(1.0f - rand(w.shape(), w.device()));  // in [0, inf)
+    out = topk(w / exponential, num_samples, 1).indices;
+  }
+  return probs.dim() == 1 ? out.reshape({num_samples}) : out;
+}
+
+// ---------------------------------------------------------------------------- in place
+namespace {
+
+// t's elements replaced by transform(draw(t's shape)), after the check of every in-place write
+// (Tensor::fill_'s: a leaf that requires grad only under a NoGradGuard); copy_ bumps the version.
+template <class Transform>
+Tensor& fill_random(Tensor& t, const char* op, Tensor (*draw)(Shape, Device),
+                    const Transform& transform) {
+  LOOM_CHECK(t.defined(), "{}: called on an undefined tensor", op);
+  LOOM_CHECK(is_floating_point(t.dtype()),
+             "{}: expected a float32 or bfloat16 tensor, got {} of shape {}", op,
+             dtype_name(t.dtype()), shape_str(t.shape()));
+  LOOM_CHECK(!(autograd::grad_mode_enabled() && t.requires_grad() && t.is_leaf()),
+             "{}: a leaf tensor that requires grad is being modified in place; wrap the update "
+             "in a NoGradGuard",
+             op);
+  NoGradGuard no_grad;
+  t.copy_(transform(draw(t.shape(), t.device())));
+  return t;
+}
+
+}  // namespace
+
+Tensor& Tensor::normal_(float mean, float std) {
+  LOOM_CHECK(std >= 0.0f, "normal_: std must be non-negative, got {}", std);
+  return fill_random(*this, "normal_", &randn, [&](const Tensor& z) { return z * std + mean; });
+}
+
+Tensor& Tensor::uniform_(float from, float to) {
+  LOOM_CHECK(from <= to, "uniform_: from = {} exceeds to = {}", from, to);
+  return fill_random(*this, "uniform_", &rand,
+                     [&](const Tensor& u) { return u * (to - from) + from; });
+}
+
+Tensor normal_(const Tensor& t, float mean, float std) {
+  Tensor handle = t;
+  return handle.normal_(mean, std);
+}
+
+Tensor uniform_(const Tensor& t, float from, float to) {
+  Tensor handle = t;
+  return handle.uniform_(from, to);
+}
+
 }  // namespace loom

@@ -225,7 +225,10 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // weight with padded rows when `out` is (see pad_out_for_gpu).
   const bool pad = pad_out_for_gpu(x, rows, out);
   const int64_t out_p = pad ? padded_width(out) : out;
-  const Tensor xa = low ? x2.detach().to(*low) : x2.detach();  // [rows, in]
+  // x_graph is the same with x's place in the graph (under autocast a recorded cast), saved
+  // for a backward that builds a graph.
+  const Tensor x_graph = low ? x2.to(*low) : x2;
+  const Tensor xa = x_graph.detach();  // [rows, in]
   const DType w_low = low ? *low : weight.dtype();
   const Tensor wa = pad ? pad_with_zeros(weight.detach(), 0, w_low)  // [out_p, in]
                         : low ? weight.detach().to(*low) : weight.detach();
@@ -244,7 +247,7 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
     LOOM_CHECK(!activation, "linear: internal error: a fused activation needs no gradient");
-    Tensor xs = detail::saved(xa), ws = detail::saved(wa);
+    Tensor xs = detail::saved(x_graph), ws = detail::saved(wa), wi = detail::saved(weight);
     const bool need_x = x2.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
     const DType x_type = x2.dtype(), w_type = weight.dtype();
@@ -252,8 +255,14 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     // db = the column sums of g, in float32. The products take g in the operands' dtype
     // (bfloat16 under autocast) and write dx and dW in the inputs' own dtypes.
     y = autograd::record("linear", {x2, weight, bias}, y,
-                         [xs, ws, need_x, need_w, need_b, x_type, w_type, pad,
+                         [xs, ws, wi, need_x, need_w, need_b, x_type, w_type, pad,
                           out](const Tensor& grad) {
+      if (autograd::building_graph({grad, xs, wi})) {  // create_graph: the same, as ops
+        const Tensor g = grad.to(xs.dtype());
+        return std::vector<Tensor>{need_x ? matmul(g, wi.to(g.dtype())).to(x_type) : Tensor(),
+                                   need_w ? matmul(g.t(), xs).to(w_type) : Tensor(),
+                                   need_b ? sum(grad.to(DType::Float32), 0) : Tensor()};
+      }
       // g in the operands' dtype; zero-padded to ws's out_p rows when the forward was.
       const Tensor g = pad ? pad_with_zeros(grad, 1, ws.dtype()) : grad.to(ws.dtype());
       Tensor dw;

@@ -6,15 +6,37 @@ namespace loom {
 
 namespace {
 
+// The backward of layer_norm as recorded ops, for a backward that builds a graph (create_graph):
+// with xhat = (x - mean) rstd and dxhat = g w (Ba et al. 2016),
+//   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw = sum_rows g xhat,
+//   db = sum_rows g,
+// the means over the last dim. The statistics are recomputed from x in ops, so they are
+// differentiated too.
+std::vector<Tensor> layer_norm_grad_graph(const Tensor& g, const Tensor& x, const Tensor& w,
+                                          float eps, bool need_w, bool need_b) {
+  const Tensor xc = x - mean(x, -1, true);
+  const Tensor rstd = rsqrt(mean(xc * xc, -1, true) + eps);
+  const Tensor xhat = xc * rstd;
+  const Tensor dxhat = w.defined() ? g * w : g;
+  const Tensor dx = (dxhat - mean(dxhat, -1, true) - xhat * mean(dxhat * xhat, -1, true)) * rstd;
+  const Shape w_shape{x.size(-1)};
+  return {dx, need_w ? sum_to(g * xhat, w_shape) : Tensor(),
+          need_b ? sum_to(g, w_shape) : Tensor()};
+}
+
 // The autograd node of y = layer_norm(input): the kernel's input values xc (contiguous, the
-// same as input's), the affine weight w and the saved row statistics.
+// same as input's), the affine weight w and the saved row statistics; input and weight as
+// saved tensors (their place in the graph) for a backward that builds a graph.
 Tensor record_layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Tensor& xc, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& y) {
+                         const Tensor& y, float eps) {
   const bool need_w = weight.defined() && weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
+  const Tensor xs = detail::saved(input), ws = detail::saved(weight);
   return autograd::record("layer_norm", {input, weight, bias}, y,
-                          [xc, w, mean, rstd, need_w, need_b](const Tensor& g) {
+                          [xc, w, mean, rstd, need_w, need_b, xs, ws, eps](const Tensor& g) {
+    if (autograd::building_graph({g, xs, ws}))  // create_graph: the backward in ops
+      return layer_norm_grad_graph(g, xs, ws, eps, need_w, need_b);
     Tensor dx = Tensor::empty(xc.shape(), DType::Float32, xc.device());
     Tensor dw = need_w ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
     Tensor db = need_b ? Tensor::empty(w.shape(), DType::Float32, xc.device()) : Tensor();
@@ -45,7 +67,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   backend(x.device()).layer_norm(xc, w, b, eps, y, mean, rstd);
-  return record_layer_norm(x, weight, bias, xc, w, mean, rstd, y);
+  return record_layer_norm(x, weight, bias, xc, w, mean, rstd, y, eps);
 }
 
 // h = x + residual and layer_norm(h) from one kernel, which writes h and normalises it in the
@@ -79,7 +101,7 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual
       .add_layer_norm(x.detach(), residual.detach(), w, b, eps, h, y, mean, rstd);
   h = autograd::record("add", {x, residual}, h,
                        [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
-  return {h, record_layer_norm(h, weight, bias, h.detach(), w, mean, rstd, y)};
+  return {h, record_layer_norm(h, weight, bias, h.detach(), w, mean, rstd, y, eps)};
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
@@ -115,8 +137,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const Tensor inv = 1.0f / sum(ne(t, ignored));  // float32 scalar: 1 / the non-ignored count
   Tensor loss = sum(losses) * inv;
   const Shape shape = logits.shape();
+  const Tensor ls = detail::saved(logits);
   loss = autograd::record("cross_entropy", {logits}, loss.detach(),
-                          [x, t, lse, ignore_index, label_smoothing, inv, shape](const Tensor& g) {
+                          [x, t, lse, ignore_index, label_smoothing, inv, shape, ls,
+                           ignored](const Tensor& g) {
+    if (autograd::building_graph({g, ls})) {  // create_graph: the kernel's formula in ops
+      // dlogits = g / count * (softmax(logits) - q) on the rows not ignored, q the target's
+      // one-hot smoothed: (1 - label_smoothing) one_hot + label_smoothing / C
+      const int64_t classes = x.size(1);
+      const Tensor one = ones({}, x.device()), zero = zeros({}, x.device());
+      const Tensor hot = where(eq(arange(classes, x.device()).unsqueeze(0), t.unsqueeze(1)),
+                               one, zero);  // [N, C]
+      const Tensor q =
+          hot * (1.0f - label_smoothing) + label_smoothing / static_cast<float>(classes);
+      const Tensor kept = where(ne(t, ignored), one, zero).unsqueeze(1);  // [N, 1]
+      const Tensor p = softmax(ls.reshape({-1, classes}), -1);
+      return std::vector<Tensor>{((p - q) * kept * (g * inv)).reshape(shape)};
+    }
     Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     // dlogits = g / count * (softmax - smoothed one-hot), the factor read on the device.
     backend(x.device()).cross_entropy_backward(x, t, lse, ignore_index, label_smoothing, 1.0f,

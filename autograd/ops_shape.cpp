@@ -169,6 +169,12 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   const Shape in_shape = this->shape();
   Tensor v = make_view(*this, shape, strides(), offset() + start * strides()[d]);
   return record_view("narrow", *this, v, [in_shape, d, start, length](const Tensor& g) {
+    if (autograd::building_graph({g})) {  // create_graph: g between zeros, as a recorded cat
+      Shape before = in_shape, after = in_shape;
+      before[d] = start, after[d] = in_shape[d] - start - length;
+      return cat({zeros(before, g.dtype(), g.device()), g, zeros(after, g.dtype(), g.device())},
+                 d);
+    }
     Tensor gx = zeros(in_shape, g.dtype(), g.device());
     gx.narrow(d, start, length).copy_(g);
     return gx;
@@ -441,5 +447,82 @@ static Tensor triangle(const Tensor& x, int64_t k, bool lower) {
 
 Tensor tril(const Tensor& x, int64_t k) { return triangle(x, k, true); }
 Tensor triu(const Tensor& x, int64_t k) { return triangle(x, k, false); }
+
+// ---------------------------------------------------------------------------- unbind, unflatten
+// The pieces of one split into size-1 slices, each squeezed: views recorded as one op, whose
+// backward is one cat (a select per piece would zero-fill a gradient of x's size per piece).
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  const int64_t d = split_dim(x, dim, "unbind");
+  if (x.size(d) == 0) return {};
+  std::vector<Tensor> pieces = split(x, 1, d);
+  for (Tensor& piece : pieces) piece = piece.squeeze(d);
+  return pieces;
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  const int64_t d = split_dim(x, dim, "unflatten");
+  LOOM_CHECK(!sizes.empty(), "unflatten: sizes must not be empty (tensor of shape {})",
+             shape_str(x.shape()));
+  const Shape resolved = infer_shape(sizes, x.size(d), "unflatten");
+  Shape shape(x.shape().begin(), x.shape().begin() + d);
+  shape.insert(shape.end(), resolved.begin(), resolved.end());
+  shape.insert(shape.end(), x.shape().begin() + d + 1, x.shape().end());
+  return x.reshape(shape);
+}
+
+// ---------------------------------------------------------------------------- repeat, flip
+// torch.Tensor.repeat: x seen as [1, s0, 1, s1, ...], expanded to [r0, s0, r1, s1, ...] (a view)
+// and copied into [r0 * s0, r1 * s1, ...]; expand's backward sums the copies' gradients.
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  detail::check_defined(x, "repeat");
+  LOOM_CHECK(static_cast<int64_t>(repeats.size()) >= x.dim(),
+             "repeat: {} repeats given for a tensor of shape {}; at least one per dim",
+             repeats.size(), shape_str(x.shape()));
+  const size_t lead = repeats.size() - static_cast<size_t>(x.dim());
+  Shape spread, expanded, out;
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    LOOM_CHECK(repeats[i] >= 0, "repeat: repeats {} must not be negative", shape_str(repeats));
+    const int64_t size = i < lead ? 1 : x.shape()[i - lead];
+    spread.insert(spread.end(), {1, size});
+    expanded.insert(expanded.end(), {repeats[i], size});
+    out.push_back(repeats[i] * size);
+  }
+  return x.reshape(spread).expand(expanded).reshape(out);
+}
+
+// torch.flip: one index_select per dim with the reversed positions n-1, ..., 0 (made on the
+// device by arange), whose backward flips the gradient back.
+Tensor flip(const Tensor& x, const Shape& dims) {
+  detail::check_defined(x, "flip");
+  std::vector<bool> seen(static_cast<size_t>(x.dim()), false);
+  Tensor out = x;
+  for (const int64_t dim : dims) {
+    const int64_t d = wrap_dim(dim, x.dim(), "flip");
+    LOOM_CHECK(!seen[static_cast<size_t>(d)], "flip: dim {} appears more than once in {}", d,
+               shape_str(dims));
+    seen[static_cast<size_t>(d)] = true;
+    const int64_t n = x.size(d);
+    Tensor reversed = Tensor::empty({n}, DType::Int64, x.device());
+    if (n > 0) backend(x.device()).arange(reversed, static_cast<double>(n - 1), -1.0);
+    out = index_select(out, d, reversed);
+  }
+  return dims.empty() ? x.clone() : out;
+}
+
+// ---------------------------------------------------------------------------- free forms
+Tensor squeeze(const Tensor& x) { return x.squeeze(); }
+Tensor squeeze(const Tensor& x, int64_t dim) { return x.squeeze(dim); }
+Tensor unsqueeze(const Tensor& x, int64_t dim) { return x.unsqueeze(dim); }
+Tensor expand(const Tensor& x, const Shape& shape) { return x.expand(shape); }
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  return x.flatten(start_dim, end_dim);
+}
+
+std::vector<Tensor> Tensor::unbind(int64_t dim) const { return loom::unbind(*this, dim); }
+Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const {
+  return loom::unflatten(*this, dim, sizes);
+}
+Tensor Tensor::repeat(const Shape& repeats) const { return loom::repeat(*this, repeats); }
+Tensor Tensor::flip(const Shape& dims) const { return loom::flip(*this, dims); }
 
 }  // namespace loom

@@ -3,7 +3,10 @@
 // points (requires_grad_, hooks, backward), in-place updates, and printing. The handle itself,
 // its geometry and accessors, is core/tensor.cpp.
 #include <algorithm>
+#include <limits>
 #include <ostream>
+#include <type_traits>
+#include <utility>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -34,12 +37,46 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
   return std::vector<int64_t>(p, p + c.numel());
 }
 
-float Tensor::item() const {
+std::vector<bool> Tensor::to_vector_bool() const {
+  checked(impl_, "to_vector_bool");
+  Tensor c = to(Device::CPU).to(DType::Bool).contiguous();
+  const bool* p = c.data_ptr<bool>();
+  return std::vector<bool>(p, p + c.numel());
+}
+
+float Tensor::item() const { return item<float>(); }
+
+// The element is read in the widest C++ type of its kind (double or int64_t, both exact) and
+// converted once, refusing what T cannot hold as LibTorch's checked conversion does.
+template <class T>
+T Tensor::item() const {
   checked(impl_, "item");
   LOOM_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, expected 1",
              shape_str(shape()), numel());
-  return to_vector()[0];
+  const bool integral = dtype() == DType::Int64 || dtype() == DType::Bool;
+  const Tensor one = detach().to(Device::CPU).contiguous();
+  const int64_t i = integral ? one.to(DType::Int64).data_ptr<int64_t>()[0] : 0;
+  const double d = integral ? static_cast<double>(i) : one.to(DType::Float32).data_ptr<float>()[0];
+  if constexpr (std::is_same_v<T, bool>) {
+    return integral ? i != 0 : d != 0.0;  // NaN is true
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(d);
+  } else {
+    constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
+    constexpr double hi = -lo;  // 2^31 or 2^63: the first value above the range
+    LOOM_CHECK(integral ? std::in_range<T>(i) : (d >= lo && d < hi),
+               "item: value {} of a {} tensor cannot be converted to a {}-bit integer without "
+               "overflow",
+               integral ? fmt::format("{}", i) : fmt::format("{}", d), dtype_name(dtype()),
+               8 * sizeof(T));
+    return integral ? static_cast<T>(i) : static_cast<T>(d);  // truncates toward zero
+  }
 }
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int64_t Tensor::item<int64_t>() const;
+template int Tensor::item<int>() const;
+template bool Tensor::item<bool>() const;
 
 // Device copies go through contiguous host buffers; the graph records the move so gradients
 // flow back to the source device.
@@ -86,16 +123,17 @@ static Tensor empty_with_layout(const Shape& shape, const Strides& strides, DTyp
 }
 
 // Between float32 and bfloat16 the cast is differentiable, as in PyTorch: its gradient is the
-// incoming gradient cast back to the source dtype. Conversions to or from int64 are not (int64
-// has no gradient). The gradient is written in the source's memory layout when that is a
-// permuted contiguous one, so the view ops it flows back through next (a transpose of attention
-// heads, then a reshape) stay views instead of each making a contiguous copy.
+// incoming gradient cast back to the source dtype. Conversions to or from int64 and bool are not
+// (they have no gradient). To bool, nonzero (NaN included) is true; from bool, 1 and 0. The
+// gradient is written in the source's memory layout when that is a permuted contiguous one, so
+// the view ops it flows back through next (a transpose of attention heads, then a reshape) stay
+// views instead of each making a contiguous copy.
 Tensor Tensor::to(DType target) const {
   checked(impl_, "to");
   if (dtype() == target) return *this;
   Tensor out = Tensor::empty(shape(), target, device());
   backend(device()).copy(*this, out);
-  if (!is_floating_point(dtype()) || !is_floating_point(target)) return out;
+  if (!loom::is_floating_point(dtype()) || !loom::is_floating_point(target)) return out;
   const DType from = dtype();
   if (is_contiguous())
     return autograd::record("to", {*this}, out,
@@ -103,6 +141,7 @@ Tensor Tensor::to(DType target) const {
   // Only the geometry is kept: the source's values are not needed.
   return autograd::record("to", {*this}, out,
                           [from, shape = shape(), strides = strides()](const Tensor& g) {
+    if (autograd::building_graph({g})) return std::vector<Tensor>{g.to(from)};  // recorded
     Tensor grad = empty_with_layout(shape, strides, from, g.device());
     backend(g.device()).copy(g, grad);  // the cast and the re-layout in one pass
     return std::vector<Tensor>{grad};
@@ -112,7 +151,7 @@ Tensor Tensor::to(DType target) const {
 // ---------------------------------------------------------------------------- autograd
 Tensor& Tensor::requires_grad_(bool on) {
   TensorImpl& t = checked(impl_, "requires_grad_");
-  LOOM_CHECK(!on || is_floating_point(t.dtype()),
+  LOOM_CHECK(!on || loom::is_floating_point(t.dtype()),
              "requires_grad_: only float32 and bfloat16 tensors can require gradients (got {})",
              dtype_name(t.dtype()));
   LOOM_CHECK(t.grad_fn() == nullptr,
@@ -134,7 +173,7 @@ void Tensor::register_post_accumulate_grad_hook(GradReadyHook hook) const {
   t.add_grad_ready_hook(std::move(hook));
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
   const TensorImpl& t = checked(impl_, "backward");
   LOOM_CHECK(t.requires_grad(),
              "backward: tensor of shape {} does not require grad and has no grad_fn",
@@ -149,7 +188,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   }
   LOOM_CHECK(g.shape() == t.shape(), "backward: gradient shape {} does not match tensor shape {}",
              shape_str(g.shape()), shape_str(t.shape()));
-  autograd::run_backward(*this, g, retain_graph);
+  autograd::run_backward(*this, g, retain_graph, create_graph);
 }
 
 // ---------------------------------------------------------------------------- in place
@@ -235,7 +274,7 @@ Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& src)
 
 Tensor& Tensor::mul_(float value) {
   check_inplace(*this, "mul_");
-  LOOM_CHECK(is_floating_point(dtype()), "mul_: needs a float32 or bfloat16 tensor, got {}",
+  LOOM_CHECK(loom::is_floating_point(dtype()), "mul_: needs a float32 or bfloat16 tensor, got {}",
              dtype_name(dtype()));
   // bfloat16 is scaled in float32 and rounded back once, as PyTorch does.
   Tensor x = dtype() == DType::Float32 ? *this : detach().to(DType::Float32);
@@ -249,7 +288,7 @@ Tensor& Tensor::mul_(float value) {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   const Shape& shape = t.shape();
-  const bool is_float = is_floating_point(t.dtype());
+  const bool is_float = loom::is_floating_point(t.dtype()), is_bool = t.dtype() == DType::Bool;
   const std::vector<float> f = is_float ? t.to_vector() : std::vector<float>{};
   const std::vector<int64_t> i = is_float ? std::vector<int64_t>{} : t.to_vector_i64();
   const int64_t n = t.numel(), limit = 6;  // elements shown per dim before "..."
@@ -257,7 +296,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   // Recursive printer over dims; `pos` is the flat row-major index of the current block.
   auto print = [&](auto&& self, size_t d, int64_t pos) -> void {
     if (d == shape.size()) {
-      out += is_float ? fmt::format("{:.4f}", f[pos]) : std::to_string(i[pos]);
+      out += is_float  ? fmt::format("{:.4f}", f[pos])
+             : is_bool ? (i[pos] != 0 ? "True" : "False")
+                       : std::to_string(i[pos]);
       return;
     }
     const int64_t block = shape_numel(Shape(shape.begin() + d + 1, shape.end()));

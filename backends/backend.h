@@ -23,9 +23,13 @@
 //                   bias add, binary arithmetic and comparisons, where, axpy
 //   reduce/         sum, max, min, argmax, argmin along the middle axis
 //   softmax/        softmax and log_softmax, forward and backward
+//   scan/           running sums and products along the middle axis (cumsum, cumprod)
 //   gemm/           matrix products (GemmArgs): OpenBLAS, cuBLAS and a kernel for a few rows
-//   index/          index_select, index_add, index_copy, gather, scatter_add
-//   random/         Philox uniform and normal numbers
+//   index/          index_select, index_add, index_copy, gather, scatter_add, scatter
+//   sort/           sort and topk along the middle axis (values and indices)
+//   mask_index/     the positions of advanced indexing: nonzero, and index tensors combined
+//                   into flat positions (Tensor::index with tensors)
+//   random/         Philox uniform and normal numbers, random bits, multinomial draws
 //   layer_norm/     layer_norm and add_layer_norm, forward and backward
 //   cross_entropy/  softmax cross-entropy, forward and backward
 //   optimizer/      the Adam(W) step (AdamArgs) and clip_grad_norm's kernels, over one tensor
@@ -61,11 +65,14 @@
 #include "backends/gemm/gemm.h"
 #include "backends/index/index.h"
 #include "backends/layer_norm/layer_norm.h"
+#include "backends/mask_index/mask_index.h"
 #include "backends/optimizer/optimizer.h"
 #include "backends/random/random.h"
 #include "backends/reduce/reduce.h"
 #include "backends/sample/sample.h"
+#include "backends/scan/scan.h"
 #include "backends/softmax/softmax.h"
+#include "backends/sort/sort.h"
 #include "backends/unary_math.h"
 #include "core/tensor.h"
 
@@ -142,6 +149,16 @@ class Backend {
   void softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
                         int64_t inner, bool log, Tensor& out);
 
+  // --- running sums and products over the middle axis of contiguous [outer, n, inner] ---
+  // out[o, j, i] = x[o, 0, i] + ... + x[o, j, i] (ScanOp::Sum; the product for ScanOp::Prod),
+  // or x[o, j, i] + ... + x[o, n - 1, i] when `reverse`; out has x's shape.
+  void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse,
+            Tensor& out);
+  // out = dL/dx of out = cumprod(x) along the middle axis from grad = dL/dy, right where x
+  // holds zeros (no division by x there).
+  void cumprod_backward(const Tensor& grad, const Tensor& x, int64_t outer, int64_t n,
+                        int64_t inner, Tensor& out);
+
   // --- matrix products ---
   void gemm(const GemmArgs& args);
 
@@ -162,10 +179,37 @@ class Backend {
   // out[o, index[o, j, i], i] += src[o, j, i]   (the backward of gather)
   void scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                    Tensor& out);
+  // out[o, index[o, j, i], i] = src[o, j, i]    (torch.scatter; with repeated indices one of
+  //                                              the writes wins: on the CPU the last)
+  void scatter(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+               Tensor& out);
+
+  // --- advanced indexing (backends/mask_index/mask_index.h) ---
+  // The positions of x's nonzero (true) elements (x of any dtype and layout) in row-major
+  // order, a new int64 tensor: flat offsets [count] when `flat`, else coordinates
+  // [count, x.dim()]. Its size depends on the values, so it is allocated here; on CUDA the
+  // host reads x (it waits for the count anyway).
+  Tensor nonzero(const Tensor& x, bool flat);
+  // out[e] += wrap(index[e]) * step, wrap(i) = i + n for i < 0, each index checked against
+  // [-n, n) (an error names `op`): index and out int64 of the same element count, out
+  // contiguous. Index tensors combined into flat positions of the dims they index.
+  void add_flat_index(const char* op, const Tensor& index, int64_t n, int64_t step, Tensor& out);
+
+  // --- sorting; x is contiguous [outer, n, inner] (backends/sort/sort.h) ---
+  // The first args.k of each row (o, :, i) in order, NaN above every number, ties by index:
+  // values (x's dtype: float32 or int64) and int64 indices, both [outer, k, inner].
+  void sort(const Tensor& x, const SortArgs& args, Tensor& values, Tensor& indices);
 
   // --- random numbers: element i uses Philox counter (offset + i), key seed ---
   void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset);  // [0, 1)
   void rand_normal(Tensor& out, uint64_t seed, uint64_t offset);   // N(0, 1)
+  // int64 out: 63 random bits per element, uniform on [0, 2^63) (randperm's sort keys).
+  void rand_bits(Tensor& out, uint64_t seed, uint64_t offset);
+  // int64 out [rows, samples]: draws with replacement from the categories of each row of
+  // float32 weights [rows, k] (finite, non-negative, positive row sums: the caller's checks),
+  // the first category whose running sum of weights (in double) exceeds u * the row's total;
+  // draw (r, s) takes its 53-bit uniform u from counter offset + r * samples + s.
+  void multinomial(const Tensor& weights, uint64_t seed, uint64_t offset, Tensor& out);
 
   // --- fused neural-network kernels ---
   // x, y: [rows, cols]; weight/bias [cols] (may be undefined); mean/rstd [rows].

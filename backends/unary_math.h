@@ -17,10 +17,13 @@
 //
 // M is the device's math library, the only thing the devices do differently: M::exp, M::log,
 // M::sqrt, M::tanh, M::sin, M::cos, M::abs, M::pow and M::normal_cdf (the standard normal CDF
-// Phi). The CPU passes branch-free versions that vectorise (CpuMath in
-// backends/elementwise/cpu_unary.cpp, over backends/cpu/vec_math.h), CUDA its own math library
-// (CudaMath in backends/cuda/device_utils.cuh).
+// Phi), and the C library's log1p, expm1, log2, exp2, erf, floor, ceil, rint (to nearest, ties
+// to even) and trunc. The CPU passes branch-free versions that vectorise where the loops are
+// hot (CpuMath in backends/elementwise/cpu_unary.cpp, over backends/cpu/vec_math.h), CUDA its
+// own math library (CudaMath in backends/cuda/device_utils.cuh).
 #pragma once
+
+#include <cmath>  // NAN
 
 #include "core/host_device.h"
 
@@ -31,16 +34,22 @@ namespace loom {
 // clang-format off
 #define LOOM_UNARY_OPS(X)                                                                       \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Sigmoid) X(Relu) X(Gelu) X(GeluTanh) X(Abs) \
-  X(Sin) X(Cos) X(Sign) X(Pow) X(Affine) X(RDiv) X(Clamp)
+  X(Sin) X(Cos) X(Sign) X(Pow) X(Affine) X(RDiv) X(Clamp) X(Reciprocal) X(Square) X(Log1p)    \
+  X(Expm1) X(Log2) X(Exp2) X(Erf) X(Floor) X(Ceil) X(Round) X(Trunc) X(Silu) X(Softplus)     \
+  X(LeakyRelu) X(Elu) X(Mish) X(Hardswish) X(Logit) X(Relu6)
 
 // The ops that are a function of one tensor and nothing else, with the function's name: the
 // definitions of `Tensor name(const Tensor& x)` (declared in autograd/ops.h) and of its method
 // form x.name() (declared in core/tensor.h) are generated from this list. The other ops are
-// operators (Neg, Affine, RDiv), take scalars (pow, clamp) or have no gradient (sign): they are
-// written out in autograd/ops_elementwise.cpp.
+// operators (Affine, RDiv), take scalars (pow, clamp, softplus, leaky_relu, elu, logit) or
+// have no gradient (sign, floor, ceil, round, trunc): they are written out in
+// autograd/ops_elementwise.cpp.
 #define LOOM_UNARY_FUNCTIONS(X)                                                               \
   X(Exp, exp) X(Log, log) X(Sqrt, sqrt) X(Rsqrt, rsqrt) X(Tanh, tanh) X(Sigmoid, sigmoid)    \
-  X(Relu, relu) X(Gelu, gelu) X(GeluTanh, gelu_tanh) X(Abs, abs) X(Sin, sin) X(Cos, cos)
+  X(Relu, relu) X(Gelu, gelu) X(GeluTanh, gelu_tanh) X(Abs, abs) X(Sin, sin) X(Cos, cos)     \
+  X(Neg, neg) X(Reciprocal, reciprocal) X(Square, square) X(Log1p, log1p) X(Expm1, expm1)    \
+  X(Log2, log2) X(Exp2, exp2) X(Erf, erf) X(Silu, silu) X(Mish, mish) X(Hardswish, hardswish) \
+  X(Relu6, relu6)
 // clang-format on
 
 #define LOOM_UNARY_ENUM_ENTRY(Name) Name,
@@ -78,6 +87,8 @@ constexpr Cost kCheap = Cost::Cheap, kHeavy = Cost::Heavy;
 constexpr float kSqrt2OverPi = 0.7978845608028654f;  // sqrt(2 / pi), for GELU's tanh form
 constexpr float kGeluCubic = 0.044715f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;  // 1 / sqrt(2 pi), the normal density at 0
+constexpr float kTwoOverSqrtPi = 1.1283791670955126f;  // 2 / sqrt(pi), erf'(0)
+constexpr float kLn2 = 0.6931471805599453f;
 
 // ---------------------------------------------------------------------------- the table
 // forward(x) = y;  backward(g, x, y) = g * dy/dx.  NaN rules follow PyTorch.
@@ -185,6 +196,145 @@ struct Clamp : Def<kInput, kCheap, kCheap> {
   LOOM_HOST_DEVICE float forward(float x) const { return x < a ? a : (x > b ? b : x); }
   LOOM_HOST_DEVICE float backward(float g, float x, float) const {
     return x >= a && x <= b ? g : 0.0f;
+  }
+};
+
+
+// ------------------------------------------------- the functions of PyTorch's elementwise API
+template <class M>
+struct Reciprocal : Def<kOutput, kCheap, kCheap> {  // d 1/x = -1/x^2 = -y^2
+  LOOM_HOST_DEVICE float forward(float x) const { return 1.0f / x; }
+  LOOM_HOST_DEVICE float backward(float g, float, float y) const { return -g * y * y; }
+};
+template <class M>
+struct Square : Def<kInput, kCheap, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const { return x * x; }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const { return 2.0f * g * x; }
+};
+template <class M>
+struct Log1p : Def<kInput, kHeavy, kCheap> {  // log(1 + x) without the rounding of 1 + x
+  LOOM_HOST_DEVICE float forward(float x) const { return M::log1p(x); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const { return g / (1.0f + x); }
+};
+template <class M>
+struct Expm1 : Def<kOutput, kHeavy, kCheap> {  // d (e^x - 1) = e^x = y + 1
+  LOOM_HOST_DEVICE float forward(float x) const { return M::expm1(x); }
+  LOOM_HOST_DEVICE float backward(float g, float, float y) const { return g * (y + 1.0f); }
+};
+template <class M>
+struct Log2 : Def<kInput, kHeavy, kCheap> {  // d log2(x) = 1 / (x ln 2)
+  LOOM_HOST_DEVICE float forward(float x) const { return M::log2(x); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const { return g / (x * kLn2); }
+};
+template <class M>
+struct Exp2 : Def<kOutput, kHeavy, kCheap> {  // d 2^x = 2^x ln 2
+  LOOM_HOST_DEVICE float forward(float x) const { return M::exp2(x); }
+  LOOM_HOST_DEVICE float backward(float g, float, float y) const { return g * y * kLn2; }
+};
+template <class M>
+struct Erf : Def<kInput, kHeavy, kHeavy> {  // d erf(x) = 2 / sqrt(pi) e^{-x^2}
+  LOOM_HOST_DEVICE float forward(float x) const { return M::erf(x); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    return g * kTwoOverSqrtPi * M::exp(-x * x);
+  }
+};
+// The four roundings are piecewise constant: a zero derivative everywhere, as PyTorch's.
+template <class M>
+struct Floor : Def<kNothing, kCheap, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const { return M::floor(x); }
+  LOOM_HOST_DEVICE float backward(float, float, float) const { return 0.0f; }
+};
+template <class M>
+struct Ceil : Def<kNothing, kCheap, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const { return M::ceil(x); }
+  LOOM_HOST_DEVICE float backward(float, float, float) const { return 0.0f; }
+};
+template <class M>
+struct Round : Def<kNothing, kCheap, kCheap> {  // half to even, as torch.round: 2.5 -> 2
+  LOOM_HOST_DEVICE float forward(float x) const { return M::rint(x); }
+  LOOM_HOST_DEVICE float backward(float, float, float) const { return 0.0f; }
+};
+template <class M>
+struct Trunc : Def<kNothing, kCheap, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const { return M::trunc(x); }
+  LOOM_HOST_DEVICE float backward(float, float, float) const { return 0.0f; }
+};
+// SiLU (Elfwing et al. 2017): x s with s = sigmoid(x); d x s = s + x s (1 - s).
+template <class M>
+struct Silu : Def<kInput, kHeavy, kHeavy> {
+  LOOM_HOST_DEVICE float forward(float x) const { return x / (1.0f + M::exp(-x)); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    const float s = 1.0f / (1.0f + M::exp(-x));
+    return g * s * (1.0f + x * (1.0f - s));
+  }
+};
+// log(1 + e^{a x}) / a with a = beta, and x where a x > b = threshold (torch's softplus, which
+// switches to the identity there); d/dx = z / (1 + z), z = e^{a x}.
+template <class M>
+struct Softplus : Def<kInput, kHeavy, kHeavy> {
+  LOOM_HOST_DEVICE float forward(float x) const {
+    return a * x > b ? x : M::log1p(M::exp(a * x)) / a;
+  }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    const float z = M::exp(a * x);
+    return a * x > b ? g : g * z / (z + 1.0f);
+  }
+};
+template <class M>
+struct LeakyRelu : Def<kInput, kCheap, kCheap> {  // a = negative_slope
+  LOOM_HOST_DEVICE float forward(float x) const { return x > 0.0f ? x : a * x; }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const { return x > 0.0f ? g : a * g; }
+};
+// ELU (Clevert et al. 2016): x > 0 ? x : a (e^x - 1), a = alpha; the slope a e^x below 0.
+template <class M>
+struct Elu : Def<kInput, kHeavy, kHeavy> {
+  LOOM_HOST_DEVICE float forward(float x) const { return x > 0.0f ? x : a * M::expm1(x); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    return x > 0.0f ? g : g * a * M::exp(x);
+  }
+};
+// Mish (Misra 2019): x t with t = tanh(softplus(x)); d x t = t + x sigmoid(x) (1 - t^2).
+template <class M>
+struct Mish : Def<kInput, kHeavy, kHeavy> {
+  LOOM_HOST_DEVICE float forward(float x) const { return x * M::tanh(M::log1p(M::exp(x))); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    const float t = M::tanh(M::log1p(M::exp(x)));
+    const float s = 1.0f / (1.0f + M::exp(-x));
+    return g * (t + x * s * (1.0f - t * t));
+  }
+};
+// Hard swish (Howard et al. 2019, MobileNetV3): x relu6(x + 3) / 6; slope x / 3 + 1/2 on
+// [-3, 3], PyTorch's choice at the two kinks.
+template <class M>
+struct Hardswish : Def<kInput, kCheap, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const {
+    const float r = x + 3.0f < 0.0f ? 0.0f : (x + 3.0f > 6.0f ? 6.0f : x + 3.0f);
+    return x * r / 6.0f;
+  }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    return x < -3.0f ? 0.0f : (x <= 3.0f ? g * (x / 3.0f + 0.5f) : g);
+  }
+};
+// log(z / (1 - z)), z = x clamped to [a, 1 - a] for an eps a >= 0, z = x when a < 0 (no eps);
+// d/dx = 1 / (x (1 - x)), 0 where the clamp holds x, NaN outside [0, 1] without eps (as
+// torch.logit's backward).
+template <class M>
+struct Logit : Def<kInput, kHeavy, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const {
+    const float z = a < 0.0f ? x : (x < a ? a : (x > 1.0f - a ? 1.0f - a : x));
+    return M::log(z / (1.0f - z));
+  }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    const bool outside = a < 0.0f ? x < 0.0f || x > 1.0f : x < a || x > 1.0f - a;
+    return outside ? (a < 0.0f ? NAN : 0.0f) : g / (x * (1.0f - x));
+  }
+};
+// min(max(x, 0), 6) (torch's hardtanh(0, 6)): the gradient passes strictly inside (0, 6).
+template <class M>
+struct Relu6 : Def<kInput, kCheap, kCheap> {
+  LOOM_HOST_DEVICE float forward(float x) const { return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x); }
+  LOOM_HOST_DEVICE float backward(float g, float x, float) const {
+    return x > 0.0f && x < 6.0f ? g : 0.0f;
   }
 };
 

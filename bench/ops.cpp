@@ -1,6 +1,12 @@
-// Op-level benchmark: matmul through loom vs cblas_sgemm directly, and memory-bound kernels.
+// Op-level benchmark: matmul through loom vs cblas_sgemm directly, memory-bound kernels, and
+// the tensor ops a PyTorch user reaches for.
 //   ops                      all cases, human-readable
-//   ops sgemm [--steps N] [--threads T]   one JSON line, the keys of bench/reference/bench.py sgemm
+//   ops CASE [--steps N] [--threads T]   one JSON line, the keys of bench/reference/bench.py CASE:
+//     sgemm                  matmul of two 1024x1024 float32 matrices
+//     einsum topk index cumsum
+//                            one op on a [256, 1024] float32 x (and y): einsum("ij,kj->ik", x, y);
+//                            topk(x, 10) along the last dim; x.index({rows}) with 256 int64 row
+//                            indices, then x.index({x > 0}) (a Bool mask); cumsum(x, 1)
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -31,6 +37,26 @@ void sgemm_json(int steps) {
       .print();
 }
 
+// The tensor-op cases, as bench/reference/bench.py's case_tensor_op draws them.
+void tensor_op_json(const std::string& name, int steps) {
+  manual_seed(0);
+  Tensor x = randn({256, 1024}), y = randn({256, 1024});
+  Tensor rows = randint(0, 256, {256});
+  std::function<void()> op;
+  if (name == "einsum") op = [&] { einsum("ij,kj->ik", {x, y}); };
+  if (name == "topk") op = [&] { topk(x, 10); };
+  if (name == "index") op = [&] { x.index({rows}), x.index({x > 0}); };
+  if (name == "cumsum") op = [&] { cumsum(x, 1); };
+  auto t = time_steps(op, steps);
+  bench::JsonLine(name)
+      .add("shape", std::string("[256, 1024]"))
+      .times(t)
+      .add("steps", steps)
+      .add("warmup", bench::kWarmup)
+      .threads()
+      .print();
+}
+
 void all_cases(int steps) {
   manual_seed(0);
   Tensor a = randn({kN, kN}), b = randn({kN, kN});
@@ -41,9 +67,12 @@ void all_cases(int steps) {
                 kN, b.data_ptr<float>(), kN, 0.0f, c.data(), kN);
   }, steps);
   auto loom_mm_t = time_steps([&] { matmul(a, b.t()); }, steps);
-  fmt::print("matmul 1024^3        loom {:7.1f} GFLOP/s   cblas_sgemm {:7.1f} GFLOP/s   ratio {:.3f}\n",
-             gflops(loom_mm.median_s), gflops(blas_mm.median_s), blas_mm.median_s / loom_mm.median_s);
-  fmt::print("matmul 1024^3 (B^T)  loom {:7.1f} GFLOP/s   (transposed view passed as a BLAS flag)\n",
+  fmt::print("matmul 1024^3        loom {:7.1f} GFLOP/s   cblas_sgemm {:7.1f} GFLOP/s   "
+             "ratio {:.3f}\n",
+             gflops(loom_mm.median_s), gflops(blas_mm.median_s),
+             blas_mm.median_s / loom_mm.median_s);
+  fmt::print("matmul 1024^3 (B^T)  loom {:7.1f} GFLOP/s   "
+             "(transposed view passed as a BLAS flag)\n",
              gflops(loom_mm_t.median_s));
 
   const int64_t n = 16 << 20;
@@ -62,23 +91,24 @@ void all_cases(int steps) {
 int main(int argc, char** argv) {
   std::string case_name;
   int threads = 2, steps = 0;
-  CLI::App app{"ops: matmul (loom vs cblas_sgemm), add and softmax bandwidth"};
+  CLI::App app{"ops: matmul (loom vs cblas_sgemm), add and softmax bandwidth, tensor ops"};
   cli::show_defaults(app);
   app.add_option("case", case_name,
-                 "sgemm: one JSON line, comparable with bench/reference/bench.py sgemm "
-                 "(none: every case, human-readable)")
-      ->check(CLI::IsMember({"sgemm"}));
+                 "sgemm, einsum, topk, index or cumsum: one JSON line, comparable with "
+                 "bench/reference/bench.py CASE (none: matmul, add and softmax, human-readable)")
+      ->check(CLI::IsMember({"sgemm", "einsum", "topk", "index", "cumsum"}));
   app.add_option("--steps", steps, "timed steps (0 = 20 for sgemm, 10 otherwise)")
       ->check(cli::range(0, 1000000));
   app.add_option("--threads", threads, "CPU threads")
       ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   CLI11_PARSE(app, argc, argv);
-  const bool json = case_name == "sgemm";
-  if (steps == 0) steps = json ? 20 : 10;
+  if (steps == 0) steps = case_name == "sgemm" ? 20 : 10;
   set_num_threads(threads);
-  if (json)
+  if (case_name.empty())
+    all_cases(steps);
+  else if (case_name == "sgemm")
     sgemm_json(steps);
   else
-    all_cases(steps);
+    tensor_op_json(case_name, steps);
   return 0;
 }

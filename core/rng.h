@@ -46,6 +46,19 @@ LOOM_HOST_DEVICE float philox_normal(uint64_t counter, uint64_t seed) {
   return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
 }
 
+// Uniform in [0, 1) with 53 random bits (a double's precision), from two of the four words.
+LOOM_HOST_DEVICE double philox_uniform_double(uint64_t counter, uint64_t seed) {
+  const Philox4 r = philox4x32(counter, seed);
+  const uint64_t bits = ((static_cast<uint64_t>(r.v[0]) << 32) | r.v[1]) >> 11;
+  return static_cast<double>(bits) * (1.0 / 9007199254740992.0);  // 2^-53
+}
+
+// 63 random bits, a non-negative int64 (randperm's sort keys).
+LOOM_HOST_DEVICE int64_t philox_bits63(uint64_t counter, uint64_t seed) {
+  const Philox4 r = philox4x32(counter, seed);
+  return static_cast<int64_t>(((static_cast<uint64_t>(r.v[0]) << 32) | r.v[1]) >> 1);
+}
+
 // The global generator: a seed plus a running offset. Each random op reserves `n` counters.
 class Generator {
  public:

@@ -6,16 +6,24 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/scalar.h"
 #include "core/shape.h"
 
 namespace loom {
 
 class Tensor;
+namespace indexing {
+class TensorIndex;
+}
+struct ValuesIndices;
 namespace autograd {
 struct Node;
 }
@@ -118,8 +126,15 @@ class Tensor {
   Device device() const;
   bool is_contiguous() const;
   float item() const;                      // one-element tensors only
+  // The one element as T (float, double, int64_t, int or bool), whatever the dtype, as
+  // LibTorch's item<T>(): a floating element converts to an integer by truncation, any nonzero
+  // element is true. A tensor of more or fewer than one element, or a value T cannot hold (a NaN
+  // or 1e30 as int64_t), is a loom::Error naming item, like LibTorch's.
+  template <class T>
+  T item() const;
   std::vector<float> to_vector() const;    // row-major, any layout/device; int64 converted
   std::vector<int64_t> to_vector_i64() const;
+  std::vector<bool> to_vector_bool() const;  // nonzero = true
   // Raw element pointer (offset applied). For CUDA tensors this is a device pointer.
   template <typename T>
   T* data_ptr() const {
@@ -138,8 +153,11 @@ class Tensor {
   bool requires_grad() const;
   bool is_leaf() const;
   // Reverse-mode differentiation from this tensor. `gradient` must be given unless this tensor
-  // has one element. The graph is freed afterwards unless retain_graph is set.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // has one element. The graph is freed afterwards unless retain_graph or create_graph is set.
+  // create_graph records the backward itself, so the leaves' .grad get a grad_fn and can be
+  // differentiated again (LibTorch's backward; autograd::grad in autograd/node.h).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
+                bool create_graph = false) const;
   Tensor grad() const;                     // undefined if no gradient has been accumulated
   void set_grad(const Tensor& g) const;    // replaces (or with undefined, clears) the gradient
   Tensor detach() const;                   // same storage, no autograd history
@@ -185,12 +203,14 @@ class Tensor {
   // --- method forms (defined in autograd/tensor_methods.cpp) ---
   // The rule: every op of autograd/ops.h that takes one tensor (plus non-tensor arguments) has
   // a method form, x.f(args) == f(x, args), as PyTorch users expect: the unary elementwise
-  // functions, the reductions, softmax and the shape ops. Of the ops on two tensors, matmul and
-  // masked_fill have methods too (as in PyTorch). Arithmetic is spelled with operators; the
-  // comparisons, where, cat/stack, the index ops, creation and the fused nn functions
-  // (layer_norm, cross_entropy, dropout) are free functions only. The views above are methods
-  // only: they are the tensor's own geometry. split and chunk, which give several views, are
-  // both, as in LibTorch.
+  // functions, the reductions, softmax and the shape ops. Of the ops on two tensors, matmul
+  // (with outer, bmm, addmm and baddbmm), masked_fill, the comparisons, the logical ops,
+  // where, equal, allclose and div with a rounding mode have methods too (as in LibTorch), and
+  // so do gather, scatter, scatter_add and index_select. Arithmetic is spelled with operators;
+  // cat/stack, index_add, embedding, creation and the fused nn functions (layer_norm,
+  // cross_entropy, dropout) are free functions only. The views above
+  // are methods only: they are the tensor's own geometry. split and chunk, which give several
+  // views, are both, as in LibTorch.
   // unary elementwise
   Tensor exp() const;
   Tensor log() const;
@@ -206,7 +226,30 @@ class Tensor {
   Tensor cos() const;
   Tensor sign() const;
   Tensor clamp(float min, float max) const;
+  Tensor clamp(std::optional<float> min, std::optional<float> max) const;
+  Tensor clamp_min(float min) const;
+  Tensor clamp_max(float max) const;
   Tensor pow(float exponent) const;
+  Tensor neg() const;
+  Tensor reciprocal() const;
+  Tensor square() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor log2() const;
+  Tensor exp2() const;
+  Tensor erf() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor trunc() const;
+  Tensor silu() const;
+  Tensor softplus(float beta = 1.0f, float threshold = 20.0f) const;
+  Tensor leaky_relu(float negative_slope = 0.01f) const;
+  Tensor elu(float alpha = 1.0f) const;
+  Tensor mish() const;
+  Tensor hardswish() const;
+  Tensor logit(std::optional<float> eps = std::nullopt) const;
+  Tensor relu6() const;
   // reductions
   Tensor sum() const;
   Tensor sum(int64_t dim, bool keepdim = false) const;
@@ -218,6 +261,20 @@ class Tensor {
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
   Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(int64_t dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor var(const Shape& dims, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(const Shape& dims, int64_t correction = 1, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor logsumexp(int64_t dim, bool keepdim = false) const;
+  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
+  Tensor norm(float p = 2.0f) const;
+  Tensor norm(float p, int64_t dim, bool keepdim = false) const;
+  Tensor norm(float p, const Shape& dims, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor cumprod(int64_t dim) const;
   Tensor sum_to(const Shape& shape) const;
   // softmax
   Tensor softmax(int64_t dim) const;
@@ -231,15 +288,97 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(std::vector<int64_t> sizes, int64_t dim) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  // indexing and the shape ops of torch::indexing (autograd/indexing.h, core/tensor_index.h):
+  // x.index({Slice(1, None, 2), 0, Ellipsis, None}) as x[1::2, 0, ..., None] in Python
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor index(const std::vector<Tensor>& indices) const;  // undefined entries = whole dims
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& values);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, float value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, float value);
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values,
+                     bool accumulate = false);
+  Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values,
+                   bool accumulate = false) const;
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor nonzero() const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor repeat(const Shape& repeats) const;
+  Tensor flip(const Shape& dims) const;
   // two tensors
   Tensor matmul(const Tensor& other) const;
-  Tensor masked_fill(const Tensor& mask, float value) const;
+  Tensor outer(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, float beta = 1.0f,
+                 float alpha = 1.0f) const;
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, float beta = 1.0f,
+               float alpha = 1.0f) const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  // dtypes: comparisons and logical ops (Bool results), where, any/all, equal/allclose, the
+  // integer divisions (autograd/ops_dtype.h), as LibTorch's methods
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Scalar& other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor logical_not() const;
+  Tensor where(const Tensor& condition, const Tensor& other) const;  // where(condition, x, other)
+  Tensor any() const;
+  Tensor all() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  bool equal(const Tensor& other) const;
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  Tensor div(const Tensor& other, std::optional<std::string_view> rounding_mode) const;
+  Tensor div(const Scalar& other, std::optional<std::string_view> rounding_mode) const;
+  bool is_floating_point() const;
+  // selection, sorting and random (autograd/selection.h), as LibTorch's methods
+  ValuesIndices topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  ValuesIndices sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  Tensor min() const;
+  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor bernoulli() const;
+  Tensor bernoulli(float p) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;
+  // In place from the global generator (like fill_: a leaf that requires grad only under a
+  // NoGradGuard); each bumps the version counter.
+  Tensor& normal_(float mean = 0.0f, float std = 1.0f);
+  Tensor& uniform_(float from = 0.0f, float to = 1.0f);
 
  private:
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// What topk and sort return (LibTorch returns a std::tuple): auto [values, indices] = topk(x, 3).
+struct ValuesIndices {
+  Tensor values, indices;
 };
 
 // PyTorch-like printout: tensor([[1.0000, 2.0000], ...], shape=[2,2]).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace loom
+
+// The entries of Tensor::index's lists (Slice, None, Ellipsis, TensorIndex).
+#include "core/tensor_index.h"  // IWYU pragma: export

@@ -15,4 +15,5 @@
 #include "data/splitmix.h"
 #include "data/text_file.h"
 #include "data/tokenizer.h"
+#include "data/transforms.h"
 #include "data/wordpiece_tokenizer.h"

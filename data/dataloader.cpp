@@ -2,14 +2,15 @@
 
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
 
 #include "core/error.h"
 #include "data/splitmix.h"
+#include "data/transforms.h"
 
 namespace loom::data {
 
@@ -61,24 +62,85 @@ Batch collate(const std::vector<Example>& examples) {
   return batch;
 }
 
-// --- the background worker ---------------------------------------------------------------------
+// --- the batch ---------------------------------------------------------------------------------
 
-// Producer/consumer over a bounded queue: the worker thread builds batches in order and waits
-// while kCapacity of them are ready; the consumer (the Iterator) takes them one by one.
+Batch::Batch(std::vector<Tensor> fields, std::vector<std::string> names)
+    : std::vector<Tensor>(std::move(fields)), names_(std::move(names)) {}
+
+size_t Batch::field_index(std::string_view name) const {
+  for (size_t i = 0; i < names_.size() && i < size(); ++i)
+    if (names_[i] == name) return i;
+  std::string known;
+  for (const std::string& n : names_) known += (known.empty() ? "" : ", ") + n;
+  LOOM_FAIL("Batch: no field named '{}'; {}", name,
+             names_.empty() ? "the dataset names no fields (index them: batch[0])"
+                            : "its fields are " + known);
+}
+
+Tensor& Batch::operator[](std::string_view name) { return (*this)[field_index(name)]; }
+const Tensor& Batch::operator[](std::string_view name) const {
+  return (*this)[field_index(name)];
+}
+
+// --- the workers -------------------------------------------------------------------------------
+
+uint64_t example_seed(uint64_t seed, int64_t epoch, int64_t position) {
+  // Tagged so that these streams differ from the epoch's shuffle, seeded by (seed, epoch).
+  constexpr uint64_t kAugmentTag = 0x617567'6D656E74ull;  // "augment"
+  return mix_seeds(mix_seeds(seed ^ kAugmentTag, static_cast<uint64_t>(epoch)),
+                   static_cast<uint64_t>(position));
+}
+
+namespace {
+
+// What one pass over the data needs to build its batches.
+struct Pass {
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<int64_t> order;  // the epoch's order of example indices
+  DataLoaderOptions options;
+  int64_t epoch = 0, first_batch = 0, num_batches = 0;
+};
+
+// Batch b of the pass. Each example is read with the augmentation generator seeded from its
+// position in the epoch, and a custom collate runs with one seeded from the batch's index, so
+// nothing here depends on the thread that runs it.
+Batch make_batch(const Pass& pass, int64_t b) {
+  const int64_t batch_size = pass.options.batch_size;
+  const int64_t begin = b * batch_size;
+  const int64_t end =
+      std::min<int64_t>(begin + batch_size, static_cast<int64_t>(pass.order.size()));
+  std::vector<Example> examples;
+  examples.reserve(static_cast<size_t>(end - begin));
+  for (int64_t i = begin; i < end; ++i) {
+    transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, i));
+    examples.push_back(pass.dataset->get(pass.order[static_cast<size_t>(i)]));
+  }
+  if (!pass.options.collate) {
+    Batch batch = collate(examples);
+    batch.set_names(pass.dataset->field_names());
+    return batch;
+  }
+  transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, -1 - b));
+  Batch batch = pass.options.collate(examples);
+  const std::vector<std::string> names = pass.dataset->field_names();
+  if (batch.names().empty() && names.size() == batch.size()) batch.set_names(names);
+  return batch;
+}
+
+}  // namespace
+
+// The producer of one pass. With no threads, next() builds each batch itself. With n threads,
+// each worker claims the next unclaimed batch, builds it and files it under its index; next()
+// waits for the batch it is due to hand out, so batches leave in order whichever worker
+// finished first. Workers claim at most kPrefetch * n batches beyond the one handed out last.
 class BatchWorker {
  public:
-  static constexpr size_t kCapacity = 2;
+  static constexpr int64_t kPrefetch = 2;
 
-  // Produces batches first_batch .. num_batches - 1 of `order`.
-  BatchWorker(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> order,
-              int64_t batch_size, int64_t first_batch, int64_t num_batches)
-      : dataset_(std::move(dataset)),
-        order_(std::move(order)),
-        batch_size_(batch_size),
-        first_batch_(first_batch),
-        num_batches_(num_batches),
-        taken_(first_batch) {
-    thread_ = std::thread([this] { run(); });
+  explicit BatchWorker(Pass pass)
+      : pass_(std::move(pass)), claimed_(pass_.first_batch), taken_(pass_.first_batch) {
+    for (int64_t w = 0; w < pass_.options.num_workers; ++w)
+      threads_.emplace_back([this] { run(); });
   }
 
   ~BatchWorker() {
@@ -87,23 +149,29 @@ class BatchWorker {
       stop_ = true;
     }
     space_.notify_all();
-    thread_.join();
+    for (std::thread& t : threads_) t.join();
   }
 
-  // The next batch; false after the last one. Rethrows an error of the worker.
+  // The next batch; false after the last one. Rethrows the error of the batch it is due.
   bool next(Batch& batch) {
-    if (taken_ == num_batches_) return false;
+    if (taken_ == pass_.num_batches) return false;
     Slot slot;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      ready_.wait(lock, [this] { return !queue_.empty(); });
-      slot = std::move(queue_.front());
-      queue_.pop_front();
+    if (threads_.empty()) {
+      slot = build(taken_);
+      ++taken_;
+    } else {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [this] { return done_.count(taken_) > 0; });
+        auto it = done_.find(taken_);
+        slot = std::move(it->second);
+        done_.erase(it);
+        ++taken_;
+      }
+      space_.notify_all();
     }
-    space_.notify_one();
-    ++taken_;
     if (slot.error) {
-      taken_ = num_batches_;  // nothing follows an error
+      taken_ = pass_.num_batches;  // nothing follows an error
       std::rethrow_exception(slot.error);
     }
     batch = std::move(slot.batch);
@@ -116,45 +184,46 @@ class BatchWorker {
     std::exception_ptr error;
   };
 
+  Slot build(int64_t b) const {
+    Slot slot;
+    try {
+      slot.batch = make_batch(pass_, b);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    return slot;
+  }
+
   void run() {
-    for (int64_t b = first_batch_; b < num_batches_; ++b) {
-      Slot slot;
-      try {
-        slot.batch = make_batch(b);
-      } catch (...) {
-        slot.error = std::current_exception();
-      }
-      const bool failed = slot.error != nullptr;
+    const int64_t window = kPrefetch * pass_.options.num_workers;
+    for (;;) {
+      int64_t b = 0;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        space_.wait(lock, [this] { return stop_ || queue_.size() < kCapacity; });
-        if (stop_) return;
-        queue_.push_back(std::move(slot));
+        space_.wait(lock, [&] {
+          return stop_ || failed_ || claimed_ == pass_.num_batches || claimed_ < taken_ + window;
+        });
+        if (stop_ || failed_ || claimed_ == pass_.num_batches) return;
+        b = claimed_++;
+      }
+      Slot slot = build(b);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        failed_ = failed_ || slot.error != nullptr;  // no batch past a failed one is started
+        done_.emplace(b, std::move(slot));
       }
       ready_.notify_one();
-      if (failed) return;
     }
   }
 
-  Batch make_batch(int64_t b) const {
-    const int64_t begin = b * batch_size_;
-    const int64_t end = std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(order_.size()));
-    std::vector<Example> examples;
-    examples.reserve(static_cast<size_t>(end - begin));
-    for (int64_t i = begin; i < end; ++i) examples.push_back(dataset_->get(order_[i]));
-    return collate(examples);
-  }
-
-  std::shared_ptr<const Dataset> dataset_;
-  std::vector<int64_t> order_;
-  int64_t batch_size_, first_batch_, num_batches_;
-  int64_t taken_;  // index of the next batch to hand out; consumer side only
-
+  const Pass pass_;
   std::mutex mutex_;
-  std::condition_variable ready_, space_;  // "a batch is queued", "the queue has room"
-  std::deque<Slot> queue_;
-  bool stop_ = false;
-  std::thread thread_;  // started in the constructor, joined in the destructor
+  std::condition_variable ready_, space_;  // "a batch was filed", "the window moved or stop"
+  std::map<int64_t, Slot> done_;           // built batches not yet handed out, by index
+  int64_t claimed_;                        // the next batch a worker will build
+  int64_t taken_;                          // the next batch next() hands out
+  bool stop_ = false, failed_ = false;
+  std::vector<std::thread> threads_;  // started in the constructor, joined in the destructor
 };
 
 // --- the iterator ------------------------------------------------------------------------------
@@ -179,25 +248,32 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
 
 // --- the loader --------------------------------------------------------------------------------
 
-DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, bool shuffle,
-                       uint64_t seed, bool drop_last)
-    : dataset_(std::move(dataset)),
-      batch_size_(batch_size),
-      shuffle_(shuffle),
-      seed_(seed),
-      drop_last_(drop_last) {
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(std::move(options)) {
   LOOM_CHECK(dataset_ != nullptr, "DataLoader: the dataset is null");
-  LOOM_CHECK(batch_size_ >= 1, "DataLoader: batch_size must be positive, got {}", batch_size_);
+  LOOM_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be positive, got {}",
+             options_.batch_size);
+  LOOM_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be 0 or more, got {}",
+             options_.num_workers);
 }
 
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, bool shuffle,
+                       uint64_t seed, bool drop_last)
+    : DataLoader(std::move(dataset), {.batch_size = batch_size,
+                                      .shuffle = shuffle,
+                                      .drop_last = drop_last,
+                                      .num_workers = 1,
+                                      .seed = seed}) {}
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size();
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  const int64_t n = dataset_->size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_->size();
-  if (shuffle_) return random_permutation(n, mix_seeds(seed_, static_cast<uint64_t>(epoch)));
+  if (options_.shuffle)
+    return random_permutation(n, mix_seeds(options_.seed, static_cast<uint64_t>(epoch)));
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
   return order;
@@ -207,8 +283,8 @@ DataLoader::Iterator DataLoader::begin_at(int64_t first_batch) {
   LOOM_CHECK(first_batch >= 0 && first_batch <= size(),
              "DataLoader::begin_at: batch {} is outside the {} batches of an epoch", first_batch,
              size());
-  auto worker = std::make_unique<BatchWorker>(dataset_, epoch_order(epoch_), batch_size_,
-                                              first_batch, size());
+  auto worker = std::make_unique<BatchWorker>(
+      Pass{dataset_, epoch_order(epoch_), options_, epoch_, first_batch, size()});
   ++epoch_;
   return Iterator(std::move(worker));
 }

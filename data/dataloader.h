@@ -1,15 +1,16 @@
-// DataLoader: batches of a Dataset, in seeded random order, prepared on a background thread
-// while the caller trains on the previous one (torch.utils.data.DataLoader with one worker).
+// DataLoader: batches of a Dataset, in seeded random order, prepared ahead by worker threads
+// while the caller trains on the previous one (torch.utils.data.DataLoader).
 //
 // clang-format off
 //   auto data = std::make_shared<data::LanguageModelDataset>(tokens, /*context=*/128,
 //                                                            /*stride=*/1);
-//   data::DataLoader loader(data, /*batch_size=*/32, /*shuffle=*/true, /*seed=*/1234);
+//   data::DataLoader loader(data, {.batch_size = 32, .shuffle = true, .num_workers = 2,
+//                                  .seed = 1234});
 //   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
 //     loader.set_epoch(epoch);
-//     for (auto& batch : loader) {  // batch[0]: x int64 [32, 128], batch[1]: y int64 [32, 128]
+//     for (auto& batch : loader) {  // batch["x"] (or batch[0]): int64 [32, 128], batch["y"] too
 //       ...
-//       if (done) break;            // stops the worker cleanly
+//       if (done) break;            // stops the workers cleanly
 //     }
 //   }
 // clang-format on
@@ -21,17 +22,28 @@
 // (PyTorch's RandomSampler); set_epoch(e) makes the next loop use epoch e
 // (PyTorch's DistributedSampler.set_epoch).
 //
+// Workers: num_workers = 0 prepares each batch in the loop's own thread when it is asked for
+// (PyTorch's default); n > 0 starts n threads that prepare up to 2n batches ahead (PyTorch's
+// prefetch_factor 2) and hand them over in order. Which worker prepares a batch never shows in
+// it: before example k of an epoch is read, the thread's augmentation generator
+// (transforms::current_rng()) is seeded from (seed, epoch, k) alone, so random transforms draw
+// the same numbers for any number of workers, and a resumed pass (begin_at) repeats them.
+//
 // Batches: example fields are stacked along a new leading dim, so a field of shape S becomes
-// [batch, S...]. The last batch is smaller when the dataset size is not a multiple of the
-// batch size, or dropped with drop_last. An exception thrown while preparing a batch (e.g.
-// by Dataset::get) is rethrown in the loop, at the batch where it happened.
+// [batch, S...] (or what a custom collate makes of them). The last batch is smaller when the
+// dataset size is not a multiple of the batch size, or dropped with drop_last. An exception
+// thrown while preparing a batch (e.g. by Dataset::get) is rethrown in the loop, at the batch
+// where it happened, after every batch before it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -39,21 +51,55 @@
 
 namespace loom::data {
 
-// A batch: one tensor per example field, with the batch as the leading dim.
-using Batch = std::vector<Tensor>;
+// A batch: one tensor per example field, with the batch as the leading dim. It is the vector
+// of those tensors (batch[0], batch.size(), range-for), and it also answers to the fields'
+// names, the dataset's field_names(): batch["image"], batch["label"].
+class Batch : public std::vector<Tensor> {
+ public:
+  using std::vector<Tensor>::vector;
+  Batch(std::vector<Tensor> fields, std::vector<std::string> names = {});
 
-// The background producer of one pass over the data (defined in dataloader.cpp).
+  using std::vector<Tensor>::operator[];
+  // The field called `name`; throws loom::Error listing the names there are.
+  Tensor& operator[](std::string_view name);
+  const Tensor& operator[](std::string_view name) const;
+  const std::vector<std::string>& names() const { return names_; }
+  void set_names(std::vector<std::string> names) { names_ = std::move(names); }
+
+ private:
+  size_t field_index(std::string_view name) const;
+  std::vector<std::string> names_;
+};
+
+// Turns the examples of one batch into the batch (PyTorch's collate_fn).
+using Collate = std::function<Batch(const std::vector<Example>& examples)>;
+
+// The options of a DataLoader, in the order of the designated initializers that name them:
+//   DataLoader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2});
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  int64_t num_workers = 0;  // threads preparing batches ahead; 0: in the loop's own thread
+  Collate collate = nullptr;  // nullptr: data::collate (stack every field)
+  uint64_t seed = 0;          // the epoch orders and the transforms' random draws
+};
+
+// The producer of one pass over the data (defined in dataloader.cpp).
 class BatchWorker;
 
 class DataLoader {
  public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  // The positional form: one worker thread, the default collate.
   DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, bool shuffle = false,
              uint64_t seed = 0, bool drop_last = false);
 
   // Number of batches per epoch (len(loader) in PyTorch).
   int64_t size() const;
-  int64_t batch_size() const { return batch_size_; }
-  bool drop_last() const { return drop_last_; }
+  int64_t batch_size() const { return options_.batch_size; }
+  bool drop_last() const { return options_.drop_last; }
+  const DataLoaderOptions& options() const { return options_; }
   const Dataset& dataset() const { return *dataset_; }
 
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
@@ -97,10 +143,7 @@ class DataLoader {
 
  private:
   std::shared_ptr<const Dataset> dataset_;
-  int64_t batch_size_;
-  bool shuffle_;
-  uint64_t seed_;
-  bool drop_last_;
+  DataLoaderOptions options_;
   int64_t epoch_ = 0;
 };
 
@@ -132,7 +175,11 @@ class BatchStream {
 
 // Stacks examples into a batch: field f of every example must have the same shape S and
 // dtype, giving a tensor [examples.size(), S...]. Throws loom::Error naming the example and
-// field that disagree.
+// field that disagree. (The loader then gives the batch the dataset's field names.)
 Batch collate(const std::vector<Example>& examples);
+
+// The seed of the augmentation generator while example `position` of epoch `epoch` is read
+// (position counts from the epoch's first example, in the epoch's order).
+uint64_t example_seed(uint64_t seed, int64_t epoch, int64_t position);
 
 }  // namespace loom::data

@@ -65,6 +65,7 @@ class FashionMNIST : public Dataset {
   FashionMNIST(const std::string& dir, const std::string& split, bool normalize = true);
   int64_t size() const override;
   Example get(int64_t index) const override;  // {image [1, rows, cols], label []}
+  std::vector<std::string> field_names() const override { return {"image", "label"}; }
 
   Tensor images(int64_t start, int64_t count) const;  // float [count, 1, rows, cols]
   Tensor labels(int64_t start, int64_t count) const;  // int64 [count]

@@ -60,7 +60,7 @@ int main(int argc, char** argv) try {
   nn::save_checkpoint(out, {{"model", &model}}, &opt);
 
   NoGradGuard no_grad;
-  const float accuracy = mean(eq(argmax(model.forward(x), 1), y)).item();
+  const float accuracy = mean(eq(argmax(model.forward(x), 1), y).to(DType::Float32)).item();
   std::printf("training accuracy %.1f%% (%lld parameters); saved %s\n", 100 * accuracy,
               (long long)model.num_parameters(), out.c_str());
   return accuracy > 0.95f ? 0 : 1;

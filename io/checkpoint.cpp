@@ -3,6 +3,7 @@
 // and checked, then copied.
 #include "io/checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "autograd/ops.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
 namespace loom::nn {
@@ -99,9 +101,10 @@ bool check_value(const std::string& name, const Tensor& value, const Tensor& tar
 
 // Matches `state` against the module's state_dict() names; throws one loom::Error listing every
 // missing and unexpected name and every tensor of the wrong shape or dtype or with values that
-// are not finite. Changes nothing.
+// are not finite. Changes nothing. With `incompatible` (Module::load_state_dict's strict =
+// false), missing and unexpected names are put there instead of being errors.
 Copies plan_copies(const Module& module, const std::map<std::string, Tensor>& state,
-                   const std::string& source) {
+                   const std::string& source, Module::LoadResult* incompatible = nullptr) {
   Problems problems;
   Copies copies;
   std::set<std::string> known;
@@ -126,6 +129,10 @@ Copies plan_copies(const Module& module, const std::map<std::string, Tensor>& st
   for (const std::string& name : module.ignored_on_load()) known.insert(name);
   for (const auto& [name, t] : state)
     if (!known.count(name)) problems.unexpected.push_back(name);
+  if (incompatible != nullptr) {
+    incompatible->missing = std::exchange(problems.missing, {});
+    incompatible->unexpected = std::exchange(problems.unexpected, {});
+  }
 
   if (!problems.empty()) {
     std::string message =
@@ -158,6 +165,33 @@ Metadata with_format(Metadata metadata) {
 
 // The optimizer's tensors live under "optim."; modules use any other prefix without a dot.
 constexpr const char* kOptimizerPrefix = "optim";
+// A scheduler's name and state live in the metadata: "scheduler" and "scheduler.<key>".
+constexpr const char* kSchedulerKey = "scheduler";
+
+// A scheduler's numbers as text: comma-separated, 17 significant digits (enough for every double
+// to read back as itself; "inf" for ReduceLROnPlateau's best before any metric).
+std::string format_numbers(const std::vector<double>& values) {
+  std::string out;
+  for (double v : values) out += fmt::format("{}{:.17g}", out.empty() ? "" : ",", v);
+  return out;
+}
+
+std::vector<double> parse_numbers(const std::string& text, const std::string& path,
+                                  const std::string& key) {
+  std::vector<double> values;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    double value = 0.0;
+    const auto [stop, ec] = std::from_chars(text.data() + begin, text.data() + end, value);
+    LOOM_CHECK(ec == std::errc() && stop == text.data() + end && end > begin,
+               "load_checkpoint: '{}': metadata \"{}\" is '{}', not a list of numbers", path,
+               key, text);
+    values.push_back(value);
+    begin = end + 1;
+  }
+  return values;
+}
 
 template <typename ModulePtr>
 void check_prefixes(const std::vector<std::pair<std::string, ModulePtr>>& modules,
@@ -207,6 +241,27 @@ void load_state_dict(Module& module, const std::map<std::string, Tensor>& state,
   apply(plan_copies(module, state, source));
 }
 
+// Module::load_state_dict: nn::apply is the copy above (Module::apply would hide it).
+Module::LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& state,
+                                           bool strict) {
+  LoadResult result;
+  nn::apply(plan_copies(*this, state, "load_state_dict", strict ? nullptr : &result));
+  return result;
+}
+
+Module::LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::map<std::string, Tensor> named;
+  for (const auto& [name, t] : state) named.emplace(name, t);
+  return load_state_dict(named, strict);
+}
+
+Module::LoadResult Module::load_state_dict(const std::string& path, bool strict) {
+  LoadResult result;
+  nn::apply(plan_copies(*this, read_safetensors(path), "checkpoint '" + path + "'",
+                    strict ? nullptr : &result));
+  return result;
+}
+
 void load(Module& module, const std::string& path) {
   // read_safetensors validates the whole file (header, offsets, sizes) before we touch the model.
   const std::map<std::string, Tensor> state = read_safetensors(path);
@@ -217,6 +272,12 @@ Metadata read_metadata(const std::string& path) { return read_safetensors_metada
 
 void save_checkpoint(const std::string& path, const SavedModules& modules,
                      const optim::Optimizer* optimizer, const Metadata& metadata) {
+  save_checkpoint(path, modules, optimizer, nullptr, metadata);
+}
+
+void save_checkpoint(const std::string& path, const SavedModules& modules,
+                     const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
+                     const Metadata& metadata) {
   check_prefixes(modules, "save_checkpoint", path);
   NamedTensors tensors;
   for (const auto& [prefix, module] : modules) append_tensors(*module, prefix + ".", tensors);
@@ -229,11 +290,28 @@ void save_checkpoint(const std::string& path, const SavedModules& modules,
                "save_checkpoint: '{}': metadata \"optimizer\" is '{}' but the optimizer is {}",
                path, it->second, optimizer->name());
   }
+  if (scheduler) {
+    // The metadata a program read from its last checkpoint may come back with the scheduler's
+    // entries of then: the kind must agree, and the numbers are replaced by today's.
+    const auto [it, fresh] = meta.emplace(kSchedulerKey, scheduler->name());
+    LOOM_CHECK(fresh || it->second == scheduler->name(),
+               "save_checkpoint: '{}': metadata \"{}\" is '{}' but the scheduler is {}", path,
+               kSchedulerKey, it->second, scheduler->name());
+    const std::string head = std::string(kSchedulerKey) + ".";
+    std::erase_if(meta, [&](const auto& entry) { return entry.first.rfind(head, 0) == 0; });
+    for (const auto& [key, values] : scheduler->state_dict())
+      meta[head + key] = format_numbers(values);
+  }
   write_safetensors(path, tensors, meta);
 }
 
 Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
                          optim::Optimizer* optimizer) {
+  return load_checkpoint(path, modules, optimizer, nullptr);
+}
+
+Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
+                         optim::Optimizer* optimizer, optim::LRScheduler* scheduler) {
   check_prefixes(modules, "load_checkpoint", path);
   Metadata meta;
   const std::map<std::string, Tensor> state = read_safetensors(path, &meta);  // validates it all
@@ -247,8 +325,26 @@ Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
     copies.push_back(
         plan_copies(*module, part, fmt::format("checkpoint '{}' (prefix '{}.')", path, prefix)));
   }
-  // 2. The optimizer checks its whole state before it changes anything, so it goes last of the
-  // fallible steps; the module copies after it cannot fail.
+  // The scheduler's state, parsed (it is checked when loaded, after the optimizer).
+  optim::SchedulerState scheduler_state;
+  if (scheduler) {
+    const auto kind = meta.find(kSchedulerKey);
+    LOOM_CHECK(kind != meta.end(), "load_checkpoint: '{}' holds no learning-rate scheduler state",
+               path);
+    LOOM_CHECK(kind->second == scheduler->name(),
+               "load_checkpoint: '{}' holds the state of a {} scheduler, not {}", path,
+               kind->second, scheduler->name());
+    const std::string head = std::string(kSchedulerKey) + ".";
+    for (auto it = meta.lower_bound(head); it != meta.end() && it->first.rfind(head, 0) == 0;
+         ++it)
+      scheduler_state[it->first.substr(head.size())] = parse_numbers(it->second, path, it->first);
+  }
+  // 2. The optimizer and the scheduler each check their whole state before they change
+  // anything, so they go last of the fallible steps; the module copies after them cannot fail.
+  // The scheduler loads after the optimizer (it sets the optimizer's lrs), so when it fails the
+  // optimizer goes back to a copy of its state from before.
+  const optim::StateDict optimizer_before =
+      (scheduler && optimizer) ? optimizer->state_dict() : optim::StateDict{};
   if (optimizer) {
     const auto kind = meta.find("optimizer");
     LOOM_CHECK(kind == meta.end() || kind->second == optimizer->name(),
@@ -260,6 +356,14 @@ Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
     try {
       optimizer->load_state_dict(part);
     } catch (const Error& e) {
+      throw Error(fmt::format("{} (loading {})", e.what(), path));
+    }
+  }
+  if (scheduler) {
+    try {
+      scheduler->load_state_dict(scheduler_state);
+    } catch (const Error& e) {
+      if (optimizer) optimizer->load_state_dict(optimizer_before);
       throw Error(fmt::format("{} (loading {})", e.what(), path));
     }
   }

@@ -14,6 +14,7 @@
 //   nn::Metadata meta = model.config().to_metadata();      // {"n_layer": "4", ...}
 //   meta["step"] = std::to_string(step);
 //   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, meta);
+//   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, &sched, meta);  // + LR
 //
 //   models::GPT model(GPTConfig::from_metadata(nn::read_metadata("ckpt.safetensors")));
 //   nn::Metadata meta = nn::load_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt);
@@ -40,6 +41,7 @@
 
 namespace loom::optim {
 class Optimizer;
+class LRScheduler;
 }
 
 namespace loom::nn {
@@ -98,6 +100,18 @@ void save_checkpoint(const std::string& path, const SavedModules& modules,
 // strict, as load().
 Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
                          optim::Optimizer* optimizer = nullptr);
+
+// The same with a learning-rate scheduler (optim/lr_scheduler.h) beside the optimizer (either
+// may be null). Its state_dict() goes into the metadata, which holds only strings: "scheduler"
+// = its name ("CosineAnnealingLR") and "scheduler.<key>" = its numbers, comma-separated, each
+// written with 17 significant digits so that every double reads back exactly. Files without a
+// scheduler keep the layout above; loading a scheduler from one is a loom::Error naming the
+// file. Loading checks the scheduler's state with everything else, before anything changes.
+void save_checkpoint(const std::string& path, const SavedModules& modules,
+                     const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
+                     const Metadata& metadata = {});
+Metadata load_checkpoint(const std::string& path, const LoadedModules& modules,
+                         optim::Optimizer* optimizer, optim::LRScheduler* scheduler);
 
 // ---------------------------------------------------------------------------- metadata values
 

@@ -482,7 +482,8 @@ namespace {
 // The header's name for a tensor written as it is in memory.
 const char* file_dtype_name(DType t) {
   constexpr std::pair<DType, const char*> kWritten[] = {
-      {DType::Float32, "F32"}, {DType::Int64, "I64"}, {DType::BFloat16, "BF16"}};
+      {DType::Float32, "F32"}, {DType::Int64, "I64"}, {DType::BFloat16, "BF16"},
+      {DType::Bool, "BOOL"}};
   for (const auto& [dtype, name] : kWritten)
     if (dtype == t) return name;
   LOOM_FAIL("write_safetensors: unknown dtype {}", static_cast<int>(t));

@@ -335,7 +335,7 @@ DETROutput DETR::forward(const Tensor& images, const Tensor& pixel_mask) {
   // The padding mask at feature resolution (backbone.py: F.interpolate, nearest), 1 = padding.
   Tensor mask = zeros({B, h, w}, dev), key_padding;
   if (pixel_mask.defined()) {
-    const Tensor m = ne(pixel_mask.to(DType::Float32), zeros({}, dev));  // (B, H, W) 0/1
+    const Tensor m = ne(pixel_mask, 0).to(DType::Float32);  // (B, H, W) 0/1
     mask = index_select(index_select(m, 1, nearest_indices(images.size(2), h, dev)), 2,
                         nearest_indices(images.size(3), w, dev));  // (B, h, w)
     key_padding = mask.reshape({B, h * w}).to(DType::Int64);       // (B, S), S = h w

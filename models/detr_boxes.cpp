@@ -23,9 +23,9 @@ void check_boxes(const Tensor& boxes, const char* op) {
 void check_xyxy(const Tensor& boxes, const char* op) {
   check_boxes(boxes, op);
   if (boxes.numel() == 0) return;
-  const Tensor bad = lt(boxes.narrow(-1, 2, 2), boxes.narrow(-1, 0, 2)) +
+  const Tensor bad = lt(boxes.narrow(-1, 2, 2), boxes.narrow(-1, 0, 2)) |
                      ne(boxes.narrow(-1, 0, 2), boxes.narrow(-1, 0, 2));  // x1 < x0, or NaN
-  LOOM_CHECK(max(bad.detach()).item() == 0.0f,
+  LOOM_CHECK(!any(bad).item<bool>(),
              "{}: boxes of shape {} contain a box with x1 < x0 or y1 < y0 (or NaN)", op,
              shape_str(boxes.shape()));
 }

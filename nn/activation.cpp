@@ -49,4 +49,20 @@ std::string GELU::extra_repr() const {
   return approximate_tanh ? "approximate='tanh'" : "approximate='none'";
 }
 
+Tensor SiLU::forward(const Tensor& x) const { return silu(x); }
+
+Tensor Sigmoid::forward(const Tensor& x) const { return sigmoid(x); }
+
+Tensor Tanh::forward(const Tensor& x) const { return tanh(x); }
+
+Tensor Softmax::forward(const Tensor& x) const { return softmax(x, dim); }
+
+std::string Softmax::extra_repr() const { return fmt::format("dim={}", dim); }
+
+Tensor LeakyReLU::forward(const Tensor& x) const { return leaky_relu(x, negative_slope); }
+
+std::string LeakyReLU::extra_repr() const {
+  return "negative_slope=" + py_repr(negative_slope);
+}
+
 }  // namespace loom::nn

@@ -34,4 +34,41 @@ class GELU : public Module {
   bool approximate_tanh;
 };
 
+// x * sigmoid(x) (Elfwing et al. 2018; Ramachandran et al. 2017's Swish).
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+};
+
+// softmax over `dim` (negative counts from the end). torch.nn.Softmax's dim=None (a dim guessed
+// from the rank, deprecated) has no counterpart: the dim is always given.
+class Softmax : public Module {
+ public:
+  explicit Softmax(int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+  std::string extra_repr() const override;
+
+  int64_t dim;
+};
+
+// x where x >= 0, negative_slope * x elsewhere (Maas et al. 2013).
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(float negative_slope = 0.01f) : negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) const;  // [...] -> same shape
+  std::string extra_repr() const override;
+
+  float negative_slope;
+};
+
 }  // namespace loom::nn

@@ -1,5 +1,8 @@
-// BatchNorm2d layer.
+// BatchNorm1d and BatchNorm2d: one implementation (BatchNorm) that differs only in the input
+// ranks it accepts.
 #include "nn/batch_norm.h"
+
+#include <algorithm>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -7,11 +10,16 @@
 
 namespace loom::nn {
 
-BatchNorm2d::BatchNorm2d(int64_t c, float eps_, float momentum_, bool affine,
-                         bool track_running_stats)
-    : num_features(c), eps(eps_), momentum(momentum_) {
+BatchNorm::BatchNorm(int64_t c, float eps_, float momentum_, bool affine,
+                     bool track_running_stats, const char* layer,
+                     std::vector<int64_t> accepted_ranks, const char* layout)
+    : num_features(c),
+      eps(eps_),
+      momentum(momentum_),
+      accepted_ranks_(std::move(accepted_ranks)),
+      layout_(layout) {
   LOOM_CHECK(c > 0 && eps_ > 0.0f && momentum_ >= 0.0f && momentum_ <= 1.0f,
-             "BatchNorm2d: invalid num_features {}, eps {} or momentum {}", c, eps_, momentum_);
+             "{}: invalid num_features {}, eps {} or momentum {}", layer, c, eps_, momentum_);
   if (affine) {
     weight = register_parameter("weight", ones({c}));
     bias = register_parameter("bias", zeros({c}));
@@ -23,11 +31,24 @@ BatchNorm2d::BatchNorm2d(int64_t c, float eps_, float momentum_, bool affine,
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) const {
-  // x [N, C, H, W] -> [N, C, H, W]
-  LOOM_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features,
-             "BatchNorm2d({}): expected input [N, {}, H, W], got {}", num_features, num_features,
-             x.defined() ? shape_str(x.shape()) : "undefined");
+BatchNorm1d::BatchNorm1d(int64_t c, float eps, float momentum, bool affine,
+                         bool track_running_stats)
+    : BatchNorm(c, eps, momentum, affine, track_running_stats, "BatchNorm1d", {2, 3},
+                "[N, C] or [N, C, L]") {}
+
+BatchNorm2d::BatchNorm2d(int64_t c, float eps, float momentum, bool affine,
+                         bool track_running_stats)
+    : BatchNorm(c, eps, momentum, affine, track_running_stats, "BatchNorm2d", {4},
+                "[N, C, H, W]") {}
+
+Tensor BatchNorm::forward(const Tensor& x) const {
+  // x [N, C, ...] -> [N, C, ...]
+  const bool rank_ok =
+      x.defined() && std::find(accepted_ranks_.begin(), accepted_ranks_.end(), x.dim()) !=
+                         accepted_ranks_.end();
+  LOOM_CHECK(rank_ok && x.size(1) == num_features,
+             "{}({}): expected input {} with C = {}, got {}", name(), num_features, layout_,
+             num_features, x.defined() ? shape_str(x.shape()) : "undefined");
   const bool tracking = running_mean.defined();
   if (is_training() && tracking) {
     NoGradGuard guard;  // counted on the device, without a host round trip
@@ -40,7 +61,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) const {
                                 is_training() || !tracking, momentum, eps);
 }
 
-std::string BatchNorm2d::extra_repr() const {
+std::string BatchNorm::extra_repr() const {
   return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features,
                      py_repr(eps), py_repr(momentum), py_repr(weight.defined()),
                      py_repr(running_mean.defined()));

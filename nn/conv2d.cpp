@@ -1,4 +1,4 @@
-// Conv2d layer.
+// Conv1d, Conv2d and ConvTranspose2d layers (functional::conv1d, conv2d, conv_transpose2d).
 #include "nn/conv2d.h"
 
 #include <cmath>
@@ -8,43 +8,172 @@
 
 namespace loom::nn {
 
-Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t stride_, int64_t padding_, bool bias_)
-    : in_channels(in), out_channels(out), kernel_size(k), stride(stride_), padding(padding_) {
-  LOOM_CHECK(in > 0 && out > 0 && k > 0 && stride_ > 0 && padding_ >= 0,
-             "Conv2d: invalid in_channels {}, out_channels {}, kernel_size {}, stride {}, "
-             "padding {}",
-             in, out, k, stride_, padding_);
-  weight = register_parameter("weight", Tensor::empty({out, in, k, k}));
+namespace {
+
+// PyTorch's _ConvNd.reset_parameters: weight kaiming_uniform_(a = sqrt(5)) and bias
+// U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in from the weight's dims 1.. (in / groups * kernel,
+// or for a transposed convolution out / groups * kernel).
+void reset_conv(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double fan_in = static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first);
+    init::uniform_(bias, -1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
+  }
+}
+
+void check_sizes(const char* layer, int64_t in, int64_t out, int64_t groups,
+                 std::initializer_list<std::pair<const char*, ExpandingArray<2>>> sizes) {
+  LOOM_CHECK(in > 0 && out > 0 && groups > 0,
+             "{}: invalid in_channels {}, out_channels {} or groups {}", layer, in, out, groups);
+  LOOM_CHECK(in % groups == 0 && out % groups == 0,
+             "{}: in_channels {} and out_channels {} must be divisible by groups {}", layer, in,
+             out, groups);
+  for (const auto& [what, size] : sizes) {
+    const bool positive = std::string(what) == "kernel_size" || std::string(what) == "stride" ||
+                          std::string(what) == "dilation";
+    LOOM_CHECK(positive ? size[0] > 0 && size[1] > 0 : size[0] >= 0 && size[1] >= 0,
+               "{}: invalid {} {}", layer, what, size.compact_str());
+  }
+}
+
+// "what=(a, b)" unless the size is its default (PyTorch's Conv extra_repr lists only those).
+std::string size_repr(const char* what, const ExpandingArray<2>& size, int64_t default_value) {
+  return size == ExpandingArray<2>(default_value) ? "" : fmt::format(", {}={}", what, size.str());
+}
+
+std::string input_shape(const Tensor& x) {
+  return x.defined() ? shape_str(x.shape()) : "undefined";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- Conv2d
+Conv2d::Conv2d(int64_t in, int64_t out, ExpandingArray<2> kernel, ExpandingArray<2> stride_,
+               ExpandingArray<2> padding_, ExpandingArray<2> dilation_, int64_t groups_,
+               bool bias_)
+    : in_channels(in),
+      out_channels(out),
+      kernel_size(kernel),
+      stride(stride_),
+      padding(padding_),
+      dilation(dilation_),
+      groups(groups_) {
+  check_sizes("Conv2d", in, out, groups_,
+              {{"kernel_size", kernel}, {"stride", stride_}, {"padding", padding_},
+               {"dilation", dilation_}});
+  weight = register_parameter("weight", Tensor::empty({out, in / groups_, kernel[0], kernel[1]}));
   if (bias_) bias = register_parameter("bias", Tensor::empty({out}));
   reset_parameters();
 }
 
-void Conv2d::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (bias.defined()) {
-    const double bound =
-        1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
-    init::uniform_(bias, -bound, bound);
-  }
-}
+void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) const {
   // x [N, C_in, H, W] -> [N, C_out, H_out, W_out]
   LOOM_CHECK(x.defined() && x.dim() == 4 && x.size(1) == in_channels,
              "Conv2d({}, {}, kernel_size={}): expected input [N, {}, H, W], got {}", in_channels,
-             out_channels, kernel_size, in_channels,
-             x.defined() ? shape_str(x.shape()) : "undefined");
-  LOOM_CHECK(x.size(2) + 2 * padding >= kernel_size && x.size(3) + 2 * padding >= kernel_size,
-             "Conv2d({}, {}, kernel_size={}): input {} with padding {} is smaller than the kernel",
-             in_channels, out_channels, kernel_size, shape_str(x.shape()), padding);
-  return functional::conv2d(x, weight, bias, stride, padding);
+             out_channels, kernel_size.str(), in_channels, input_shape(x));
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(x.size(2 + d) + 2 * padding[d] >= dilation[d] * (kernel_size[d] - 1) + 1,
+               "Conv2d({}, {}, kernel_size={}): input {} with padding {} is smaller than the "
+               "kernel",
+               in_channels, out_channels, kernel_size.str(), shape_str(x.shape()), padding.str());
+  return functional::conv2d(x, weight, bias, stride, padding, dilation, groups);
 }
 
 std::string Conv2d::extra_repr() const {
-  std::string s = fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {})", in_channels,
-                              out_channels, kernel_size, kernel_size, stride, stride);
-  if (padding != 0) s += fmt::format(", padding=({}, {})", padding, padding);
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
+                              kernel_size.str(), stride.str());
+  s += size_repr("padding", padding, 0) + size_repr("dilation", dilation, 1);
+  if (groups != 1) s += fmt::format(", groups={}", groups);
   if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+// ---------------------------------------------------------------------------- Conv1d
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t kernel, int64_t stride_, int64_t padding_,
+               int64_t dilation_, int64_t groups_, bool bias_)
+    : in_channels(in),
+      out_channels(out),
+      kernel_size(kernel),
+      stride(stride_),
+      padding(padding_),
+      dilation(dilation_),
+      groups(groups_) {
+  check_sizes("Conv1d", in, out, groups_,
+              {{"kernel_size", kernel}, {"stride", stride_}, {"padding", padding_},
+               {"dilation", dilation_}});
+  weight = register_parameter("weight", Tensor::empty({out, in / groups_, kernel}));
+  if (bias_) bias = register_parameter("bias", Tensor::empty({out}));
+  reset_parameters();
+}
+
+void Conv1d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor Conv1d::forward(const Tensor& x) const {
+  // x [N, C_in, L] -> [N, C_out, L_out]
+  LOOM_CHECK(x.defined() && x.dim() == 3 && x.size(1) == in_channels,
+             "Conv1d({}, {}, kernel_size={}): expected input [N, {}, L], got {}", in_channels,
+             out_channels, kernel_size, in_channels, input_shape(x));
+  LOOM_CHECK(x.size(2) + 2 * padding >= dilation * (kernel_size - 1) + 1,
+             "Conv1d({}, {}, kernel_size={}): input {} with padding {} is smaller than the kernel",
+             in_channels, out_channels, kernel_size, shape_str(x.shape()), padding);
+  return functional::conv1d(x, weight, bias, stride, padding, dilation, groups);
+}
+
+std::string Conv1d::extra_repr() const {
+  std::string s = fmt::format("{}, {}, kernel_size=({},), stride=({},)", in_channels,
+                              out_channels, kernel_size, stride);
+  if (padding != 0) s += fmt::format(", padding=({},)", padding);
+  if (dilation != 1) s += fmt::format(", dilation=({},)", dilation);
+  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+// ---------------------------------------------------------------------------- ConvTranspose2d
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, ExpandingArray<2> kernel,
+                                 ExpandingArray<2> stride_, ExpandingArray<2> padding_,
+                                 ExpandingArray<2> output_padding_, int64_t groups_, bool bias_,
+                                 ExpandingArray<2> dilation_)
+    : in_channels(in),
+      out_channels(out),
+      kernel_size(kernel),
+      stride(stride_),
+      padding(padding_),
+      output_padding(output_padding_),
+      groups(groups_),
+      dilation(dilation_) {
+  check_sizes("ConvTranspose2d", in, out, groups_,
+              {{"kernel_size", kernel}, {"stride", stride_}, {"padding", padding_},
+               {"output_padding", output_padding_}, {"dilation", dilation_}});
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(output_padding_[d] < stride_[d] || output_padding_[d] < dilation_[d],
+               "ConvTranspose2d: output_padding {} must be smaller than stride {} or dilation {}",
+               output_padding_.str(), stride_.str(), dilation_.str());
+  weight = register_parameter("weight", Tensor::empty({in, out / groups_, kernel[0], kernel[1]}));
+  if (bias_) bias = register_parameter("bias", Tensor::empty({out}));
+  reset_parameters();
+}
+
+void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor ConvTranspose2d::forward(const Tensor& x) const {
+  // x [N, C_in, H, W] -> [N, C_out, H_out, W_out]
+  LOOM_CHECK(x.defined() && x.dim() == 4 && x.size(1) == in_channels,
+             "ConvTranspose2d({}, {}, kernel_size={}): expected input [N, {}, H, W], got {}",
+             in_channels, out_channels, kernel_size.str(), in_channels, input_shape(x));
+  return functional::conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups,
+                                      dilation);
+}
+
+std::string ConvTranspose2d::extra_repr() const {
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
+                              kernel_size.str(), stride.str());
+  s += size_repr("padding", padding, 0) + size_repr("output_padding", output_padding, 0);
+  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (!bias.defined()) s += ", bias=False";
+  s += size_repr("dilation", dilation, 1);
   return s;
 }
 

@@ -5,14 +5,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/tensor.h"
+#include "nn/expanding_array.h"
 
 namespace loom::nn::functional {
 
-// How a loss reduces its per-element values (PyTorch's reduction='none'|'mean'|'sum').
-enum class Reduction { None, Mean, Sum };
+// How a loss reduces its per-element values (PyTorch's reduction='none'|'mean'|'sum', and
+// kl_div's 'batchmean': the sum divided by the batch size, the size of dim 0).
+enum class Reduction { None, Mean, Sum, BatchMean };
 
 // --- layers (functional.cpp, functional_norm.cpp, functional_conv.cpp) ---------------------
 // x [..., in], weight [out, in], bias [out] (optional) -> x @ weight^T + bias  [..., out]
@@ -26,23 +30,93 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual
                                          float eps = 1e-5f);
 // Inverted dropout: active only when training; survivors scaled by 1/(1-p).
 Tensor dropout(const Tensor& x, float p, bool training);
-// x [N, C, H, W]; batch statistics over (N, H, W) when training (then running_mean/var, if
-// given, are updated in place with `momentum` and the unbiased variance, as PyTorch), running
-// statistics otherwise (Ioffe & Szegedy 2015). weight/bias [C] optional.
+// x [N, C, ...] ([N, C], [N, C, L], [N, C, H, W]); batch statistics over every dim but C when
+// training (then running_mean/var, if given, are updated in place with `momentum` and the
+// unbiased variance, as PyTorch), running statistics otherwise (Ioffe & Szegedy 2015).
+// weight/bias [C] optional.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, float momentum = 0.1f,
                   float eps = 1e-5f);
-// x [N, C_in, H, W], weight [C_out, C_in, k, k], bias [C_out] -> [N, C_out, H_out, W_out],
-// H_out = (H + 2 padding - k) / stride + 1 (cross-correlation, as PyTorch).
+// GroupNorm (Wu & He 2018): x [N, C, ...] normalised per sample over each of num_groups groups
+// of channels (and the spatial dims), then weight/bias [C] (optional) per channel.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), float eps = 1e-5f);
+// RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight over the trailing dims
+// normalized_shape (torch.nn.functional.rms_norm); weight of that shape, optional.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                float eps = 1e-6f);
+
+// --- convolution and pooling (functional_conv.cpp; the adaptive pools functional_resample.cpp) -
+// Sizes per spatial dim (stride, padding, dilation, kernel_size) take one number for every dim
+// or {h, w}. Cross-correlation, as PyTorch; groups splits the channels into groups convolved
+// separately (in_channels and out_channels both divisible by groups).
+// x [N, C_in, H, W], weight [C_out, C_in / groups, kh, kw], bias [C_out] (optional) ->
+// [N, C_out, H_out, W_out], H_out = (H + 2 padding - dilation (kh - 1) - 1) / stride + 1.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-              int64_t stride = 1, int64_t padding = 0);
-// x [N, C, H, W] -> [N, C, H_out, W_out], maximum over each kernel_size^2 window;
-// stride 0 means stride = kernel_size (PyTorch's default); padding counts as -inf.
-Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
-// The sliding windows of x [N, C, H, W] as [N, C, k*k, H_out*W_out] (kernel offsets before
+              ExpandingArray<2> stride = 1, ExpandingArray<2> padding = 0,
+              ExpandingArray<2> dilation = 1, int64_t groups = 1);
+// x [N, C_in, L], weight [C_out, C_in / groups, k], bias [C_out] -> [N, C_out, L_out]: conv2d
+// on a height-1 image.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// The adjoint of conv2d in its input: x [N, C_in, H, W], weight [C_in, C_out / groups, kh, kw],
+// bias [C_out] -> [N, C_out, H_out, W_out], H_out = (H - 1) stride - 2 padding +
+// dilation (kh - 1) + output_padding + 1 (output_padding < stride or < dilation). Computed as
+// col2im: one GEMM gives every input pixel's kernel-sized contribution, index_add sums them.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        ExpandingArray<2> stride = 1, ExpandingArray<2> padding = 0,
+                        ExpandingArray<2> output_padding = 0, int64_t groups = 1,
+                        ExpandingArray<2> dilation = 1);
+// x [N, C, H, W] -> [N, C, H_out, W_out], maximum over each kernel_size window;
+// stride 0 means stride = kernel_size (PyTorch's default); padding counts as -inf and is at
+// most half the kernel.
+Tensor max_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride = 0,
+                  ExpandingArray<2> padding = 0);
+// The same shapes, the mean over each window; padding counts as 0 and the divisor is always
+// kh * kw (PyTorch's count_include_pad = True, ceil_mode = False).
+Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride = 0,
+                  ExpandingArray<2> padding = 0);
+// x [N, C, H, W] (or [C, H, W]) -> [..., out_h, out_w]: output (i, j) is the mean of input rows
+// [floor(i H / out_h), ceil((i + 1) H / out_h)) and the columns likewise (PyTorch's windows,
+// which overlap when the sizes do not divide).
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size);
+// x [N, C, L] (or [C, L]) -> [..., output_size], the same windows along L.
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+// The sliding windows of x [N, C, H, W] as [N, C, kh*kw, H_out*W_out] (kernel offsets before
 // positions), `pad_value` outside the image: im2col, with index_add (col2im) as its backward.
-Tensor unfold2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding,
-                float pad_value = 0.0f);
+Tensor unfold2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride,
+                ExpandingArray<2> padding, float pad_value = 0.0f, ExpandingArray<2> dilation = 1);
+
+// --- padding and resampling (functional_resample.cpp) ----------------------------------------
+// torch.nn.functional.pad: pads = {left, right} for the last dim, then {top, bottom} for the one
+// before it, and so on (last dim first); negative amounts crop. mode:
+//   "constant"   `value` outside (any number of dims)
+//   "reflect"    mirrored without repeating the edge (pad < size): 1 2 3 -> 3 2 | 1 2 3 | 2 1
+//   "replicate"  the edge repeated:                                1 2 3 -> 1 1 | 1 2 3 | 3 3
+//   "circular"   wrapped around (pad <= size):                     1 2 3 -> 2 3 | 1 2 3 | 1 2
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, const std::string& mode = "constant",
+           float value = 0.0f);
+// torch.nn.functional.interpolate on x [N, C, L] or [N, C, H, W]. Give the output `size` (one
+// per spatial dim) or `scale_factor` (then out = floor(in * scale), and the source coordinates
+// use 1 / scale, as PyTorch without recompute_scale_factor). mode "nearest" (source index
+// floor(dst * in / out)), "linear" (3-D) or "bilinear" (4-D); align_corners (linear modes only)
+// maps the corner pixels' centres onto each other instead of their outer edges.
+struct InterpolateOptions {
+  std::vector<int64_t> size{};
+  std::vector<double> scale_factor{};
+  std::string mode = "nearest";
+  bool align_corners = false;
+};
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
+Tensor interpolate(const Tensor& x, const std::vector<int64_t>& size,
+                   const std::string& mode = "nearest", bool align_corners = false);
+
+// --- similarity (functional_loss.cpp) ---------------------------------------------------------
+// sum(a * b) / max(||a|| ||b||, eps) over `dim` (a, b broadcast): the cosine of the angle
+// between the vectors along dim, -> the broadcast shape without dim.
+Tensor cosine_similarity(const Tensor& a, const Tensor& b, int64_t dim = 1, float eps = 1e-8f);
+// x / max(||x||_p, eps) with the p-norm over `dim`: unit vectors along dim (same shape).
+Tensor normalize(const Tensor& x, float p = 2.0f, int64_t dim = 1, float eps = 1e-12f);
 
 // --- attention (functional_attention.cpp) -----------------------------------------------------
 // Every attention layer in loom (MultiheadAttention, the transformer layers, GPT, and the models
@@ -146,5 +220,23 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
 // -[y log sigmoid(x) + (1 - y) log sigmoid(-x)], stable for any x; target float in [0, 1].
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::Mean);
+// The same with PyTorch's weight (broadcast to the losses, each loss scaled) and pos_weight
+// (broadcast along the last dim, the classes: the positive term p y log sigmoid(x) weighted, to
+// trade recall against precision); either may be undefined.
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        const Tensor& weight, const Tensor& pos_weight = Tensor(),
+                                        Reduction reduction = Reduction::Mean);
+// Negative log-likelihood of log-probabilities: input [N, C] with int64 target [N], or
+// [N, C, d1, ...] with target [N, d1, ...]; the loss of an element is -weight[t] input[n, t].
+// Targets equal to ignore_index count for nothing; Mean divides by the sum of the weights of
+// the other targets (so it is a weighted mean), as PyTorch. weight [C] optional.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                int64_t ignore_index = -100, Reduction reduction = Reduction::Mean);
+// Kullback-Leibler divergence KL(target || exp(input)) pointwise: target (log target - input),
+// 0 where target is 0; input holds log-probabilities, target probabilities (log-probabilities
+// with log_target). Reduction::BatchMean gives the true KL divergence per sample; Mean (the
+// default, as PyTorch's) divides by every element instead.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+              bool log_target = false);
 
 }  // namespace loom::nn::functional

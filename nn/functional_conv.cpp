@@ -1,7 +1,9 @@
-// 2-D convolution and max pooling by im2col (Chellapilla et al. 2006): the sliding windows
-// are gathered with one index_select into columns, so a convolution becomes one GEMM and a
-// pooling one max over the window dim. index_select's backward (index_add) scatters the
-// column gradients back onto the image: that is col2im, and no new kernel is needed.
+// Convolution and max pooling by im2col (Chellapilla et al. 2006): the sliding windows are
+// gathered with one index_select into columns, so a convolution becomes one GEMM and a pooling
+// one max over the window dim. index_select's backward (index_add) scatters the column
+// gradients back onto the image: that is col2im, and no new kernel is needed. The transposed
+// convolution runs the same two steps the other way round: a GEMM makes the columns, col2im
+// (index_add) sums them into the image.
 #include <cmath>
 #include <limits>
 
@@ -13,92 +15,206 @@ namespace loom::nn::functional {
 
 namespace {
 
-int64_t output_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
-  return (in + 2 * padding - kernel) / stride + 1;
+// The geometry of a 2-D sliding window: kernel size, stride, padding and dilation per dim.
+struct Window {
+  ExpandingArray<2> kernel, stride, padding, dilation;
+
+  // The number of window positions along dim d of an input of size `in` (PyTorch's formula).
+  int64_t output_size(int d, int64_t in) const {
+    return (in + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
+  }
+  int64_t kernel_elements() const { return kernel[0] * kernel[1]; }
+  std::string str() const {
+    return fmt::format("kernel_size {}, stride {}, padding {}, dilation {}", kernel.str(),
+                       stride.str(), padding.str(), dilation.str());
+  }
+};
+
+std::string shape_of(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
+
+void check_window(const Window& w, const char* op) {
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(w.kernel[d] > 0 && w.stride[d] > 0 && w.padding[d] >= 0 && w.dilation[d] > 0,
+               "{}: invalid {}", op, w.str());
 }
 
 // For each kernel offset (i, j) and output position (oh, ow), the flat position of the input
 // pixel in an H*W image, or H*W (the appended padding slot) when it falls in the padding.
-Tensor window_index(int64_t height, int64_t width, int64_t kernel, int64_t stride, int64_t padding,
-                    Device device) {
-  const int64_t out_h = output_size(height, kernel, stride, padding);
-  const int64_t out_w = output_size(width, kernel, stride, padding);
+Tensor window_index(int64_t height, int64_t width, const Window& w, Device device) {
+  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
   std::vector<int64_t> index;
-  index.reserve(kernel * kernel * out_h * out_w);
-  for (int64_t i = 0; i < kernel; ++i)
-    for (int64_t j = 0; j < kernel; ++j)
+  index.reserve(w.kernel_elements() * out_h * out_w);
+  for (int64_t i = 0; i < w.kernel[0]; ++i)
+    for (int64_t j = 0; j < w.kernel[1]; ++j)
       for (int64_t oh = 0; oh < out_h; ++oh)
         for (int64_t ow = 0; ow < out_w; ++ow) {
-          const int64_t r = oh * stride + i - padding, c = ow * stride + j - padding;
+          const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
+          const int64_t c = ow * w.stride[1] + j * w.dilation[1] - w.padding[1];
           const bool inside = r >= 0 && r < height && c >= 0 && c < width;
           index.push_back(inside ? r * width + c : height * width);
         }
-  return tensor_i64(std::move(index), {kernel * kernel * out_h * out_w}).to(device);
+  const int64_t count = static_cast<int64_t>(index.size());
+  return tensor_i64(std::move(index), {count}).to(device);
+}
+
+// weight [C_out, C_in / groups, kh, kw] (or, transposed, [C_in, C_out / groups, kh, kw]) against
+// input x [N, C, ...]: both checked, naming `op`.
+void check_conv_operands(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         int64_t groups, bool transposed, int64_t x_rank, const char* op) {
+  const char* layout = transposed ? "[C_in, C_out / groups, ...]" : "[C_out, C_in / groups, ...]";
+  LOOM_CHECK(weight.defined() && weight.dim() == x_rank, "{}: expected a weight {} of {} dims, "
+             "got {}", op, layout, x_rank, shape_of(weight));
+  LOOM_CHECK(x.defined() && x.dim() == x_rank, "{}: expected input of {} dims [N, C_in, ...], "
+             "got {}", op, x_rank, shape_of(x));
+  LOOM_CHECK(groups > 0, "{}: groups {} must be positive", op, groups);
+  const int64_t c_in = x.size(1);
+  const int64_t c_out = transposed ? weight.size(1) * groups : weight.size(0);
+  const bool channels_fit = transposed ? weight.size(0) == c_in
+                                       : weight.size(1) * groups == c_in;
+  LOOM_CHECK(c_in % groups == 0 && (transposed ? true : c_out % groups == 0) && channels_fit,
+             "{}: input {} does not match weight {} with groups {} (weight {}; both channel "
+             "counts divisible by groups)",
+             op, shape_of(x), shape_of(weight), groups, layout);
+  LOOM_CHECK(!bias.defined() || bias.shape() == Shape{c_out},
+             "{}: bias of shape {} does not match {} output channels", op, shape_of(bias), c_out);
 }
 
 }  // namespace
 
-Tensor unfold2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding,
-                float pad_value) {
-  // x [N, C, H, W] -> [N, C, k*k, H_out*W_out]
+Tensor unfold2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride,
+                ExpandingArray<2> padding, float pad_value, ExpandingArray<2> dilation) {
+  // x [N, C, H, W] -> [N, C, kh*kw, H_out*W_out]
   LOOM_CHECK(x.defined() && x.dim() == 4, "unfold2d: expected input [N, C, H, W], got {}",
-             x.defined() ? shape_str(x.shape()) : "undefined");
-  LOOM_CHECK(kernel_size > 0 && stride > 0 && padding >= 0,
-             "unfold2d: invalid kernel_size {}, stride {}, padding {}", kernel_size, stride,
-             padding);
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  const int64_t out_h = output_size(h, kernel_size, stride, padding);
-  const int64_t out_w = output_size(w, kernel_size, stride, padding);
-  LOOM_CHECK(h + 2 * padding >= kernel_size && w + 2 * padding >= kernel_size,
-             "unfold2d: kernel_size {} is larger than the padded input {} (padding {})",
-             kernel_size, shape_str(x.shape()), padding);
-  Tensor flat = x.reshape({n, c, h * w});  // [N, C, H*W]
+             shape_of(x));
+  const Window w{kernel_size, stride, padding, dilation};
+  check_window(w, "unfold2d");
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t out_h = w.output_size(0, h), out_w = w.output_size(1, wd);
+  LOOM_CHECK(out_h > 0 && out_w > 0, "unfold2d: the padded input {} is smaller than the kernel "
+             "({})", shape_str(x.shape()), w.str());
+  Tensor flat = x.reshape({n, c, h * wd});  // [N, C, H*W]
   // One extra slot holding the padding value, which every out-of-image window position reads.
   flat = cat({flat, full({n, c, 1}, pad_value, x.device())}, 2);  // [N, C, H*W + 1]
-  const Tensor index = window_index(h, w, kernel_size, stride, padding, x.device());
-  Tensor cols = index_select(flat, 2, index);                             // [N, C, k*k*L]
-  return cols.reshape({n, c, kernel_size * kernel_size, out_h * out_w});  // [N, C, k*k, L]
+  const Tensor index = window_index(h, wd, w, x.device());
+  Tensor cols = index_select(flat, 2, index);                          // [N, C, kh*kw*L]
+  return cols.reshape({n, c, w.kernel_elements(), out_h * out_w});     // [N, C, kh*kw, L]
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
-              int64_t padding) {
-  // x [N, C_in, H, W], weight [C_out, C_in, k, k], bias [C_out] -> [N, C_out, H_out, W_out]
-  LOOM_CHECK(weight.defined() && weight.dim() == 4 && weight.size(2) == weight.size(3),
-             "conv2d: expected a square kernel weight [C_out, C_in, k, k], got {}",
-             weight.defined() ? shape_str(weight.shape()) : "undefined");
-  LOOM_CHECK(x.defined() && x.dim() == 4 && x.size(1) == weight.size(1),
-             "conv2d: input {} does not match weight {} (expected [N, {}, H, W])",
-             x.defined() ? shape_str(x.shape()) : "undefined", shape_str(weight.shape()),
-             weight.size(1));
-  const int64_t c_out = weight.size(0), k = weight.size(2);
-  LOOM_CHECK(!bias.defined() || bias.shape() == Shape{c_out},
-             "conv2d: bias of shape {} does not match {} output channels", shape_str(bias.shape()),
-             c_out);
-  const int64_t n = x.size(0), k_in = x.size(1) * k * k;
-  const int64_t out_h = output_size(x.size(2), k, stride, padding);
-  const int64_t out_w = output_size(x.size(3), k, stride, padding);
-  // Columns ordered (c, i, j) like the weight's flattened [C_in, k, k].
-  Tensor cols =
-      unfold2d(x, k, stride, padding).reshape({n, k_in, out_h * out_w});  // [N, C_in*k*k, L]
-  Tensor y = matmul(weight.reshape({c_out, k_in}), cols);  // [C_out, C_in*k*k] @ -> [N, C_out, L]
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ExpandingArray<2> stride,
+              ExpandingArray<2> padding, ExpandingArray<2> dilation, int64_t groups) {
+  // x [N, C_in, H, W], weight [C_out, C_in/G, kh, kw], bias [C_out] -> [N, C_out, H_out, W_out]
+  check_conv_operands(x, weight, bias, groups, false, 4, "conv2d");
+  const Window w{{weight.size(2), weight.size(3)}, stride, padding, dilation};
+  check_window(w, "conv2d");
+  const int64_t n = x.size(0), c_out = weight.size(0), g = groups;
+  const int64_t out_h = w.output_size(0, x.size(2)), out_w = w.output_size(1, x.size(3));
+  LOOM_CHECK(out_h > 0 && out_w > 0, "conv2d: input {} with {} is smaller than the kernel {}",
+             shape_str(x.shape()), w.str(), shape_str(weight.shape()));
+  // Columns ordered (c, i, j) like the weight's flattened [C_in/G, kh, kw], one block per group.
+  const int64_t k_group = weight.size(1) * w.kernel_elements();  // C_in/G * kh * kw
+  Tensor cols = unfold2d(x, w.kernel, stride, padding, 0.0f, dilation)
+                    .reshape({n, g, k_group, out_h * out_w});  // [N, G, C_in/G*kh*kw, L]
+  // [G, C_out/G, K] @ [N, G, K, L] -> [N, G, C_out/G, L]: one batched GEMM, a group per batch.
+  Tensor y = matmul(weight.reshape({g, c_out / g, k_group}), cols);
+  y = y.reshape({n, c_out, out_h * out_w});  // [N, C_out, L]
   if (bias.defined()) y = y + bias.reshape({1, c_out, 1});
   return y.reshape({n, c_out, out_h, out_w});  // [N, C_out, H_out, W_out]
 }
 
-Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding) {
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups) {
+  // x [N, C_in, L], weight [C_out, C_in/G, k] -> [N, C_out, L_out]: an image of height 1.
+  check_conv_operands(x, weight, bias, groups, false, 3, "conv1d");
+  const Tensor y = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding},
+                          {1, dilation}, groups);  // [N, C_out, 1, L_out]
+  return y.squeeze(2);
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        ExpandingArray<2> stride, ExpandingArray<2> padding,
+                        ExpandingArray<2> output_padding, int64_t groups,
+                        ExpandingArray<2> dilation) {
+  // x [N, C_in, H, W], weight [C_in, C_out/G, kh, kw], bias [C_out] -> [N, C_out, H_out, W_out]
+  check_conv_operands(x, weight, bias, groups, true, 4, "conv_transpose2d");
+  // The window of the forward conv2d that maps the output back onto the input's size.
+  const Window w{{weight.size(2), weight.size(3)}, stride, padding, dilation};
+  check_window(w, "conv_transpose2d");
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(output_padding[d] >= 0 &&
+                   (output_padding[d] < stride[d] || output_padding[d] < dilation[d]),
+               "conv_transpose2d: output_padding {} must be smaller than stride {} or dilation {}",
+               output_padding.str(), stride.str(), dilation.str());
+  const int64_t n = x.size(0), h = x.size(2), wd = x.size(3), g = groups;
+  const int64_t c_in = x.size(1), c_out = weight.size(1) * g, k = w.kernel_elements();
+  int64_t out_size[2];
+  for (int d = 0; d < 2; ++d)
+    out_size[d] = (x.size(2 + d) - 1) * stride[d] - 2 * padding[d] +
+                  dilation[d] * (w.kernel[d] - 1) + output_padding[d] + 1;
+  LOOM_CHECK(out_size[0] > 0 && out_size[1] > 0,
+             "conv_transpose2d: input {} with {} gives an empty output", shape_str(x.shape()),
+             w.str());
+  // Each input pixel's contribution to its kernel window, for every output channel:
+  // [G, C_out/G * kh*kw, C_in/G] @ [N, G, C_in/G, H*W] -> [N, G, C_out/G * kh*kw, H*W].
+  const Tensor w_t = weight.reshape({g, c_in / g, c_out / g * k}).transpose(1, 2);
+  Tensor cols = matmul(w_t, x.reshape({n, g, c_in / g, h * wd}));
+  cols = cols.reshape({n, c_out, k * h * wd});  // [N, C_out, kh*kw * H*W]
+  // col2im: column (i, j, ih, iw) lands on the output pixel that conv2d's window (i, j) at
+  // position (ih, iw) reads, or on the padding slot appended at the end (then dropped).
+  const int64_t out_pixels = out_size[0] * out_size[1];
+  const Tensor index = window_index(out_size[0], out_size[1], w, x.device());
+  Tensor y = index_add(zeros({n, c_out, out_pixels + 1}, x.device()), 2, index, cols);
+  y = y.narrow(2, 0, out_pixels);  // [N, C_out, H_out*W_out]
+  if (bias.defined()) y = y + bias.reshape({1, c_out, 1});
+  return y.reshape({n, c_out, out_size[0], out_size[1]});  // [N, C_out, H_out, W_out]
+}
+
+namespace {
+
+// The windows of a pooling: stride 0 means stride = kernel_size (PyTorch's default), and the
+// padding may be at most half the kernel (so that no window lies wholly in the padding).
+Window pool_window(ExpandingArray<2> kernel_size, ExpandingArray<2> stride,
+                   ExpandingArray<2> padding, const char* op) {
+  const ExpandingArray<2> step{stride[0] == 0 ? kernel_size[0] : stride[0],
+                               stride[1] == 0 ? kernel_size[1] : stride[1]};
+  const Window w{kernel_size, step, padding, 1};
+  check_window(w, op);
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(padding[d] * 2 <= kernel_size[d],
+               "{}: padding {} should be at most half of kernel_size {}", op, padding.str(),
+               kernel_size.str());
+  return w;
+}
+
+// The windows of x [N, C, H, W] as columns [N, C, kh*kw, H_out*W_out], and the pooled output's
+// shape [N, C, H_out, W_out].
+std::pair<Tensor, Shape> pool_columns(const Tensor& x, const Window& w, float pad_value,
+                                      const char* op) {
+  LOOM_CHECK(x.defined() && x.dim() == 4, "{}: expected input [N, C, H, W], got {}", op,
+             shape_of(x));
+  const Shape out_shape{x.size(0), x.size(1), w.output_size(0, x.size(2)),
+                        w.output_size(1, x.size(3))};
+  return {unfold2d(x, w.kernel, w.stride, w.padding, pad_value), out_shape};
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride,
+                  ExpandingArray<2> padding) {
   // x [N, C, H, W] -> [N, C, H_out, W_out]
-  if (stride == 0) stride = kernel_size;
-  LOOM_CHECK(padding * 2 <= kernel_size,
-             "max_pool2d: padding {} should be at most half of kernel_size {}", padding,
-             kernel_size);
-  LOOM_CHECK(x.defined() && x.dim() == 4, "max_pool2d: expected input [N, C, H, W], got {}",
-             x.defined() ? shape_str(x.shape()) : "undefined");
-  const int64_t out_h = output_size(x.size(2), kernel_size, stride, padding);
-  const int64_t out_w = output_size(x.size(3), kernel_size, stride, padding);
+  const Window w = pool_window(kernel_size, stride, padding, "max_pool2d");
   // Padding reads -inf, so it never wins the max (PyTorch's behaviour).
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  Tensor cols = unfold2d(x, kernel_size, stride, padding, neg_inf);   // [N, C, k*k, L]
-  return max(cols, 2).reshape({x.size(0), x.size(1), out_h, out_w});  // [N, C, H_out, W_out]
+  const auto [cols, out_shape] = pool_columns(x, w, neg_inf, "max_pool2d");  // [N, C, kh*kw, L]
+  return max(cols, 2).reshape(out_shape);                                   // [N, C, H_out, W_out]
+}
+
+Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride,
+                  ExpandingArray<2> padding) {
+  // x [N, C, H, W] -> [N, C, H_out, W_out]
+  const Window w = pool_window(kernel_size, stride, padding, "avg_pool2d");
+  // Padding reads 0 and is counted: every window divides by kh * kw (count_include_pad).
+  const auto [cols, out_shape] = pool_columns(x, w, 0.0f, "avg_pool2d");  // [N, C, kh*kw, L]
+  return mean(cols, 2).reshape(out_shape);                                // [N, C, H_out, W_out]
 }
 
 }  // namespace loom::nn::functional

@@ -1,5 +1,6 @@
-// Batch normalisation (Ioffe & Szegedy 2015), composed from reductions and elementwise ops.
-// (layer_norm is a fused op in autograd/ops.h; functional.cpp forwards to it.)
+// Batch normalisation (Ioffe & Szegedy 2015), group normalisation (Wu & He 2018) and RMSNorm
+// (Zhang & Sennrich 2019), composed from reductions, elementwise ops and the fused layer_norm.
+// (layer_norm itself is a fused op in autograd/ops.h; functional.cpp forwards to it.)
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -71,6 +72,48 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (weight.defined()) y = y * weight.reshape(stat_shape);
   if (bias.defined()) y = y + bias.reshape(stat_shape);
   return y;
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+                  float eps) {
+  // x [N, C, ...] -> same shape
+  LOOM_CHECK(x.defined() && x.dim() >= 2, "group_norm: expected input [N, C, ...], got {}",
+             x.defined() ? shape_str(x.shape()) : "undefined");
+  const int64_t n = x.size(0), channels = x.size(1);
+  LOOM_CHECK(num_groups > 0 && channels % num_groups == 0,
+             "group_norm: {} channels of input {} do not split into {} groups", channels,
+             shape_str(x.shape()), num_groups);
+  for (const auto& [t, what] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}})
+    LOOM_CHECK(!t->defined() || t->shape() == Shape{channels},
+               "group_norm: {} of shape {} does not match the {} channels of input {}", what,
+               shape_str(t->shape()), channels, shape_str(x.shape()));
+  // Each (sample, group) is one row normalised over its channels and positions: the fused
+  // layer_norm's job, without its affine part (that one is per channel, not per row).
+  const Tensor rows = x.reshape({n, num_groups, -1});  // [N, G, C/G * spatial]
+  Tensor y = loom::layer_norm(rows, Tensor(), Tensor(), eps).reshape(x.shape());
+  Shape channel_shape(x.dim(), 1);
+  channel_shape[1] = channels;  // [1, C, 1, ...]
+  if (weight.defined()) y = y * weight.reshape(channel_shape);
+  if (bias.defined()) y = y + bias.reshape(channel_shape);
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, float eps) {
+  // x [..., *normalized_shape] -> same shape
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  const bool fits = x.defined() && k > 0 && x.dim() >= k &&
+                    Shape(x.shape().end() - k, x.shape().end()) == normalized_shape;
+  LOOM_CHECK(fits, "rms_norm: input {} does not end in normalized_shape {}",
+             x.defined() ? shape_str(x.shape()) : "undefined", shape_str(normalized_shape));
+  LOOM_CHECK(!weight.defined() || weight.shape() == normalized_shape,
+             "rms_norm: weight of shape {} does not match normalized_shape {}",
+             shape_str(weight.shape()), shape_str(normalized_shape));
+  Shape rows_shape(x.shape().begin(), x.shape().end() - k);
+  rows_shape.push_back(-1);
+  const Tensor rows = x.reshape(rows_shape);                   // [..., D]
+  const Tensor mean_square = mean(rows * rows, -1, true);       // [..., 1]
+  Tensor y = (rows * rsqrt(mean_square + eps)).reshape(x.shape());
+  return weight.defined() ? y * weight : y;
 }
 
 }  // namespace loom::nn::functional

@@ -96,6 +96,23 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   child->add_child(name.substr(dot + 1), std::move(module));
 }
 
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  for (auto& [n, child] : children_)
+    if (n == name) {
+      child = std::move(module);
+      return;
+    }
+  LOOM_FAIL("replace_module: {} has no submodule '{}'", this->name(), name);
+}
+
+void Module::unregister_module(const std::string& name) {
+  const auto it = std::find_if(children_.begin(), children_.end(),
+                               [&](const auto& entry) { return entry.first == name; });
+  LOOM_CHECK(it != children_.end(), "unregister_module: {} has no submodule '{}'", this->name(),
+             name);
+  children_.erase(it);
+}
+
 Tensor& Module::replace_parameter(const std::string& name, Tensor tensor) {
   for (auto& entry : parameters_) {
     if (entry.name != name) continue;

@@ -23,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -65,6 +66,18 @@ class Module {
     add_child(name, module);
     return module;
   }
+  // Replaces the child registered under `name` (a direct child, as LibTorch's replace_module);
+  // throws when there is none.
+  template <typename ModuleType>
+  std::shared_ptr<ModuleType> replace_module(const std::string& name,
+                                             std::shared_ptr<ModuleType> module) {
+    LOOM_CHECK(module != nullptr, "replace_module: module '{}' of {} is null", name, this->name());
+    replace_child(name, module);
+    return module;
+  }
+  // Removes the child registered under `name` (LibTorch's unregister_module); throws when
+  // there is none.
+  void unregister_module(const std::string& name);
   // Replaces an already registered parameter, e.g. to tie weights:
   //   lm_head->weight = lm_head->replace_parameter("weight", wte->weight);
   Tensor& replace_parameter(const std::string& name, Tensor tensor);
@@ -98,6 +111,25 @@ class Module {
   // Number of scalar parameters; tied tensors are counted once.
   int64_t num_parameters() const;
 
+  // --- loading a state dict ------------------------------------------------------------------
+  // PyTorch's module.load_state_dict(state_dict, strict): copies the tensors of `state` (or of
+  // the safetensors file at `path`) into the parameters and persistent buffers of the same
+  // names. strict = true is nn::load's check: any missing or unexpected name throws one
+  // loom::Error listing them all. strict = false loads the names present and returns the rest
+  // ({missing, unexpected}, as PyTorch's _IncompatibleKeys). Either way a tensor of the wrong
+  // shape or kind of number, or with values that are not finite, throws, and nothing is copied
+  // unless everything can be. (Defined in io/checkpoint.cpp, beside nn::load: the io layer
+  // reads files and owns the checks.)
+  struct LoadResult {
+    std::vector<std::string> missing, unexpected;
+  };
+  LoadResult load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  LoadResult load_state_dict(const NamedTensors& state, bool strict = true);  // a state_dict()
+  LoadResult load_state_dict(const std::string& path, bool strict = true);
+  LoadResult load_state_dict(const char* path, bool strict = true) {
+    return load_state_dict(std::string(path), strict);
+  }
+
   // --- state a module derives instead of loading ------------------------------------------------
   // Declares that a checkpoint may hold a tensor `name` (relative to this module) which load()
   // skips instead of calling it unexpected: state the module rebuilds from its configuration,
@@ -123,6 +155,7 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   // Registers `module` at `name`, a dotted path making the levels it lacks (register_module).
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void replace_child(const std::string& name, std::shared_ptr<Module> module);
   // Visits (full name, entry) for parameters or buffers, depth first.
   void visit(bool buffers, bool recurse, const std::string& prefix,
              const std::function<void(const std::string&, const NamedTensor&)>& fn) const;

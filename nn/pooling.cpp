@@ -1,16 +1,31 @@
-// MaxPool2d layer.
+// Pooling layers (functional::max_pool2d, avg_pool2d, adaptive_avg_pool2d/1d).
 #include "nn/pooling.h"
 
 #include "nn/functional.h"
 
 namespace loom::nn {
 
-MaxPool2d::MaxPool2d(int64_t k, int64_t stride_, int64_t padding_)
-    : kernel_size(k), stride(stride_ == 0 ? k : stride_), padding(padding_) {
-  LOOM_CHECK(k > 0 && stride > 0 && padding_ >= 0 && 2 * padding_ <= k,
-             "MaxPool2d: invalid kernel_size {}, stride {}, padding {} (padding at most half "
-             "the kernel)",
-             k, stride_, padding_);
+namespace {
+
+// stride 0 means stride = kernel_size (PyTorch's default).
+ExpandingArray<2> default_stride(ExpandingArray<2> stride, ExpandingArray<2> kernel) {
+  return {stride[0] == 0 ? kernel[0] : stride[0], stride[1] == 0 ? kernel[1] : stride[1]};
+}
+
+void check_pool(const char* layer, ExpandingArray<2> k, ExpandingArray<2> stride,
+                ExpandingArray<2> padding) {
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(k[d] > 0 && stride[d] > 0 && padding[d] >= 0 && 2 * padding[d] <= k[d],
+               "{}: invalid kernel_size {}, stride {}, padding {} (padding at most half the "
+               "kernel)",
+               layer, k.str(), stride.str(), padding.str());
+}
+
+}  // namespace
+
+MaxPool2d::MaxPool2d(ExpandingArray<2> k, ExpandingArray<2> stride_, ExpandingArray<2> padding_)
+    : kernel_size(k), stride(default_stride(stride_, k)), padding(padding_) {
+  check_pool("MaxPool2d", k, stride, padding_);
 }
 
 Tensor MaxPool2d::forward(const Tensor& x) const {
@@ -20,7 +35,48 @@ Tensor MaxPool2d::forward(const Tensor& x) const {
 
 std::string MaxPool2d::extra_repr() const {
   return fmt::format("kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False",
-                     kernel_size, stride, padding);
+                     kernel_size.compact_str(), stride.compact_str(), padding.compact_str());
+}
+
+AvgPool2d::AvgPool2d(ExpandingArray<2> k, ExpandingArray<2> stride_, ExpandingArray<2> padding_)
+    : kernel_size(k), stride(default_stride(stride_, k)), padding(padding_) {
+  check_pool("AvgPool2d", k, stride, padding_);
+}
+
+Tensor AvgPool2d::forward(const Tensor& x) const {
+  // x [N, C, H, W] -> [N, C, H_out, W_out]
+  return functional::avg_pool2d(x, kernel_size, stride, padding);
+}
+
+std::string AvgPool2d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}", kernel_size.compact_str(),
+                     stride.compact_str(), padding.compact_str());
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(ExpandingArray<2> size) : output_size(size) {
+  LOOM_CHECK(size[0] > 0 && size[1] > 0, "AdaptiveAvgPool2d: invalid output_size {}", size.str());
+}
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) const {
+  // x [N, C, H, W] -> [N, C, out_h, out_w]
+  return functional::adaptive_avg_pool2d(x, output_size);
+}
+
+std::string AdaptiveAvgPool2d::extra_repr() const {
+  return "output_size=" + output_size.compact_str();
+}
+
+AdaptiveAvgPool1d::AdaptiveAvgPool1d(int64_t size) : output_size(size) {
+  LOOM_CHECK(size > 0, "AdaptiveAvgPool1d: invalid output_size {}", size);
+}
+
+Tensor AdaptiveAvgPool1d::forward(const Tensor& x) const {
+  // x [N, C, L] -> [N, C, output_size]
+  return functional::adaptive_avg_pool1d(x, output_size);
+}
+
+std::string AdaptiveAvgPool1d::extra_repr() const {
+  return fmt::format("output_size={}", output_size);
 }
 
 }  // namespace loom::nn

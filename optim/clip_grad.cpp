@@ -10,9 +10,9 @@
 
 namespace loom::optim {
 
-float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
+float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
   LOOM_CHECK(std::isfinite(max_norm) && max_norm > 0.0f,
-             "clip_grad_norm: max_norm {} must be positive", max_norm);
+             "clip_grad_norm_: max_norm {} must be positive", max_norm);
   NoGradGuard no_grad;
   // The float32 gradients of each device go through its multi-tensor kernels (on CUDA a couple
   // of launches for all of them); any other gradient (bfloat16) through tensor ops.
@@ -61,6 +61,23 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
     for (Tensor& g : others) g.mul_(scale);
   }
   return norm;
+}
+
+float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
+  return clip_grad_norm_(params, max_norm);
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, float clip_value) {
+  LOOM_CHECK(std::isfinite(clip_value) && clip_value > 0.0f,
+             "clip_grad_value_: clip_value {} must be positive", clip_value);
+  NoGradGuard no_grad;
+  // copy_ writes through a non-contiguous gradient too, and keeps each gradient's storage (an
+  // optimizer or a gradient hook may hold it), as PyTorch's clamp_ does.
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    Tensor g = p.grad();
+    g.copy_(clamp(g, -clip_value, clip_value));
+  }
 }
 
 }  // namespace loom::optim

@@ -1,4 +1,5 @@
-// Gradient clipping by global norm (Pascanu et al. 2013), like torch.nn.utils.clip_grad_norm_.
+// Gradient clipping by global norm (Pascanu et al. 2013) and by value, like
+// torch.nn.utils.clip_grad_norm_ and clip_grad_value_.
 #pragma once
 
 #include <vector>
@@ -15,6 +16,12 @@ namespace loom::optim {
 // (Backend::sum_of_squares_multi, scale_multi: on CUDA a couple of launches for all gradients,
 // not several per gradient); the sum of squares is accumulated in double, and one value per
 // device comes back to the host.
+float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm);
+// The same function under its older loom name.
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm);
+
+// Clamps every element of every gradient of `params` into [-clip_value, clip_value], in place
+// (parameters without a gradient are ignored); clip_value must be positive.
+void clip_grad_value_(const std::vector<Tensor>& params, float clip_value);
 
 }  // namespace loom::optim

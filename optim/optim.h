@@ -1,9 +1,12 @@
 // loom::optim — optimizers, learning-rate schedules and gradient clipping (included by loom.h).
 #pragma once
 
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "optim/param_group.h"
+#include "optim/rmsprop.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"

@@ -60,10 +60,11 @@ class StateReader {
   std::set<std::string> used_;
 };
 
-void check_lr(const std::string& op, size_t group, float lr, bool allow_zero) {
-  LOOM_CHECK(std::isfinite(lr) && (allow_zero ? lr >= 0.0f : lr > 0.0f),
-             "{}: learning rate {} of param group {} must be {}", op, lr, group,
-             allow_zero ? "non-negative" : "positive");
+// Zero is a valid learning rate (warmup schedules start there, and it freezes a group while
+// its state stays), as in PyTorch.
+void check_lr(const std::string& op, size_t group, float lr) {
+  LOOM_CHECK(std::isfinite(lr) && lr >= 0.0f,
+             "{}: learning rate {} of param group {} must be non-negative", op, lr, group);
 }
 
 // The NaN and infinite values of a float32 tensor: x * 0 is 0 for a finite x and NaN
@@ -86,7 +87,7 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups)
   // Where each parameter was first seen, to report duplicates by position.
   std::map<const TensorImpl*, std::pair<size_t, size_t>> seen;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    check_lr(name_, g, groups_[g].lr, /*allow_zero=*/false);
+    check_lr(name_, g, groups_[g].lr);
     check_weight_decay(name_, g, groups_[g].weight_decay);
     const std::vector<Tensor>& params = groups_[g].params;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -95,9 +96,6 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups)
       LOOM_CHECK(p.dtype() == DType::Float32,
                  "{}: parameter {} of group {} ({}) is {}, not float32", name_, i, g,
                  shape_str(p.shape()), dtype_name(p.dtype()));
-      LOOM_CHECK(p.requires_grad(),
-                 "{}: parameter {} of group {} ({}) does not require grad; call requires_grad_()",
-                 name_, i, g, shape_str(p.shape()));
       LOOM_CHECK(p.is_leaf(), "{}: parameter {} of group {} ({}) is not a leaf tensor", name_, i, g,
                  shape_str(p.shape()));
       auto [it, inserted] = seen.emplace(p.impl(), std::make_pair(g, i));
@@ -106,6 +104,7 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups)
     }
     state_.emplace_back(params.size());
   }
+  initial_lrs_.resize(groups_.size());
   LOOM_CHECK(!seen.empty(), "{}: got an empty parameter list", name_);
 }
 
@@ -116,8 +115,10 @@ void Optimizer::step() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& param = groups_[g].params[i];
+      // A frozen parameter is skipped even if it still holds a gradient from before it was
+      // frozen; PyTorch's optimizers skip it because its grad stays None.
       const Tensor grad = param.grad();
-      if (!grad.defined()) continue;
+      if (!param.requires_grad() || !grad.defined()) continue;
       LOOM_CHECK(grad.shape() == param.shape() && grad.device() == param.device(),
                  "{}: gradient {} on {} does not match parameter {} of group {} ({} on {})", name_,
                  shape_str(grad.shape()), device_name(grad.device()), i, g,
@@ -166,9 +167,23 @@ void Optimizer::set_lr(float lr) {
 void Optimizer::set_lr(size_t group, float lr) {
   LOOM_CHECK(group < groups_.size(), "{}: set_lr: group {} out of range (the optimizer has {})",
              name_, group, groups_.size());
-  // Zero is allowed here (unlike in the constructor): warmup schedules start at lr = 0.
-  check_lr(name_ + ": set_lr", group, lr, /*allow_zero=*/true);
+  check_lr(name_ + ": set_lr", group, lr);
   groups_[group].lr = lr;
+}
+
+std::optional<double> Optimizer::initial_lr(size_t group) const {
+  LOOM_CHECK(group < groups_.size(), "{}: initial_lr: group {} out of range (the optimizer has {})",
+             name_, group, groups_.size());
+  return initial_lrs_[group];
+}
+
+void Optimizer::set_initial_lr(size_t group, double lr) {
+  LOOM_CHECK(group < groups_.size(),
+             "{}: set_initial_lr: group {} out of range (the optimizer has {})", name_, group,
+             groups_.size());
+  LOOM_CHECK(std::isfinite(lr) && lr >= 0.0, "{}: initial lr {} of param group {} must be "
+             "non-negative", name_, lr, group);
+  initial_lrs_[group] = lr;
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::entries() const {
@@ -217,7 +232,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   std::vector<std::vector<ParamState>> state(groups_.size());
   for (size_t g = 0; g < groups.size(); ++g) {
     groups[g].lr = reader.get_float(group_key(g, "lr"));
-    check_lr(op, g, groups[g].lr, /*allow_zero=*/true);
+    check_lr(op, g, groups[g].lr);
     groups[g].weight_decay = reader.get_float(group_key(g, "weight_decay"));
     check_weight_decay(op, g, groups[g].weight_decay);
     const int64_t num_params = reader.get_int(group_key(g, "num_params"));

@@ -1,22 +1,29 @@
 // The optimizer base class: parameter groups, the per-parameter state, the step loop,
 // zero_grad, learning-rate access, and state_dict save/load for exact resume. Subclasses
-// (SGD, Adam, AdamW) supply only the update rule of one parameter.
+// (SGD, Adam, AdamW, RMSprop, Adagrad) supply only the update rule of one parameter.
 //
 //   optim::AdamW opt(model.parameters(), 3e-4f);
 //   for (int64_t step = 0; step < steps; ++step) {
 //     opt.set_lr(optim::warmup_cosine_lr(step, warmup, steps, 3e-4f));
 //     opt.zero_grad();
 //     loss_fn(model).backward();
-//     optim::clip_grad_norm(model.parameters(), 1.0f);
+//     optim::clip_grad_norm_(model.parameters(), 1.0f);
 //     opt.step();
 //   }
 //   // model, optimizer and trainer state in one atomic file (io/checkpoint.h):
 //   nn::save_checkpoint("ckpt.safetensors", {{"model", &model}}, &opt, {{"step", "100"}});
 //   opt.save("opt.safetensors");           // or the optimizer alone
+//
+// Which parameters move, as in PyTorch: step() updates the parameters that require grad and
+// have a gradient this step; the others (a frozen backbone, a parameter the loss did not reach)
+// are skipped, and their state and step count do not advance. So an optimizer may be built over
+// every parameter of a model before part of it is frozen with requires_grad_(false). A
+// learning rate of 0 is allowed (a schedule may start there); negative ones are not.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -44,8 +51,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;  // would share the state buffers
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter that has a gradient; parameters whose grad() is undefined
-  // are skipped (their state and step count do not advance), as in PyTorch.
+  // One update of every parameter that requires grad and has a gradient; the others are
+  // skipped (their state and step count do not advance), as in PyTorch.
   void step();
   // set_to_none = true (the default, as in PyTorch 2.x) clears each gradient, freeing its memory,
   // so parameters unused by the next backward are skipped by step(). false zeroes the gradient
@@ -56,6 +63,11 @@ class Optimizer {
   float lr() const;                     // the first group's learning rate
   void set_lr(float lr);                // every group's, as a scheduler would; lr >= 0
   void set_lr(size_t group, float lr);  // one group's
+  // PyTorch's param_group["initial_lr"]: the lr a group started from, set by the first
+  // scheduler built over the optimizer (optim/lr_scheduler.h) and read by the later ones;
+  // empty until then. Not part of state_dict() (a scheduler's state holds its base lrs).
+  std::optional<double> initial_lr(size_t group) const;
+  void set_initial_lr(size_t group, double lr);
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   int64_t step_count() const { return step_count_; }
   const std::string& name() const { return name_; }
@@ -79,8 +91,9 @@ class Optimizer {
     std::map<std::string, Tensor> buffers;  // on the parameter's device
   };
 
-  // Checks every group (positive lr, non-negative weight decay, float32 leaf parameters that
-  // require grad, no parameter twice); `name` prefixes every error message.
+  // Checks every group (non-negative lr and weight decay, float32 leaf parameters, no parameter
+  // twice); `name` prefixes every error message. Parameters that do not require grad are
+  // accepted (step() skips them while they do not).
   Optimizer(std::string name, std::vector<ParamGroup> groups);
 
   // Updates `param` in place from `grad` (same shape and device), with grad recording off.
@@ -104,6 +117,7 @@ class Optimizer {
   std::string name_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;  // [group][index]
+  std::vector<std::optional<double>> initial_lrs_;  // [group]
   int64_t step_count_ = 0;
 };
 

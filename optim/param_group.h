@@ -11,7 +11,7 @@ namespace loom::optim {
 
 struct ParamGroup {
   std::vector<Tensor> params;
-  float lr;                   // must be positive when the optimizer is built
+  float lr;                   // must be non-negative when the optimizer is built
   float weight_decay = 0.0f;  // L2 penalty (SGD, Adam) or decoupled decay (AdamW)
 };
 

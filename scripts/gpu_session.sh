@@ -14,7 +14,8 @@
 # cuda (the CUDA suite alone), test (the CUDA suites, then every ctest but the two
 # consumer builds), bench (bench/gpt vs bench/reference/bench.py on gpt-mini and gpt2, float32
 # and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
-# fast (loom --tf32, --bf16 with and without fused attention, then torchfast: the comparison of issue 15),
+# fast (loom --tf32, --bf16 with and without fused attention, then torchfast: the comparison
+# with PyTorch's fast path),
 # models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step),
 # generate (gpt-mini and GPT-2 decoding: graph, device loop, host loop), decodeprofile (Nsight Compute
 # over 4 tokens of GPT-2's decoding step), train (the README demo).
@@ -95,7 +96,7 @@ do_cuda() {
   run_suite test_cuda "$BUILD/tests/test_cuda"
 }
 
-# PyTorch's fast path on GPT-2 (the bar of issue 15): bf16 autocast + SDPA + fused AdamW.
+# PyTorch's fast path on GPT-2: bf16 autocast + SDPA + fused AdamW.
 do_torch_fast() {
   local j=${OUT_JSONL:-$OUT/bench.jsonl} line
   for c in ${BENCH_CASES:-gpt-mini gpt2}; do
@@ -163,7 +164,7 @@ do_bench() {  # every JSON line goes to $OUT/bench.jsonl
   OUT_JSONL=$j do_generate
 }
 
-# Generation against the host-synchronised loop (--host-sampling), issue 15's 5x: the
+# Generation against the host-synchronised loop (--host-sampling): the
 # default (the step replayed as a CUDA graph), the device loop launching every kernel
 # (--no-cuda-graphs), and the host loop.
 do_generate() {

@@ -6,7 +6,8 @@
 #   bash scripts/reproduce.sh TASK --minutes M [--side-by-side] [--threads T] [--seed S]
 #                             [-- recipe flags for both sides]
 #
-# TASK: gpt-fortunes | vit-tiny | vit-fmnist | swin-fmnist | detr-fmnist | translation | bert
+# TASK: gpt-fortunes | vit-tiny | vit-fmnist | swin-fmnist | cnn-fmnist | detr-fmnist |
+#       translation | bert
 # By default the two runs go one after the other, each with T threads (default: every core). With
 # --side-by-side they run at the same time with one thread each, the fair form on a noisy
 # machine of 2 cores. Flags after `--` go to both trainers unchanged (the recipe flags have the
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 2
 case $1 in -h|--help) usage 0 ;; esac
 task=$1
@@ -46,6 +47,8 @@ case $task in
   vit-tiny)     loom=(train_vision --model vit-tiny-fmnist) twin=(vit-fmnist --config vit-tiny) ;;
   vit-fmnist)   loom=(train_vision --model vit-fmnist) twin=(vit-fmnist --config vit-fmnist) ;;
   swin-fmnist)  loom=(train_vision --model swin-fmnist) twin=(swin-fmnist) ;;
+  # train_cnn augments in the training loop here (no DataLoader workers), as its twin does.
+  cnn-fmnist)   loom=(train_cnn --workers 0) twin=(cnn-fmnist) ;;
   detr-fmnist)  loom=(train_detr) twin=(detr-fmnist) ;;
   translation)  loom=(train_translate) twin=(translation) dump=translation ;;
   bert)         loom=(train_bert) twin=(bert) dump=bert ;;

@@ -57,3 +57,11 @@ set_tests_properties(
   [==[models:GIoU loss and detr_loss gradients match finite differences]==]
   [==[models:detr_loss matches PyTorch's SetCriterion: terms, scipy's matching and gradients]==]
   PROPERTIES LABELS exercise-giou)
+
+# 05b-build-gpt.md: write causal_softmax and Head::forward (examples/learn/tiny_gpt.h), the
+# masked softmax and one head of self-attention.
+set_tests_properties(
+  [==[models:tiny GPT: its last stage gives models::GPT's logits for the same weights]==]
+  [==[models:tiny GPT: every stage is causal, a later byte leaves earlier logits unchanged]==]
+  [==[models:tiny GPT: causal_softmax spreads row t over 0..t only, evenly from zero scores]==]
+  PROPERTIES LABELS exercise-attention-head)

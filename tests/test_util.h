@@ -123,6 +123,19 @@ inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
   }
 }
 
+// sum(f(inputs) * w) for a fixed random w (drawn after manual_seed(999)): the scalar whose
+// gradient gradcheck(weighted(f), ...) checks for a tensor-valued f. Under a random w every
+// output element weighs differently, so a backward that mixes elements up cannot pass as it
+// could under all ones.
+inline std::function<Tensor(const std::vector<Tensor>&)> weighted(
+    const std::function<Tensor(const std::vector<Tensor>&)>& f) {
+  return [f](const std::vector<Tensor>& in) {
+    Tensor y = f(in);
+    manual_seed(999);
+    return sum(y * randn(y.shape()));
+  };
+}
+
 // Runs f, expecting a loom::Error whose message contains every fragment (the op's name, the
 // offending shapes or values).
 inline void expect_error(const std::function<void()>& f,

@@ -112,6 +112,15 @@ struct CudaMath {
   static LOOM_HOST_DEVICE float abs(float x) { return fabsf(x); }
   static LOOM_HOST_DEVICE float pow(float x, float a) { return powf(x, a); }
   static LOOM_HOST_DEVICE float normal_cdf(float x) { return 0.5f * (1.0f + erff(x * kSqrtHalf)); }
+  static LOOM_HOST_DEVICE float log1p(float x) { return log1pf(x); }
+  static LOOM_HOST_DEVICE float expm1(float x) { return expm1f(x); }
+  static LOOM_HOST_DEVICE float log2(float x) { return log2f(x); }
+  static LOOM_HOST_DEVICE float exp2(float x) { return exp2f(x); }
+  static LOOM_HOST_DEVICE float erf(float x) { return erff(x); }
+  static LOOM_HOST_DEVICE float floor(float x) { return floorf(x); }
+  static LOOM_HOST_DEVICE float ceil(float x) { return ceilf(x); }
+  static LOOM_HOST_DEVICE float rint(float x) { return rintf(x); }  // ties to even
+  static LOOM_HOST_DEVICE float trunc(float x) { return truncf(x); }
 };
 
 // ---------------------------------------------------------------------------- reductions

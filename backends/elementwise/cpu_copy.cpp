@@ -1,5 +1,5 @@
-// The strided copy with dtype conversion behind contiguous()/copy_()/to(dtype) (float32, int64
-// and bfloat16, each to each), fill and arange, on the CPU.
+// The strided copy with dtype conversion behind contiguous()/copy_()/to(dtype) (float32, int64,
+// bfloat16 and bool, each to each), fill and arange, on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,11 +28,14 @@ inline int64_t float_to_int64(float x) {
 
 // bfloat16 converts through float32, as PyTorch's does: to it by rounding to nearest even
 // (core/bfloat16.h), from it exactly; an int64 goes to float32 first (rounding), then to bfloat16.
-// A copy between equal dtypes moves bits (a bfloat16 NaN keeps its payload).
+// A copy between equal dtypes moves bits (a bfloat16 NaN keeps its payload). To bool, as
+// PyTorch's .to(torch.bool): nonzero (NaN included) is true; from bool: 1 and 0.
 template <class To, class From>
 inline To convert(From x) {
   if constexpr (std::is_same_v<To, From>)
     return x;
+  else if constexpr (std::is_same_v<To, bool>)
+    return static_cast<float>(x) != 0.0f;  // exact for bfloat16 and int64: only 0 gives 0.0f
   else if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, float>)
     return float_to_int64(x);
   else if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, BFloat16>)
@@ -53,6 +56,8 @@ void visit_dtype(DType dtype, const Fn& fn) {
       return fn(int64_t{});
     case DType::BFloat16:
       return fn(BFloat16{});
+    case DType::Bool:
+      return fn(bool{});
   }
   LOOM_FAIL("copy: unknown dtype {}", static_cast<int>(dtype));
 }
@@ -179,6 +184,8 @@ void cpu::fill(Tensor& dst, double value) {
     fill_typed<float>(dst, static_cast<float>(value));
   else if (dst.dtype() == DType::BFloat16)
     fill_typed<BFloat16>(dst, BFloat16(static_cast<float>(value)));
+  else if (dst.dtype() == DType::Bool)
+    fill_typed<bool>(dst, value != 0.0);
   else
     fill_typed<int64_t>(dst, static_cast<int64_t>(value));
 }

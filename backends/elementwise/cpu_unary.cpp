@@ -31,6 +31,15 @@ struct CpuMath {
   static LOOM_VEC_INLINE float cos(float x) { return std::cos(x); }
   static LOOM_VEC_INLINE float abs(float x) { return std::fabs(x); }
   static LOOM_VEC_INLINE float pow(float x, float a) { return std::pow(x, a); }
+  static LOOM_VEC_INLINE float log1p(float x) { return std::log1p(x); }
+  static LOOM_VEC_INLINE float expm1(float x) { return std::expm1(x); }
+  static LOOM_VEC_INLINE float log2(float x) { return std::log2(x); }
+  static LOOM_VEC_INLINE float exp2(float x) { return std::exp2(x); }
+  static LOOM_VEC_INLINE float erf(float x) { return std::erf(x); }
+  static LOOM_VEC_INLINE float floor(float x) { return std::floor(x); }
+  static LOOM_VEC_INLINE float ceil(float x) { return std::ceil(x); }
+  static LOOM_VEC_INLINE float rint(float x) { return std::nearbyint(x); }  // ties to even
+  static LOOM_VEC_INLINE float trunc(float x) { return std::trunc(x); }
 };
 
 constexpr int64_t grain(unary::Cost cost) {

@@ -110,14 +110,26 @@ void Backend::bias_unary_backward(UnaryOp op, const Tensor& grad, const Tensor& 
 
 // ---------------------------------------------------------------------------- binary
 void Backend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  const Contract c{device_, "binary", /*takes_bfloat16=*/op < BinaryOp::Eq};
+  const Contract c{device_, "binary", /*takes_bfloat16=*/is_arithmetic(op)};
   c.on_device(a, "a");
   c.on_device(b, "b");
-  if (op >= BinaryOp::Eq) {  // comparisons take float32 or int64, the same on both sides
+  c.on_device(out, "out");
+  const bool integers = a.dtype() == DType::Int64 && b.dtype() == DType::Int64;
+  if (is_comparison(op)) {  // float32, int64 or bool, the same on both sides
     LOOM_CHECK(a.dtype() == b.dtype(), "binary: comparison of {} with {}; dtypes must match",
                dtype_name(a.dtype()), dtype_name(b.dtype()));
-    c.dtype(out, DType::Float32, "out");
-  } else {  // arithmetic: each operand float32 or bfloat16, computed in float32
+    LOOM_CHECK(out.dtype() == DType::Bool || out.dtype() == DType::Float32,
+               "binary: a comparison writes a bool or float32 out, got {}",
+               dtype_name(out.dtype()));
+  } else if (is_bitwise(op)) {  // int64 or bool, all three the same
+    LOOM_CHECK((a.dtype() == DType::Int64 || a.dtype() == DType::Bool) &&
+                   b.dtype() == a.dtype() && out.dtype() == a.dtype(),
+               "binary: bitwise ops take int64 or bool a, b and out of one dtype, got {}, {} "
+               "and {}",
+               dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(out.dtype()));
+  } else if (integers && op != BinaryOp::Div && op != BinaryOp::Pow) {  // int64 arithmetic
+    c.dtype(out, DType::Int64, "out (of int64 a and b)");
+  } else {  // floating arithmetic: each operand float32 or bfloat16, computed in float32
     c.floating(a, "a");
     c.floating(b, "b");
     c.floating(out, "out");

@@ -1,8 +1,8 @@
-// Elementwise kernels: copy/cast (float32, bfloat16, int64), fill, arange, unary functions and
-// their derivatives, binary arithmetic and comparisons, where, axpy. Unary ops, their
-// derivatives and binary arithmetic take float32 or bfloat16 for each operand (Operand::bf16):
-// the values are computed in float32 and a bfloat16 result is rounded once, so a bfloat16 op
-// costs one pass over memory, not a cast in, the op, and a cast out.
+// Elementwise kernels: copy/cast (float32, bfloat16, int64, bool), fill, arange, unary functions
+// and their derivatives, binary arithmetic, comparisons and bitwise ops, where, axpy. Unary ops,
+// their derivatives and floating binary arithmetic take float32 or bfloat16 for each operand
+// (Operand::bf16): the values are computed in float32 and a bfloat16 result is rounded once, so
+// a bfloat16 op costs one pass over memory, not a cast in, the op, and a cast out.
 //
 // Thread mapping (the general kernels): a grid-stride loop over the row-major index
 // space of the output; thread t handles elements t, t + T, t + 2T, ... (T = threads in the
@@ -33,6 +33,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/device_utils.cuh"
 #include "backends/cuda/launch_plan.h"
+#include "backends/elementwise/binary_math.h"
 #include "backends/elementwise/elementwise.cuh"
 #include "backends/elementwise/elementwise.h"
 #include "backends/unary_math.h"
@@ -108,13 +109,16 @@ bool launch_vector(const Layout& layout, const F& f, const Operand& out, Operand
 // float -> int64 truncates toward zero; NaN and values beyond int64 give INT64_MIN, as on the
 // CPU backend (that is what x86 produces; the GPU's own conversion would saturate instead).
 // bfloat16 (core/bfloat16.h) converts through float32: exactly from bfloat16, rounding to nearest
-// even into it; a bfloat16 -> bfloat16 copy keeps the bits (NaN payloads included).
+// even into it; a bfloat16 -> bfloat16 copy keeps the bits (NaN payloads included). To bool:
+// nonzero (NaN included) is true; from bool: 1 and 0.
 template <typename Dst, typename Src>
 __device__ __forceinline__ Dst convert(Src x) {
   if constexpr (std::is_same_v<Dst, Src>) {
     return x;
   } else if constexpr (std::is_same_v<Src, BFloat16>) {
     return convert<Dst>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<Dst, bool>) {
+    return static_cast<float>(x) != 0.0f;  // exact for int64 too: only 0 gives 0.0f
   } else if constexpr (std::is_same_v<Dst, BFloat16>) {
     return BFloat16(static_cast<float>(x));
   } else if constexpr (std::is_same_v<Dst, int64_t> && std::is_same_v<Src, float>) {
@@ -353,28 +357,30 @@ bool launch_bias_vector(const Layout& layout, const F& f, const Operand& out, co
 }
 
 // ---------------------------------------------------------------------------- binary
-// Comparisons on float32 or int64 (T) give 1/0; arithmetic is float32 only (Backend checks), so
-// its branches are compiled for float alone. Maximum/Minimum propagate NaN from
-// either side, as torch.maximum does.
-template <typename T>
-__device__ __forceinline__ float binary_apply(BinaryOp op, T a, T b) {
+// op on two T values into an Out (backend.h's contract decides which combinations come):
+// comparisons of float, int64 or bool into bool or float (1/0); arithmetic on float (computed
+// in float32 for float32 and bfloat16 operands) or int64; bitwise ops on int64 or bool. Each
+// branch is compiled only for the types it takes. Maximum/Minimum propagate NaN from either
+// side, as torch.maximum does; the divisions are PyTorch's (binary_math.h).
+template <typename Out, typename T>
+__device__ __forceinline__ Out binary_apply(BinaryOp op, T a, T b) {
   switch (op) {
     case BinaryOp::Eq:
-      return a == b ? 1.0f : 0.0f;
+      return static_cast<Out>(a == b);
     case BinaryOp::Ne:
-      return a != b ? 1.0f : 0.0f;
+      return static_cast<Out>(a != b);
     case BinaryOp::Lt:
-      return a < b ? 1.0f : 0.0f;
+      return static_cast<Out>(a < b);
     case BinaryOp::Le:
-      return a <= b ? 1.0f : 0.0f;
+      return static_cast<Out>(a <= b);
     case BinaryOp::Gt:
-      return a > b ? 1.0f : 0.0f;
+      return static_cast<Out>(a > b);
     case BinaryOp::Ge:
-      return a >= b ? 1.0f : 0.0f;
+      return static_cast<Out>(a >= b);
     default:
       break;
   }
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, bool>) {
     switch (op) {
       case BinaryOp::Add:
         return a + b;
@@ -382,19 +388,34 @@ __device__ __forceinline__ float binary_apply(BinaryOp op, T a, T b) {
         return a - b;
       case BinaryOp::Mul:
         return a * b;
-      case BinaryOp::Div:
-        return a / b;
-      case BinaryOp::Pow:
-        return powf(a, b);
       case BinaryOp::Maximum:
-        return a != a ? a : (b != b ? b : (a > b ? a : b));
+        return binary::maximum(a, b);
       case BinaryOp::Minimum:
-        return a != a ? a : (b != b ? b : (a < b ? a : b));
+        return binary::minimum(a, b);
+      case BinaryOp::FloorDiv:
+        return binary::floor_div(a, b);
+      case BinaryOp::TruncDiv:
+        return binary::trunc_div(a, b);
       default:
         break;
     }
   }
-  return 0.0f;
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == BinaryOp::Div) return a / b;
+    if (op == BinaryOp::Pow) return powf(a, b);
+  } else {
+    switch (op) {
+      case BinaryOp::BitAnd:
+        return a & b;
+      case BinaryOp::BitOr:
+        return a | b;
+      case BinaryOp::BitXor:
+        return a ^ b;
+      default:
+        break;
+    }
+  }
+  return Out{};
 }
 
 struct BinaryFloat {
@@ -404,17 +425,22 @@ struct BinaryFloat {
   }
 };
 
-// T = float: arithmetic or float32 comparisons, each operand float32 or bfloat16 (comparisons
-// only ever see float32); T = int64_t: int64 comparisons.
-template <typename T>
+// Floating arithmetic: each operand float32 or bfloat16 (Operand::bf16), computed in float32.
+__global__ void binary_float_kernel(BinaryOp op, Layout layout, Operand a, Operand b,
+                                    Operand out) {
+  LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
+    const auto o = element_offsets(i, layout, a, b, out);
+    store_float(out, o.at[2],
+                binary_apply<float>(op, load_float(a, o.at[0]), load_float(b, o.at[1])));
+  }
+}
+
+// The other combinations: T inputs (float32 comparisons, int64, bool) and an Out result.
+template <typename T, typename Out>
 __global__ void binary_kernel(BinaryOp op, Layout layout, Operand a, Operand b, Operand out) {
   LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
     const auto o = element_offsets(i, layout, a, b, out);
-    if constexpr (std::is_same_v<T, float>)
-      store_float(out, o.at[2],
-                  binary_apply<float>(op, load_float(a, o.at[0]), load_float(b, o.at[1])));
-    else
-      at<float>(out, o.at[2]) = binary_apply<T>(op, at<T>(a, o.at[0]), at<T>(b, o.at[1]));
+    at<Out>(out, o.at[2]) = binary_apply<Out, T>(op, at<T>(a, o.at[0]), at<T>(b, o.at[1]));
   }
 }
 
@@ -477,6 +503,7 @@ bool launch_copy_rows_vector(const Layout& layout, const Operand& src, const Ope
 
 template <typename Src, typename Dst>
 void copy_to(const Layout& layout, const Operand& src, const Operand& dst, cudaStream_t stream) {
+  // The vector paths move 16 bytes of the wider side; int64 takes the plain kernel.
   if constexpr (!std::is_same_v<Src, int64_t> && !std::is_same_v<Dst, int64_t>) {
     if (launch_vector<Dst, Src>(layout, ConvertTo<Dst>{}, dst, src, stream)) return;
     if (launch_copy_rows_vector<Src, Dst>(layout, src, dst, stream)) return;
@@ -491,6 +518,8 @@ void copy_from(const Layout& layout, const Operand& src, const Operand& dst, DTy
     copy_to<Src, float>(layout, src, dst, stream);
   else if (dst_type == DType::BFloat16)
     copy_to<Src, BFloat16>(layout, src, dst, stream);
+  else if (dst_type == DType::Bool)
+    copy_to<Src, bool>(layout, src, dst, stream);
   else
     copy_to<Src, int64_t>(layout, src, dst, stream);
 }
@@ -501,6 +530,8 @@ void where_with(const Layout& layout, const Operand& cond, const Operand& a, con
   const unsigned grid = grid_for(layout.numel);
   if (type == DType::Float32)
     where_kernel<Cond, float><<<grid, kBlock, 0, stream>>>(layout, cond, a, b, out);
+  else if (type == DType::Bool)
+    where_kernel<Cond, bool><<<grid, kBlock, 0, stream>>>(layout, cond, a, b, out);
   else
     where_kernel<Cond, int64_t><<<grid, kBlock, 0, stream>>>(layout, cond, a, b, out);
 }
@@ -514,6 +545,8 @@ void launch_copy(const Layout& layout, const Operand& src, DType src_type, const
     copy_from<float>(layout, src, dst, dst_type, stream);
   else if (src_type == DType::BFloat16)
     copy_from<BFloat16>(layout, src, dst, dst_type, stream);
+  else if (src_type == DType::Bool)
+    copy_from<bool>(layout, src, dst, dst_type, stream);
   else
     copy_from<int64_t>(layout, src, dst, dst_type, stream);
   LOOM_CUDA_CHECK_LAUNCH();
@@ -530,7 +563,9 @@ void launch_fill(const Layout& layout, const Operand& dst, DType type, double va
     const BFloat16 v(static_cast<float>(value));
     if (!launch_vector<BFloat16>(layout, FillWith<BFloat16>{v}, dst, stream))
       fill_kernel<BFloat16><<<grid, kBlock, 0, stream>>>(layout, dst, v);
-  } else
+  } else if (type == DType::Bool)
+    fill_kernel<bool><<<grid, kBlock, 0, stream>>>(layout, dst, value != 0.0);
+  else
     fill_kernel<int64_t><<<grid, kBlock, 0, stream>>>(layout, dst, static_cast<int64_t>(value));
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -623,16 +658,33 @@ void launch_bias_unary_backward(UnaryOp op, const Layout& layout, const Operand&
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
-// Arithmetic: a, b and out each float32 or bfloat16 (Operand::bf16), computed in float32.
-// Comparisons: a, b of in_type (float32 or int64), out float32.
+// Floating arithmetic: a, b and out each float32 or bfloat16 (Operand::bf16), computed in
+// float32. Otherwise a and b of in_type and out of out_type, as Backend::binary allows them.
 void launch_binary(BinaryOp op, const Layout& layout, const Operand& a, const Operand& b,
-                   DType in_type, const Operand& out, cudaStream_t stream) {
+                   DType in_type, const Operand& out, DType out_type, cudaStream_t stream) {
   const unsigned grid = grid_for(layout.numel);
-  if (in_type != DType::Int64) {  // float32 or bfloat16 operands (see Operand::bf16)
+  const bool to_bool = out_type == DType::Bool;
+  if (is_arithmetic(op) && in_type != DType::Int64) {  // float32 or bfloat16 operands
     if (!launch_vector_floating(layout, BinaryFloat{op}, out, a, b, stream))
-      binary_kernel<float><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
-  } else
-    binary_kernel<int64_t><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+      binary_float_kernel<<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+  } else if (in_type == DType::Float32) {  // a comparison
+    if (to_bool)
+      binary_kernel<float, bool><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+    else
+      binary_kernel<float, float><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+  } else if (in_type == DType::Int64) {
+    if (to_bool)
+      binary_kernel<int64_t, bool><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+    else if (out_type == DType::Float32)
+      binary_kernel<int64_t, float><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+    else  // arithmetic or bitwise
+      binary_kernel<int64_t, int64_t><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+  } else {  // bool: a comparison or a bitwise op
+    if (to_bool)
+      binary_kernel<bool, bool><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+    else
+      binary_kernel<bool, float><<<grid, kBlock, 0, stream>>>(op, layout, a, b, out);
+  }
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -641,6 +693,8 @@ void launch_where(const Layout& layout, const Operand& cond, DType cond_type, co
                   const Operand& b, DType type, const Operand& out, cudaStream_t stream) {
   if (cond_type == DType::Float32)
     where_with<float>(layout, cond, a, b, type, out, stream);
+  else if (cond_type == DType::Bool)
+    where_with<bool>(layout, cond, a, b, type, out, stream);
   else
     where_with<int64_t>(layout, cond, a, b, type, out, stream);
   LOOM_CUDA_CHECK_LAUNCH();
@@ -720,7 +774,7 @@ void bias_unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   const Elementwise plan = plan_elementwise("binary", out.shape(), {&out, &a, &b});
   launch_binary(op, plan.layout, plan.operands[1], plan.operands[2], a.dtype(), plan.operands[0],
-                stream());
+                out.dtype(), stream());
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {

@@ -1,9 +1,9 @@
-// The elementwise kernels: copy (with casts between float32, int64 and bfloat16), fill, arange,
-// the unary functions of backends/unary_math.h and their derivatives (alone, or after a bias
-// add), binary arithmetic and comparisons, where and axpy. Every operand may be strided (inputs
-// broadcast with stride 0); the kernels walk out's shape. The checks and the public methods
-// are in elementwise.cpp; the CPU loops in cpu_copy.cpp, cpu_unary.cpp and cpu_binary.cpp; the
-// CUDA kernels in elementwise.cu.
+// The elementwise kernels: copy (with casts between float32, int64, bfloat16 and bool), fill,
+// arange, the unary functions of backends/unary_math.h and their derivatives (alone, or after a
+// bias add), binary arithmetic, comparisons and bitwise ops, where and axpy. Every operand may
+// be strided (inputs broadcast with stride 0); the kernels walk out's shape. The checks and the
+// public methods are in elementwise.cpp; the CPU loops in cpu_copy.cpp, cpu_unary.cpp and
+// cpu_binary.cpp; the CUDA kernels in elementwise.cu.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,20 @@
 
 namespace loom {
 
+// The operand dtypes each kind takes (Backend::binary checks them):
+//   arithmetic   each operand float32 or bfloat16 (computed in float32), or all three int64
+//                (not Div and Pow, whose integer forms autograd computes in float32);
+//   comparisons  a and b of one dtype (float32, int64 or bool), out bool or float32 (1/0);
+//   bitwise      all three int64, or all three bool (logical and, or, xor).
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons: float32 1/0 result; inputs float32 or int64 (same)
+  FloorDiv, TruncDiv,  // a / b rounded toward -infinity / toward zero (binary_math.h)
+  Eq, Ne, Lt, Le, Gt, Ge,
+  BitAnd, BitOr, BitXor,
 };
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
+inline bool is_bitwise(BinaryOp op) { return op >= BinaryOp::BitAnd; }
+inline bool is_arithmetic(BinaryOp op) { return op < BinaryOp::Eq; }
 
 // The kernels, each implemented by every device (cpu::name, cuda::name), with the arguments of
 // the Backend method of the same name, called after its checks with at least one element.

@@ -85,15 +85,28 @@ void Backend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, c
         contiguous(index), out);
 }
 
-void Backend::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                          const Tensor& index, Tensor& out) {
-  const Contract c{device_, "scatter_add"};
+// scatter_add's and scatter's checks: src [outer, k, inner] of out's dtype, out [outer, n, inner].
+static void check_scatter(const Contract& c, const Tensor& src, int64_t outer, int64_t n,
+                          int64_t inner, const Tensor& index, const Tensor& out) {
   c.extents(outer, n, inner);
   const int64_t k = index_depth(c, index, outer, inner);
   c.output(out, out.dtype(), outer * n * inner, "out");
   c.input(src, out.dtype(), outer * k * inner, "src");
+}
+
+void Backend::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                          const Tensor& index, Tensor& out) {
+  check_scatter(Contract{device_, "scatter_add"}, src, outer, n, inner, index, out);
   if (index.numel() > 0)
     run(cpu::scatter_add, LOOM_CUDA_IMPL(cuda::scatter_add), contiguous(src), outer, n, inner,
+        contiguous(index), out);
+}
+
+void Backend::scatter(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                      const Tensor& index, Tensor& out) {
+  check_scatter(Contract{device_, "scatter"}, src, outer, n, inner, index, out);
+  if (index.numel() > 0)
+    run(cpu::scatter, LOOM_CUDA_IMPL(cuda::scatter), contiguous(src), outer, n, inner,
         contiguous(index), out);
 }
 
@@ -229,20 +242,40 @@ void cpu::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const
   });
 }
 
-void cpu::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
-                      Tensor& out) {
+// scatter_add (accumulate) and scatter (assign) after their checks: each thread owns whole
+// output columns and visits j in order, so a repeated index adds up, or its last write wins.
+namespace {
+template <bool kAccumulate>
+void scatter_into(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                  Tensor& out, const char* op) {
   const int64_t k = depth(idx, outer, inner);
-  const int64_t* index = checked_index(idx, n, "scatter_add");
+  const int64_t* index = checked_index(idx, n, op);
   if (outer * k * inner == 0) return;
   typed(src, out, [&](const auto* s, auto* d) {
     for_each_owned_block(outer, inner, outer * k * inner, [=](int64_t o, int64_t i0, int64_t i1) {
       auto* slice = d + o * n * inner;
       for (int64_t j = 0; j < k; ++j) {
         const int64_t r = (o * k + j) * inner;
-        for (int64_t i = i0; i < i1; ++i) slice[index[r + i] * inner + i] += s[r + i];
+        for (int64_t i = i0; i < i1; ++i) {
+          if constexpr (kAccumulate)
+            slice[index[r + i] * inner + i] += s[r + i];
+          else
+            slice[index[r + i] * inner + i] = s[r + i];
+        }
       }
     });
   });
+}
+}  // namespace
+
+void cpu::scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                      Tensor& out) {
+  scatter_into<true>(src, outer, n, inner, idx, out, "scatter_add");
+}
+
+void cpu::scatter(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,
+                  Tensor& out) {
+  scatter_into<false>(src, outer, n, inner, idx, out, "scatter");
 }
 
 }  // namespace loom

@@ -1,9 +1,9 @@
 // Indexing kernels over a contiguous [outer, n, inner] block: index_select and its backward
 // index_add (embedding lookups and their gradients), index_copy (writing rows at positions held
 // in device memory: a KV cache filled by a recorded graph), gather and its backward scatter_add
-// (cross-entropy-style picks along any dim).
+// (cross-entropy-style picks along any dim), and scatter (torch.scatter's writes).
 //
-// Thread mapping (index_kernel, which runs all five): one thread per element of the
+// Thread mapping (index_kernel, which runs all six): one thread per element of the
 // [outer, k, inner] side (the output of select/gather, the source of add/scatter), grid-stride,
 // so consecutive threads take consecutive i and both the index read and the data access
 // coalesce along inner.
@@ -65,7 +65,7 @@ struct Add {  // out[slot] += src[e]: index_add, scatter_add
     if (slot >= 0) atomic_add(&out[slot], src[e]);
   }
 };
-struct Copy {  // out[slot] = src[e]: index_copy; with repeated indices, one of the writes wins
+struct Copy {  // out[slot] = src[e]: index_copy, scatter; with repeated indices one write wins
   template <typename T>
   __device__ __forceinline__ void operator()(const T* src, T* out, int64_t e, int64_t slot) const {
     if (slot >= 0) out[slot] = src[e];
@@ -159,6 +159,12 @@ void scatter_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner, con
                  Tensor& out) {
   launch_index<Add, IndexPer::Element>("scatter_add", src, outer, n, inner, index,
                                        index_depth(index, outer, inner), out);
+}
+
+void scatter(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
+             Tensor& out) {
+  launch_index<Copy, IndexPer::Element>("scatter", src, outer, n, inner, index,
+                                        index_depth(index, outer, inner), out);
 }
 
 }  // namespace loom::cuda

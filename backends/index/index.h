@@ -5,6 +5,7 @@
 //   index_copy    out[o, index[j], i] = src[o, j, i]           (any element type, bfloat16 too)
 //   gather        out[o, j, i] = x[o, index[o, j, i], i]       index [outer, k, inner]
 //   scatter_add   out[o, index[o, j, i], i] += src[o, j, i]    (the backward of gather)
+//   scatter       out[o, index[o, j, i], i] = src[o, j, i]     (torch.scatter: one write wins)
 // The checks, the public methods and the CPU loops are in index.cpp, the CUDA kernels in
 // index.cu.
 #pragma once
@@ -22,11 +23,11 @@ using IndexKernel = void(const Tensor& x, int64_t outer, int64_t n, int64_t inne
                          const Tensor& index, Tensor& out);
 
 namespace cpu {
-IndexKernel index_select, index_add, index_copy, gather, scatter_add;
+IndexKernel index_select, index_add, index_copy, gather, scatter_add, scatter;
 }  // namespace cpu
 
 namespace cuda {
-IndexKernel index_select, index_add, index_copy, gather, scatter_add;
+IndexKernel index_select, index_add, index_copy, gather, scatter_add, scatter;
 }  // namespace cuda
 
 }  // namespace loom

@@ -21,6 +21,32 @@ __global__ void rand_normal_kernel(float* out, int64_t n, uint64_t seed, uint64_
   LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = philox_normal(offset + i, seed); }
 }
 
+__global__ void rand_bits_kernel(int64_t* out, int64_t n, uint64_t seed, uint64_t offset) {
+  LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = philox_bits63(offset + i, seed); }
+}
+
+// One thread per draw (r, s): the row's total, then a walk along its running sum to the first
+// category that exceeds u * total. The sums are the CPU's, added in the same order in double,
+// so both devices draw the same categories; the walk costs k per draw (the CPU builds the sums
+// once per row and bisects).
+__global__ void multinomial_kernel(const float* w, int64_t rows, int64_t k, int64_t samples,
+                                   uint64_t seed, uint64_t offset, int64_t* out) {
+  LOOM_GRID_STRIDE_LOOP(e, rows * samples) {
+    const float* row = w + (e / samples) * k;
+    double total = 0.0;
+    for (int64_t c = 0; c < k; ++c) total += row[c];
+    const double target = philox_uniform_double(offset + e, seed) * total;
+    double sum = 0.0;
+    int64_t pick = -1, last_positive = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      sum += row[c];
+      if (row[c] > 0.0f) last_positive = c;
+      if (pick < 0 && sum > target) pick = c;
+    }
+    out[e] = pick >= 0 ? pick : last_positive;  // u * total rounded up to total
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------- launchers
@@ -43,6 +69,20 @@ void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) {
 
 void rand_normal(Tensor& out, uint64_t seed, uint64_t offset) {
   launch_rand_normal(out.data_ptr<float>(), out.numel(), seed, offset, stream());
+}
+
+void rand_bits(Tensor& out, uint64_t seed, uint64_t offset) {
+  const int64_t n = out.numel();
+  rand_bits_kernel<<<grid_for(n), kBlock, 0, stream()>>>(out.data_ptr<int64_t>(), n, seed,
+                                                         offset);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void multinomial(const Tensor& weights, uint64_t seed, uint64_t offset, Tensor& out) {
+  const int64_t rows = weights.size(0), k = weights.size(1), samples = out.size(1);
+  multinomial_kernel<<<grid_for(rows * samples), kBlock, 0, stream()>>>(
+      weights.data_ptr<float>(), rows, k, samples, seed, offset, out.data_ptr<int64_t>());
+  LOOM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace loom::cuda

@@ -14,12 +14,20 @@ namespace loom {
 // float32, at least one element.
 using RandomKernel = void(Tensor& out, uint64_t seed, uint64_t offset);
 
+// Backend::rand_bits: out contiguous int64, at least one element.
+// Backend::multinomial: weights contiguous float32 [rows, k] with k >= 1, out contiguous int64
+// [rows, samples] with at least one element.
+using MultinomialKernel = void(const Tensor& weights, uint64_t seed, uint64_t offset,
+                               Tensor& out);
+
 namespace cpu {
-RandomKernel rand_uniform, rand_normal;
+RandomKernel rand_uniform, rand_normal, rand_bits;
+MultinomialKernel multinomial;
 }  // namespace cpu
 
 namespace cuda {
-RandomKernel rand_uniform, rand_normal;
+RandomKernel rand_uniform, rand_normal, rand_bits;
+MultinomialKernel multinomial;
 }  // namespace cuda
 
 }  // namespace loom

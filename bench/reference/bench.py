@@ -10,6 +10,10 @@ Usage:  /usr/bin/python3 bench/reference/bench.py CASE [--steps N] [--threads T]
 
 CASE (loom's program in brackets):
   sgemm                   [ops sgemm] torch.mm of two 1024x1024 float32 matrices
+  einsum, topk, index,    [ops CASE] one tensor op on a [256, 1024] float32 x (and y):
+  cumsum                  einsum("ij,kj->ik", x, y); topk(x, 10) along the last dim;
+                          x[rows] with 256 int64 row indices, then x[x > 0] (a bool mask);
+                          cumsum(x, 1)
   gpt-mini                [gpt] training step, byte-level GPT (3,257,856 params), batch 16 x 128
   gpt2                    [gpt] training step, GPT-2 small (124,439,808 params), batch 8 x 1024
                           (for a GPU)
@@ -64,8 +68,9 @@ import time
 
 import threads
 
-CASES = ["sgemm", "gpt-mini", "gpt2", "gpt-mini-generate", "vit-fmnist", "swin-fmnist",
-         "seq2seq-mini", "seq2seq-mini-translate", "bert-mini", "detr-fmnist"]
+CASES = ["sgemm", "einsum", "topk", "index", "cumsum", "gpt-mini", "gpt2", "gpt-mini-generate",
+         "vit-fmnist", "swin-fmnist", "seq2seq-mini", "seq2seq-mini-translate", "bert-mini",
+         "detr-fmnist"]
 GPT_TRAINING = ("gpt-mini", "gpt2")
 WARMUP = 3
 PEAK_BF16_FLOPS = 989e12                                   # H100 / H200 SXM, dense
@@ -206,6 +211,22 @@ def case_sgemm(args, dev):
     times, _, flops = measure(step, args.steps, args.flops)
     return {"n": n, **timing_fields(times),
             "gflops": round(2 * n ** 3 / 1e9 / statistics.median(times), 2)}, times, flops
+
+
+def case_tensor_op(args, dev):
+    """einsum / topk / index / cumsum on a [256, 1024] float32 x (and y), as bench/ops does."""
+    x, y = torch.randn(256, 1024).to(dev), torch.randn(256, 1024).to(dev)
+    rows = torch.randint(0, 256, (256,)).to(dev)
+    op = {"einsum": lambda: torch.einsum("ij,kj->ik", x, y),
+          "topk": lambda: torch.topk(x, 10),
+          "index": lambda: (x[rows], x[x > 0]),
+          "cumsum": lambda: torch.cumsum(x, 1)}[args.case]
+
+    def step():
+        op()
+        synchronize(dev)
+    times, _, flops = measure(step, args.steps, args.flops)
+    return {"shape": "[256, 1024]", **timing_fields(times)}, times, flops
 
 
 def case_gpt(args, dev):
@@ -385,7 +406,8 @@ def case_detr(args, dev):
             "loss_last": round(results[-1][0], 5)}, times, flops
 
 
-RUN = {"sgemm": case_sgemm, "gpt-mini": case_gpt, "gpt2": case_gpt,
+RUN = {"sgemm": case_sgemm, "einsum": case_tensor_op, "topk": case_tensor_op,
+       "index": case_tensor_op, "cumsum": case_tensor_op, "gpt-mini": case_gpt, "gpt2": case_gpt,
        "gpt-mini-generate": case_gpt_generate, "vit-fmnist": case_vision,
        "swin-fmnist": case_vision, "seq2seq-mini": case_seq2seq,
        "seq2seq-mini-translate": case_translate, "bert-mini": case_bert,

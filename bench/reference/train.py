@@ -28,6 +28,10 @@ TASK vit-fmnist / swin-fmnist (examples/train_vision --model vit-tiny-fmnist / v
     after padding by 1 black pixel, no clipping, 40 epochs. Swin: lr 1e-3, no smoothing or crops,
     gradient norm clipped to 5, 10 epochs. Test accuracy on the 10,000 test images every epoch
     and at the end. Metric: test_accuracy.
+TASK cnn-fmnist (examples/train_cnn): a small CNN on Fashion-MNIST pixels in [0, 1], augmented by
+    crops after padding by 2 black pixels and flips, then normalised; batch 128, AdamW (weight
+    decay 5e-4) under OneCycleLR (max lr 4e-3, the lr only), 4 epochs unless --minutes (planned
+    once, at step 20). Test accuracy after every epoch. Metric: test_accuracy (task_cnn.py).
 TASK detr-fmnist (examples/train_detr): DETR on 64x64 scenes of up to 4 Fashion-MNIST items
     (scenes.py). Batch 32; AdamW (betas .9/.999, weight decay 1e-4 on every parameter), lr 5e-4
     for the transformer and heads and --backbone-lr 5e-4 for the CNN, warm-up 200 steps then
@@ -132,6 +136,13 @@ def vision_flags(p, swin):                                 # examples/train_visi
                    help="steps between test evaluations (0 = every epoch)")
 
 
+def cnn_flags(p):                                          # examples/train_cnn.cpp
+    run_flags(p, steps=0, log_every=100)
+    p.add_argument("--epochs", type=int, default=4, help="epochs (when not --minutes)")
+    p.add_argument("--batch", type=int, default=128, help="images per step")
+    p.add_argument("--lr", type=float, default=4e-3, help="peak lr of the one-cycle schedule")
+
+
 def detr_flags(p):                                         # examples/train_detr.cpp
     run_flags(p, steps=0, log_every=20)
     p.add_argument("--dropout", type=float, default=0.1)
@@ -210,6 +221,7 @@ TASKS = {  # task -> (its flags, the module that trains it)
     "gpt-fortunes": (gpt_flags, "task_gpt"),
     "vit-fmnist": (lambda p: vision_flags(p, swin=False), "task_vision"),
     "swin-fmnist": (lambda p: vision_flags(p, swin=True), "task_vision"),
+    "cnn-fmnist": (cnn_flags, "task_cnn"),
     "detr-fmnist": (detr_flags, "task_detr"),
     "translation": (translation_flags, "task_translation"),
     "bert": (bert_flags, "task_bert"),

@@ -19,7 +19,7 @@ void show(const char* what, const Tensor& t, const Tensor& base) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(
       argc, argv,
       "Chapter 01 (docs/learn/01-tensors.md): the geometry of a tensor and of its views.");
@@ -52,4 +52,6 @@ int main(int argc, char** argv) {
   y.narrow(1, 3, 1).fill_(-1.0f);
   std::cout << "\nafter y.narrow(1, 3, 1).fill_(-1), y =\n" << y << "\n";
   return y.select(1, 3).sum().item() == -3.0f && storage[address] == 10.0f ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

@@ -55,7 +55,7 @@ std::vector<float> finite_differences(Tensor& x, const std::function<float()>& e
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(argc, argv,
                     "Chapter 02 (docs/learn/02-autograd.md): a recorded graph, its backward and "
                     "finite differences.");
@@ -83,4 +83,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\nlargest difference: %.2e (float32, eps = 1e-2)\n", worst);
   return worst < 2e-3f ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

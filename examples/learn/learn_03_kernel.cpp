@@ -36,7 +36,7 @@ float max_difference(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(
       argc, argv,
       "Chapter 03 (docs/learn/03-kernels.md): one unary kernel on the CPU (and CUDA, if present).");
@@ -68,4 +68,6 @@ int main(int argc, char** argv) {
     std::printf("no GPU here: the CUDA half of the chapter is read, not run\n");
   }
   return fd_error < 1e-2f && layout_error < 1e-6f && device_error < 1e-5f ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

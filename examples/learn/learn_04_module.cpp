@@ -9,7 +9,7 @@
 #include "loom.h"
 using namespace loom;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(argc, argv,
                     "Chapter 04 (docs/learn/04-modules.md): Module, Linear, LayerNorm, Dropout.");
   manual_seed(0);
@@ -42,4 +42,6 @@ int main(int argc, char** argv) {
   std::printf("kept in training: %.0f of %lld values, each scaled by 1 / (1 - p) = %.1f\n", kept,
               static_cast<long long>(out_train.numel()), 1.0f / (1.0f - 0.5f));
   return std::fabs(row_mean.abs().max().item()) < 1e-5f ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

@@ -37,7 +37,7 @@ struct CopyModel : nn::Module {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string out = learn::picture_path(
       argc, argv,
       "Chapter 05 (docs/learn/05-attention.md): the attention map of a tiny trained model.");
@@ -83,4 +83,6 @@ int main(int argc, char** argv) {
   std::printf("query 5 -> key 4: %.2f;  query 7 -> the two padded keys: %.2f\nwrote %s\n",
               on_previous, on_padding, out.c_str());
   return loss_value < 0.5f && on_previous > 0.5f && on_padding == 0.0f ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

@@ -23,7 +23,7 @@ std::string pieces(const data::BPETokenizer& bpe, const std::vector<int64_t>& id
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(argc, argv,
                     "Chapter 06 (docs/learn/06-gpt-bpe.md): BPE merges and a tiny GPT.");
   std::string corpus;
@@ -76,4 +76,6 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> out = gpt.generate(prompt, 12);  // greedy, with the KV cache
   std::printf("\ngreedy continuation of 'the dog': '%s'\n", bpe.decode(out).c_str());
   return last < 1.5f && ids.size() < sentence.size() ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

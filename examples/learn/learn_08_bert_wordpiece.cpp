@@ -11,7 +11,7 @@
 #include "loom.h"
 using namespace loom;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(argc, argv,
                     "Chapter 08 (docs/learn/08-bert.md): WordPiece, [CLS] A [SEP] B [SEP], "
                     "the masking rule and BERT's two losses.");
@@ -106,4 +106,6 @@ int main(int argc, char** argv) {
               shape_str(out.nsp_logits.shape()).c_str(), loss,
               static_cast<long long>(tok.vocab_size()), uniform);
   return ok && std::abs(loss - uniform) < 0.25 ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

@@ -2,8 +2,10 @@
 // 1. linear_sum_assignment on a 4 x 3 cost matrix (queries x targets), one target added at a
 //    time as the solver does, against brute force; 2. the set loss's three terms on one scene
 //    (Fashion-MNIST scene 0 when the data is present, two hand-made boxes otherwise), the box terms
-//    recomputed by hand; 3. the scene with its boxes as a PNG (only with the data).
-//   learn_11_detr [out.png]   (default learn_11_detr.png)
+//    recomputed by hand; 3. the scene with its boxes as a PNG; 4. the matching of 8 random
+//    queries to the scene's targets, DETR's matching cost by hand, drawn as lines between the
+//    boxes (3 and 4 only with the data).
+//   learn_11_detr [out.png]   (default learn_11_detr.png; detr_matching.png beside it)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,9 +28,46 @@ double giou(const float* a, const float* b) {
   const double uni = double(a[2]) * a[3] + double(b[2]) * b[3] - inter;
   return inter / uni - (hull - uni) / hull;
 }
+
+// The scene (scale 6) with its targets in green (t0, t1, ...), the queries' boxes in orange
+// when matched and grey when left to "no object" (q0, q1, ...), and a line from each matched
+// query's centre to its target's. Boxes are normalised (cx, cy, w, h), 4 floats each.
+data::Image matching_picture(const data::Scene& scene, const std::vector<float>& queries,
+                             const models::DETRMatch& match) {
+  const int64_t scale = 6, side = scene.image.size(1) * scale;
+  data::Image picture = data::resize_nearest(
+      data::to_rgb(data::to_image(scene.image, 0.0f, 1.0f)), side, side);
+  auto at = [&](float v) { return std::lround(v * float(side)); };
+  // Box `index` of `boxes`, named by `letter` and its index.
+  auto draw_box = [&](const std::vector<float>& boxes, int64_t index, char letter, data::RGB rgb,
+                      int64_t width) {
+    const float* b = &boxes[static_cast<size_t>(index * 4)];
+    std::string name(1, letter);
+    name += std::to_string(index);
+    data::draw_rect(picture, at(b[0] - b[2] / 2), at(b[1] - b[3] / 2), at(b[0] + b[2] / 2),
+                    at(b[1] + b[3] / 2), rgb, width);
+    data::draw_text(picture, at(b[0] - b[2] / 2) + 3, at(b[1] - b[3] / 2) + 3, name, rgb);
+  };
+  const std::vector<float> targets = scene.boxes.to_vector();
+  const data::RGB green{60, 220, 60}, orange{255, 150, 40}, grey{140, 140, 140};
+  for (int64_t q = 0; q < static_cast<int64_t>(queries.size() / 4); ++q) {
+    const bool matched = std::count(match.queries.begin(), match.queries.end(), q) > 0;
+    draw_box(queries, q, 'q', matched ? orange : grey, 1);
+  }
+  for (int64_t t = 0; t < static_cast<int64_t>(targets.size() / 4); ++t)
+    draw_box(targets, t, 't', green, 2);
+  for (size_t i = 0; i < match.queries.size(); ++i) {
+    const float* q = &queries[match.queries[i] * 4];
+    const float* t = &targets[match.targets[i] * 4];
+    data::draw_line(picture, at(q[0]), at(q[1]), at(t[0]), at(t[1]), {255, 230, 60}, 2);
+    data::fill_rect(picture, at(q[0]) - 3, at(q[1]) - 3, at(q[0]) + 3, at(q[1]) + 3, orange);
+    data::fill_rect(picture, at(t[0]) - 3, at(t[1]) - 3, at(t[0]) + 3, at(t[1]) + 3, green);
+  }
+  return picture;
+}
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string out = learn::picture_path(
       argc, argv, "Chapter 11 (docs/learn/11-detr.md): Hungarian matching and DETR's set loss.");
   // 1. Rows are predictions (queries), columns targets, as DETR's matcher builds them.
@@ -107,5 +146,64 @@ int main(int argc, char** argv) {
   }
   const bool ok = best == brute && std::abs(l1 - terms.loss_bbox.item()) < 1e-5 &&
                   std::abs(one_minus_giou - terms.loss_giou.item()) < 1e-5;
-  return ok ? 0 : 1;
+  if (!have_data) return ok ? 0 : 1;
+
+  // 4. An untrained detector: 8 queries with random boxes and class scores. DETR's matching
+  // cost (sec. 3.1, its matcher.py): -p(target's class) + 5 L1 - 2 GIoU, per query and target.
+  const int64_t Qr = 8;
+  manual_seed(1);
+  const Tensor random_boxes = rand({1, Qr, 4}) * tensor({0.7f, 0.7f, 0.3f, 0.3f}, {4}) +
+                              tensor({0.15f, 0.15f, 0.1f, 0.1f}, {4});  // (1, Q, 4) cx cy w h
+  const Tensor random_logits = randn({1, Qr, C + 1});
+  const std::vector<float> qb = random_boxes.to_vector(),
+                           prob = softmax(random_logits, -1).to_vector();
+  std::vector<double> match_cost;  // (Q, n), row-major
+  std::printf("\nmatching cost of 8 random queries (rows) and the %lld targets:\n",
+              (long long)n);
+  for (int64_t q = 0; q < Qr; ++q) {
+    std::printf("  q%lld", (long long)q);
+    for (int64_t t = 0; t < n; ++t) {
+      double box_l1 = 0.0;
+      for (int k = 0; k < 4; ++k) box_l1 += std::abs(qb[q * 4 + k] - tb[t * 4 + k]);
+      match_cost.push_back(-prob[q * (C + 1) + labels[t]] + 5.0 * box_l1 -
+                           2.0 * giou(&qb[q * 4], &tb[t * 4]));
+      std::printf(" %6.2f", match_cost.back());
+    }
+    std::printf("\n");
+  }
+  const models::DETRMatch match =
+      models::hungarian_match(random_logits, random_boxes, {{scene.labels, scene.boxes}},
+                              config)[0];
+  double hungarian = 0.0;
+  std::printf("hungarian_match:");
+  for (size_t i = 0; i < match.queries.size(); ++i) {
+    std::printf("  t%lld->q%lld", (long long)match.targets[i], (long long)match.queries[i]);
+    hungarian += match_cost[match.queries[i] * n + match.targets[i]];
+  }
+  std::vector<int64_t> queries(Qr);  // brute force: the first n of each ordering of the queries
+  for (int64_t q = 0; q < Qr; ++q) queries[q] = q;
+  double lowest = 1e30;
+  do {
+    double total = 0.0;
+    for (int64_t t = 0; t < n; ++t) total += match_cost[queries[t] * n + t];
+    lowest = std::min(lowest, total);
+  } while (std::next_permutation(queries.begin(), queries.end()));
+  std::printf("   total %.4f (brute force %.4f)\ngreedy, target by target:", hungarian, lowest);
+  std::vector<bool> taken(Qr, false);  // each target takes its cheapest free query, in order
+  double greedy = 0.0;
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t pick = -1;
+    for (int64_t q = 0; q < Qr; ++q)
+      if (!taken[q] && (pick < 0 || match_cost[q * n + t] < match_cost[pick * n + t])) pick = q;
+    taken[pick] = true;
+    greedy += match_cost[pick * n + t];
+    std::printf("  t%lld->q%lld", (long long)t, (long long)pick);
+  }
+  std::printf("   total %.4f\n", greedy);
+  const std::string matching_png = learn::picture_beside(out, "detr_matching.png");
+  data::write_png(matching_picture(scene, qb, match), matching_png);
+  std::printf("wrote %s\n", matching_png.c_str());
+  return ok && std::abs(hungarian - lowest) < 1e-4 && greedy >= hungarian ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

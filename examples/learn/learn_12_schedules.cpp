@@ -10,7 +10,7 @@
 #include "loom.h"
 using namespace loom;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string out = learn::picture_path(
       argc, argv,
       "Chapter 12 (docs/learn/12-optimizers.md): learning-rate schedules and one AdamW step.");
@@ -63,4 +63,6 @@ int main(int argc, char** argv) {
   std::printf("\nAdamW step 1 on w = %.1f with gradient %.1f: optimizer %.6f, by hand %.6f\n",
               theta, g, w.item(), by_hand);
   return std::fabs(w.item() - by_hand) < 1e-6f ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

@@ -28,7 +28,7 @@ struct MLP : nn::Module {
 };
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   learn::parse_args(argc, argv,
                     "Chapter 13 (docs/learn/13-faster-and-wider.md): gradient-ready hooks and "
                     "DDP's buckets, as one process or under mpirun.");
@@ -95,4 +95,6 @@ int main(int argc, char** argv) {
   const bool ok = fired == static_cast<int>(params.size()) && same_buckets && spread == 0.0f &&
                   completed == std::vector<size_t>{0, 1, 2};
   return ok ? 0 : 1;
+} catch (const std::exception& e) {
+  return learn::fail(e);
 }

@@ -4,20 +4,9 @@
 
 using namespace loom;
 using loom::testing::gradcheck;
+using loom::testing::weighted;
 
 namespace {
-
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// sum(f(inputs) * w) with a fixed random w, so every output element matters differently.
-Fn weighted(const std::function<Tensor(const std::vector<Tensor>&)>& f) {
-  return [f](const std::vector<Tensor>& in) {
-    Tensor y = f(in);
-    manual_seed(999);
-    Tensor w = randn(y.shape());
-    return sum(y * w);
-  };
-}
 
 // A transposed (non-contiguous) tensor of the given final shape [a, b].
 Tensor transposed(int64_t a, int64_t b) { return randn({b, a}).transpose(0, 1); }
@@ -46,7 +35,8 @@ TEST_CASE("gradcheck: unary functions on contiguous and strided inputs") {
       {"affine", [](const Tensor& x) { return 2.0f - x * 3.0f + 1.0f; }},
   };
   for (const auto& [name, f] : fns) {
-    for (Tensor x : {randn({3, 4}), transposed(3, 4), narrowed(2, 5), randn({}), randn({2, 1, 3})}) {
+    for (Tensor x :
+         {randn({3, 4}), transposed(3, 4), narrowed(2, 5), randn({}), randn({2, 1, 3})}) {
       // Keep clear of the kinks of relu/abs/clamp where finite differences are meaningless
       // (copy_ keeps x's strided layout).
       for (float kink : {0.0f, 0.7f, -0.5f})
@@ -103,8 +93,9 @@ TEST_CASE("gradcheck: where and masked_fill") {
   gradcheck(weighted([cond](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }),
             {randn({3, 4}), randn({4})}, 1e-2f, 2e-2f, 2e-3f, "where");
   Tensor mask = gt(randn({1, 4}), scalar_tensor(0.0f));
-  gradcheck(weighted([mask](const std::vector<Tensor>& in) { return masked_fill(in[0], mask, -3.0f); }),
-            {transposed(3, 4)}, 1e-2f, 2e-2f, 2e-3f, "masked_fill");
+  gradcheck(
+      weighted([mask](const std::vector<Tensor>& in) { return masked_fill(in[0], mask, -3.0f); }),
+      {transposed(3, 4)}, 1e-2f, 2e-2f, 2e-3f, "masked_fill");
 }
 
 TEST_CASE("gradcheck: where and masked_fill with broadcast and non-contiguous operands") {
@@ -136,19 +127,27 @@ TEST_CASE("gradcheck: reductions") {
               2e-3f, "sum all");
     gradcheck([](const std::vector<Tensor>& in) { return mean(in[0]); }, {x}, 1e-2f, 2e-2f, 2e-3f,
               "mean all");
+    // Each reduction over one dim with its finite-difference step: max and min take a small
+    // one, which keeps neighbouring random values from swapping places.
+    struct ByDim {
+      const char* name;
+      Tensor (*f)(const Tensor&, int64_t, bool);
+      float eps;
+    };
+    const ByDim by_dim[] = {
+        {"sum dim", [](const Tensor& t, int64_t d, bool k) { return sum(t, d, k); }, 1e-2f},
+        {"mean dim", [](const Tensor& t, int64_t d, bool k) { return mean(t, d, k); }, 1e-2f},
+        {"max dim", [](const Tensor& t, int64_t d, bool k) { return max(t, d, k); }, 1e-3f},
+        {"min dim", [](const Tensor& t, int64_t d, bool k) { return min(t, d, k); }, 1e-3f},
+        {"var dim", [](const Tensor& t, int64_t d, bool k) { return var(t, d, true, k); }, 1e-2f},
+    };
     for (int64_t dim : {0, 1, -1})
-      for (bool keep : {false, true}) {
-        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return sum(in[0], dim, keep); }),
-                  {x}, 1e-2f, 2e-2f, 2e-3f, "sum dim");
-        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return mean(in[0], dim, keep); }),
-                  {x}, 1e-2f, 2e-2f, 2e-3f, "mean dim");
-        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return max(in[0], dim, keep); }),
-                  {x}, 1e-3f, 2e-2f, 2e-3f, "max dim");
-        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return min(in[0], dim, keep); }),
-                  {x}, 1e-3f, 2e-2f, 2e-3f, "min dim");
-        gradcheck(weighted([dim, keep](const std::vector<Tensor>& in) { return var(in[0], dim, true, keep); }),
-                  {x}, 1e-2f, 2e-2f, 2e-3f, "var dim");
-      }
+      for (bool keep : {false, true})
+        for (const ByDim& r : by_dim)
+          gradcheck(weighted([r, dim, keep](const std::vector<Tensor>& in) {
+                      return r.f(in[0], dim, keep);
+                    }),
+                    {x}, r.eps, 2e-2f, 2e-3f, r.name);
     gradcheck([](const std::vector<Tensor>& in) { return max(in[0]); }, {x}, 1e-3f, 2e-2f, 2e-3f,
               "max all");
   }
@@ -328,9 +327,12 @@ TEST_CASE("gradcheck: cat, stack and indexing") {
   Tensor ids = tensor_i64({1, 3, 1, 0, 2, 3}, {2, 3});
   gradcheck(weighted([ids](const std::vector<Tensor>& in) { return embedding(in[0], ids); }),
             {randn({4, 5})}, 1e-2f, 2e-2f, 2e-3f, "embedding");
-  gradcheck(weighted([idx](const std::vector<Tensor>& in) { return index_add(in[0], 0, idx, in[1]); }),
-            {randn({3, 2}), randn({4, 2})}, 1e-2f, 2e-2f, 2e-3f, "index_add");
-  gradcheck(weighted([gidx](const std::vector<Tensor>& in) { return scatter_add(in[0], 1, gidx, in[1]); }),
+  gradcheck(
+      weighted([idx](const std::vector<Tensor>& in) { return index_add(in[0], 0, idx, in[1]); }),
+      {randn({3, 2}), randn({4, 2})}, 1e-2f, 2e-2f, 2e-3f, "index_add");
+  gradcheck(weighted([gidx](const std::vector<Tensor>& in) {
+              return scatter_add(in[0], 1, gidx, in[1]);
+            }),
             {randn({2, 4}), randn({2, 3})}, 1e-2f, 2e-2f, 2e-3f, "scatter_add");
 }
 
@@ -387,7 +389,9 @@ TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {
   manual_seed(10);
   gradcheck(weighted([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); }),
             {randn({3, 5}), randn({5}), randn({5})}, 1e-2f, 2e-2f, 3e-3f, "layer_norm");
-  gradcheck(weighted([](const std::vector<Tensor>& in) { return layer_norm(in[0], Tensor(), Tensor(), 1e-3f); }),
+  gradcheck(weighted([](const std::vector<Tensor>& in) {
+              return layer_norm(in[0], Tensor(), Tensor(), 1e-3f);
+            }),
             {randn({2, 5, 4}).transpose(1, 2)}, 1e-2f, 2e-2f, 3e-3f, "layer_norm no affine");
   // add_layer_norm: both outputs feed the loss, as in a pre-norm block.
   gradcheck(weighted([](const std::vector<Tensor>& in) {

@@ -1,4 +1,4 @@
-// Issue 16, case 3 and anomaly mode. Tensors saved for backward carry the version of their
+// The version counter and anomaly mode. Tensors saved for backward carry the version of their
 // storage; an in-place change between forward and backward is an error (as in PyTorch), never
 // a silently wrong gradient. Anomaly mode names the op whose backward produced NaN/Inf.
 #include <doctest/doctest.h>

@@ -103,8 +103,54 @@ double ref_unary(UnaryOp op, double x, double a, double b) {
       return a / x;
     case UnaryOp::Clamp:
       return std::min(std::max(x, a), b);
+    case UnaryOp::Reciprocal:
+      return 1.0 / x;
+    case UnaryOp::Square:
+      return x * x;
+    case UnaryOp::Log1p:
+      return std::log1p(x);
+    case UnaryOp::Expm1:
+      return std::expm1(x);
+    case UnaryOp::Log2:
+      return std::log2(x);
+    case UnaryOp::Exp2:
+      return std::exp2(x);
+    case UnaryOp::Erf:
+      return std::erf(x);
+    case UnaryOp::Floor:
+      return std::floor(x);
+    case UnaryOp::Ceil:
+      return std::ceil(x);
+    case UnaryOp::Round:
+      return std::nearbyint(x);  // half to even
+    case UnaryOp::Trunc:
+      return std::trunc(x);
+    case UnaryOp::Silu:
+      return x / (1.0 + std::exp(-x));
+    case UnaryOp::Softplus:
+      return a * x > b ? x : std::log1p(std::exp(a * x)) / a;
+    case UnaryOp::LeakyRelu:
+      return x > 0 ? x : a * x;
+    case UnaryOp::Elu:
+      return x > 0 ? x : a * std::expm1(x);
+    case UnaryOp::Mish:
+      return x * std::tanh(std::log1p(std::exp(x)));
+    case UnaryOp::Hardswish:
+      return x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
+    case UnaryOp::Logit: {
+      const double z = a < 0 ? x : std::min(std::max(x, a), 1.0 - a);
+      return std::log(z / (1.0 - z));
+    }
+    case UnaryOp::Relu6:
+      return std::min(std::max(x, 0.0), 6.0);
   }
   return 0.0;
+}
+
+// The piecewise-constant ops, whose derivative is 0 (central differences would see the steps).
+bool is_step(UnaryOp op) {
+  return op == UnaryOp::Sign || op == UnaryOp::Floor || op == UnaryOp::Ceil ||
+         op == UnaryOp::Round || op == UnaryOp::Trunc;
 }
 
 struct UnaryCase {
@@ -138,6 +184,27 @@ const std::vector<UnaryCase>& unary_cases() {
       {UnaryOp::Affine, "affine", -2.5f, 0.75f, -3, 3},
       {UnaryOp::RDiv, "rdiv", 3, 0, 0.1f, 9},
       {UnaryOp::Clamp, "clamp", -1, 2, -3, 3},
+      {UnaryOp::Reciprocal, "reciprocal", 0, 0, 0.1f, 9},
+      {UnaryOp::Square, "square", 0, 0, -3, 3},
+      {UnaryOp::Log1p, "log1p", 0, 0, -0.9f, 5},
+      {UnaryOp::Expm1, "expm1", 0, 0, -5, 5},
+      {UnaryOp::Log2, "log2", 0, 0, 0.01f, 50},
+      {UnaryOp::Exp2, "exp2", 0, 0, -10, 10},
+      {UnaryOp::Erf, "erf", 0, 0, -3, 3},
+      {UnaryOp::Floor, "floor", 0, 0, -3, 3},
+      {UnaryOp::Ceil, "ceil", 0, 0, -3, 3},
+      {UnaryOp::Round, "round", 0, 0, -3, 3},
+      {UnaryOp::Trunc, "trunc", 0, 0, -3, 3},
+      {UnaryOp::Silu, "silu", 0, 0, -8, 8},
+      {UnaryOp::Softplus, "softplus", 2, 20, -6, 6},
+      {UnaryOp::Softplus, "softplus_threshold", 1, 2, 2.5f, 6},  // all past the threshold
+      {UnaryOp::LeakyRelu, "leaky_relu", 0.1f, 0, -3, 3},
+      {UnaryOp::Elu, "elu", 1.3f, 0, -4, 3},
+      {UnaryOp::Mish, "mish", 0, 0, -6, 6},
+      {UnaryOp::Hardswish, "hardswish", 0, 0, -5, 5},
+      {UnaryOp::Logit, "logit", -1, 0, 0.01f, 0.99f},
+      {UnaryOp::Logit, "logit_eps", 0.1f, 0, 0.02f, 0.98f},
+      {UnaryOp::Relu6, "relu6", 0, 0, -2, 8},
   };
   return cases;
 }
@@ -528,14 +595,14 @@ TEST_CASE("cpu unary_backward matches numerical derivatives of the reference ops
       const std::vector<float> xv = x.to_vector(), gv = g.to_vector();
       std::vector<double> want(xv.size());
       for (size_t i = 0; i < xv.size(); ++i)
-        want[i] = c.op == UnaryOp::Sign ? 0.0 : gv[i] * ref_derivative(c, xv[i]);
+        want[i] = is_step(c.op) ? 0.0 : gv[i] * ref_derivative(c, xv[i]);
       expect_close(dx.to_vector(), want, 1e-3, 1e-4, std::string(c.name) + " backward");
       // The same with y left out (recomputed from x) and with a broadcast gradient.
       Tensor dx2 = Tensor::empty({n});
       const Tensor g1 = tensor({1.5f}, {1});
       kernels().unary_backward(c.op, g1.expand({n}), x, Tensor(), dx2, c.a, c.b);
       for (size_t i = 0; i < xv.size(); ++i)
-        want[i] = c.op == UnaryOp::Sign ? 0.0 : 1.5 * ref_derivative(c, xv[i]);
+        want[i] = is_step(c.op) ? 0.0 : 1.5 * ref_derivative(c, xv[i]);
       expect_close(dx2.to_vector(), want, 1e-3, 1e-4, std::string(c.name) + " backward, no y");
     }
   }

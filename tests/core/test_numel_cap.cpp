@@ -1,4 +1,4 @@
-// Issue 16, case 2: a shape whose element count overflows int64_t must never size a buffer
+// A shape whose element count overflows int64_t must never size a buffer
 // (numel used to wrap to 0, a 0-byte buffer was allocated and a fill wrote past it).
 #include <doctest/doctest.h>
 

@@ -20,6 +20,7 @@
 
 #include "backends/backend.h"
 #include "core/rng.h"
+#include "cuda_parity.h"
 #include "test_util.h"
 
 #ifdef LOOM_WITH_CUDA
@@ -110,39 +111,6 @@ void compare_devices(const std::string& what, const DeviceCall& call, float rtol
   }
 }
 
-// ---------------------------------------------------------------------------- ops harness
-// An op applied to inputs on both devices: values must agree, and so must the gradients of
-// sum(f(inputs) * w) for a fixed random w (a generic upstream gradient, not all ones).
-using Op = std::function<Tensor(const std::vector<Tensor>&)>;
-
-void compare_op(const std::string& what, const Op& f, const std::vector<Tensor>& inputs,
-                float rtol = 1e-4f, float atol = 1e-5f) {
-  std::vector<Tensor> on_cpu, on_gpu;
-  for (const Tensor& x : inputs) {
-    on_cpu.push_back(x.detach().clone());
-    on_gpu.push_back(x.to(Device::CUDA).detach());
-    if (x.dtype() == DType::Float32) {
-      on_cpu.back().requires_grad_(true);
-      on_gpu.back().requires_grad_(true);
-    }
-  }
-  const Tensor want = f(on_cpu), got = f(on_gpu);
-  REQUIRE(got.device() == Device::CUDA);
-  REQUIRE(got.dtype() == want.dtype());
-  check_close(got, want, rtol, atol, what + ": value");
-  if (!want.requires_grad()) return;
-  const Tensor w = uniform(want.shape(), -1.0f, 1.0f, 99);
-  sum(want * w).backward();
-  sum(got * w.to(Device::CUDA)).backward();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].dtype() != DType::Float32 || !on_cpu[i].grad().defined()) continue;
-    REQUIRE_MESSAGE(on_gpu[i].grad().defined(), what << ": input " << i << " got no gradient");
-    CHECK(on_gpu[i].grad().device() == Device::CUDA);
-    check_close(on_gpu[i].grad(), on_cpu[i].grad(), rtol, atol,
-                what + ": gradient of input " + std::to_string(i));
-  }
-}
-
 // Every op of the unary table (backends/unary_math.h), so a new op is compared on CUDA too.
 #define LOOM_TEST_UNARY_OP(Name) UnaryOp::Name,
 const UnaryOp kUnaryOps[] = {LOOM_UNARY_OPS(LOOM_TEST_UNARY_OP)};
@@ -157,8 +125,9 @@ struct UnaryCase {
 std::vector<UnaryCase> unary_cases() {
   std::vector<UnaryCase> cases;
   for (UnaryOp op : kUnaryOps) {
-    const bool positive =
-        op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::RDiv;
+    const bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt ||
+                          op == UnaryOp::RDiv || op == UnaryOp::Reciprocal ||
+                          op == UnaryOp::Log1p || op == UnaryOp::Log2;
     if (op == UnaryOp::Pow) {
       for (float a : {2.0f, 3.0f, 0.5f, -1.0f, -0.5f, 0.0f, 1.0f, 1.7f})
         cases.push_back({op, a, 0.0f, 0.1f, 3.0f});
@@ -168,6 +137,12 @@ std::vector<UnaryCase> unary_cases() {
       cases.push_back({op, 2.0f, 0.0f, 0.1f, 3.0f});
     } else if (op == UnaryOp::Clamp) {
       cases.push_back({op, -0.5f, 0.7f, -3.0f, 3.0f});
+    } else if (op == UnaryOp::Logit) {  // without eps (a < 0) and with eps 0.1, inside (0, 1)
+      for (float eps : {-1.0f, 0.1f}) cases.push_back({op, eps, 0.0f, 0.01f, 0.99f});
+    } else if (op == UnaryOp::Softplus) {  // beta 2, threshold 3: both branches
+      cases.push_back({op, 2.0f, 3.0f, -3.0f, 3.0f});
+    } else if (op == UnaryOp::LeakyRelu || op == UnaryOp::Elu) {
+      cases.push_back({op, 0.3f, 0.0f, -3.0f, 3.0f});
     } else {
       cases.push_back({op, 0.0f, 0.0f, positive ? 0.1f : -3.0f, 3.0f});
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_parity.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -26,77 +27,24 @@ struct Tolerance {
   float rtol = 1e-4f, atol = 1e-5f;
 };
 
-// What one device produced: the output, the inputs' gradients, the parameters' gradients.
-struct Run {
-  Tensor out;
-  std::vector<Tensor> input_grads;
-  std::vector<std::pair<std::string, Tensor>> param_grads;
-};
-
-template <typename M>
-Run run_on(Device device, M& module, const std::vector<Tensor>& inputs,
-           const std::function<Tensor(M&, const std::vector<Tensor>&)>& forward) {
-  std::vector<Tensor> xs;
-  for (const Tensor& x : inputs) {
-    Tensor xd = x.to(device).detach();
-    if (xd.dtype() == DType::Float32) xd.requires_grad_(true);
-    xs.push_back(xd);
-  }
-  Run run;
-  run.out = forward(module, xs);
-  // A fixed random projection of the output, so every output element gets its own gradient.
-  const Tensor probe = uniform_input(run.out.shape(), 4242).to(device);
-  sum(run.out * probe).backward();
-  for (const Tensor& x : xs)
-    run.input_grads.push_back(x.dtype() == DType::Float32 ? x.grad() : Tensor());
-  for (auto& [name, p] : module.named_parameters()) run.param_grads.emplace_back(name, p.grad());
-  return run;
-}
-
-// Builds two copies of a module from the same seed (make), one on each device, and compares
-// everything `forward` produces and backpropagates.
+// Builds two copies of a module from the same seed (make) and compares them with
+// compare_modules: the output, the inputs' gradients and every parameter's gradient.
 template <typename M>
 void compare_module(const std::string& what, const std::function<std::shared_ptr<M>()>& make,
                     const std::vector<Tensor>& inputs,
                     const std::function<Tensor(M&, const std::vector<Tensor>&)>& forward,
                     Tolerance tol = {}) {
-  INFO(what);
   manual_seed(7);
   std::shared_ptr<M> cpu = make();
   manual_seed(7);
   std::shared_ptr<M> gpu = make();
-  gpu->to(Device::CUDA);
-  for (auto& [name, p] : gpu->named_parameters()) CHECK_MESSAGE(p.device() == Device::CUDA, name);
-  const Run want = run_on<M>(Device::CPU, *cpu, inputs, forward);
-  const Run got = run_on<M>(Device::CUDA, *gpu, inputs, forward);
-  REQUIRE(got.out.device() == Device::CUDA);
-  check_close(got.out, want.out, tol.rtol, tol.atol, what + ": output");
-  for (size_t i = 0; i < want.input_grads.size(); ++i) {
-    if (!want.input_grads[i].defined()) continue;
-    REQUIRE_MESSAGE(got.input_grads[i].defined(), what << ": input " << i << " got no gradient");
-    check_close(got.input_grads[i], want.input_grads[i], tol.rtol, tol.atol,
-                what + ": d/d input " + std::to_string(i));
-  }
-  REQUIRE(got.param_grads.size() == want.param_grads.size());
-  for (size_t i = 0; i < want.param_grads.size(); ++i) {
-    const auto& [name, g] = want.param_grads[i];
-    CHECK(got.param_grads[i].first == name);
-    REQUIRE_MESSAGE(g.defined() == got.param_grads[i].second.defined(), what << ": " << name);
-    if (g.defined())
-      check_close(got.param_grads[i].second, g, tol.rtol, tol.atol, what + ": d/d " + name);
-  }
+  compare_modules(what, *cpu, *gpu, inputs, forward, tol.rtol, tol.atol);
 }
 
-// A module with no parameters of its own that applies a function: lets the functional losses
-// go through compare_module too.
-struct Lambda : nn::Module {};
-
+// The functional forms (attention, the losses): compare_op, the inputs named first.
 void compare_function(const std::string& what, const std::vector<Tensor>& inputs,
-                      const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      Tolerance tol = {}) {
-  compare_module<Lambda>(
-      what, [] { return std::make_shared<Lambda>(); }, inputs,
-      [&](Lambda&, const std::vector<Tensor>& xs) { return f(xs); }, tol);
+                      const ParityFn& f, Tolerance tol = {}) {
+  compare_op(what, f, inputs, tol.rtol, tol.atol);
 }
 
 }  // namespace
@@ -205,7 +153,8 @@ TEST_CASE("Transformer encoder and decoder layers match the CPU on CUDA, pre- an
         });
   }
   compare_module<nn::SinusoidalPositionalEncoding>(
-      "SinusoidalPositionalEncoding", [] { return std::make_shared<nn::SinusoidalPositionalEncoding>(8, 64); },
+      "SinusoidalPositionalEncoding",
+      [] { return std::make_shared<nn::SinusoidalPositionalEncoding>(8, 64); },
       {uniform_input({2, 5, 8}, 23)},
       [](nn::SinusoidalPositionalEncoding& m, const auto& x) { return m.forward(x[0], 3); });
   compare_module<nn::LearnedPositionalEmbedding>(

@@ -358,7 +358,7 @@ TEST_CASE("augment_images: identity, determinism, flip and padded crop") {
   data::AugmentOptions negative;
   negative.crop_padding = -1;
   check_error([&] { data::augment_images(images, negative, 0, 0); }, {"crop_padding"});
-  // Issue 40: a padding of the image's side or more (--crop-padding 1000000 trained on blank
+  // A padding of the image's side or more (--crop-padding 1000000 trained on blank
   // images) is refused; W = 4 is the smaller side here.
   data::AugmentOptions huge;
   huge.crop_padding = 1000000;

@@ -1,4 +1,4 @@
-// Issue 16, cases 1 and 5: a batch larger than the data set, and a tokenizer file whose merges
+// A batch larger than the data set, and a tokenizer file whose merges
 // each double a token (40 lines asked for a terabyte).
 #include <doctest/doctest.h>
 

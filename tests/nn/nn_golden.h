@@ -1,6 +1,6 @@
-// The PyTorch fixtures of tests/golden/gen_nn.py (nn.safetensors) and the harness that runs one
-// case: load the module state PyTorch used, feed the same inputs, back-propagate the same
-// cotangent, and compare output, input gradients and parameter gradients.
+// The PyTorch fixtures of tests/golden/gen_nn.py, gen_modules.py and gen_rnn.py and the harness
+// that runs one case: load the module state PyTorch used, feed the same inputs, back-propagate
+// the same cotangent, and compare output, input gradients and parameter gradients.
 #pragma once
 
 #include <map>
@@ -17,10 +17,15 @@ struct NnFixture {
   std::map<std::string, std::string> metadata;
 };
 
+// nn.safetensors (tests/golden/gen_nn.py), modules.safetensors (gen_modules.py) and
+// rnn.safetensors (gen_rnn.py) as one set of cases: a case name may appear in only one of them.
 inline const NnFixture& nn_fixture() {
   static const NnFixture fixture = [] {
     NnFixture f;
     f.tensors = nn::read_safetensors(std::string(LOOM_TEST_DATA) + "/nn.safetensors", &f.metadata);
+    for (const char* file : {"/modules.safetensors", "/rnn.safetensors"})
+      for (auto& [name, t] : nn::read_safetensors(std::string(LOOM_TEST_DATA) + file))
+        REQUIRE_MESSAGE(f.tensors.emplace(name, t).second, "two golden files hold " << name);
     return f;
   }();
   return fixture;

@@ -78,9 +78,9 @@ TEST_CASE("clip_grad_norm works on gradients produced by backward") {
 TEST_CASE("clip_grad_norm rejects a non-positive max_norm") {
   Tensor p = param_with_grad({1.0f}, {1});
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm({p}, 0.0f),
-                       doctest::Contains("clip_grad_norm: max_norm 0"), Error);
+                       doctest::Contains("clip_grad_norm_: max_norm 0"), Error);
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm({p}, -1.0f),
-                       doctest::Contains("clip_grad_norm: max_norm -1"), Error);
+                       doctest::Contains("clip_grad_norm_: max_norm -1"), Error);
 }
 
 // ---------------------------------------------------------------------------- multi-tensor kernels

@@ -5,13 +5,14 @@
 #   tests/cuda/emulator/run_emulated.sh [path/to/libloom.a built with -DLOOM_CUDA=ON] [doctest args]
 # The .cu and .cuh files are copied with their <<<grid, block>>> launches rewritten as
 # emu::launch calls and the grid cap of grid-stride kernels lowered to 4 blocks (so every thread
-# loops). At most one compiler per core runs at a time.
+# loops). At most one compiler per core runs at a time. LOOM_EMU_OUT names the folder it builds
+# in (default build-cuda-emulated in the source tree), so two checkouts' runs do not collide.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 EMU=$ROOT/tests/cuda/emulator
 LIB=${1:-$ROOT/build-cuda/libloom.a}
 shift || true
-OUT=$ROOT/build-cuda-emulated
+OUT=${LOOM_EMU_OUT:-$ROOT/build-cuda-emulated}
 rm -rf "$OUT/src"
 mkdir -p "$OUT/src" "$OUT/obj"
 
