@@ -353,8 +353,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) 
                shape_str(a.shape()), shape_str(b.shape()), dtype_name(*out_dtype));
   }
   detail::check_same_device(a, b, "matmul");
-  LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got {} and {}",
-             shape_str(a.shape()), shape_str(b.shape()));
+  LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1,
+             "matmul: both arguments need at least 1 dim, got {} and {}", shape_str(a.shape()),
+             shape_str(b.shape()));
   const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
   LOOM_CHECK(ka == kb, "matmul: shapes {} and {} cannot be multiplied ({} vs {})",
              shape_str(a.shape()), shape_str(b.shape()), ka, kb);

@@ -108,7 +108,8 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // An uninitialised tensor with contiguous layout.
-  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::CPU);
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32,
+                      Device device = Device::CPU);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -185,7 +186,8 @@ class Tensor {
   Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& src);
 
   // --- views (share storage) and layout ---
-  Tensor reshape(const Shape& shape) const;   // a view when possible, else a copy; one dim may be -1
+  // A view when possible, else a copy; one dim may be -1.
+  Tensor reshape(const Shape& shape) const;
   Tensor view(const Shape& shape) const;      // like reshape but never copies (error if it must)
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor t() const;                           // transpose of a 2-D tensor

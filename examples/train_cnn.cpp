@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -121,13 +122,16 @@ int main(int argc, char** argv) try {
         schedule.emplace(opt, lr, total);
         for (int i = 0; i < 20; ++i) schedule->step();
       }
-      if (step % 100 == 0 || step == total)
+      if (step % 100 == 0 || step == total) {
         fmt::print("{}\n", meter.line(step, total, schedule->get_last_lr()[0]));
+        std::fflush(stdout);  // a piped run keeps what it printed
+      }
       if (step == total) break;
     }
     const double start = meter.elapsed();
     test_accuracy = accuracy(*model, test);
     fmt::print("epoch {}: test accuracy {:.2f}%\n", epoch + 1, 100 * test_accuracy);
+    std::fflush(stdout);
     eval_seconds += meter.elapsed() - start;
     meter.exclude(meter.elapsed() - start);  // speed and ETA count training only
     nn::save_checkpoint(ckpt, {{"model", model.get()}}, &opt, &*schedule,

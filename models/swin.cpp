@@ -302,7 +302,8 @@ Tensor Swin::forward_features(const Tensor& images) {
                  images.size(1) == c.in_channels && images.size(2) == c.image_size &&
                  images.size(3) == c.image_size,
              "Swin: expected float images [B, {}, {}, {}], got {} of shape {}", c.in_channels,
-             c.image_size, c.image_size, images.defined() ? dtype_name(images.dtype()) : "undefined",
+             c.image_size, c.image_size,
+             images.defined() ? dtype_name(images.dtype()) : "undefined",
              images.defined() ? shape_str(images.shape()) : "[]");
   Tensor x = pos_drop->forward(patch_embed->forward(images));  // (B, L, D)
   for (const auto& stage : *layers) x = stage->forward(x);     // (B, L / 4^(S-1), D * 2^(S-1))

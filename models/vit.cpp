@@ -168,8 +168,8 @@ void ViT::check_images(const Tensor& images) const {
              shape_str(images.shape()), images.size(1), c.in_channels, c.in_channels,
              c.image_size, c.image_size);
   LOOM_CHECK(images.size(2) % c.patch_size == 0 && images.size(3) % c.patch_size == 0,
-             "ViT: images of shape {} are not divisible into {}x{} patches", shape_str(images.shape()),
-             c.patch_size, c.patch_size);
+             "ViT: images of shape {} are not divisible into {}x{} patches",
+             shape_str(images.shape()), c.patch_size, c.patch_size);
   LOOM_CHECK(images.size(2) == c.image_size && images.size(3) == c.image_size,
              "ViT: images of shape {} are not {}x{} (the size pos_embed {} was built for)",
              shape_str(images.shape()), c.image_size, c.image_size, shape_str(pos_embed.shape()));

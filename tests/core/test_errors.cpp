@@ -22,7 +22,8 @@ TEST_CASE("elementwise and broadcasting errors") {
   expect_error([] { zeros({2}) - (arange(2) > 0); }, {"sub", "bool"});
   expect_error([] { clamp(zeros({2}), 1.0f, 0.0f); }, {"clamp", "min"});
   expect_error([] { where(ones({3}), zeros({2}), zeros({2})); }, {"where", "[3]", "[2]"});
-  expect_error([] { masked_fill(zeros({2}), ones({3, 2}), 0.0f); }, {"masked_fill", "[3,2]", "[2]"});
+  expect_error([] { masked_fill(zeros({2}), ones({3, 2}), 0.0f); },
+               {"masked_fill", "[3,2]", "[2]"});
   expect_error([] { Tensor() + zeros({1}); }, {"add", "undefined"});
 }
 
@@ -68,9 +69,13 @@ TEST_CASE("indexing errors") {
 }
 
 TEST_CASE("nn op errors") {
-  expect_error([] { layer_norm(zeros({2, 3}), ones({4}), zeros({4})); }, {"layer_norm", "[4]", "[2,3]"});
-  expect_error([] { cross_entropy(zeros({2, 3}), tensor_i64({0}, {1})); }, {"cross_entropy", "[2,3]", "[1]"});
-  expect_error([] { cross_entropy(zeros({2, 3}), tensor({0, 1}, {2})); }, {"cross_entropy", "int64"});
-  expect_error([] { cross_entropy(zeros({2, 3}), tensor_i64({0, 3}, {2})); }, {"cross_entropy", "3"});
+  expect_error([] { layer_norm(zeros({2, 3}), ones({4}), zeros({4})); },
+               {"layer_norm", "[4]", "[2,3]"});
+  expect_error([] { cross_entropy(zeros({2, 3}), tensor_i64({0}, {1})); },
+               {"cross_entropy", "[2,3]", "[1]"});
+  expect_error([] { cross_entropy(zeros({2, 3}), tensor({0, 1}, {2})); },
+               {"cross_entropy", "int64"});
+  expect_error([] { cross_entropy(zeros({2, 3}), tensor_i64({0, 3}, {2})); },
+               {"cross_entropy", "3"});
   expect_error([] { dropout(zeros({2}), 1.5f, true); }, {"dropout", "1.5"});
 }
