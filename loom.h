@@ -17,6 +17,7 @@
 #include "autograd/ops.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "generation/generation.h"
 #include "data/data.h"
 #include "io/io.h"
 #include "report/report.h"

@@ -99,11 +99,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "autograd/ops_dtype.h"  // promotion, comparisons, logical ops, any/all
 #include "backends/unary_math.h"  // UnaryOp
+#include "backends/window/window.h"  // WindowGeometry
 #include "core/tensor.h"
 
 namespace loom {
@@ -341,6 +343,24 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual,
                                          const Tensor& weight, const Tensor& bias,
                                          float eps = 1e-5f);
+// Batch normalisation of input [N, C, ...] per channel (Ioffe & Szegedy 2015), as
+// torch::batch_norm: the batch's statistics in training (running_mean and running_var, when
+// given, updated with `momentum`, the variance unbiased), the running ones in evaluation. One
+// kernel each way (backends/batch_norm); nn::functional::batch_norm writes the same as ops.
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  float momentum = 0.1f, float eps = 1e-5f);
+// The sliding windows of x [N, C, H, W] (ops_window.cpp): every window as a column,
+// [N, C, kh*kw, H_out*W_out], pad_value where it reads the padding (im2col), or with the batch
+// last, [C, kh*kw, N, H_out*W_out], so that a convolution is one GEMM over every image; the
+// columns summed back onto a [N, C, height, width] image (col2im, im2col's adjoint); each
+// window's maximum and its position in its H*W plane (max_pool2d_with_indices, as
+// torch::max_pool2d_with_indices).
+Tensor im2col(const Tensor& x, const WindowGeometry& w, float pad_value = 0.0f,
+              bool batch_last = false);
+Tensor col2im(const Tensor& cols, int64_t height, int64_t width, const WindowGeometry& w,
+              bool batch_last = false);
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const WindowGeometry& w);
 // relu / gelu / gelu_tanh of (x + bias), bias [C] added along x's last dim, in one pass each way
 // (Megatron-LM's bias_gelu): a Linear run without its bias (linear(x, W, Tensor())) whose output
 // goes straight into the activation, as nn::feed_forward does. The values and gradients of

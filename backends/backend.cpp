@@ -65,6 +65,16 @@ void Contract::extents(int64_t outer, int64_t n, int64_t inner) const {
              inner);
 }
 
+int64_t Contract::float32_block(int64_t outer, int64_t n, int64_t inner,
+                                std::initializer_list<std::pair<const Tensor&, const char*>> inputs,
+                                const Tensor& out) const {
+  extents(outer, n, inner);
+  const int64_t count = outer * n * inner;
+  for (const auto& [t, name] : inputs) input(t, DType::Float32, count, name);
+  output(out, DType::Float32, count, "out");
+  return count;
+}
+
 int64_t Contract::row_length(const Tensor& x, int64_t rows, const char* name) const {
   LOOM_CHECK(rows > 0 ? x.numel() % rows == 0 : x.numel() == 0,
              "{}: {} (shape {}) does not split into {} rows", op, name, shape_str(x.shape()),

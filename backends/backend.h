@@ -36,6 +36,8 @@
 //                   or many per launch
 //   attention/      fused scaled-dot-product attention (AttentionArgs)
 //   sample/         next-token sampling
+//   window/         sliding windows over images: im2col, col2im, max pooling and its backward
+//   batch_norm/     batch normalisation's statistics, normalisation and backward, per channel
 // A family's folder holds <family>.h, its argument types and the signature of each kernel,
 // which every device implements (cpu::name and cuda::name); <family>.cpp, the family's public
 // methods below (the checks, written once, then Backend::run, which calls the implementation of
@@ -74,6 +76,8 @@
 #include "backends/softmax/softmax.h"
 #include "backends/sort/sort.h"
 #include "backends/unary_math.h"
+#include "backends/window/window.h"
+#include "backends/batch_norm/batch_norm.h"
 #include "core/tensor.h"
 
 // A kernel family's CUDA implementation as Backend::run takes it: the function, or nullptr in a
@@ -158,6 +162,33 @@ class Backend {
   // holds zeros (no division by x there).
   void cumprod_backward(const Tensor& grad, const Tensor& x, int64_t outer, int64_t n,
                         int64_t inner, Tensor& out);
+
+  // --- sliding windows over a stack of images x [planes, H, W] (window.h) ---
+  // cols, laid out as `layout` says: every window as a column, pad_value in the padding.
+  void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t width,
+              const WindowGeometry& w, float pad_value, Tensor& cols);
+  // x [planes, H, W] = the sum of the columns back onto the pixels they came from.
+  void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int64_t width,
+              const WindowGeometry& w, Tensor& x);
+  // y, argmax [planes, H_out, W_out]: each window's maximum and its position in the plane.
+  void max_pool2d(const Tensor& x, int64_t planes, int64_t height, int64_t width,
+                  const WindowGeometry& w, Tensor& y, Tensor& argmax);
+  // dx [planes, H, W]: each dy at its window's argmax (summed where windows share a pixel).
+  void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, int64_t planes,
+                           int64_t height, int64_t width, const WindowGeometry& w, Tensor& dx);
+
+  // --- batch normalisation of x [N, C, S] per channel (batch_norm.h) ---
+  // Training: mean and rstd [C] of the batch (biased variance), then y. Evaluation
+  // (compute_stats false): y from the given mean and rstd.
+  void batch_norm(const Tensor& x, int64_t n, int64_t channels, int64_t spatial,
+                  const Tensor& weight, const Tensor& bias, float eps, bool compute_stats,
+                  Tensor& mean, Tensor& rstd, Tensor& y);
+  // dx (and dweight, dbias when defined) from dy; `training` says whether mean and rstd were
+  // the batch's own (their gradient flows into dx) or fixed running statistics.
+  void batch_norm_backward(const Tensor& dy, const Tensor& x, int64_t n, int64_t channels,
+                           int64_t spatial, const Tensor& weight, const Tensor& mean,
+                           const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight,
+                           Tensor& dbias);
 
   // --- matrix products ---
   void gemm(const GemmArgs& args);

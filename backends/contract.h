@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -33,6 +35,12 @@ struct Contract {
   void output(const Tensor& t, DType type, int64_t count, const char* name) const;
   void same_shape(const Tensor& t, const Tensor& out, const char* name) const;
   void extents(int64_t outer, int64_t n, int64_t inner) const;
+  // An op over a float32 [outer, n, inner] block whose inputs and out all hold its elements
+  // (softmax, the scans and their backwards): the extents, each input, then out. Returns the
+  // element count.
+  int64_t float32_block(int64_t outer, int64_t n, int64_t inner,
+                        std::initializer_list<std::pair<const Tensor&, const char*>> inputs,
+                        const Tensor& out) const;
   // x seen as `rows` equal rows (one per mean or target value); returns the row length.
   int64_t row_length(const Tensor& x, int64_t rows, const char* name) const;
 };

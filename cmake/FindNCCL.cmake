@@ -7,10 +7,5 @@
 # Sets NCCL_FOUND, LOOM_NCCL_LIB and LOOM_NCCL_INCLUDE.
 find_path(LOOM_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
 find_library(LOOM_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
-include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(NCCL REQUIRED_VARS LOOM_NCCL_LIB LOOM_NCCL_INCLUDE)
-if(NCCL_FOUND AND NOT TARGET loom_deps::NCCL)
-  add_library(loom_deps::NCCL UNKNOWN IMPORTED)
-  set_target_properties(loom_deps::NCCL PROPERTIES
-    IMPORTED_LOCATION "${LOOM_NCCL_LIB}" INTERFACE_INCLUDE_DIRECTORIES "${LOOM_NCCL_INCLUDE}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/LoomImportLibrary.cmake)
+loom_import_library(NCCL loom_deps::NCCL LOOM_NCCL_LIB LOOM_NCCL_INCLUDE)

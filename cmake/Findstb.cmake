@@ -6,10 +6,5 @@
 # Sets stb_FOUND, LOOM_STB_LIB and LOOM_STB_INCLUDE.
 find_path(LOOM_STB_INCLUDE stb/stb_image.h)
 find_library(LOOM_STB_LIB NAMES stb)
-include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(stb REQUIRED_VARS LOOM_STB_LIB LOOM_STB_INCLUDE)
-if(stb_FOUND AND NOT TARGET loom_deps::stb)
-  add_library(loom_deps::stb UNKNOWN IMPORTED)
-  set_target_properties(loom_deps::stb PROPERTIES
-    IMPORTED_LOCATION "${LOOM_STB_LIB}" INTERFACE_INCLUDE_DIRECTORIES "${LOOM_STB_INCLUDE}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/LoomImportLibrary.cmake)
+loom_import_library(stb loom_deps::stb LOOM_STB_LIB LOOM_STB_INCLUDE)

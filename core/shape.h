@@ -29,5 +29,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The broadcast shape of a and b (trailing dims aligned; size 1 stretches), or a loom::Error
 // naming `op` and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Whether `from` stretches to `to` by broadcasting alone, without growing it (trailing dims
+// aligned, each equal or 1): broadcast_shapes(from, to) == to, without the error.
+bool broadcasts_to(const Shape& from, const Shape& to);
 
 }  // namespace loom

@@ -106,7 +106,7 @@ std::string sample(CharLSTM& model, const std::string& prompt, int64_t n, float 
                    Device device) {
   nn::EvalGuard eval(model);
   NoGradGuard no_grad;
-  std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  const std::vector<int64_t> ids = data::ByteTokenizer().encode(prompt);
   const int64_t length = static_cast<int64_t>(ids.size());
   auto [logits, state] = model.forward(tensor_i64(ids, {1, length}).to(device));
   std::string text = prompt;
@@ -129,8 +129,9 @@ int train(CLI::App& app, Options& o) {
   const data::TrainValSplit split = data::split_train_val(data::read_fortunes(o.fortunes), 0.05, 0);
   const std::string train_text = data::join_entries(split.train, "\n\n");
   const std::string val_text = data::join_entries(split.val, "\n\n");
-  const std::vector<int64_t> train_ids(train_text.begin(), train_text.end());
-  const std::vector<int64_t> val_ids(val_text.begin(), val_text.end());
+  // Bytes 0..255 (ByteTokenizer reads them unsigned: a plain char above 127 would be negative).
+  const std::vector<int64_t> train_ids = data::ByteTokenizer().encode(train_text);
+  const std::vector<int64_t> val_ids = data::ByteTokenizer().encode(val_text);
   auto train_set = std::make_shared<data::LanguageModelDataset>(train_ids, o.model.context, 1);
   const int64_t global_batch = run.global_batch(train_set->size(), "training windows");
   data::BatchStream batches(data::DataLoader(train_set, global_batch, /*shuffle=*/true,

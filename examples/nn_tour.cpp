@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "examples/cli.h"
 #include "examples/tour.h"
 #include "loom.h"
 
@@ -87,12 +86,9 @@ class Zoo : public nn::Module {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string golden;
-  CLI::App app{"nn_tour: modules, optimizers, schedulers and data as a PyTorch user writes them"};
-  app.add_option("--check", golden, "compare with PyTorch's results (tests/golden/nn_tour.txt)")
-      ->check(CLI::ExistingFile);
-  CLI11_PARSE(app, argc, argv);
-  tour::Tour tour(golden);
+  tour::Tour tour = tour::from_command_line(
+      argc, argv, "nn_tour",
+      "modules, optimizers, schedulers and data as a PyTorch user writes them");
   auto show = [&](const std::string& name, const auto& value) { tour.show(name, value); };
 
   // --- modules ------------------------------------------------------------------------------

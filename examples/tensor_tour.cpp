@@ -9,7 +9,6 @@
 // Each show(name, t) prints `name [shape] values...`; the twin prints the same lines. Random
 // draws differ between the two frameworks, so for them the tour shows what must hold (a
 // permutation, counts, ranges) rather than the values.
-#include "examples/cli.h"
 #include "examples/tour.h"
 #include "loom.h"
 
@@ -17,12 +16,9 @@ using namespace loom;
 using namespace loom::indexing;
 
 int main(int argc, char** argv) {
-  std::string golden;
-  CLI::App app{"tensor_tour: the tensor API as a PyTorch user writes it, checked against PyTorch"};
-  app.add_option("--check", golden, "compare with PyTorch's results (tests/golden/tensor_tour.txt)")
-      ->check(CLI::ExistingFile);
-  CLI11_PARSE(app, argc, argv);
-  tour::Tour tour(golden);
+  tour::Tour tour = tour::from_command_line(
+      argc, argv, "tensor_tour",
+      "the tensor API as a PyTorch user writes it, checked against PyTorch");
   auto show = [&](const std::string& name, const auto& value) { tour.show(name, value); };
 
   // Deterministic inputs, the same in both frameworks.

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "examples/cli.h"
 #include "loom.h"
 
 namespace loom::tour {
@@ -76,5 +78,22 @@ class Tour {
   int checked_ = 0, failed_ = 0;
 };
 
+// The command line both tours take: --check <PyTorch's results> (tests/golden/<program>.txt)
+// compares, no flag prints. --help, or a file that is not there, ends the program here with
+// CLI11's message and status, as CLI11_PARSE would in main.
+inline Tour from_command_line(int argc, char** argv, const std::string& program,
+                              const std::string& description) {
+  std::string golden;
+  CLI::App app{program + ": " + description};
+  app.add_option("--check", golden,
+                 fmt::format("compare with PyTorch's results (tests/golden/{}.txt)", program))
+      ->check(CLI::ExistingFile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
+  }
+  return Tour(golden);
+}
 
 }  // namespace loom::tour

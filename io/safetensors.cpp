@@ -209,30 +209,19 @@ void convert_elements(const unsigned char* src, void* dst, int64_t n, Convert co
 void convert_to_loom(FileDType type, const unsigned char* src, void* dst, int64_t n) {
   auto to_i64 = [](auto v) { return static_cast<int64_t>(v); };
   switch (type) {
-    case FileDType::F16:
-      convert_elements<uint16_t, float>(src, dst, n, half_to_float);
-      break;
-    case FileDType::BF16:
-      convert_elements<uint16_t, float>(src, dst, n, bfloat16_bits_to_float);  // exact
-      break;
+    case FileDType::F16: return convert_elements<uint16_t, float>(src, dst, n, half_to_float);
+    case FileDType::BF16:  // exact
+      return convert_elements<uint16_t, float>(src, dst, n, bfloat16_bits_to_float);
     case FileDType::F64:
-      convert_elements<double, float>(src, dst, n, [](double v) { return static_cast<float>(v); });
-      break;
-    case FileDType::I32:
-      convert_elements<int32_t, int64_t>(src, dst, n, to_i64);
-      break;
-    case FileDType::I16:
-      convert_elements<int16_t, int64_t>(src, dst, n, to_i64);
-      break;
-    case FileDType::I8:
-      convert_elements<int8_t, int64_t>(src, dst, n, to_i64);
-      break;
-    case FileDType::U8:
-      convert_elements<uint8_t, int64_t>(src, dst, n, to_i64);
-      break;
+      return convert_elements<double, float>(src, dst, n,
+                                             [](double v) { return static_cast<float>(v); });
+    case FileDType::I32: return convert_elements<int32_t, int64_t>(src, dst, n, to_i64);
+    case FileDType::I16: return convert_elements<int16_t, int64_t>(src, dst, n, to_i64);
+    case FileDType::I8: return convert_elements<int8_t, int64_t>(src, dst, n, to_i64);
+    case FileDType::U8: return convert_elements<uint8_t, int64_t>(src, dst, n, to_i64);
     case FileDType::BOOL:
-      convert_elements<uint8_t, int64_t>(src, dst, n, [](uint8_t v) { return int64_t{v != 0}; });
-      break;
+      return convert_elements<uint8_t, int64_t>(src, dst, n,
+                                                [](uint8_t v) { return int64_t{v != 0}; });
     case FileDType::F32:
     case FileDType::I64:
       LOOM_FAIL("read_safetensors: internal error: no conversion needed");

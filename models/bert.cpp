@@ -29,8 +29,7 @@ std::span<const fields::Preset<BertConfig>> BertConfig::presets() {
 
 namespace {
 
-// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
-// hostile config's count would overflow int64).
+// num_parameters() in T (models/model_size.h).
 template <class T>
 T count_parameters(const BertConfig& c) {
   const auto h = static_cast<T>(c.hidden), i = static_cast<T>(c.intermediate),

@@ -41,8 +41,7 @@ std::span<const fields::Preset<DETRConfig>> DETRConfig::presets() {
 
 namespace {
 
-// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
-// hostile config's count would overflow int64).
+// num_parameters() in T (models/model_size.h).
 template <class T>
 T count_parameters(const DETRConfig& c) {
   const auto d = static_cast<T>(c.hidden), f = static_cast<T>(c.d_ff);
@@ -154,17 +153,6 @@ Tensor add_norm(const nn::LayerNorm& norm, const nn::Dropout& dropout, const Ten
 
 }  // namespace
 
-DETREncoderLayer::DETREncoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float p) {
-  self_attn = register_module("self_attn", std::make_shared<nn::MultiheadAttention>(d, n_head, p));
-  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, d_ff));
-  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
-  linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d));
-  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(d));
-  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(d));
-  dropout1 = register_module("dropout1", std::make_shared<nn::Dropout>(p));
-  dropout2 = register_module("dropout2", std::make_shared<nn::Dropout>(p));
-}
-
 Tensor DETREncoderLayer::forward(const Tensor& src, const Tensor& pos,
                                  const Tensor& key_padding_mask) const {
   // src, pos (B, S, d) -> (B, S, d). Positions go into queries and keys, not values (sec. 3.2).
@@ -173,21 +161,6 @@ Tensor DETREncoderLayer::forward(const Tensor& src, const Tensor& pos,
                       self_attn->forward(q, q, src, Tensor(), key_padding_mask));  // (B, S, d)
   const Tensor y = nn::feed_forward(x, *linear1, *linear2, nn::Activation::ReLU, *dropout);
   return add_norm(*norm2, *dropout2, x, y);  // (B, S, d)
-}
-
-DETRDecoderLayer::DETRDecoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float p) {
-  self_attn = register_module("self_attn", std::make_shared<nn::MultiheadAttention>(d, n_head, p));
-  multihead_attn =
-      register_module("multihead_attn", std::make_shared<nn::MultiheadAttention>(d, n_head, p));
-  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, d_ff));
-  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
-  linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d));
-  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(d));
-  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(d));
-  norm3 = register_module("norm3", std::make_shared<nn::LayerNorm>(d));
-  dropout1 = register_module("dropout1", std::make_shared<nn::Dropout>(p));
-  dropout2 = register_module("dropout2", std::make_shared<nn::Dropout>(p));
-  dropout3 = register_module("dropout3", std::make_shared<nn::Dropout>(p));
 }
 
 Tensor DETRDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& pos,

@@ -42,6 +42,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/multihead_attention.h"
+#include "nn/transformer_layer.h"
 
 namespace loom::models {
 
@@ -100,33 +101,29 @@ struct DETRConfig {
 Tensor sine_position_embedding(const Tensor& mask, int64_t num_pos_feats,
                                float temperature = 10000.0f);
 
-// DETR's TransformerEncoderLayer, post-norm (normalize_before=False, the official default).
-class DETREncoderLayer : public nn::Module {
+// DETR's TransformerEncoderLayer, post-norm (normalize_before=False, the official default): the
+// modules of PyTorch's nn.TransformerEncoderLayer (ReLU, LayerNorm eps 1e-5), names and order
+// included, with DETR's forward, which adds the positions to queries and keys. (This forward
+// hides the base class's, which has no positions.)
+class DETREncoderLayer : public nn::TransformerEncoderLayer {
  public:
-  DETREncoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float dropout);
+  DETREncoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float dropout)
+      : nn::TransformerEncoderLayer(d, n_head, d_ff, dropout) {}
   // src, pos (B, S, d); key_padding_mask (B, S) int64 nonzero = padding, or undefined
   // -> (B, S, d)
   Tensor forward(const Tensor& src, const Tensor& pos, const Tensor& key_padding_mask) const;
-
-  std::shared_ptr<nn::MultiheadAttention> self_attn;
-  std::shared_ptr<nn::Linear> linear1, linear2;
-  std::shared_ptr<nn::Dropout> dropout, dropout1, dropout2;
-  std::shared_ptr<nn::LayerNorm> norm1, norm2;
 };
 
-// DETR's TransformerDecoderLayer, post-norm.
-class DETRDecoderLayer : public nn::Module {
+// DETR's TransformerDecoderLayer, post-norm: nn.TransformerDecoderLayer's modules, with the
+// object queries' positions added to the queries and the image's to the keys.
+class DETRDecoderLayer : public nn::TransformerDecoderLayer {
  public:
-  DETRDecoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float dropout);
+  DETRDecoderLayer(int64_t d, int64_t n_head, int64_t d_ff, float dropout)
+      : nn::TransformerDecoderLayer(d, n_head, d_ff, dropout) {}
   // tgt, query_pos (B, Q, d); memory, pos (B, S, d); memory_key_padding_mask (B, S) or
   // undefined -> (B, Q, d)
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& pos,
                  const Tensor& query_pos, const Tensor& memory_key_padding_mask) const;
-
-  std::shared_ptr<nn::MultiheadAttention> self_attn, multihead_attn;
-  std::shared_ptr<nn::Linear> linear1, linear2;
-  std::shared_ptr<nn::Dropout> dropout, dropout1, dropout2, dropout3;
-  std::shared_ptr<nn::LayerNorm> norm1, norm2, norm3;
 };
 
 // Holds the layers as transformer.encoder.layers.N and transformer.decoder.{layers.N, norm}.

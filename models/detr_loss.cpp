@@ -8,8 +8,8 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "models/detr_boxes.h"
-#include "models/linear_sum_assignment.h"
 #include "nn/functional.h"
+#include "optim/linear_sum_assignment.h"
 
 namespace loom::models {
 

@@ -1,6 +1,6 @@
 // GPT-2 (Radford et al. 2019) in the order of nanoGPT's model.py: configuration and presets, the
 // KV cache, the blocks (attention, MLP, Block), the model, and the loader for Hugging Face GPT-2
-// checkpoints. Generation (GPT's side of models/sampling.h's loop, and its GPU decoding with
+// checkpoints. Generation (GPT's side of generation/sampling.h's loop, and its GPU decoding with
 // recorded steps) is in models/gpt_generate.cpp.
 #include "models/gpt.h"
 
@@ -35,8 +35,7 @@ std::span<const fields::Preset<GPTConfig>> GPTConfig::presets() {
 
 namespace {
 
-// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
-// hostile config's count would overflow int64).
+// num_parameters() in T (models/model_size.h).
 template <class T>
 T count_parameters(const GPTConfig& c) {
   const auto d = static_cast<T>(c.d_model);

@@ -8,7 +8,7 @@
 //   attn = causal multi-head self-attention, q, k and v split from one projection c_attn, through
 //          nn::causal_attention (nn/kv_cache.h: with a KV cache, over the cached positions too);
 //   mlp  = nn::FeedForward (Vaswani et al. 2017, eq. 2) with GPT-2's names and GELU (tanh).
-//   Generation (sample_token, GenerateOptions, the decoding loop) lives in models/sampling.h.
+//   Generation (sample_token, GenerateOptions, the decoding loop): generation/sampling.h.
 //
 // Parameter names are those of Hugging Face's GPT2Model (wte, wpe, h.N.ln_1, h.N.attn.c_attn,
 // h.N.attn.c_proj, h.N.ln_2, h.N.mlp.c_fc, h.N.mlp.c_proj, ln_f), so checkpoints map
@@ -24,7 +24,7 @@
 
 #include "core/fields.h"
 #include "core/tensor.h"
-#include "models/sampling.h"
+#include "generation/sampling.h"
 #include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -35,6 +35,11 @@
 #include "nn/module.h"
 
 namespace loom::models {
+
+// The decoding every generating model shares (generation/sampling.h), under its old names.
+using generation::check_generate_options, generation::generate_tokens,
+    generation::GenerateOptions, generation::NextTokenLogits, generation::sample_next,
+    generation::sample_token;
 
 // ---------------------------------------------------------------------------- configuration
 // GPTConfig's fields (core/fields.h): type, name, default, check, meaning.

@@ -1,4 +1,4 @@
-// GPT::generate: autoregressive decoding, GPT's side of models/sampling.h's loop. On the CPU
+// GPT::generate: autoregressive decoding, GPT's side of generation/sampling.h's loop. On the CPU
 // (or with host_sampling) the logits of each step come to the host and are sampled there; on a
 // GPU the sequence stays on the device, and with a KV cache each token is one replay of a
 // recorded step (backends/graph.h). The model itself is in models/gpt.cpp.
@@ -11,7 +11,7 @@
 #include "backends/graph.h"
 #include "core/rng.h"
 #include "models/gpt.h"
-#include "models/sampling.h"
+#include "nn/eval_guard.h"
 #include "nn/functional.h"
 
 namespace loom::models {
@@ -51,13 +51,8 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> prompt, const GenerateOp
 
   check_generate_options(options, "GPT::generate");
 
-  NoGradGuard no_grad;
-  struct EvalMode {  // evaluation mode (no dropout) for the call, then the caller's mode again
-    GPT& model;
-    bool was_training;
-    ~EvalMode() { model.train(was_training); }
-  } eval_mode{*this, is_training()};
-  eval();
+  // Evaluation mode (no dropout) and no gradients for the call, then the caller's mode again.
+  nn::EvalGuard eval_mode(*this);
   if (wte->weight.device() != Device::CPU && !options.host_sampling)
     return generate_on_device(std::move(prompt), options);
 

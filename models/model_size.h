@@ -16,6 +16,10 @@ inline constexpr double kMaxParameters = 4e9;
 // and tensors, so a billion layers of width 1 would exhaust memory with few parameters.
 inline constexpr double kMaxLayers = 10000;
 
+// Each config counts its parameters once, as count_parameters<T>(config) in its .cpp: in
+// int64_t for num_parameters(), in double for validate()'s check below (a hostile config's
+// count would overflow int64).
+//
 // Throws loom::Error "<config>: <parameters> parameters in <layers> layers is over loom's
 // budget ... (<description>)" when either is over its bound. Both are counted in double, so
 // that a hostile size cannot overflow the count into a small number.

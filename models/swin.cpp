@@ -50,8 +50,7 @@ int64_t SwinConfig::stage_window(int64_t stage) const {
 
 namespace {
 
-// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
-// hostile config's count would overflow int64).
+// num_parameters() in T (models/model_size.h).
 template <class T>
 T count_parameters(const SwinConfig& c) {
   const auto D = static_cast<T>(c.embed_dim), p = static_cast<T>(c.patch_size);

@@ -38,8 +38,7 @@ std::span<const fields::Preset<TransformerConfig>> TransformerConfig::presets() 
 
 namespace {
 
-// num_parameters() in T: int64_t for the count, double for validate()'s budget check (a
-// hostile config's count would overflow int64).
+// num_parameters() in T (models/model_size.h).
 template <class T>
 T count_parameters(const TransformerConfig& c) {
   const auto d = static_cast<T>(c.d_model), f = static_cast<T>(c.d_ff),

@@ -15,7 +15,31 @@
 
 namespace loom::nn {
 
-class Conv2d : public Module {
+// What the three layers share, as PyTorch's _ConvNd: the sizes, weight and bias, checked,
+// registered and initialised by the constructor, and the repr. Size is the type of a per-dim
+// size: int64_t for Conv1d, ExpandingArray<2> for the 2-d layers. A transposed layer's weight is
+// [in_channels, out_channels / groups, kernel...] instead of [out_channels, in_channels /
+// groups, kernel...], and only it takes an output_padding (0 for the others, as in PyTorch).
+template <class Size>
+class ConvNd : public Module {
+ public:
+  std::string extra_repr() const override;
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Size kernel_size, stride, padding, output_padding, dilation;
+  int64_t groups;
+  Tensor weight;  // [out_channels, in_channels / groups, kernel...] (transposed: see above)
+  Tensor bias;    // [out_channels], undefined when built with bias = false
+
+ protected:
+  // `layer` names the class in error messages.
+  ConvNd(const char* layer, bool transposed, int64_t in_channels, int64_t out_channels,
+         Size kernel_size, Size stride, Size padding, Size output_padding, Size dilation,
+         int64_t groups, bool bias);
+};
+
+class Conv2d : public ConvNd<ExpandingArray<2>> {
  public:
   // PyTorch's argument order: Conv2d(3, 8, 3), Conv2d(3, 8, {3, 5}, {1, 2}, {1, 2}, 1, 2, false).
   Conv2d(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size,
@@ -31,17 +55,9 @@ class Conv2d : public Module {
   // x [N, in_channels, H, W] -> [N, out_channels, H_out, W_out],
   // H_out = (H + 2 padding - dilation (kernel_size - 1) - 1) / stride + 1
   Tensor forward(const Tensor& x) const;
-  std::string extra_repr() const override;
-  void reset_parameters();
-
-  int64_t in_channels, out_channels;
-  ExpandingArray<2> kernel_size, stride, padding, dilation;
-  int64_t groups;
-  Tensor weight;  // [out_channels, in_channels / groups, kh, kw]
-  Tensor bias;    // [out_channels], undefined when built with bias = false
 };
 
-class Conv1d : public Module {
+class Conv1d : public ConvNd<int64_t> {
  public:
   Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
          int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, bool bias = true);
@@ -49,19 +65,13 @@ class Conv1d : public Module {
   // x [N, in_channels, L] -> [N, out_channels, L_out],
   // L_out = (L + 2 padding - dilation (kernel_size - 1) - 1) / stride + 1
   Tensor forward(const Tensor& x) const;
-  std::string extra_repr() const override;
-  void reset_parameters();
-
-  int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
-  Tensor weight;  // [out_channels, in_channels / groups, kernel_size]
-  Tensor bias;    // [out_channels], undefined when built with bias = false
 };
 
 // The adjoint of Conv2d with respect to its input (a "deconvolution", Zeiler et al. 2010;
 // Dumoulin & Visin 2016 give the arithmetic): each input pixel scatters a weighted kernel
 // into the output. output_padding (< stride or < dilation) adds rows and columns at the
 // bottom and right, picking one of the input sizes that a strided Conv2d maps to the same size.
-class ConvTranspose2d : public Module {
+class ConvTranspose2d : public ConvNd<ExpandingArray<2>> {
  public:
   ConvTranspose2d(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size,
                   ExpandingArray<2> stride = 1, ExpandingArray<2> padding = 0,
@@ -71,15 +81,9 @@ class ConvTranspose2d : public Module {
   // x [N, in_channels, H, W] -> [N, out_channels, H_out, W_out], H_out = (H - 1) stride -
   // 2 padding + dilation (kernel_size - 1) + output_padding + 1
   Tensor forward(const Tensor& x) const;
-  std::string extra_repr() const override;
-  void reset_parameters();
-
-  int64_t in_channels, out_channels;
-  ExpandingArray<2> kernel_size, stride, padding, output_padding;
-  int64_t groups;
-  ExpandingArray<2> dilation;
-  Tensor weight;  // [in_channels, out_channels / groups, kh, kw]
-  Tensor bias;    // [out_channels], undefined when built with bias = false
 };
+
+extern template class ConvNd<int64_t>;
+extern template class ConvNd<ExpandingArray<2>>;
 
 }  // namespace loom::nn

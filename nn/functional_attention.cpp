@@ -18,15 +18,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Whether `from` stretches to `to` by broadcasting alone (trailing dims equal or 1).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t lead = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    if (from[i] != 1 && from[i] != to[lead + i]) return false;
-  return true;
-}
-
 // Whether the matrices of t [..., rows, cols] lie one fixed stride apart, so a GEMM over all of
 // them is one strided-batched call: true for contiguous tensors and for a KV cache's
 // (B, nh, S, hs) window, false for heads split out of a (B, T, nh, hs) projection.

@@ -1,11 +1,10 @@
-// Convolution and max pooling by im2col (Chellapilla et al. 2006): the sliding windows are
-// gathered with one index_select into columns, so a convolution becomes one GEMM and a pooling
-// one max over the window dim. index_select's backward (index_add) scatters the column
-// gradients back onto the image: that is col2im, and no new kernel is needed. The transposed
-// convolution runs the same two steps the other way round: a GEMM makes the columns, col2im
-// (index_add) sums them into the image.
+// Convolution and pooling by im2col (Chellapilla et al. 2006): the sliding windows are gathered
+// into columns (loom::im2col, backends/window), so a convolution becomes one GEMM and an average
+// pooling one mean over the window dim; the columns' gradient is summed back onto the image by
+// col2im, im2col's adjoint. The transposed convolution runs the same two steps the other way
+// round: a GEMM makes the columns, col2im sums them into the image. Max pooling keeps, per
+// window, the position of its maximum, where the backward sends the gradient.
 #include <cmath>
-#include <limits>
 
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -24,6 +23,10 @@ struct Window {
     return (in + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
   }
   int64_t kernel_elements() const { return kernel[0] * kernel[1]; }
+  WindowGeometry geometry() const {
+    return {{kernel[0], kernel[1]}, {stride[0], stride[1]}, {padding[0], padding[1]},
+            {dilation[0], dilation[1]}};
+  }
   std::string str() const {
     return fmt::format("kernel_size {}, stride {}, padding {}, dilation {}", kernel.str(),
                        stride.str(), padding.str(), dilation.str());
@@ -36,25 +39,6 @@ void check_window(const Window& w, const char* op) {
   for (int d = 0; d < 2; ++d)
     LOOM_CHECK(w.kernel[d] > 0 && w.stride[d] > 0 && w.padding[d] >= 0 && w.dilation[d] > 0,
                "{}: invalid {}", op, w.str());
-}
-
-// For each kernel offset (i, j) and output position (oh, ow), the flat position of the input
-// pixel in an H*W image, or H*W (the appended padding slot) when it falls in the padding.
-Tensor window_index(int64_t height, int64_t width, const Window& w, Device device) {
-  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
-  std::vector<int64_t> index;
-  index.reserve(w.kernel_elements() * out_h * out_w);
-  for (int64_t i = 0; i < w.kernel[0]; ++i)
-    for (int64_t j = 0; j < w.kernel[1]; ++j)
-      for (int64_t oh = 0; oh < out_h; ++oh)
-        for (int64_t ow = 0; ow < out_w; ++ow) {
-          const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
-          const int64_t c = ow * w.stride[1] + j * w.dilation[1] - w.padding[1];
-          const bool inside = r >= 0 && r < height && c >= 0 && c < width;
-          index.push_back(inside ? r * width + c : height * width);
-        }
-  const int64_t count = static_cast<int64_t>(index.size());
-  return tensor_i64(std::move(index), {count}).to(device);
 }
 
 // weight [C_out, C_in / groups, kh, kw] (or, transposed, [C_in, C_out / groups, kh, kw]) against
@@ -88,16 +72,13 @@ Tensor unfold2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2
              shape_of(x));
   const Window w{kernel_size, stride, padding, dilation};
   check_window(w, "unfold2d");
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
-  const int64_t out_h = w.output_size(0, h), out_w = w.output_size(1, wd);
+  const int64_t out_h = w.output_size(0, x.size(2)), out_w = w.output_size(1, x.size(3));
   LOOM_CHECK(out_h > 0 && out_w > 0, "unfold2d: the padded input {} is smaller than the kernel "
              "({})", shape_str(x.shape()), w.str());
-  Tensor flat = x.reshape({n, c, h * wd});  // [N, C, H*W]
-  // One extra slot holding the padding value, which every out-of-image window position reads.
-  flat = cat({flat, full({n, c, 1}, pad_value, x.device())}, 2);  // [N, C, H*W + 1]
-  const Tensor index = window_index(h, wd, w, x.device());
-  Tensor cols = index_select(flat, 2, index);                          // [N, C, kh*kw*L]
-  return cols.reshape({n, c, w.kernel_elements(), out_h * out_w});     // [N, C, kh*kw, L]
+  // im2col computes in float32: a bfloat16 image (autocast) is widened and its columns rounded.
+  if (x.dtype() == DType::BFloat16)
+    return im2col(x.to(DType::Float32), w.geometry(), pad_value).to(DType::BFloat16);
+  return im2col(x, w.geometry(), pad_value);  // [N, C, kh*kw, H_out*W_out]
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ExpandingArray<2> stride,
@@ -110,14 +91,20 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Expandi
   const int64_t out_h = w.output_size(0, x.size(2)), out_w = w.output_size(1, x.size(3));
   LOOM_CHECK(out_h > 0 && out_w > 0, "conv2d: input {} with {} is smaller than the kernel {}",
              shape_str(x.shape()), w.str(), shape_str(weight.shape()));
-  // Columns ordered (c, i, j) like the weight's flattened [C_in/G, kh, kw], one block per group.
-  const int64_t k_group = weight.size(1) * w.kernel_elements();  // C_in/G * kh * kw
-  Tensor cols = unfold2d(x, w.kernel, stride, padding, 0.0f, dilation)
-                    .reshape({n, g, k_group, out_h * out_w});  // [N, G, C_in/G*kh*kw, L]
-  // [G, C_out/G, K] @ [N, G, K, L] -> [N, G, C_out/G, L]: one batched GEMM, a group per batch.
+  // Columns with the batch last, rows ordered (c, i, j) like the weight's flattened
+  // [C_in/G, kh, kw], one block of rows per group: [C_in * kh*kw, N * L] as [G, K, N * L].
+  const int64_t k_group = weight.size(1) * w.kernel_elements();  // K = C_in/G * kh * kw
+  const int64_t positions = out_h * out_w;                        // L
+  const bool bf16 = x.dtype() == DType::BFloat16;  // (autocast) columns in float32, then rounded
+  Tensor cols = im2col(bf16 ? x.to(DType::Float32) : x, w.geometry(), 0.0f, /*batch_last=*/true)
+                    .reshape({g, k_group, n * positions});
+  if (bf16) cols = cols.to(DType::BFloat16);
+  // [G, C_out/G, K] @ [G, K, N * L] -> [G, C_out/G, N * L]: one GEMM per group, every image at
+  // once (a long GEMM runs near the machine's peak, where one per image would not).
   Tensor y = matmul(weight.reshape({g, c_out / g, k_group}), cols);
-  y = y.reshape({n, c_out, out_h * out_w});  // [N, C_out, L]
-  if (bias.defined()) y = y + bias.reshape({1, c_out, 1});
+  y = y.reshape({c_out, n, positions}).transpose(0, 1);  // [N, C_out, L], a view
+  // The bias add writes the batch-first layout in the same pass; without a bias, a copy does.
+  y = bias.defined() ? y + bias.reshape({1, c_out, 1}) : y.contiguous();
   return y.reshape({n, c_out, out_h, out_w});  // [N, C_out, H_out, W_out]
 }
 
@@ -157,13 +144,12 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   // [G, C_out/G * kh*kw, C_in/G] @ [N, G, C_in/G, H*W] -> [N, G, C_out/G * kh*kw, H*W].
   const Tensor w_t = weight.reshape({g, c_in / g, c_out / g * k}).transpose(1, 2);
   Tensor cols = matmul(w_t, x.reshape({n, g, c_in / g, h * wd}));
-  cols = cols.reshape({n, c_out, k * h * wd});  // [N, C_out, kh*kw * H*W]
+  cols = cols.reshape({n, c_out, k, h * wd});  // [N, C_out, kh*kw, H*W]
   // col2im: column (i, j, ih, iw) lands on the output pixel that conv2d's window (i, j) at
-  // position (ih, iw) reads, or on the padding slot appended at the end (then dropped).
-  const int64_t out_pixels = out_size[0] * out_size[1];
-  const Tensor index = window_index(out_size[0], out_size[1], w, x.device());
-  Tensor y = index_add(zeros({n, c_out, out_pixels + 1}, x.device()), 2, index, cols);
-  y = y.narrow(2, 0, out_pixels);  // [N, C_out, H_out*W_out]
+  // position (ih, iw) reads; those in the padding are dropped.
+  if (cols.dtype() != DType::Float32) cols = cols.to(DType::Float32);
+  Tensor y = col2im(cols, out_size[0], out_size[1], w.geometry());
+  y = y.reshape({n, c_out, out_size[0] * out_size[1]});  // [N, C_out, H_out*W_out]
   if (bias.defined()) y = y + bias.reshape({1, c_out, 1});
   return y.reshape({n, c_out, out_size[0], out_size[1]});  // [N, C_out, H_out, W_out]
 }
@@ -202,10 +188,12 @@ Tensor max_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray
                   ExpandingArray<2> padding) {
   // x [N, C, H, W] -> [N, C, H_out, W_out]
   const Window w = pool_window(kernel_size, stride, padding, "max_pool2d");
-  // Padding reads -inf, so it never wins the max (PyTorch's behaviour).
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  const auto [cols, out_shape] = pool_columns(x, w, neg_inf, "max_pool2d");  // [N, C, kh*kw, L]
-  return max(cols, 2).reshape(out_shape);                                   // [N, C, H_out, W_out]
+  // Padding never wins the max (PyTorch's behaviour): the kernel skips it.
+  LOOM_CHECK(x.defined() && x.dim() == 4, "max_pool2d: expected input [N, C, H, W], got {}",
+             shape_of(x));
+  if (x.dtype() == DType::BFloat16)  // the kernel compares in float32
+    return max_pool2d(x.to(DType::Float32), kernel_size, stride, padding).to(DType::BFloat16);
+  return std::get<0>(max_pool2d_with_indices(x, w.geometry()));
 }
 
 Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, ExpandingArray<2> stride,

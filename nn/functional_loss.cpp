@@ -26,15 +26,6 @@ Tensor as_float(const Tensor& mask) {
 
 std::string shape_of(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
 
-// Whether `from` broadcasts to `to` (NumPy's rule, aligned at the last dim) without growing it.
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t offset = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    if (from[i] != 1 && from[i] != to[offset + i]) return false;
-  return true;
-}
-
 }  // namespace
 
 Tensor reduce(const Tensor& losses, Reduction reduction) {

@@ -1,5 +1,6 @@
 // Batch normalisation (Ioffe & Szegedy 2015), group normalisation (Wu & He 2018) and RMSNorm
-// (Zhang & Sennrich 2019), composed from reductions, elementwise ops and the fused layer_norm.
+// (Zhang & Sennrich 2019), composed from reductions, elementwise ops and the fused layer_norm
+// (batch normalisation of float32 tensors runs as the fused loom::batch_norm).
 // (layer_norm itself is a fused op in autograd/ops.h; functional.cpp forwards to it.)
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -40,6 +41,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   check_channel_vector(bias, channels, "bias", x);
   LOOM_CHECK(running_mean.defined() == running_var.defined(),
              "batch_norm: running_mean and running_var must be given together");
+  // Float32 tensors take the fused op (one kernel each way, backends/batch_norm), which
+  // computes what the ops below write out; bfloat16 ones run these ops.
+  const auto f32 = [](const Tensor& t) { return !t.defined() || t.dtype() == DType::Float32; };
+  if (f32(x) && f32(running_mean) && f32(running_var) && f32(weight) && f32(bias))
+    return loom::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
   Shape stat_shape(x.dim(), 1);
   stat_shape[1] = channels;  // [1, C, 1, 1]
 

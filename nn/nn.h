@@ -9,6 +9,7 @@
 #include "nn/conv2d.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
+#include "nn/eval_guard.h"
 #include "nn/feed_forward.h"
 #include "nn/functional.h"
 #include "nn/group_norm.h"

@@ -12,45 +12,37 @@ ExpandingArray<2> default_stride(ExpandingArray<2> stride, ExpandingArray<2> ker
   return {stride[0] == 0 ? kernel[0] : stride[0], stride[1] == 0 ? kernel[1] : stride[1]};
 }
 
-void check_pool(const char* layer, ExpandingArray<2> k, ExpandingArray<2> stride,
-                ExpandingArray<2> padding) {
+}  // namespace
+
+template <class Layer>
+Pool2d<Layer>::Pool2d(ExpandingArray<2> k, ExpandingArray<2> stride_, ExpandingArray<2> padding_)
+    : kernel_size(k), stride(default_stride(stride_, k)), padding(padding_) {
   for (int d = 0; d < 2; ++d)
     LOOM_CHECK(k[d] > 0 && stride[d] > 0 && padding[d] >= 0 && 2 * padding[d] <= k[d],
                "{}: invalid kernel_size {}, stride {}, padding {} (padding at most half the "
                "kernel)",
-               layer, k.str(), stride.str(), padding.str());
+               Layer::kName, k.str(), stride.str(), padding.str());
 }
 
-}  // namespace
-
-MaxPool2d::MaxPool2d(ExpandingArray<2> k, ExpandingArray<2> stride_, ExpandingArray<2> padding_)
-    : kernel_size(k), stride(default_stride(stride_, k)), padding(padding_) {
-  check_pool("MaxPool2d", k, stride, padding_);
+template <class Layer>
+std::string Pool2d<Layer>::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}", kernel_size.compact_str(),
+                     stride.compact_str(), padding.compact_str());
 }
+
+template class Pool2d<MaxPool2d>;
+template class Pool2d<AvgPool2d>;
 
 Tensor MaxPool2d::forward(const Tensor& x) const {
-  // x [N, C, H, W] -> [N, C, H_out, W_out]
   return functional::max_pool2d(x, kernel_size, stride, padding);
 }
 
 std::string MaxPool2d::extra_repr() const {
-  return fmt::format("kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False",
-                     kernel_size.compact_str(), stride.compact_str(), padding.compact_str());
-}
-
-AvgPool2d::AvgPool2d(ExpandingArray<2> k, ExpandingArray<2> stride_, ExpandingArray<2> padding_)
-    : kernel_size(k), stride(default_stride(stride_, k)), padding(padding_) {
-  check_pool("AvgPool2d", k, stride, padding_);
+  return Pool2d::extra_repr() + ", dilation=1, ceil_mode=False";
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) const {
-  // x [N, C, H, W] -> [N, C, H_out, W_out]
   return functional::avg_pool2d(x, kernel_size, stride, padding);
-}
-
-std::string AvgPool2d::extra_repr() const {
-  return fmt::format("kernel_size={}, stride={}, padding={}", kernel_size.compact_str(),
-                     stride.compact_str(), padding.compact_str());
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(ExpandingArray<2> size) : output_size(size) {

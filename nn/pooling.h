@@ -14,37 +14,43 @@
 
 namespace loom::nn {
 
-class MaxPool2d : public Module {
+// What MaxPool2d and AvgPool2d share: the window sizes, checked by the constructor, which both
+// inherit (`using Pool2d::Pool2d`). Layer is the class deriving from it (the "curiously
+// recurring template pattern"): its kName names it in the constructor's error messages.
+template <class Layer>
+class Pool2d : public Module {
  public:
   // stride 0 means stride = kernel_size (PyTorch's default).
-  explicit MaxPool2d(ExpandingArray<2> kernel_size, ExpandingArray<2> stride = 0,
-                     ExpandingArray<2> padding = 0);
+  explicit Pool2d(ExpandingArray<2> kernel_size, ExpandingArray<2> stride = 0,
+                  ExpandingArray<2> padding = 0);
   // MaxPool2d({kh, kw}): without it the braces could also build a MaxPool2d(kh, kw) to copy from.
-  explicit MaxPool2d(std::initializer_list<int64_t> kernel_size)
-      : MaxPool2d(ExpandingArray<2>(kernel_size)) {}
-
-  // x [N, C, H, W] -> [N, C, H_out, W_out], H_out = (H + 2 padding - kernel_size) / stride + 1
-  Tensor forward(const Tensor& x) const;
-  std::string extra_repr() const override;
+  explicit Pool2d(std::initializer_list<int64_t> kernel_size)
+      : Pool2d(ExpandingArray<2>(kernel_size)) {}
+  std::string extra_repr() const override;  // "kernel_size=2, stride=2, padding=0"
 
   ExpandingArray<2> kernel_size, stride, padding;
 };
 
-class AvgPool2d : public Module {
+// forward: x [N, C, H, W] -> [N, C, H_out, W_out], H_out = (H + 2 padding - kernel_size) /
+// stride + 1, for both.
+class MaxPool2d : public Pool2d<MaxPool2d> {
  public:
-  // stride 0 means stride = kernel_size (PyTorch's default).
-  explicit AvgPool2d(ExpandingArray<2> kernel_size, ExpandingArray<2> stride = 0,
-                     ExpandingArray<2> padding = 0);
-  // AvgPool2d({kh, kw}): without it the braces could also build a AvgPool2d(kh, kw) to copy from.
-  explicit AvgPool2d(std::initializer_list<int64_t> kernel_size)
-      : AvgPool2d(ExpandingArray<2>(kernel_size)) {}
-
-  // x [N, C, H, W] -> [N, C, H_out, W_out], H_out = (H + 2 padding - kernel_size) / stride + 1
+  static constexpr const char* kName = "MaxPool2d";
+  using Pool2d::Pool2d;
   Tensor forward(const Tensor& x) const;
+  // PyTorch's, with the two arguments loom does not take at their defaults.
   std::string extra_repr() const override;
-
-  ExpandingArray<2> kernel_size, stride, padding;
 };
+
+class AvgPool2d : public Pool2d<AvgPool2d> {
+ public:
+  static constexpr const char* kName = "AvgPool2d";
+  using Pool2d::Pool2d;
+  Tensor forward(const Tensor& x) const;
+};
+
+extern template class Pool2d<MaxPool2d>;
+extern template class Pool2d<AvgPool2d>;
 
 class AdaptiveAvgPool2d : public Module {
  public:

@@ -27,13 +27,8 @@ class Adagrad : public Optimizer {
   float eps() const { return eps_; }
   float initial_accumulator_value() const { return initial_accumulator_value_; }
 
- protected:
-  void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
-              ParamState& state) override;
-  std::vector<std::string> buffer_names() const override;
-  std::vector<std::pair<std::string, float>> hyperparameters() const override;
-
  private:
+  LOOM_OPTIMIZER_OVERRIDES;
   float lr_decay_, eps_, initial_accumulator_value_;
 };
 

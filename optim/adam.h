@@ -37,14 +37,11 @@ class Adam : public Optimizer {
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, float beta1, float beta2, float eps,
        bool decoupled);
-  void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
-              ParamState& state) override;
-  void update_group(const ParamGroup& group, std::span<Tensor> params,
-                    std::span<const Tensor> grads, std::span<ParamState*> states) override;
-  std::vector<std::string> buffer_names() const override;
-  std::vector<std::pair<std::string, float>> hyperparameters() const override;
 
  private:
+  LOOM_OPTIMIZER_OVERRIDES;
+  void update_group(const ParamGroup& group, std::span<Tensor> params,
+                    std::span<const Tensor> grads, std::span<ParamState*> states) override;
   // The kernel arguments of a step of `group` on parameters at step `step`.
   AdamArgs args(const ParamGroup& group, int64_t step) const;
   // exp_avg and exp_avg_sq, zeros on the parameter's device, at a parameter's first update.

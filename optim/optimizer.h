@@ -110,6 +110,16 @@ class Optimizer {
   // The constructor hyper-parameters, stored in state dicts and compared on load.
   virtual std::vector<std::pair<std::string, float>> hyperparameters() const = 0;
 
+  // Every subclass overrides these three (update_group only where it has a faster way): its
+  // class declares them in one line, LOOM_OPTIMIZER_OVERRIDES; in its private section (see
+  // optim/sgd.h), and defines them in its .cpp file. Private is enough: step(), state_dict()
+  // and load_state_dict() call them through the base.
+#define LOOM_OPTIMIZER_OVERRIDES                                                           \
+  void update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) \
+      override;                                                                            \
+  std::vector<std::string> buffer_names() const override;                                  \
+  std::vector<std::pair<std::string, float>> hyperparameters() const override
+
  private:
   // The state as named tensors; the buffers are the live ones (state_dict() copies them).
   std::vector<std::pair<std::string, Tensor>> entries() const;

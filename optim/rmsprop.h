@@ -30,13 +30,8 @@ class RMSprop : public Optimizer {
   float momentum() const { return momentum_; }
   bool centered() const { return centered_; }
 
- protected:
-  void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
-              ParamState& state) override;
-  std::vector<std::string> buffer_names() const override;
-  std::vector<std::pair<std::string, float>> hyperparameters() const override;
-
  private:
+  LOOM_OPTIMIZER_OVERRIDES;
   float alpha_, eps_, momentum_;
   bool centered_;
 };

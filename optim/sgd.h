@@ -24,13 +24,8 @@ class SGD : public Optimizer {
   float dampening() const { return dampening_; }
   bool nesterov() const { return nesterov_; }
 
- protected:
-  void update(const ParamGroup& group, Tensor& param, const Tensor& grad,
-              ParamState& state) override;
-  std::vector<std::string> buffer_names() const override;
-  std::vector<std::pair<std::string, float>> hyperparameters() const override;
-
  private:
+  LOOM_OPTIMIZER_OVERRIDES;
   float momentum_, dampening_;
   bool nesterov_;
 };

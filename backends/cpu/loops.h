@@ -56,6 +56,16 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   }
 }
 
+// Calls fn(i) for every i in [0, count): items of `work` cheap elements each (an image plane, a
+// channel), in parallel when there are enough of them to pay for the threads.
+template <class Fn>
+void parallel_for_each(int64_t count, int64_t work, const Fn& fn) {
+  parallel_for(0, count, std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t i = begin; i < end; ++i) fn(i);
+               });
+}
+
 // Grain in rows for row-wise kernels whose rows have `cols` elements of heavy work each.
 inline int64_t row_grain(int64_t cols) {
   return std::max<int64_t>(1, kGrainHeavy / std::max<int64_t>(cols, 1));

@@ -33,22 +33,12 @@ struct Op {
 struct PowF {
   float operator()(float a, float b) const { return std::pow(a, b); }
 };
-struct MaximumF {
-  template <class T>
-  T operator()(T a, T b) const { return binary::maximum(a, b); }
-};
-struct MinimumF {
-  template <class T>
-  T operator()(T a, T b) const { return binary::minimum(a, b); }
-};
-struct FloorDivF {
-  template <class T>
-  T operator()(T a, T b) const { return binary::floor_div(a, b); }
-};
-struct TruncDivF {
-  template <class T>
-  T operator()(T a, T b) const { return binary::trunc_div(a, b); }
-};
+// The functions of binary_math.h as function objects, for float32 and int64 alike (C++20: the
+// type of a lambda without captures names it, and Op default-constructs it).
+using MaximumF = decltype([](auto a, auto b) { return binary::maximum(a, b); });
+using MinimumF = decltype([](auto a, auto b) { return binary::minimum(a, b); });
+using FloorDivF = decltype([](auto a, auto b) { return binary::floor_div(a, b); });
+using TruncDivF = decltype([](auto a, auto b) { return binary::trunc_div(a, b); });
 
 // out[i] = f(a[i], b[i]) with inputs of type T and out of type O.
 template <class T, class O, class F>

@@ -44,17 +44,21 @@ using BinaryKernel = void(BinaryOp op, const Tensor& a, const Tensor& b, Tensor&
 using WhereKernel = void(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 using AxpyKernel = void(float alpha, const Tensor& src, Tensor& dst);
 
+// The declarations of the ten, said once for namespace cpu and once for namespace cuda.
+#define LOOM_ELEMENTWISE_KERNELS                                                      \
+  CopyKernel copy;                                                                    \
+  FillKernel fill;                                                                    \
+  ArangeKernel arange;                                                                \
+  UnaryKernel unary;                                                                  \
+  UnaryBackwardKernel unary_backward;                                                 \
+  BiasUnaryKernel bias_unary;                                                         \
+  BiasUnaryBackwardKernel bias_unary_backward;                                        \
+  BinaryKernel binary;                                                                \
+  WhereKernel where;                                                                  \
+  AxpyKernel axpy;
+
 namespace cpu {
-CopyKernel copy;
-FillKernel fill;
-ArangeKernel arange;
-UnaryKernel unary;
-UnaryBackwardKernel unary_backward;
-BiasUnaryKernel bias_unary;
-BiasUnaryBackwardKernel bias_unary_backward;
-BinaryKernel binary;
-WhereKernel where;
-AxpyKernel axpy;
+LOOM_ELEMENTWISE_KERNELS
 // x = op(x) in place over `batch` float32 matrices [rows, cols] with row stride ld, `stride`
 // elements apart: GemmArgs::activation over a product's C, by the unary loops' math.
 void unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
@@ -62,16 +66,7 @@ void unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols,
 }  // namespace cpu
 
 namespace cuda {
-CopyKernel copy;
-FillKernel fill;
-ArangeKernel arange;
-UnaryKernel unary;
-UnaryBackwardKernel unary_backward;
-BiasUnaryKernel bias_unary;
-BiasUnaryBackwardKernel bias_unary_backward;
-BinaryKernel binary;
-WhereKernel where;
-AxpyKernel axpy;
+LOOM_ELEMENTWISE_KERNELS
 }  // namespace cuda
 
 }  // namespace loom

@@ -20,23 +20,14 @@ namespace loom {
 void Backend::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                    bool reverse, Tensor& out) {
   const Contract c{device_, op == ScanOp::Sum ? "cumsum" : "cumprod"};
-  c.extents(outer, n, inner);
-  const int64_t numel = outer * n * inner;
-  c.input(x, DType::Float32, numel, "input");
-  c.output(out, DType::Float32, numel, "out");
-  if (numel > 0)
+  if (c.float32_block(outer, n, inner, {{x, "input"}}, out) > 0)
     run(cpu::scan, LOOM_CUDA_IMPL(cuda::scan), op, contiguous(x), outer, n, inner, reverse, out);
 }
 
 void Backend::cumprod_backward(const Tensor& grad, const Tensor& x, int64_t outer, int64_t n,
                                int64_t inner, Tensor& out) {
   const Contract c{device_, "cumprod_backward"};
-  c.extents(outer, n, inner);
-  const int64_t numel = outer * n * inner;
-  c.input(grad, DType::Float32, numel, "grad");
-  c.input(x, DType::Float32, numel, "input");
-  c.output(out, DType::Float32, numel, "out");
-  if (numel > 0)
+  if (c.float32_block(outer, n, inner, {{grad, "grad"}, {x, "input"}}, out) > 0)
     run(cpu::cumprod_backward, LOOM_CUDA_IMPL(cuda::cumprod_backward), contiguous(grad),
         contiguous(x), outer, n, inner, out);
 }

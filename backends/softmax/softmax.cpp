@@ -19,23 +19,14 @@ namespace loom {
 void Backend::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log,
                       Tensor& out) {
   const Contract c{device_, log ? "log_softmax" : "softmax"};
-  c.extents(outer, n, inner);
-  const int64_t numel = outer * n * inner;
-  c.input(x, DType::Float32, numel, "input");
-  c.output(out, DType::Float32, numel, "out");
-  if (numel > 0)
+  if (c.float32_block(outer, n, inner, {{x, "input"}}, out) > 0)
     run(cpu::softmax, LOOM_CUDA_IMPL(cuda::softmax), contiguous(x), outer, n, inner, log, out);
 }
 
 void Backend::softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
                                int64_t inner, bool log, Tensor& out) {
   const Contract c{device_, log ? "log_softmax_backward" : "softmax_backward"};
-  c.extents(outer, n, inner);
-  const int64_t numel = outer * n * inner;
-  c.input(grad, DType::Float32, numel, "grad");
-  c.input(y, DType::Float32, numel, "output");
-  c.output(out, DType::Float32, numel, "out");
-  if (numel > 0)
+  if (c.float32_block(outer, n, inner, {{grad, "grad"}, {y, "output"}}, out) > 0)
     run(cpu::softmax_backward, LOOM_CUDA_IMPL(cuda::softmax_backward), contiguous(grad),
         contiguous(y), outer, n, inner, log, out);
 }

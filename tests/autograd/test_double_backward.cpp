@@ -306,6 +306,30 @@ TEST_CASE("gradgradcheck: the tensor API's reductions, indexing, selection and l
                   name, 1e-3f);
 }
 
+TEST_CASE("gradgradcheck: im2col, col2im, max pooling and batch_norm") {
+  manual_seed(43);
+  const WindowGeometry w{{3, 2}, {2, 1}, {1, 1}, {1, 2}};
+  gradgradcheck([&](const std::vector<Tensor>& t) { return im2col(t[0] * t[0], w, 0.5f); },
+                {randn({1, 2, 5, 4})}, "im2col");
+  const Shape cols = im2col(zeros({1, 2, 5, 4}), w).shape();
+  gradgradcheck([&](const std::vector<Tensor>& t) { return col2im(t[0] * t[0], 5, 4, w); },
+                {randn(cols)}, "col2im");
+  const Tensor distinct = randperm(40).to(DType::Float32).reshape({1, 2, 4, 5}) * 0.1f + 1.0f;
+  gradgradcheck([&](const std::vector<Tensor>& t) {
+                  return std::get<0>(max_pool2d_with_indices(t[0] * t[0], w));
+                },
+                {distinct}, "max_pool2d_with_indices");
+  gradgradcheck([](const std::vector<Tensor>& t) {
+                  return batch_norm(t[0], t[1], t[2], Tensor(), Tensor(), true);
+                },
+                {randn({3, 2, 4}), randn({2}), randn({2})}, "batch_norm (training)");
+  const Tensor running_mean = randn({2}), running_var = positive({2});
+  gradgradcheck([&](const std::vector<Tensor>& t) {
+                  return batch_norm(t[0] * t[0], t[1], t[2], running_mean, running_var, false);
+                },
+                {randn({3, 2, 4}), randn({2}), randn({2})}, "batch_norm (evaluation)");
+}
+
 TEST_CASE("Hessian-vector product of an MLP with layer_norm and cross_entropy matches PyTorch") {
   const std::vector<std::string> names = {"w1", "b1", "ln_w", "ln_b", "w2", "b2"};
   std::vector<Tensor> p;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "models/sampling_rows.h"
+#include "generation/sampling_rows.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -2,6 +2,8 @@
 # char_lstm end to end on the fortunes database, in seconds: a tiny LSTM trained for 12 steps in
 # one go, and the same run stopped after step 6 (--stop-at) and continued (--resume), must print
 # the same losses for steps 8-12, the same final validation loss and the same sampled text.
+# Then a run on fortunes made only of bytes above 127 (UTF-8 text), with such a prompt: every
+# byte is a token in [0, 256), none read as a negative char.
 #   char_lstm_resume.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1
@@ -27,4 +29,11 @@ diff <(steps "$work/whole.log") <(steps "$work/second.log") ||
 diff <(final "$work/whole.log") <(final "$work/second.log") ||
   { echo "FAIL: final validation or sample differ after the resume"; exit 1; }
 grep -q -- "--- temperature" "$work/whole.log" || { echo "FAIL: no sample"; exit 1; }
+
+mkdir -p "$work/utf8"
+for i in $(seq 1 200); do printf 'Ça coûte %d€ — naïve Ünïcödé ©\n%%\n' "$i"; done \
+  >"$work/utf8/fortunes"
+"$bin/char_lstm" "${flags[@]}" --fortunes "$work/utf8" --prompt "Ça" --out "$work/utf8-run" \
+  >"$work/utf8.log" 2>&1 || { cat "$work/utf8.log"; echo "FAIL: bytes above 127"; exit 1; }
+grep -q '^final' "$work/utf8.log" || { echo "FAIL: no final line on UTF-8 fortunes"; exit 1; }
 echo "char_lstm: resume exact; $(grep '^final' "$work/whole.log")"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden linear sum assignments from scipy for tests/models/test_linear_sum_assignment.cpp.
+"""Golden linear sum assignments from scipy for tests/optim/test_linear_sum_assignment.cpp.
 
 Each case is a float32 cost matrix solved by scipy.optimize.linear_sum_assignment (which works
 in float64 on the float32 values). Writes lsa.safetensors next to this script:

@@ -8,8 +8,10 @@
 //     ... forward passes ...
 //   }
 //
-// TrainingRun::eval_due says when an evaluation is due (rank 0, every --eval-every steps) and
-// TrainingRun::untimed keeps its time out of the throughput and the --minutes plan.
+// It lives in nn/, beside Module, so that the models' own decoding loops use it too; in a
+// trainer, TrainingRun::eval_due (train/training_run.h) says when an evaluation is due (rank 0,
+// every --eval-every steps) and TrainingRun::untimed keeps its time out of the throughput and
+// the --minutes plan.
 #pragma once
 
 #include "autograd/node.h"

@@ -16,6 +16,9 @@
 //
 // Conventions (scipy's): costs are summed in double; +inf marks a forbidden pair; NaN and -inf
 // are invalid; an n x 0 or 0 x m matrix gives two empty vectors.
+//
+// It lives in optim/ as scipy.optimize's counterpart beside torch.optim's: a general problem
+// solved exactly, needing only tensors, below every model that matches sets (DETR's matcher).
 #pragma once
 
 #include <cstdint>

@@ -1,15 +1,15 @@
-// models/sampling.h's decoding loop on its own, with a stand-in model: what it asks the model,
+// generation/sampling.h's decoding loop on its own, with a stand-in model: what it asks the model,
 // when it stops, what it streams, and that sampling is repeatable under manual_seed.
 #include <vector>
 
-#include "models/sampling.h"
+#include "generation/sampling.h"
 #include "sampling_rows.h"
 #include "test_util.h"
 
 using namespace loom;
 using namespace loom::testing;
-using models::generate_tokens;
-using models::GenerateOptions;
+using generation::generate_tokens;
+using generation::GenerateOptions;
 
 namespace {
 
@@ -88,8 +88,8 @@ const SamplingSetting kSettings[] = {
 }  // namespace
 
 TEST_CASE("sample_next on the CPU picks sample_token's token for every row, setting and seed") {
-  using models::sample_next;
-  using models::sample_token;
+  using generation::sample_next;
+  using generation::sample_token;
   manual_seed(5);
   const int64_t rows = 16, vocab = 97;
   for (const bool with_ties : {false, true}) {
@@ -118,13 +118,13 @@ TEST_CASE("sample_next draws from the global generator as generate_tokens does")
   const Tensor logits = tensor({0.0f, 0.1f, 0.2f, 0.0f, 0.3f, 0.1f}, {2, 3});
   manual_seed(21);
   const uint64_t before = default_generator().offset();
-  const Tensor greedy = models::sample_next(logits, 0.0f);
+  const Tensor greedy = generation::sample_next(logits, 0.0f);
   CHECK(default_generator().offset() == before);  // greedy decoding draws nothing
   CHECK(greedy.to_vector_i64() == std::vector<int64_t>{2, 1});
-  const Tensor sampled = models::sample_next(logits, 1.0f, 0, 1.0f);
+  const Tensor sampled = generation::sample_next(logits, 1.0f, 0, 1.0f);
   CHECK(default_generator().offset() == before + 2);  // one counter per row
   CHECK(sampled.to_vector_i64() ==
-        models::sample_next(logits, 1.0f, 0, 1.0f, default_generator().seed(), before)
+        generation::sample_next(logits, 1.0f, 0, 1.0f, default_generator().seed(), before)
             .to_vector_i64());
 }
 
@@ -136,18 +136,18 @@ TEST_CASE("sample_next with offset_by draws counter offset + offset_by, read fro
   Tensor offset_by = tensor_i64({0}, {1});
   for (const int64_t by : {0, 5, 40}) {
     offset_by.fill_(static_cast<float>(by));
-    CHECK(models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, offset_by).to_vector_i64() ==
-          models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100 + by).to_vector_i64());
+    CHECK(generation::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, offset_by).to_vector_i64() ==
+          generation::sample_next(logits, 1.0f, 0, 1.0f, 17, 100 + by).to_vector_i64());
   }
-  expect_error([&] { models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, tensor({1}, {1})); },
+  expect_error([&] { generation::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, tensor({1}, {1})); },
                {"sample_next", "offset_by", "float32"});
   expect_error(
-      [&] { models::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, tensor_i64({1, 2}, {2})); },
+      [&] { generation::sample_next(logits, 1.0f, 0, 1.0f, 17, 100, tensor_i64({1, 2}, {2})); },
       {"sample_next", "offset_by", "[2]"});
 }
 
 TEST_CASE("sample_next rejects bad arguments with loom::Error naming the op") {
-  using models::sample_next;
+  using generation::sample_next;
   const Tensor logits = tensor({0.0f, 1.0f, 2.0f, 3.0f}, {2, 2});
   expect_error([&] { sample_next(logits, -1.0f, 0, 1.0f, 0, 0); }, {"sample_next", "temperature"});
   expect_error([&] { sample_next(logits, 1.0f, -2, 1.0f, 0, 0); }, {"sample_next", "top_k"});

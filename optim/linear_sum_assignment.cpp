@@ -5,7 +5,7 @@
 // row gets a column. u[i], v[j] are the dual variables; the reduced cost of (i, j) is
 // cost(i, j) - u[i] - v[j] >= 0 for every pair, and 0 on matched pairs. col4row / row4col hold
 // the current matching (-1 = free).
-#include "models/linear_sum_assignment.h"
+#include "optim/linear_sum_assignment.h"
 
 #include <algorithm>
 #include <cmath>

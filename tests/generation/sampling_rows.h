@@ -1,4 +1,4 @@
-// Logits for the next-token sampling tests (tests/models/test_sampling.cpp and the CUDA parity
+// Logits for the next-token sampling tests (tests/generation/test_sampling.cpp and the CUDA parity
 // test, tests/cuda/test_cuda_sampling.cpp).
 #pragma once
 

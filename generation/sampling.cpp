@@ -1,5 +1,5 @@
 // Sampling rules and the autoregressive decoding loop shared by the models that generate text.
-#include "models/sampling.h"
+#include "generation/sampling.h"
 
 #include <cmath>
 
@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-namespace loom::models {
+namespace loom::generation {
 
 int64_t sample_token(const std::vector<float>& logits, float temperature, int64_t top_k,
                      float top_p, float uniform) {
@@ -90,4 +90,4 @@ std::vector<int64_t> generate_tokens(std::vector<int64_t> prompt, const Generate
   return tokens;
 }
 
-}  // namespace loom::models
+}  // namespace loom::generation

@@ -11,8 +11,8 @@
 #include <set>
 #include <string>
 
-#include "models/linear_sum_assignment.h"
 #include "io/safetensors.h"
+#include "optim/linear_sum_assignment.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -1,7 +1,8 @@
 // Autoregressive generation for any model that predicts the next token: the sampling rules
-// (greedy, temperature, top-k, top-p) and the decoding loop, kept beside the models rather than
-// inside one, so GPT and the encoder-decoder Transformer share them. A model supplies one
-// function, "the logits of the token after these tokens"; the loop does the rest.
+// (greedy, temperature, top-k, top-p) and the decoding loop, kept below the models rather than
+// inside one (as Hugging Face keeps generation apart from modeling), so every model that
+// generates shares them. A model supplies one function, "the logits of the token after these
+// tokens"; the loop does the rest. models/gpt.h brings these names into loom::models.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "core/tensor.h"
 
-namespace loom::models {
+namespace loom::generation {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 64;
@@ -77,4 +78,4 @@ using NextTokenLogits = std::function<std::vector<float>(const std::vector<int64
 std::vector<int64_t> generate_tokens(std::vector<int64_t> prompt, const GenerateOptions& options,
                                      const NextTokenLogits& next_token_logits);
 
-}  // namespace loom::models
+}  // namespace loom::generation

@@ -1,0 +1,245 @@
+// Sliding windows (window.h): Backend's checks, then the CPU loops, one plane (an image channel)
+// per task: each plane's columns, sums and maxima are written by one thread, so col2im and the
+// pooling backward add into their plane without races, in the same order on any thread count.
+#include "backends/window/window.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/contract.h"
+#include "backends/cpu/loops.h"
+#include "core/error.h"
+
+namespace loom {
+
+// ---------------------------------------------------------------------------- the public methods
+void check_window_geometry(const WindowGeometry& w, const char* op) {
+  for (int d = 0; d < 2; ++d)
+    LOOM_CHECK(w.kernel[d] > 0 && w.stride[d] > 0 && w.padding[d] >= 0 && w.dilation[d] > 0,
+               "{}: invalid window: kernel ({}, {}), stride ({}, {}), padding ({}, {}), "
+               "dilation ({}, {})",
+               op, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1], w.padding[0],
+               w.padding[1], w.dilation[0], w.dilation[1]);
+}
+
+namespace {
+
+struct OutputSize {
+  int64_t h, w;
+};
+
+// Positive extents, a valid window and at least one window position each way.
+OutputSize check_window(const Contract& c, int64_t planes, int64_t height, int64_t width,
+                        const WindowGeometry& w) {
+  LOOM_CHECK(planes > 0 && height > 0 && width > 0, "{}: empty image stack [{}, {}, {}]", c.op,
+             planes, height, width);
+  check_window_geometry(w, c.op);
+  const OutputSize out{w.output_size(0, height), w.output_size(1, width)};
+  LOOM_CHECK(out.h > 0 && out.w > 0, "{}: an image of {}x{} is smaller than the window", c.op,
+             height, width);
+  return out;
+}
+
+}  // namespace
+
+void Backend::im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t width,
+                     const WindowGeometry& w, float pad_value, Tensor& cols) {
+  const Contract c{device_, "im2col"};
+  LOOM_CHECK(layout.images > 0 && layout.channels > 0, "im2col: empty stack of {} images of {} "
+             "channels", layout.images, layout.channels);
+  const int64_t planes = layout.planes();
+  const OutputSize out = check_window(c, planes, height, width, w);
+  c.input(x, DType::Float32, planes * height * width, "input");
+  c.output(cols, DType::Float32, planes * w.kernel[0] * w.kernel[1] * out.h * out.w, "cols");
+  run(cpu::im2col, LOOM_CUDA_IMPL(cuda::im2col), contiguous(x), layout, height, width, w,
+      pad_value, cols);
+}
+
+void Backend::col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int64_t width,
+                     const WindowGeometry& w, Tensor& x) {
+  const Contract c{device_, "col2im"};
+  LOOM_CHECK(layout.images > 0 && layout.channels > 0, "col2im: empty stack of {} images of {} "
+             "channels", layout.images, layout.channels);
+  const int64_t planes = layout.planes();
+  const OutputSize out = check_window(c, planes, height, width, w);
+  c.input(cols, DType::Float32, planes * w.kernel[0] * w.kernel[1] * out.h * out.w, "cols");
+  c.output(x, DType::Float32, planes * height * width, "out");
+  run(cpu::col2im, LOOM_CUDA_IMPL(cuda::col2im), contiguous(cols), layout, height, width, w,
+      x);
+}
+
+void Backend::max_pool2d(const Tensor& x, int64_t planes, int64_t height, int64_t width,
+                         const WindowGeometry& w, Tensor& y, Tensor& argmax) {
+  const Contract c{device_, "max_pool2d"};
+  const OutputSize out = check_window(c, planes, height, width, w);
+  c.input(x, DType::Float32, planes * height * width, "input");
+  c.output(y, DType::Float32, planes * out.h * out.w, "out");
+  c.output(argmax, DType::Int64, planes * out.h * out.w, "indices");
+  run(cpu::max_pool2d, LOOM_CUDA_IMPL(cuda::max_pool2d), contiguous(x), planes, height, width, w,
+      y, argmax);
+}
+
+void Backend::max_pool2d_backward(const Tensor& dy, const Tensor& argmax, int64_t planes,
+                                  int64_t height, int64_t width, const WindowGeometry& w,
+                                  Tensor& dx) {
+  const Contract c{device_, "max_pool2d_backward"};
+  const OutputSize out = check_window(c, planes, height, width, w);
+  c.input(dy, DType::Float32, planes * out.h * out.w, "grad");
+  c.input(argmax, DType::Int64, planes * out.h * out.w, "indices");
+  c.output(dx, DType::Float32, planes * height * width, "out");
+  run(cpu::max_pool2d_backward, LOOM_CUDA_IMPL(cuda::max_pool2d_backward), contiguous(dy),
+      contiguous(argmax), planes, height, width, w, dx);
+}
+
+// ---------------------------------------------------------------------------- the CPU
+namespace cpu {
+namespace {
+
+// The window positions o in [lo, hi) whose pixel o * stride + offset lies inside [0, size).
+struct Span {
+  int64_t lo, hi;
+};
+Span inside(int64_t offset, int64_t stride, int64_t size, int64_t positions) {
+  const int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t hi = size - offset <= 0 ? 0 : (size - offset + stride - 1) / stride;
+  return {std::min(lo, positions), std::clamp(hi, std::min(lo, positions), positions)};
+}
+
+}  // namespace
+
+void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t width,
+            const WindowGeometry& w, float pad_value, Tensor& cols) {
+  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
+  const int64_t kk = w.kernel[0] * w.kernel[1], positions = out_h * out_w;
+  const float* xp = x.data_ptr<float>();
+  float* cp = cols.data_ptr<float>();
+  parallel_for_each(layout.planes(), kk * positions, [&](int64_t p) {
+    const float* image = xp + p * height * width;
+    for (int64_t i = 0; i < w.kernel[0]; ++i)
+      for (int64_t j = 0; j < w.kernel[1]; ++j) {
+        float* col = cp + layout.row(p, i * w.kernel[1] + j, kk) * positions;  // [out_h, out_w]
+        const int64_t col_offset = j * w.dilation[1] - w.padding[1];
+        const Span cs = inside(col_offset, w.stride[1], width, out_w);
+        for (int64_t oh = 0; oh < out_h; ++oh, col += out_w) {
+          const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
+          if (r < 0 || r >= height) {
+            std::fill(col, col + out_w, pad_value);
+            continue;
+          }
+          const float* row = image + r * width + col_offset;
+          std::fill(col, col + cs.lo, pad_value);
+          for (int64_t ow = cs.lo; ow < cs.hi; ++ow) col[ow] = row[ow * w.stride[1]];
+          std::fill(col + cs.hi, col + out_w, pad_value);
+        }
+      }
+  });
+}
+
+void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int64_t width,
+            const WindowGeometry& w, Tensor& x) {
+  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
+  const int64_t kk = w.kernel[0] * w.kernel[1], positions = out_h * out_w;
+  const float* cp = cols.data_ptr<float>();
+  float* xp = x.data_ptr<float>();
+  parallel_for_each(layout.planes(), kk * positions, [&](int64_t p) {
+    float* image = xp + p * height * width;
+    std::fill(image, image + height * width, 0.0f);
+    for (int64_t i = 0; i < w.kernel[0]; ++i)
+      for (int64_t j = 0; j < w.kernel[1]; ++j) {
+        const float* col = cp + layout.row(p, i * w.kernel[1] + j, kk) * positions;
+        const int64_t col_offset = j * w.dilation[1] - w.padding[1];
+        const Span cs = inside(col_offset, w.stride[1], width, out_w);
+        for (int64_t oh = 0; oh < out_h; ++oh, col += out_w) {
+          const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
+          if (r < 0 || r >= height) continue;  // a padding row: nothing to give back
+          float* row = image + r * width + col_offset;
+          for (int64_t ow = cs.lo; ow < cs.hi; ++ow) row[ow * w.stride[1]] += col[ow];
+        }
+      }
+  });
+}
+
+// PyTorch's comparison (aten/src/ATen/native/cpu/MaxPoolKernel.cpp), a value wins its window
+// when it is larger or NaN, so the first of equal maxima and the last NaN win, and a window of
+// -inf reports its first pixel inside. The loops go kernel tap by kernel tap over all the windows
+// of a plane at once, keeping their running maxima and positions (int32 within the plane: eight
+// lanes beside eight floats) in scratch rows; where each window starts and where each tap lies
+// from that start are computed once per call. The inner loop over the windows is selects without
+// branches, which the compiler vectorises.
+void max_pool2d(const Tensor& x, int64_t planes, int64_t height, int64_t width,
+                const WindowGeometry& w, Tensor& y, Tensor& argmax) {
+  LOOM_CHECK(height * width <= std::numeric_limits<int32_t>::max(),
+             "max_pool2d: an image of {}x{} has more pixels than int32 positions", height, width);
+  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
+  const int64_t windows = out_h * out_w, taps = w.kernel[0] * w.kernel[1];
+  // Window o's top-left pixel (maybe in the padding), and tap k's offset from it.
+  std::vector<int32_t> start(static_cast<size_t>(windows)), offset(static_cast<size_t>(taps));
+  for (int64_t oh = 0; oh < out_h; ++oh)
+    for (int64_t ow = 0; ow < out_w; ++ow)
+      start[oh * out_w + ow] = static_cast<int32_t>((oh * w.stride[0] - w.padding[0]) * width +
+                                                    ow * w.stride[1] - w.padding[1]);
+  // inside[k * windows + o]: tap k of window o lies in the image (all of them without padding).
+  std::vector<uint8_t> inside(static_cast<size_t>(taps * windows), 1);
+  for (int64_t i = 0; i < w.kernel[0]; ++i)
+    for (int64_t j = 0; j < w.kernel[1]; ++j) {
+      const int64_t k = i * w.kernel[1] + j;
+      offset[k] = static_cast<int32_t>(i * w.dilation[0] * width + j * w.dilation[1]);
+      for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const int64_t r = oh * w.stride[0] - w.padding[0] + i * w.dilation[0];
+          const int64_t c = ow * w.stride[1] - w.padding[1] + j * w.dilation[1];
+          inside[k * windows + oh * out_w + ow] = r >= 0 && r < height && c >= 0 && c < width;
+        }
+    }
+  const float* xp = x.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  int64_t* ap = argmax.data_ptr<int64_t>();
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / (windows * taps));
+  parallel_for(0, planes, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> best_row(static_cast<size_t>(windows));
+    std::vector<int32_t> at_row(static_cast<size_t>(windows));
+    float* __restrict best = best_row.data();
+    int32_t* __restrict best_at = at_row.data();
+    const int32_t* __restrict from = start.data();
+    for (int64_t p = begin; p < end; ++p) {
+      const float* __restrict image = xp + p * height * width;
+      std::fill(best, best + windows, -std::numeric_limits<float>::infinity());
+      std::fill(best_at, best_at + windows, -1);
+      for (int64_t k = 0; k < taps; ++k) {
+        const int32_t off = offset[k];
+        const uint8_t* __restrict in = inside.data() + k * windows;
+#pragma omp simd
+        for (int64_t o = 0; o < windows; ++o) {
+          const int32_t at = from[o] + off;
+          const float v = in[o] ? image[in[o] ? at : 0] : 0.0f;  // no read outside the plane
+          const bool wins = in[o] & ((best_at[o] < 0) | (v > best[o]) | (v != v));  // v != v: NaN
+          best[o] = wins ? v : best[o];
+          best_at[o] = wins ? at : best_at[o];
+        }
+      }
+      std::copy(best, best + windows, yp + p * windows);
+      std::copy(best_at, best_at + windows, ap + p * windows);
+    }
+  });
+}
+
+void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, int64_t planes, int64_t height,
+                         int64_t width, const WindowGeometry& w, Tensor& dx) {
+  const int64_t positions = w.output_size(0, height) * w.output_size(1, width);
+  const float* gp = dy.data_ptr<float>();
+  const int64_t* ap = argmax.data_ptr<int64_t>();
+  float* xp = dx.data_ptr<float>();
+  parallel_for_each(planes, height * width + positions, [&](int64_t p) {
+    float* image = xp + p * height * width;
+    std::fill(image, image + height * width, 0.0f);
+    for (int64_t o = p * positions; o < (p + 1) * positions; ++o)
+      if (ap[o] >= 0) image[ap[o]] += gp[o];
+  });
+}
+
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The committed pictures of the learning path (docs/learn/images/*.png) are what the learn
+# programs draw, byte for byte: a picture in the docs is the program's output, not a hand-edited
+# or stale one.
+#   pictures_identical.sh SOURCE_DIR LEARN_PROGRAMS_DIR SCRATCH_DIR
+# Each chapter's command that draws a committed picture
+#   $ build/examples/learn/PROGRAM docs/learn/images/NAME.png
+# runs in a folder of its own under SCRATCH_DIR (the pictures it draws beside NAME.png land there
+# too), and every PNG it writes is compared with its committed twin by cmp. A picture that
+# differs, or one that is drawn but not committed, fails the test, naming the file and the
+# program. The programs run on one thread, so they sum in one order and draw the same bytes on
+# every run; committed pictures that no learn program draws are listed, not compared.
+set -uo pipefail
+source_dir=$1 programs=$2 scratch=$3
+images=$source_dir/docs/learn/images
+rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
+
+commands=$(grep -h -o '^\$ build/examples/learn/[a-z0-9_]* docs/learn/images/[a-z0-9_]*\.png$' \
+                "$source_dir"/docs/learn/*.md | sort -u)
+if [ -z "$commands" ]; then
+  echo "FAIL: no chapter of docs/learn draws a picture into docs/learn/images"
+  exit 1
+fi
+
+failures=0 compared=0
+declare -A drawn
+while read -r _ program picture; do
+  name=$(basename "$program")
+  dir=$scratch/$name
+  mkdir -p "$dir/docs/learn/images"
+  if ! (cd "$dir" && OMP_NUM_THREADS=1 "$programs/$name" "$picture" >/dev/null); then
+    echo "FAIL: $name $picture did not run (exit status non-zero)"
+    failures=$((failures + 1))
+    continue
+  fi
+  for png in "$dir"/docs/learn/images/*.png; do
+    [ -e "$png" ] || continue
+    file=$(basename "$png")
+    drawn[$file]=$name
+    compared=$((compared + 1))
+    if [ ! -e "$images/$file" ]; then
+      echo "FAIL: $name draws docs/learn/images/$file, which is not committed"
+      failures=$((failures + 1))
+    elif ! difference=$(cmp "$png" "$images/$file" 2>&1 | sed 's/.* differ: /first difference: /')
+    then
+      echo "FAIL: docs/learn/images/$file is not what $name draws ($difference)"
+      echo "      regenerate it with: build/examples/learn/$name $picture"
+      failures=$((failures + 1))
+    fi
+  done
+done <<< "$commands"
+
+for committed in "$images"/*.png; do
+  file=$(basename "$committed")
+  [ -n "${drawn[$file]:-}" ] ||
+    echo "not compared: docs/learn/images/$file (no learn program draws it)"
+done
+echo "$compared pictures compared with docs/learn/images, $failures failures"
+[ "$failures" -eq 0 ]
