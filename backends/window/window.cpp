@@ -132,7 +132,10 @@ void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t
           }
           const float* row = image + r * width + col_offset;
           std::fill(col, col + cs.lo, pad_value);
-          for (int64_t ow = cs.lo; ow < cs.hi; ++ow) col[ow] = row[ow * w.stride[1]];
+          if (w.stride[1] == 1)  // a contiguous run: a copy the compiler vectorises
+            std::copy(row + cs.lo, row + cs.hi, col + cs.lo);
+          else
+            for (int64_t ow = cs.lo; ow < cs.hi; ++ow) col[ow] = row[ow * w.stride[1]];
           std::fill(col + cs.hi, col + out_w, pad_value);
         }
       }
@@ -157,7 +160,12 @@ void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int6
           const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
           if (r < 0 || r >= height) continue;  // a padding row: nothing to give back
           float* row = image + r * width + col_offset;
-          for (int64_t ow = cs.lo; ow < cs.hi; ++ow) row[ow * w.stride[1]] += col[ow];
+          if (w.stride[1] == 1) {
+#pragma omp simd
+            for (int64_t ow = cs.lo; ow < cs.hi; ++ow) row[ow] += col[ow];
+          } else {
+            for (int64_t ow = cs.lo; ow < cs.hi; ++ow) row[ow * w.stride[1]] += col[ow];
+          }
         }
       }
   });
