@@ -223,7 +223,9 @@ struct FillWith {
 
 template <typename T>
 __global__ void fill_kernel(Layout layout, Operand dst, T value) {
-  LOOM_GRID_STRIDE_LOOP(i, layout.numel) { at<T>(dst, element_offsets(i, layout, dst).at[0]) = value; }
+  LOOM_GRID_STRIDE_LOOP(i, layout.numel) {
+    at<T>(dst, element_offsets(i, layout, dst).at[0]) = value;
+  }
 }
 
 // out[i] = start + i * step; float32 as one fused multiply-add, rounded once, as on the CPU.

@@ -227,7 +227,8 @@ TEST_CASE("every loss matches the CPU on CUDA, values and gradients") {
   });
 }
 
-TEST_CASE("a GPT on CUDA: logits, every gradient, AdamW steps and KV-cache decoding match the CPU") {
+TEST_CASE("a GPT on CUDA: logits, every gradient, AdamW steps and KV-cache decoding match "
+          "the CPU") {
   LOOM_REQUIRE_GPU();
   models::GPTConfig config;
   config.vocab_size = 37, config.context = 16, config.n_layer = 2, config.n_head = 2;

@@ -37,7 +37,8 @@ std::string idx_bytes(const std::vector<uint32_t>& dims, const std::string& payl
 
 std::string bytes_of(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
-// A small data set of n images rows x cols: pixel k of image i is (7 i + k) mod 256, label i mod 10.
+// A small data set of n images rows x cols: pixel k of image i is (7 i + k) mod 256, label
+// i mod 10.
 struct TinySet {
   std::vector<uint8_t> pixels, labels;
 };

@@ -37,12 +37,14 @@ TEST_CASE("a BPE file whose merges double a token is rejected at the cap, quickl
   // The exact bomb: 97 97, then 256 256, 257 257, ... (40 merges): token 256 + k has 2^(k+1)
   // bytes, so merge 9 would make a token of 1024 + 1024 bytes.
   std::string file = "loom-bpe-tokenizer 1\nmerges 40\n97 97\n";
-  for (int k = 0; k < 39; ++k) file += std::to_string(256 + k) + " " + std::to_string(256 + k) + "\n";
+  for (int k = 0; k < 39; ++k)
+    file += std::to_string(256 + k) + " " + std::to_string(256 + k) + "\n";
   file += "special_tokens 0\n";
   write_file(dir.file("bomb.txt"), file);
   const auto t0 = std::chrono::steady_clock::now();
   check_error([&] { data::load_tokenizer(dir.file("bomb.txt")); },
-              {dir.file("bomb.txt"), "line 13", "makes a token of 2048 bytes, over the cap of 1024"});
+              {dir.file("bomb.txt"), "line 13",
+               "makes a token of 2048 bytes, over the cap of 1024"});
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 1.0);
 
   // Under the cap the same doubling loads (token 256 + 8 has 512 bytes).
