@@ -32,6 +32,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight, const Tensor& bias, bool training, float momentum,
                   float eps) {
   // x [N, C, ...] -> same shape; statistics per channel over N and the spatial dims.
+  // Float32 tensors take the fused op (one kernel each way, backends/batch_norm), which checks
+  // its arguments and computes what the ops below write out; bfloat16 ones run these ops.
+  const auto f32 = [](const Tensor& t) { return !t.defined() || t.dtype() == DType::Float32; };
+  if (f32(x) && f32(running_mean) && f32(running_var) && f32(weight) && f32(bias))
+    return loom::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
   LOOM_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got {}",
              x.defined() ? shape_str(x.shape()) : "undefined");
   const int64_t channels = x.size(1);
@@ -41,11 +46,6 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   check_channel_vector(bias, channels, "bias", x);
   LOOM_CHECK(running_mean.defined() == running_var.defined(),
              "batch_norm: running_mean and running_var must be given together");
-  // Float32 tensors take the fused op (one kernel each way, backends/batch_norm), which
-  // computes what the ops below write out; bfloat16 ones run these ops.
-  const auto f32 = [](const Tensor& t) { return !t.defined() || t.dtype() == DType::Float32; };
-  if (f32(x) && f32(running_mean) && f32(running_var) && f32(weight) && f32(bias))
-    return loom::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
   Shape stat_shape(x.dim(), 1);
   stat_shape[1] = channels;  // [1, C, 1, 1]
 
