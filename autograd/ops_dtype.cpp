@@ -38,25 +38,19 @@ Tensor detail::scalar_tensor_of(const Scalar& value, DType dtype, Device device)
 }
 
 // ---------------------------------------------------------------------------- operators
-Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
-Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
-// A number on the left is the same comparison seen from the tensor: 1 < t is t > 1.
-Tensor operator==(const Scalar& a, const Tensor& b) { return eq(b, a); }
-Tensor operator!=(const Scalar& a, const Tensor& b) { return ne(b, a); }
-Tensor operator<(const Scalar& a, const Tensor& b) { return gt(b, a); }
-Tensor operator<=(const Scalar& a, const Tensor& b) { return ge(b, a); }
-Tensor operator>(const Scalar& a, const Tensor& b) { return lt(b, a); }
-Tensor operator>=(const Scalar& a, const Tensor& b) { return le(b, a); }
+// Each comparison operator is its function (a < b is lt(a, b)); a number on the left is the
+// same comparison seen from the tensor, the `mirrored` function: 1 < t is t > 1, gt(t, 1).
+#define LOOM_COMPARISON_OPERATOR(op, name, mirrored)                          \
+  Tensor operator op(const Tensor& a, const Tensor& b) { return name(a, b); } \
+  Tensor operator op(const Tensor& a, const Scalar& b) { return name(a, b); } \
+  Tensor operator op(const Scalar& a, const Tensor& b) { return mirrored(b, a); }
+LOOM_COMPARISON_OPERATOR(==, eq, eq)
+LOOM_COMPARISON_OPERATOR(!=, ne, ne)
+LOOM_COMPARISON_OPERATOR(<, lt, gt)
+LOOM_COMPARISON_OPERATOR(<=, le, ge)
+LOOM_COMPARISON_OPERATOR(>, gt, lt)
+LOOM_COMPARISON_OPERATOR(>=, ge, le)
+#undef LOOM_COMPARISON_OPERATOR
 
 // ---------------------------------------------------------------------------- logical, bitwise
 namespace {
@@ -84,26 +78,20 @@ Tensor bitwise(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) 
 
 }  // namespace
 
-Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return logical(BinaryOp::BitAnd, "logical_and", a, b);
-}
-Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return logical(BinaryOp::BitOr, "logical_or", a, b);
-}
-Tensor logical_xor(const Tensor& a, const Tensor& b) {
-  return logical(BinaryOp::BitXor, "logical_xor", a, b);
-}
-Tensor logical_not(const Tensor& x) { return eq(truth(x, "logical_not"), false); }
+// logical_and and bitwise_and (or, xor): the same bitwise kernel op, on truth values or as is.
+#define LOOM_LOGICAL_AND_BITWISE(Op, logical_name, bitwise_name) \
+  Tensor logical_name(const Tensor& a, const Tensor& b) {        \
+    return logical(BinaryOp::Op, #logical_name, a, b);           \
+  }                                                              \
+  Tensor bitwise_name(const Tensor& a, const Tensor& b) {        \
+    return bitwise(BinaryOp::Op, #bitwise_name, a, b);           \
+  }
+LOOM_LOGICAL_AND_BITWISE(BitAnd, logical_and, bitwise_and)
+LOOM_LOGICAL_AND_BITWISE(BitOr, logical_or, bitwise_or)
+LOOM_LOGICAL_AND_BITWISE(BitXor, logical_xor, bitwise_xor)
+#undef LOOM_LOGICAL_AND_BITWISE
 
-Tensor bitwise_and(const Tensor& a, const Tensor& b) {
-  return bitwise(BinaryOp::BitAnd, "bitwise_and", a, b);
-}
-Tensor bitwise_or(const Tensor& a, const Tensor& b) {
-  return bitwise(BinaryOp::BitOr, "bitwise_or", a, b);
-}
-Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
-  return bitwise(BinaryOp::BitXor, "bitwise_xor", a, b);
-}
+Tensor logical_not(const Tensor& x) { return eq(truth(x, "logical_not"), false); }
 // ~x flips every bit: for two's complement int64 that is x ^ -1 (= -x - 1); for bool, not.
 Tensor bitwise_not(const Tensor& x) {
   detail::check_defined(x, "bitwise_not");

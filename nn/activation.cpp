@@ -5,41 +5,39 @@
 
 namespace loom::nn {
 
-Tensor activate(const Tensor& x, Activation activation) {
+namespace {
+
+// What an Activation stands for, in its three forms: the unary op, the function, and the
+// function of x + bias with the add fused into its kernel. `caller` names the error.
+struct ActivationForms {
+  UnaryOp op;
+  Tensor (*function)(const Tensor& x);
+  Tensor (*with_bias)(const Tensor& x, const Tensor& bias);
+};
+
+ActivationForms forms(Activation activation, const char* caller) {
   switch (activation) {
     case Activation::ReLU:
-      return relu(x);
+      return {UnaryOp::Relu, relu, bias_relu};
     case Activation::GELU:
-      return gelu(x);
+      return {UnaryOp::Gelu, gelu, bias_gelu};
     case Activation::GELUTanh:
-      return gelu_tanh(x);
+      return {UnaryOp::GeluTanh, gelu_tanh, bias_gelu_tanh};
   }
-  LOOM_FAIL("activate: unknown activation {}", static_cast<int>(activation));
+  LOOM_FAIL("{}: unknown activation {}", caller, static_cast<int>(activation));
+}
+
+}  // namespace
+
+Tensor activate(const Tensor& x, Activation activation) {
+  return forms(activation, "activate").function(x);
 }
 
 Tensor activate(const Tensor& x, Activation activation, const Tensor& bias) {
-  switch (activation) {
-    case Activation::ReLU:
-      return bias_relu(x, bias);
-    case Activation::GELU:
-      return bias_gelu(x, bias);
-    case Activation::GELUTanh:
-      return bias_gelu_tanh(x, bias);
-  }
-  LOOM_FAIL("activate: unknown activation {}", static_cast<int>(activation));
+  return forms(activation, "activate").with_bias(x, bias);
 }
 
-UnaryOp unary_op(Activation activation) {
-  switch (activation) {
-    case Activation::ReLU:
-      return UnaryOp::Relu;
-    case Activation::GELU:
-      return UnaryOp::Gelu;
-    case Activation::GELUTanh:
-      return UnaryOp::GeluTanh;
-  }
-  LOOM_FAIL("unary_op: unknown activation {}", static_cast<int>(activation));
-}
+UnaryOp unary_op(Activation activation) { return forms(activation, "unary_op").op; }
 
 Tensor ReLU::forward(const Tensor& x) const { return relu(x); }
 

@@ -73,6 +73,7 @@ Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool per
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  LOOM_CHECK(module != nullptr, "register_module: module '{}' of {} is null", name, this->name());
   const size_t dot = name.find('.');
   if (dot == std::string::npos) {
     check_new_name(name, "register_module");
@@ -97,6 +98,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 }
 
 void Module::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  LOOM_CHECK(module != nullptr, "replace_module: module '{}' of {} is null", name, this->name());
   for (auto& [n, child] : children_)
     if (n == name) {
       child = std::move(module);

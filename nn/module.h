@@ -62,7 +62,6 @@ class Module {
   template <typename ModuleType>
   std::shared_ptr<ModuleType> register_module(const std::string& name,
                                               std::shared_ptr<ModuleType> module) {
-    LOOM_CHECK(module != nullptr, "register_module: module '{}' of {} is null", name, this->name());
     add_child(name, module);
     return module;
   }
@@ -71,7 +70,6 @@ class Module {
   template <typename ModuleType>
   std::shared_ptr<ModuleType> replace_module(const std::string& name,
                                              std::shared_ptr<ModuleType> module) {
-    LOOM_CHECK(module != nullptr, "replace_module: module '{}' of {} is null", name, this->name());
     replace_child(name, module);
     return module;
   }
@@ -153,7 +151,9 @@ class Module {
     bool persistent = true;
   };
   void check_new_name(const std::string& name, const char* what) const;
-  // Registers `module` at `name`, a dotted path making the levels it lacks (register_module).
+  // Registers `module` at `name`, a dotted path making the levels it lacks (register_module),
+  // or puts it in place of the child `name` (replace_module). Both refuse a null module here,
+  // once for the templates above, whatever module type they were called with.
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void replace_child(const std::string& name, std::shared_ptr<Module> module);
   // Visits (full name, entry) for parameters or buffers, depth first.

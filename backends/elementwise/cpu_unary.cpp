@@ -19,28 +19,28 @@ namespace {
 using cpu::Ptrs;
 using cpu::Steps;
 
+// The functions of the table's math library that <cmath> gives under the same name, each
+// M::f(x) being std::f(x) (the float overload).
+// clang-format off
+#define LOOM_CPU_STD_MATH(X) \
+  X(log) X(sqrt) X(sin) X(cos) X(abs) X(log1p) X(expm1) X(log2) X(exp2) X(erf) X(floor) X(ceil) \
+  X(trunc)
+// clang-format on
+
 // The CPU's math library for the table: branch-free versions of exp, tanh and the normal CDF
 // that vectorise inside `#pragma omp simd` loops (vec_math.h), <cmath> for the rest.
 struct CpuMath {
   static LOOM_VEC_INLINE float exp(float x) { return cpu::exp_f(x); }
   static LOOM_VEC_INLINE float tanh(float x) { return cpu::tanh_f(x); }
   static LOOM_VEC_INLINE float normal_cdf(float x) { return cpu::normal_cdf_f(x); }
-  static LOOM_VEC_INLINE float log(float x) { return std::log(x); }
-  static LOOM_VEC_INLINE float sqrt(float x) { return std::sqrt(x); }
-  static LOOM_VEC_INLINE float sin(float x) { return std::sin(x); }
-  static LOOM_VEC_INLINE float cos(float x) { return std::cos(x); }
-  static LOOM_VEC_INLINE float abs(float x) { return std::fabs(x); }
   static LOOM_VEC_INLINE float pow(float x, float a) { return std::pow(x, a); }
-  static LOOM_VEC_INLINE float log1p(float x) { return std::log1p(x); }
-  static LOOM_VEC_INLINE float expm1(float x) { return std::expm1(x); }
-  static LOOM_VEC_INLINE float log2(float x) { return std::log2(x); }
-  static LOOM_VEC_INLINE float exp2(float x) { return std::exp2(x); }
-  static LOOM_VEC_INLINE float erf(float x) { return std::erf(x); }
-  static LOOM_VEC_INLINE float floor(float x) { return std::floor(x); }
-  static LOOM_VEC_INLINE float ceil(float x) { return std::ceil(x); }
   static LOOM_VEC_INLINE float rint(float x) { return std::nearbyint(x); }  // ties to even
-  static LOOM_VEC_INLINE float trunc(float x) { return std::trunc(x); }
+#define LOOM_CPU_STD_FUNCTION(f) \
+  static LOOM_VEC_INLINE float f(float x) { return std::f(x); }
+  LOOM_CPU_STD_MATH(LOOM_CPU_STD_FUNCTION)
+#undef LOOM_CPU_STD_FUNCTION
 };
+#undef LOOM_CPU_STD_MATH
 
 constexpr int64_t grain(unary::Cost cost) {
   return cost == unary::Cost::Heavy ? cpu::kGrainHeavy : cpu::kGrainCheap;

@@ -48,26 +48,28 @@ void Backend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t in
         contiguous(index), out);
 }
 
-void Backend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
-                        const Tensor& index, Tensor& out) {
-  const Contract c{device_, "index_add"};
+// index_add's and index_copy's checks: src [outer, k, inner] of out's dtype, out [outer, n,
+// inner], index 1-D of length k; returns k.
+static int64_t check_index_update(const Contract& c, const Tensor& src, int64_t outer, int64_t n,
+                                  int64_t inner, const Tensor& index, const Tensor& out) {
   c.extents(outer, n, inner);
   const int64_t k = index_length(c, index);
   c.output(out, out.dtype(), outer * n * inner, "out");
   c.input(src, out.dtype(), outer * k * inner, "src");
-  if (k > 0)
+  return k;
+}
+
+void Backend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                        const Tensor& index, Tensor& out) {
+  if (check_index_update(Contract{device_, "index_add"}, src, outer, n, inner, index, out) > 0)
     run(cpu::index_add, LOOM_CUDA_IMPL(cuda::index_add), contiguous(src), outer, n, inner,
         contiguous(index), out);
 }
 
 void Backend::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                          const Tensor& index, Tensor& out) {
-  const Contract c{device_, "index_copy", /*takes_bfloat16=*/true};
-  c.extents(outer, n, inner);
-  const int64_t k = index_length(c, index);
-  c.output(out, out.dtype(), outer * n * inner, "out");
-  c.input(src, out.dtype(), outer * k * inner, "src");
-  if (k > 0)
+  if (check_index_update(Contract{device_, "index_copy", /*takes_bfloat16=*/true}, src, outer, n,
+                         inner, index, out) > 0)
     run(cpu::index_copy, LOOM_CUDA_IMPL(cuda::index_copy), contiguous(src), outer, n, inner,
         contiguous(index), out);
 }
