@@ -15,6 +15,7 @@
 #include "autograd/ops.h"
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace loom::autograd {
 
@@ -234,6 +235,7 @@ std::vector<Tensor> run_pass(const std::vector<Tensor>& roots, const std::vector
                              bool retain_graph, bool create_graph,
                              const std::vector<Tensor>* inputs) {
   GradModeScope mode(create_graph);  // a plain backward's gradients are plain tensors
+  profiler::PassGuard pass(profiler::Pass::Backward);  // the profiler's rows of backward
   const bool catching = inputs != nullptr;
   std::vector<Tensor> caught(catching ? inputs->size() : 0);
   std::unordered_map<TensorImpl*, std::vector<size_t>> caught_at_leaf;

@@ -56,7 +56,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -78,6 +80,7 @@
 #include "backends/unary_math.h"
 #include "backends/window/window.h"
 #include "backends/batch_norm/batch_norm.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 // A kernel family's CUDA implementation as Backend::run takes it: the function, or nullptr in a
@@ -322,11 +325,35 @@ class Backend {
   virtual void abort_capture() noexcept {}
 
  private:
+  // A kernel's CUDA implementation as run() takes it (LOOM_CUDA_IMPL(cuda::name): the function
+  // or nullptr) and, unseen, the function that called run(): the public method, whose name
+  // labels the kernel's time in the profiler (core/profiler.h). The default argument is
+  // evaluated where the conversion happens, in the caller.
+  template <class Kernel>
+  struct CudaKernel {
+    CudaKernel(Kernel* f, std::source_location at = std::source_location::current())
+        : kernel(f), caller(at.function_name()) {}
+    CudaKernel(std::nullptr_t, std::source_location at = std::source_location::current())
+        : kernel(nullptr), caller(at.function_name()) {}
+    Kernel* kernel;
+    const char* caller;
+  };
   // Runs the implementation of this backend's device: cpu(args...) on the CPU, else
-  // cuda(args...) (given as LOOM_CUDA_IMPL(cuda::name)).
+  // cuda(args...) (given as LOOM_CUDA_IMPL(cuda::name)), as one scope of the profiler.
   template <class Kernel, class... Args>
-  void run(Kernel* cpu, std::type_identity_t<Kernel*> cuda, Args&&... args) const {
-    (device_ == Device::CPU ? cpu : cuda)(std::forward<Args>(args)...);
+  void run(Kernel* cpu, std::type_identity_t<CudaKernel<Kernel>> cuda, Args&&... args) const {
+    profiler::Scope timed(cuda.caller);  // nothing but a flag's load when profiling is off
+    if (timed.active()) describe(timed, args...);
+    (device_ == Device::CPU ? cpu : cuda.kernel)(std::forward<Args>(args)...);
+  }
+  // What the profiler adds to a kernel's name: the function a unary kernel computes ("unary
+  // Gelu"), and a product's FLOPs (2 per multiply-add).
+  template <class First, class... Rest>
+  static void describe(profiler::Scope& timed, const First& first, const Rest&...) {
+    if constexpr (std::is_same_v<First, UnaryOp>) timed.describe(unary_op_name(first), 0);
+    if constexpr (std::is_same_v<First, GemmArgs>)
+      timed.describe(nullptr, 2.0 * static_cast<double>(first.m) * static_cast<double>(first.n) *
+                                  static_cast<double>(first.k) * static_cast<double>(first.batch));
   }
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device
   // t itself if it is a [rows > 1, cols] view whose rows have unit stride, else contiguous(t).

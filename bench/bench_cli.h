@@ -1,8 +1,9 @@
 // The command line every model benchmark shares (bench/vision, seq2seq, bert, detr):
 //
-//   NAME CASE [--steps N] [--threads T] [--device cpu|cuda]
+//   NAME CASE [--steps N] [--threads T] [--device cpu|cuda] [--profile]
 //
-// run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, runs the case CASE
+// run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, on the CPU measures
+// the machine's sgemm GFLOP/s (bench/flops.h's probe, for "sgemm_share"), runs the case CASE
 // names and turns an error into "NAME: message" and exit status 1. Each case prints one JSON
 // line with the keys of bench/reference/bench.py CASE (bench_util.h's JsonLine). Idle OpenMP
 // workers spin briefly, then sleep (cli::use_short_omp_spin; bench/reference/bench.py runs
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "examples/cli.h"
+#include "flops.h"
 #include "loom.h"
 
 namespace loom::bench {
@@ -24,7 +26,20 @@ struct Args {
   std::string case_name;
   int steps = 10, threads = 2;
   Device device = Device::CPU;
+  bool profile = false;       // --profile: a per-op table of the timed steps on stderr
+  double sgemm_gflops = 0;    // the probe's GFLOP/s on the CPU; 0 on CUDA (not measured)
 };
+
+// What every model benchmark's --help says of the line's achievement fields and of --profile.
+inline const char* kAchievedHelp =
+    "; flops_per_step: GFLOP of the step's matrix products and convolutions (forward + "
+    "backward, 2 per multiply-add, counted from the config as bench.py --flops counts them), "
+    "gflops_per_s at the median step, and on the CPU sgemm_gflops (a 1024^3 sgemm probe run "
+    "first) and sgemm_share = gflops_per_s / sgemm_gflops";
+inline const char* kProfileHelp =
+    "print on stderr where the timed steps' time went: per op (kernel) and pass (forward, "
+    "backward, optimizer), calls, ms per step, share of the step, GFLOP/s of the products, "
+    "and the time outside kernels (the profiler's clock reads slow the steps a little)";
 
 // One case of a benchmark: its name, its --help line and the function that runs it.
 struct Case {
@@ -43,7 +58,8 @@ inline int run_cases(int argc, char** argv, const std::string& name, const std::
     case_help += (case_help.empty() ? "" : "\n") + c.name + ": " + c.help;
   }
   CLI::App app{name + ": " + description +
-               "; prints one JSON line comparable with bench/reference/bench.py CASE"};
+               "; prints one JSON line comparable with bench/reference/bench.py CASE" +
+               kAchievedHelp};
   cli::show_defaults(app);
   app.add_option("case", args.case_name, case_help)->required()->check(CLI::IsMember(names));
   app.add_option("--steps", args.steps, "timed steps (after 3 warm-ups)")
@@ -51,10 +67,12 @@ inline int run_cases(int argc, char** argv, const std::string& name, const std::
   app.add_option("--threads", args.threads, "CPU threads")
       ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   cli::add_device(app, device);
+  app.add_flag("--profile", args.profile, kProfileHelp);
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   try {
     set_num_threads(args.threads);
+    if (args.device == Device::CPU) args.sgemm_gflops = sgemm_gflops();
     for (const Case& c : cases)
       if (c.name == args.case_name) c.run(args);
   } catch (const std::exception& e) {

@@ -44,13 +44,32 @@ inline Timing time_steps(const std::function<void()>& step, int steps, int warmu
   return {median(times), *min, *max};
 }
 
+// time_steps(step, steps), and with `profile` (a benchmark's --profile) the timed steps under
+// the profiler (core/profiler.h): a table of where their time went, per op and pass, printed on
+// stderr under the title `what` (stdout keeps its one JSON line). The profiler's clock reads
+// add a little to every kernel call, so a profiled step is slightly slower.
+inline Timing time_steps(const std::function<void()>& step, int steps, bool profile,
+                         const std::string& what) {
+  if (!profile) return time_steps(step, steps);
+  for (int i = 0; i < kWarmup; ++i) step();
+  profiler::Profile timed;
+  const Timing t = time_steps(step, steps, 0);
+  timed.stop();
+  fmt::print(stderr, "profile of {}: {} timed steps, median {:.3f} ms\n{}\n", what, steps,
+             t.median_s * 1e3, timed.table(steps));
+  return t;
+}
+
 // The end of a timed training step, as bench.py's: backward, the optimizer's step, the
 // gradients zeroed in place (PyTorch 1.13's default), the loss kept for "loss_first" and
 // "loss_last".
 inline void update(const Tensor& loss, optim::Optimizer& opt, std::vector<float>& losses) {
   loss.backward();
-  opt.step();
-  opt.zero_grad(false);
+  {
+    profiler::PassGuard optimizer(profiler::Pass::Optimizer);  // --profile's optimizer rows
+    opt.step();
+    opt.zero_grad(false);
+  }
   losses.push_back(loss.item());
 }
 
@@ -109,6 +128,16 @@ class JsonLine {
   // and "device".
   JsonLine& common(const Timing& t, int steps, int64_t params, Device device) {
     return timing(t, steps).add("params", params).threads().add("device", device_name(device));
+  }
+  // What the step achieves: "flops_per_step" (GFLOP of its matrix products and convolutions,
+  // bench/flops.h's count, as bench.py --flops counts them) and "gflops_per_s" at the median
+  // step time; and, when the sgemm probe ran (`sgemm_gflops` > 0: the CPU), the machine's limit
+  // "sgemm_gflops" and "sgemm_share" = gflops_per_s / sgemm_gflops.
+  JsonLine& achieved(double flops, const Timing& t, double sgemm_gflops) {
+    const double gflops_per_s = flops / 1e9 / t.median_s;
+    add("flops_per_step", flops / 1e9, 4).add("gflops_per_s", gflops_per_s, 2);
+    if (sgemm_gflops <= 0) return *this;
+    return add("sgemm_gflops", sgemm_gflops, 2).add("sgemm_share", gflops_per_s / sgemm_gflops, 3);
   }
 
   void print() const { fmt::print("{{{}, \"framework\": \"loom\"}}\n", fields_); }

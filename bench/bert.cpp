@@ -10,7 +10,7 @@
 //                    id as label (-100 elsewhere), random NSP labels
 //   one step = forward + (MLM CE over the 614 + NSP CE) + backward + AdamW(lr 1e-4, eps 1e-6,
 //              wd 0.01) step + zero_grad
-//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --profile
 //   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 #include <algorithm>
 #include <numeric>
@@ -68,13 +68,14 @@ void pretraining_case(const Args& args) {
     bench::update(models::bert_pretraining_loss(out, batch.mlm_labels, batch.nsp_labels), opt,
                   losses);
   };
-  const bench::Timing t = time_steps(step, args.steps);
+  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
   bench::JsonLine(args.case_name)
       .add("batch", B)
       .add("seq", T)
       .add("masked", batch.masked)
       .add("tokens_per_s", static_cast<double>(B * T) / t.median_s, 2)
       .common(t, args.steps, model.num_parameters(), args.device)
+      .achieved(bench::bert_training_flops(config, B, T), t, args.sgemm_gflops)
       .losses(losses)
       .print();
 }

@@ -11,7 +11,7 @@
 //                      (cost matrices + assignment); matcher_share = matcher_ms / ms_per_step.
 //   detr lsa           linear_sum_assignment alone: median ms of 100x100 and 300x300 solves of
 //                      uniform random costs (scipy for comparison: see --help).
-//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --profile
 #include <fmt/format.h>
 
 #include <cmath>
@@ -62,7 +62,8 @@ std::pair<Tensor, std::vector<models::DETRTarget>> detr_scenes(int64_t B, int64_
 void detr_fmnist(const Args& args) {
   const int64_t B = 32, classes = 10;
   manual_seed(0);
-  models::DETR model(models::DETRConfig::preset("detr-fmnist"));  // training mode
+  const models::DETRConfig config = models::DETRConfig::preset("detr-fmnist");
+  models::DETR model(config);  // training mode
   model.to(args.device);
   auto [images, targets] = detr_scenes(B, 64, classes);
   images = images.to(args.device);
@@ -91,13 +92,16 @@ void detr_fmnist(const Args& args) {
     for (size_t i = 0; i < out.aux_logits.size(); ++i)
       loss = loss + layer_loss(out.aux_logits[i], out.aux_boxes[i]);
     loss.backward();
-    optim::clip_grad_norm(model.parameters(), 0.1f);
-    opt.step();
-    opt.zero_grad(false);
+    {
+      profiler::PassGuard optimizer(profiler::Pass::Optimizer);  // --profile's optimizer rows
+      optim::clip_grad_norm(model.parameters(), 0.1f);
+      opt.step();
+      opt.zero_grad(false);
+    }
     losses.push_back(loss.item());
     match_seconds.push_back(matching);
   };
-  const bench::Timing t = time_steps(step, args.steps);
+  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
   const double matcher_s =
       bench::median(std::vector<double>(match_seconds.begin() + 3, match_seconds.end()));
   bench::JsonLine(args.case_name)
@@ -108,6 +112,7 @@ void detr_fmnist(const Args& args) {
       .add("matcher_share", matcher_s / t.median_s, 4)
       .add("images_per_s", static_cast<double>(B) / t.median_s, 2)
       .common(t, args.steps, model.num_parameters(), args.device)
+      .achieved(bench::detr_training_flops(config, B, 64), t, args.sgemm_gflops)
       .losses(losses)
       .print();
 }

@@ -14,6 +14,7 @@
 //                           over the processes, gradients averaged by nn::DistributedDataParallel
 //                           during backward; compare its tokens/s with `gpt gpt-mini --threads 2`
 //   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --no-cache
+//            --profile (a per-op table of the timed steps on stderr);
 //            --tf32 (CUDA: TF32 tensor-core matrix products; off by default, as in PyTorch);
 //            --fused-attention / --no-fused-attention (CUDA: force the fused FlashAttention
 //            kernel on or off; by default bfloat16 attention is fused, float32 is not);
@@ -25,15 +26,22 @@
 //            gpt --help lists them all
 // Training cases also print "mfu": model FLOPs per second (6 x parameters + 12 x layers x
 // d_model x seq per token, PaLM's count) over the H100/H200 bf16 dense peak of 989 TFLOP/s,
-// the same figure bench/reference/bench.py prints.
+// the same figure bench/reference/bench.py prints. Every case but --distributed prints what its
+// step achieves on this machine (bench_util.h's JsonLine::achieved): "flops_per_step" (the
+// products' GFLOP, bench/flops.h), "gflops_per_s", and on the CPU "sgemm_gflops" and
+// "sgemm_share". gpt-mini-generate counts loom's own decoding: the last block and the LM head
+// run for the newest position only, so with --no-cache it does 54.5 GFLOP where the PyTorch
+// twin, which runs every position, counts 68.5. --profile prints a per-op table on stderr.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
 
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "examples/cli.h"
+#include "flops.h"
 #include "loom.h"
 #ifdef LOOM_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -58,6 +66,8 @@ struct Args {
   bool host_sampling = false;
   bool cuda_graphs = true;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
+  bool profile = false;     // --profile: a per-op table of the timed steps on stderr
+  double sgemm_gflops = 0;  // the sgemm probe's GFLOP/s on the CPU (bench/flops.h)
 };
 
 // The JSON fields every case shares, after the case-specific ones: the common ones and the
@@ -92,7 +102,7 @@ void train_case(const Args& args, const std::string& preset, int64_t batch, int6
     }
     bench::update(loss, opt, losses);
   };
-  const bench::Timing t = time_steps(step, args.steps);
+  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
   const double tokens_per_s = static_cast<double>(batch * seq) / t.median_s;
   const double flops_per_token = 6.0 * static_cast<double>(model.num_parameters()) +
                                  12.0 * config.n_layer * config.d_model * seq;
@@ -100,6 +110,7 @@ void train_case(const Args& args, const std::string& preset, int64_t batch, int6
   line.add("batch", batch).add("seq", seq).add("tokens_per_s", tokens_per_s, 2);
   add_common(line, t, args, model.num_parameters())
       .add("mfu", flops_per_token * tokens_per_s / 989e12, 4)
+      .achieved(bench::gpt_training_flops(config, batch, seq), t, args.sgemm_gflops)
       .losses(losses)
       .print();
 }
@@ -182,8 +193,9 @@ void generate_case(const Args& args, const std::string& preset) {
   options.host_sampling = args.host_sampling;
   options.cuda_graphs = args.cuda_graphs;
   size_t generated = 0;
-  const bench::Timing t = time_steps(
-      [&] { generated = model.generate(prompt, options).size() - prompt.size(); }, args.steps);
+  const bench::Timing t =
+      time_steps([&] { generated = model.generate(prompt, options).size() - prompt.size(); },
+                 args.steps, args.profile, args.case_name);
   bench::JsonLine line(args.case_name);
   line.add("batch", 1)
       .add("prompt", prompt_len)
@@ -192,7 +204,10 @@ void generate_case(const Args& args, const std::string& preset) {
       .add("new_tokens_per_s", static_cast<double>(generated) / t.median_s, 2)
       .flag("host_sampling", args.host_sampling)
       .flag("cuda_graphs", args.cuda_graphs && !args.host_sampling && args.device == Device::CUDA);
-  add_common(line, t, args, model.num_parameters()).print();
+  add_common(line, t, args, model.num_parameters())
+      .achieved(bench::gpt_generate_flops(config, prompt_len, new_tokens, args.cache), t,
+                args.sgemm_gflops)
+      .print();
 }
 
 }  // namespace
@@ -201,9 +216,9 @@ int main(int argc, char** argv) {
   cli::use_short_omp_spin(argv);
   Args args;
   std::string device = "cpu";
-  CLI::App app{
-      "gpt: one GPT benchmark case; prints one JSON line comparable with "
-      "bench/reference/bench.py CASE (on a GPU: both with --device cuda)"};
+  CLI::App app{std::string("gpt: one GPT benchmark case; prints one JSON line comparable with "
+                            "bench/reference/bench.py CASE (on a GPU: both with --device cuda)") +
+               bench::kAchievedHelp};
   cli::show_defaults(app);
   app.add_option("case", args.case_name,
                  "gpt-mini: training step, gpt-mini (4 layers, d 256), batch 16 x 128 bytes\n"
@@ -240,6 +255,7 @@ int main(int argc, char** argv) {
   app.add_flag("--distributed", args.distributed,
                "gpt-mini: data-parallel over the processes mpirun started (batch 16 split "
                "between them); rank 0 prints");
+  app.add_flag("--profile", args.profile, bench::kProfileHelp);
   app.add_option("--bucket-mb", args.bucket_mb,
                  "--distributed: gradient bucket size in MB (PyTorch DDP's bucket_cap_mb)")
       ->check(cli::positive);
@@ -259,6 +275,7 @@ int main(int argc, char** argv) {
     LOOM_CHECK(!args.distributed || args.case_name == "gpt-mini",
                "--distributed is for the gpt-mini case only");
     set_num_threads(args.threads);
+    if (args.device == Device::CPU && !args.distributed) args.sgemm_gflops = bench::sgemm_gflops();
     if (args.distributed) {
       distributed::init();  // a job of one without mpirun
       distributed_case(args);

@@ -12,7 +12,8 @@
 //                                    one step = encode + decode 24 tokens per sentence from BOS
 //                                    id 1 with the KV cache (eos never produced), greedy; the
 //                                    beam_* fields time beam search width 4 the same way
-//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --profile
+//   beam_flops_per_step: the beam search's products (PyTorch's twin counts greedy only)
 //   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 //
 // loom's model masks key id 0 (pad_id) where models.py's masks nothing; random ids hit 0 about
@@ -51,13 +52,14 @@ void train_case(const Args& args) {
     opt.set_lr(optim::noam_lr(++step_number, config.d_model, 4000));
     bench::update(cross_entropy(model.forward(src, tgt_in), tgt_out, -100, 0.1f), opt, losses);
   };
-  const bench::Timing t = time_steps(step, args.steps);
+  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
   bench::JsonLine(args.case_name)
       .add("batch", B)
       .add("src_len", T)
       .add("tgt_len", T)
       .add("tokens_per_s", static_cast<double>(B * T) / t.median_s, 2)
       .common(t, args.steps, model.num_parameters(), args.device)
+      .achieved(bench::seq2seq_training_flops(config, B, T, T), t, args.sgemm_gflops)
       .losses(losses)
       .print();
 }
@@ -92,10 +94,12 @@ void translate_case(const Args& args) {
         matches = matches && best[static_cast<size_t>(b * new_tokens + t)] ==
                                  greedy[static_cast<size_t>(b)][static_cast<size_t>(t)];
   }
-  const bench::Timing t = time_steps(
-      [&] { greedy = model.translate_batch(srcs, bos, no_eos, new_tokens, 1); }, args.steps);
+  const bench::Timing t =
+      time_steps([&] { greedy = model.translate_batch(srcs, bos, no_eos, new_tokens, 1); },
+                 args.steps, args.profile, args.case_name + " (greedy)");
   const bench::Timing tb =
-      time_steps([&] { model.translate_batch(srcs, bos, no_eos, new_tokens, beam); }, args.steps);
+      time_steps([&] { model.translate_batch(srcs, bos, no_eos, new_tokens, beam); }, args.steps,
+                 args.profile, args.case_name + " (beam 4)");
   const double total = static_cast<double>(B * new_tokens);
   bench::JsonLine(args.case_name)
       .add("batch", B)
@@ -106,8 +110,11 @@ void translate_case(const Args& args) {
       .flag("cache_matches_full", matches)
       .times(tb, "beam_")
       .add("beam_new_tokens_per_s", total / tb.median_s, 2)
+      .add("beam_flops_per_step", bench::seq2seq_decode_flops(config, B, S, new_tokens, beam) / 1e9,
+           4)
       .add("new_tokens_per_s", total / t.median_s, 2)
       .common(t, args.steps, model.num_parameters(), args.device)
+      .achieved(bench::seq2seq_decode_flops(config, B, S, new_tokens, 1), t, args.sgemm_gflops)
       .print();
 }
 

@@ -6,7 +6,7 @@
 //   vision swin-fmnist   training step of models.py's Swin (patch 2, d 64, stages 2+4,
 //                        window 7, drop-path 0.1 in training mode; 931,710 parameters), batch 64
 //   one step = forward + cross-entropy + backward + AdamW(lr 1e-3, wd 0.05) step + zero_grad
-//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda
+//   options: --steps N (default 10)  --threads T (default 2)  --device cpu|cuda  --profile
 //   idle OpenMP workers spin briefly, then sleep (cli::use_short_omp_spin)
 #include <string>
 #include <vector>
@@ -25,7 +25,7 @@ using bench::Args;
 // bench.py's training_step(): random images U[0,1) and labels, generated once; the same batch every
 // step; AdamW over every parameter; gradients zeroed in place (PyTorch 1.13's default).
 template <typename Model, typename Config>
-void train_case(const Args& args, const Config& config, int64_t batch) {
+void train_case(const Args& args, const Config& config, int64_t batch, double flops) {
   manual_seed(0);
   Model model(config);
   model.to(args.device);
@@ -36,11 +36,12 @@ void train_case(const Args& args, const Config& config, int64_t batch) {
   optim::AdamW opt(model.parameters(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f);
   std::vector<float> losses;
   auto step = [&] { bench::update(cross_entropy(model.forward(images), labels), opt, losses); };
-  const bench::Timing t = time_steps(step, args.steps);
+  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
   bench::JsonLine(args.case_name)
       .add("batch", batch)
       .add("images_per_s", static_cast<double>(batch) / t.median_s, 2)
       .common(t, args.steps, model.num_parameters(), args.device)
+      .achieved(flops, t, args.sgemm_gflops)
       .losses(losses)
       .print();
 }
@@ -49,11 +50,13 @@ void train_case(const Args& args, const Config& config, int64_t batch) {
 const std::vector<bench::Case> kCases = {
     {"vit-fmnist", "ViT training step, batch 128 (1,199,882 parameters)",
      [](const bench::Args& args) {
-       train_case<models::ViT>(args, models::ViTConfig::preset("vit-fmnist"), 128);
+       const auto config = models::ViTConfig::preset("vit-fmnist");
+       train_case<models::ViT>(args, config, 128, bench::vit_training_flops(config, 128));
      }},
     {"swin-fmnist", "Swin training step, batch 64 (931,710 parameters)",
      [](const bench::Args& args) {
-       train_case<models::Swin>(args, models::SwinConfig::preset("swin-fmnist"), 64);
+       const auto config = models::SwinConfig::preset("swin-fmnist");
+       train_case<models::Swin>(args, config, 64, bench::swin_training_flops(config, 64));
      }}};
 
 }  // namespace

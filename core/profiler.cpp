@@ -1,0 +1,177 @@
+// The profiler's tallies: one map from (name, detail, pass) to calls, seconds and FLOPs, shared
+// by every thread under a mutex (only touched while a Profile runs), and its reading as rows
+// and as a table.
+#include "core/profiler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace loom::profiler {
+
+namespace {
+
+struct Tally {
+  int64_t calls = 0;
+  double seconds = 0, flops = 0;
+};
+
+// A row's key as scopes record it: the static strings' addresses, compared as pointers (their
+// text is read only when the rows are made).
+using Key = std::tuple<const char*, const char*, Pass>;
+
+struct Tallies {
+  std::mutex mutex;
+  std::map<Key, Tally> rows;
+  std::set<std::string, std::less<>> names;  // RecordFunction's names, kept for the rows' keys
+  bool profiling = false;                    // a Profile exists
+};
+
+Tallies& tallies() {
+  static Tallies t;
+  return t;
+}
+
+// The op a scope's name stands for: a std::source_location function name such as
+// "void loom::Backend::softmax(const loom::Tensor&, ...)" gives "softmax"; a plain name is
+// itself.
+std::string op_name(const char* name, const char* detail) {
+  std::string_view s(name);
+  if (const size_t paren = s.find('('); paren != std::string_view::npos) {
+    size_t begin = paren;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(s[begin - 1])) ||
+                         s[begin - 1] == '_'))
+      --begin;
+    s = s.substr(begin, paren - begin);
+  }
+  return detail ? fmt::format("{} {}", s, detail) : std::string(s);
+}
+
+}  // namespace
+
+const char* pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::Forward: return "forward";
+    case Pass::Backward: return "backward";
+    case Pass::Optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+void Scope::finish() {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  Tallies& t = tallies();
+  std::lock_guard lock(t.mutex);
+  Tally& row = t.rows[{name_, detail_, detail::t_state.pass}];
+  row.calls += 1;
+  row.seconds += seconds;
+  row.flops += flops_;
+}
+
+namespace {
+// A RecordFunction's name as a string that lives as long as the tallies (their keys are
+// pointers); "" while the profiler is off, when the scope records nothing.
+const char* kept_name(std::string_view name) {
+  if (!enabled()) return "";
+  Tallies& t = tallies();
+  std::lock_guard lock(t.mutex);
+  return t.names.emplace(name).first->c_str();
+}
+}  // namespace
+
+RecordFunction::RecordFunction(std::string_view name) : scope_(kept_name(name)) {}
+
+Profile::Profile() : start_(std::chrono::steady_clock::now()) {
+  Tallies& t = tallies();
+  std::lock_guard lock(t.mutex);
+  LOOM_CHECK(!t.profiling, "profiler::Profile: a profile is already running (one at a time)");
+  t.profiling = true;
+  t.rows.clear();
+  detail::g_enabled.store(true, std::memory_order_relaxed);
+}
+
+Profile::~Profile() {
+  stop();
+  Tallies& t = tallies();
+  std::lock_guard lock(t.mutex);
+  t.profiling = false;
+}
+
+void Profile::stop() {
+  if (!running_) return;
+  detail::g_enabled.store(false, std::memory_order_relaxed);
+  stop_ = std::chrono::steady_clock::now();
+  running_ = false;
+}
+
+std::vector<Row> Profile::key_averages() const {
+  // Rows with the same op name and pass (two call sites of one method) are merged.
+  std::map<std::pair<std::string, Pass>, Row> merged;
+  {
+    Tallies& t = tallies();
+    std::lock_guard lock(t.mutex);
+    for (const auto& [key, tally] : t.rows) {
+      const auto& [name, detail, pass] = key;
+      Row& row = merged[{op_name(name, detail), pass}];
+      row.calls += tally.calls;
+      row.seconds += tally.seconds;
+      row.flops += tally.flops;
+    }
+  }
+  std::vector<Row> rows;
+  for (auto& [key, row] : merged) {
+    row.name = key.first;
+    row.pass = key.second;
+    rows.push_back(std::move(row));
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
+  return rows;
+}
+
+double Profile::wall_seconds() const {
+  const auto end = running_ ? std::chrono::steady_clock::now() : stop_;
+  return std::chrono::duration<double>(end - start_).count();
+}
+
+double Profile::other_seconds() const {
+  double in_rows = 0;
+  for (const Row& row : key_averages()) in_rows += row.seconds;
+  return std::max(0.0, wall_seconds() - in_rows);
+}
+
+std::string Profile::table(int64_t steps) const {
+  LOOM_CHECK(steps > 0, "profiler::Profile::table: steps must be positive, got {}", steps);
+  const auto per_step = static_cast<double>(steps);
+  const double wall = wall_seconds();
+  const auto share = [&](double seconds) { return wall > 0 ? 100.0 * seconds / wall : 0.0; };
+  std::string out = fmt::format("{:<28} {:<9} {:>10} {:>10} {:>7} {:>9}\n", "op", "pass",
+                                "calls/step", "ms/step", "share", "GFLOP/s");
+  double flops = 0;
+  for (const Row& row : key_averages()) {
+    flops += row.flops;
+    const std::string rate = row.flops > 0 ? fmt::format("{:.1f}", row.flops / row.seconds / 1e9)
+                                           : std::string();
+    out += fmt::format("{:<28} {:<9} {:>10.1f} {:>10.3f} {:>6.1f}% {:>9}\n", row.name,
+                       pass_name(row.pass), static_cast<double>(row.calls) / per_step,
+                       row.seconds * 1e3 / per_step, share(row.seconds), rate);
+  }
+  const double other = other_seconds();
+  out += fmt::format("{:<28} {:<9} {:>10} {:>10.3f} {:>6.1f}%\n", "other (outside kernels)", "",
+                     "", other * 1e3 / per_step, share(other));
+  out += fmt::format("{:<28} {:<9} {:>10} {:>10.3f} {:>6.1f}%\n", "total", "", "",
+                     wall * 1e3 / per_step, wall > 0 ? 100.0 : 0.0);
+  if (flops > 0)
+    out += fmt::format("the products' kernels did {:.4f} GFLOP per step\n", flops / 1e9 / per_step);
+  return out;
+}
+
+}  // namespace loom::profiler

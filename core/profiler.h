@@ -1,0 +1,145 @@
+// Where the time of a step goes: a per-op profiler, torch.autograd.profiler's counterpart.
+//
+//   {
+//     profiler::Profile profile;          // on for its lifetime (torch.autograd.profiler.profile)
+//     for (int i = 0; i < 10; ++i) step();
+//     fmt::print(stderr, "{}", profile.table(10));   // op, pass, calls, ms and share per step
+//   }
+//
+// What is timed: every kernel call (Backend::run, the one place each backend method hands its
+// work to a device, names the scope after the method: "gemm", "softmax", "unary Gelu") and
+// every RecordFunction a program opens. Time goes to the OUTERMOST scope open on the thread, so
+// nothing is counted twice: a kernel inside a RecordFunction is part of the RecordFunction's
+// row, and a kernel that calls another kernel is one row. The pass of a row is the thread's
+// current one: Backward while the autograd engine runs backward (autograd/engine.cpp), Optimizer
+// inside a PassGuard that says so (the benchmarks' optimizer steps), Forward otherwise. What no
+// scope covers (shape logic, allocation, the graph's bookkeeping) is the profile's "other".
+//
+// Off, it costs one relaxed atomic load per kernel call (enabled()). On, a steady_clock read at
+// each end of a scope and one locked map update. The time is the calling thread's: on the CPU
+// the kernel's run, on CUDA only its launch (the device runs it later, asynchronously).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::profiler {
+
+// The part of a training step a scope ran in.
+enum class Pass { Forward, Backward, Optimizer };
+const char* pass_name(Pass pass);  // "forward", "backward", "optimizer"
+
+namespace detail {
+inline std::atomic<bool> g_enabled{false};
+// The thread's open scopes and its pass.
+struct ThreadState {
+  int depth = 0;
+  Pass pass = Pass::Forward;
+};
+inline thread_local ThreadState t_state;
+}  // namespace detail
+
+// Whether a Profile is running: the one check a scope makes when profiling is off.
+inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+// Times its lifetime as one call of `name` (a string with static storage: a literal, or the
+// function name of a std::source_location) when the profiler is on and no scope is open on
+// this thread. `detail` (static too) refines the name ("Gelu" of "unary"); `flops` is the
+// call's floating-point work, when known (gemm's 2 m n k per product).
+class Scope {
+ public:
+  explicit Scope(const char* name) : name_(name) {
+    if (!enabled()) return;
+    entered_ = true;
+    active_ = detail::t_state.depth++ == 0;
+    if (active_) start_ = std::chrono::steady_clock::now();
+  }
+  ~Scope() {
+    if (!entered_) return;
+    --detail::t_state.depth;
+    if (active_) finish();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+  bool active() const { return active_; }
+  void describe(const char* detail, double flops) {
+    detail_ = detail;
+    flops_ = flops;
+  }
+
+ private:
+  void finish();
+  const char* name_;
+  const char* detail_ = nullptr;
+  double flops_ = 0;
+  bool entered_ = false;  // counted in the thread's depth
+  bool active_ = false;   // the outermost scope: timed
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A named region of a program, timed as one row (torch.autograd.profiler.record_function;
+// LibTorch's RECORD_FUNCTION). The kernels inside are part of its time, not rows of their own.
+class RecordFunction {
+ public:
+  explicit RecordFunction(std::string_view name);
+
+ private:
+  Scope scope_;
+};
+
+// Sets this thread's pass for its lifetime (the engine's Backward, a benchmark's Optimizer).
+class PassGuard {
+ public:
+  explicit PassGuard(Pass pass) : previous_(detail::t_state.pass) { detail::t_state.pass = pass; }
+  ~PassGuard() { detail::t_state.pass = previous_; }
+  PassGuard(const PassGuard&) = delete;
+  PassGuard& operator=(const PassGuard&) = delete;
+
+ private:
+  Pass previous_;
+};
+
+// One row of a profile: every call of one op in one pass (PyTorch's key_averages()).
+struct Row {
+  std::string name;
+  Pass pass = Pass::Forward;
+  int64_t calls = 0;
+  double seconds = 0;  // summed over the calls
+  double flops = 0;    // summed over the calls; 0 when the op does not say
+};
+
+// Turns the profiler on for its lifetime, from empty tallies; one at a time (a second while one
+// runs throws loom::Error). Between a Profile's start and its stop() (or end), key_averages()
+// and table() may be read at any time.
+class Profile {
+ public:
+  Profile();
+  ~Profile();
+  Profile(const Profile&) = delete;
+  Profile& operator=(const Profile&) = delete;
+
+  void stop();  // the profiler off; the tallies and the wall time stay readable
+  // The rows, longest total time first.
+  std::vector<Row> key_averages() const;
+  double wall_seconds() const;   // from the start to stop() (or to now while running)
+  double other_seconds() const;  // wall_seconds() minus the time in every row, at least 0
+  // The rows as a table, per step of `steps`: op, pass, calls, ms, share of the wall time and,
+  // for ops that report FLOPs, GFLOP/s; then "other" and the total.
+  std::string table(int64_t steps = 1) const;
+
+ private:
+  bool running_ = true;
+  std::chrono::steady_clock::time_point start_, stop_;
+};
+
+}  // namespace loom::profiler
+
+namespace loom::autograd {
+// PyTorch spells it torch.autograd.profiler: loom::autograd::profiler::Profile is the same class.
+namespace profiler = ::loom::profiler;
+}  // namespace loom::autograd

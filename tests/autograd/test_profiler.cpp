@@ -1,0 +1,129 @@
+// The profiler (core/profiler.h): which calls it records, under which name and pass, and that
+// it records nothing when off. No test reads a time: only calls, names, passes and FLOPs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+#include "test_util.h"
+
+using namespace loom;
+using loom::testing::expect_error;
+namespace profiler = loom::autograd::profiler;  // the PyTorch spelling reaches the same names
+
+namespace {
+
+// The row of `name` in `pass`, or a row of 0 calls when there is none.
+profiler::Row find_row(const profiler::Profile& p, const std::string& name,
+                       profiler::Pass pass = profiler::Pass::Forward) {
+  const std::vector<profiler::Row> rows = p.key_averages();
+  const auto it = std::find_if(rows.begin(), rows.end(), [&](const profiler::Row& r) {
+    return r.name == name && r.pass == pass;
+  });
+  return it == rows.end() ? profiler::Row{} : *it;
+}
+
+}  // namespace
+
+TEST_CASE("profiler: off, kernels record nothing; a stopped profile takes no more rows") {
+  const Tensor a = randn({4, 3}), b = randn({3, 5});
+  CHECK_FALSE(profiler::enabled());
+  matmul(a, b);  // before any profile: nowhere to go
+  profiler::Profile p;
+  CHECK(profiler::enabled());
+  CHECK(p.key_averages().empty());  // a profile starts from empty tallies
+  p.stop();
+  CHECK_FALSE(profiler::enabled());
+  matmul(a, b);
+  CHECK(p.key_averages().empty());
+}
+
+TEST_CASE("profiler: each kernel call is one call of its backend method, with a product's FLOPs") {
+  const Tensor a = randn({4, 3}), b = randn({3, 5});
+  profiler::Profile p;
+  matmul(a, b);
+  matmul(a, b);
+  exp(a);
+  p.stop();
+  const profiler::Row gemm = find_row(p, "gemm");
+  CHECK(gemm.calls == 2);
+  CHECK(gemm.flops == doctest::Approx(2 * 2.0 * 4 * 3 * 5));  // 2 per multiply-add
+  CHECK(gemm.seconds >= 0);
+  CHECK(find_row(p, "unary Exp").calls == 1);  // a unary kernel is named by its function
+  CHECK(find_row(p, "unary Exp").flops == 0);
+  CHECK(p.other_seconds() >= 0);
+  CHECK(p.wall_seconds() >= gemm.seconds);
+}
+
+TEST_CASE("profiler: kernels of backward() are rows of the backward pass") {
+  const Tensor a = randn({4, 3}).requires_grad_(), b = randn({3, 5}).requires_grad_();
+  profiler::Profile p;
+  Tensor loss = sum(matmul(a, b));
+  loss.backward();
+  p.stop();
+  CHECK(find_row(p, "gemm", profiler::Pass::Forward).calls == 1);
+  // dA = dC B^T and dB = A^T dC: two products of the forward's size.
+  const profiler::Row backward = find_row(p, "gemm", profiler::Pass::Backward);
+  CHECK(backward.calls == 2);
+  CHECK(backward.flops == doctest::Approx(2 * 2.0 * 4 * 3 * 5));
+  CHECK(find_row(p, "gemm", profiler::Pass::Optimizer).calls == 0);
+}
+
+TEST_CASE("profiler: a PassGuard sets the pass of the kernels inside it, then restores it") {
+  Tensor w = randn({8});
+  profiler::Profile p;
+  {
+    profiler::PassGuard optimizer(profiler::Pass::Optimizer);
+    w.fill_(0.0f);
+  }
+  w.fill_(1.0f);
+  p.stop();
+  CHECK(find_row(p, "fill", profiler::Pass::Optimizer).calls == 1);
+  CHECK(find_row(p, "fill", profiler::Pass::Forward).calls == 1);
+}
+
+TEST_CASE("profiler: time goes to the outermost scope, so nested scopes count once") {
+  const Tensor a = randn({4, 3}), b = randn({3, 5});
+  profiler::Profile p;
+  {
+    profiler::RecordFunction outer("attention block");
+    matmul(a, b);  // inside: part of the block's row, not a gemm row
+    {
+      profiler::RecordFunction inner(std::string("inner"));  // nested: no row either
+      matmul(a, b);
+    }
+  }
+  matmul(a, b);  // outside any scope: a gemm row again
+  p.stop();
+  CHECK(find_row(p, "attention block").calls == 1);
+  CHECK(find_row(p, "inner").calls == 0);
+  CHECK(find_row(p, "gemm").calls == 1);
+  CHECK(p.key_averages().size() == 2);
+}
+
+TEST_CASE("profiler: the table lists each row, the time outside kernels and the total") {
+  const Tensor a = randn({4, 3}), b = randn({3, 5});
+  profiler::Profile p;
+  matmul(a, b);
+  p.stop();
+  const std::string table = p.table(2);
+  CHECK(table.find("gemm") != std::string::npos);
+  CHECK(table.find("forward") != std::string::npos);
+  CHECK(table.find("other (outside kernels)") != std::string::npos);
+  CHECK(table.find("total") != std::string::npos);
+  CHECK(table.find("0.5") != std::string::npos);  // one call over 2 steps: 0.5 calls per step
+}
+
+TEST_CASE("profiler: one profile at a time; bad steps for a table are errors") {
+  {
+    profiler::Profile p;
+    expect_error([] { profiler::Profile second; }, {"profiler::Profile", "already running"});
+    expect_error([&] { p.table(0); }, {"profiler::Profile::table", "steps", "0"});
+    p.stop();  // stopped, its rows still readable: a second would clear them
+    expect_error([] { profiler::Profile second; }, {"profiler::Profile", "already running"});
+  }
+  profiler::Profile after;  // the first has ended
+  CHECK(profiler::enabled());
+}
