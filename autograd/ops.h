@@ -361,6 +361,13 @@ Tensor im2col(const Tensor& x, const WindowGeometry& w, float pad_value = 0.0f,
 Tensor col2im(const Tensor& cols, int64_t height, int64_t width, const WindowGeometry& w,
               bool batch_last = false);
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const WindowGeometry& w);
+// The convolution those columns make (ops_window.cpp): x [N, C_in, H, W] float32, weight
+// [C_out, C_in / groups, kh, kw], bias [C_out] or undefined -> [N, C_out, H_out, W_out], one GEMM
+// per group over the columns of a few images at a time, so that the columns (and, backward,
+// their gradient) stay in cache; the backward makes each chunk's columns again rather than
+// keeping them. nn::functional::conv2d checks the shapes and calls it.
+Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     const WindowGeometry& w, int64_t groups);
 // relu / gelu / gelu_tanh of (x + bias), bias [C] added along x's last dim, in one pass each way
 // (Megatron-LM's bias_gelu): a Linear run without its bias (linear(x, W, Tensor())) whose output
 // goes straight into the activation, as nn::feed_forward does. The values and gradients of

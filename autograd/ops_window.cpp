@@ -190,4 +190,87 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   }, {xc, w});
 }
 
+// ---------------------------------------------------------------------------- conv2d
+namespace {
+
+// How many images a chunk of conv2d_im2col holds: on the CPU about 2 MB of columns, which stay
+// in the cache between im2col and the GEMM (and, backward, between the GEMM and col2im); on a
+// GPU the whole batch, one GEMM per group.
+int64_t images_per_chunk(const Tensor& x, int64_t column_floats_per_image) {
+  if (x.device() != Device::CPU) return std::max<int64_t>(x.size(0), 1);
+  constexpr int64_t kChunkFloats = (2 << 20) / sizeof(float);
+  return std::clamp<int64_t>(kChunkFloats / std::max<int64_t>(column_floats_per_image, 1), 1,
+                             std::max<int64_t>(x.size(0), 1));
+}
+
+}  // namespace
+
+Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     const WindowGeometry& w, int64_t groups) {
+  const ImageStack s = image_stack(x, w, "conv2d");
+  detail::check_float(weight, "conv2d");
+  const int64_t n = x.size(0), c_in = x.size(1), c_out = weight.size(0), g = groups;
+  const int64_t taps = w.kernel[0] * w.kernel[1], positions = s.out_h * s.out_w;  // kk, L
+  const int64_t k_group = c_in / g * taps;  // K: a group's rows of columns
+  const int64_t chunk = images_per_chunk(x, c_in * taps * positions);
+  // Columns of images [n0, n0 + count) with the batch last, as [G, K, count * L].
+  const auto columns = [=](const Tensor& images, int64_t n0, int64_t count) {
+    return im2col(images.narrow(0, n0, count), w, 0.0f, /*batch_last=*/true)
+        .reshape({g, k_group, count * positions});
+  };
+  const Tensor xd = x.detach(), wd = weight.detach().reshape({g, c_out / g, k_group});
+  Tensor y = Tensor::empty({n, c_out, positions}, DType::Float32, x.device());
+  {
+    NoGradGuard no_grad;
+    for (int64_t n0 = 0; n0 < n; n0 += chunk) {
+      const int64_t count = std::min(chunk, n - n0);
+      // [G, C_out/G, K] @ [G, K, count * L] -> [C_out, count, L], then batch first into y.
+      const Tensor product = matmul(wd, columns(xd, n0, count));
+      Tensor out = y.narrow(0, n0, count);
+      out.copy_(product.reshape({c_out, count, positions}).transpose(0, 1));
+      if (bias.defined()) out.add_(bias.detach().reshape({1, c_out, 1}));
+    }
+  }
+  y = y.reshape({n, c_out, s.out_h, s.out_w});
+  const int64_t height = s.height, width = s.width;
+  const Tensor xs = detail::saved(x), ws = detail::saved(weight);
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  return autograd::record("conv2d", {x, weight, bias}, y, [=](const Tensor& grad) {
+    // The output's gradient as the GEMM's [G, C_out/G, count * L], images [n0, n0 + count).
+    const auto grad_rows = [=](const Tensor& gr, int64_t n0, int64_t count) {
+      return gr.narrow(0, n0, count).reshape({count, c_out, positions}).transpose(0, 1)
+          .reshape({g, c_out / g, count * positions});
+    };
+    if (autograd::building_graph({grad, xs, ws})) {  // create_graph: the whole batch in ops
+      const Tensor gy = grad_rows(grad, 0, n), wg = ws.reshape({g, c_out / g, k_group});
+      const Tensor dw = matmul(gy, columns(xs, 0, n).transpose(1, 2)).reshape(ws.shape());
+      const Tensor dcols = matmul(wg.transpose(1, 2), gy).reshape({c_in, taps, n, positions});
+      const Tensor db = need_b ? sum(grad, {0, 2, 3}) : Tensor();
+      return std::vector<Tensor>{col2im(dcols, height, width, w, true), dw, db};
+    }
+    // dweight = sum over chunks of grad @ columns^T; dx = col2im(weight^T @ grad) per chunk;
+    // dbias = the sum of grad's rows, chunk by chunk.
+    const auto zero = [&](const Shape& shape) {
+      return zeros(shape, DType::Float32, xs.device());
+    };
+    Tensor dw = need_w ? zero({g, c_out / g, k_group}) : Tensor();
+    Tensor db = need_b ? zero({g, c_out / g}) : Tensor();
+    Tensor dx = need_x ? Tensor::empty(xs.shape(), DType::Float32, xs.device()) : Tensor();
+    const Tensor wt = wd.transpose(1, 2);  // [G, K, C_out/G]
+    for (int64_t n0 = 0; n0 < n; n0 += chunk) {
+      const int64_t count = std::min(chunk, n - n0);
+      const Tensor gy = grad_rows(grad, n0, count);
+      if (need_b) db.add_(sum(gy, {2}));
+      if (need_w) dw.add_(matmul(gy, columns(xd, n0, count).transpose(1, 2)));
+      if (!need_x) continue;
+      const Tensor dcols = matmul(wt, gy);  // [G, K, count * L] = [C_in, kk, count, L]
+      Tensor dx_chunk = dx.narrow(0, n0, count);
+      backend(xs.device()).col2im(dcols, {count, c_in, true}, height, width, w, dx_chunk);
+    }
+    return std::vector<Tensor>{dx, need_w ? dw.reshape(ws.shape()) : Tensor(),
+                               need_b ? db.reshape({c_out}) : Tensor()};
+  }, {x, weight});
+}
+
 }  // namespace loom

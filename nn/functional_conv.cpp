@@ -1,9 +1,11 @@
 // Convolution and pooling by im2col (Chellapilla et al. 2006): the sliding windows are gathered
-// into columns (loom::im2col, backends/window), so a convolution becomes one GEMM and an average
+// into columns (loom::im2col, backends/window), so a convolution becomes a GEMM and an average
 // pooling one mean over the window dim; the columns' gradient is summed back onto the image by
-// col2im, im2col's adjoint. The transposed convolution runs the same two steps the other way
-// round: a GEMM makes the columns, col2im sums them into the image. Max pooling keeps, per
-// window, the position of its maximum, where the backward sends the gradient.
+// col2im, im2col's adjoint (loom::conv2d_im2col, autograd/ops_window.cpp, runs conv2d's GEMM on
+// a few images' columns at a time, so that they stay in the cache). The transposed convolution
+// runs the same two steps the other way round: a GEMM makes the columns, col2im sums them into
+// the image. Max pooling keeps, per window, the position of its maximum, where the backward
+// sends the gradient.
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -96,6 +98,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Expandi
   const int64_t k_group = weight.size(1) * w.kernel_elements();  // K = C_in/G * kh * kw
   const int64_t positions = out_h * out_w;                        // L
   const bool bf16 = x.dtype() == DType::BFloat16;  // (autocast) columns in float32, then rounded
+  if (!bf16 && weight.dtype() == DType::Float32 &&
+      (!bias.defined() || bias.dtype() == DType::Float32))
+    return conv2d_im2col(x, weight, bias, w.geometry(), groups);  // what follows, by chunks
   Tensor cols = im2col(bf16 ? x.to(DType::Float32) : x, w.geometry(), 0.0f, /*batch_last=*/true)
                     .reshape({g, k_group, n * positions});
   if (bf16) cols = cols.to(DType::BFloat16);

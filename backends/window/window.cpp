@@ -109,20 +109,69 @@ Span inside(int64_t offset, int64_t stride, int64_t size, int64_t positions) {
   return {std::min(lo, positions), std::clamp(hi, std::min(lo, positions), positions)};
 }
 
+// What im2col and col2im both walk: each plane's kh * kw taps, a column of out_h * out_w
+// positions per tap.
+struct Columns {
+  int64_t out_h, out_w, taps, positions;
+};
+Columns columns_of(const WindowGeometry& w, int64_t height, int64_t width) {
+  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
+  return {out_h, out_w, w.kernel[0] * w.kernel[1], out_h * out_w};
+}
+
+// The plane task t works on. With the batch last, the rows of one channel's tap for images
+// 0, 1, 2, ... lie one after another, so going channel by channel reads or writes each tap's
+// rows in memory order (nine streams for a 3x3 kernel, not nine jumps per plane).
+int64_t plane_of_task(const ColumnLayout& layout, int64_t t) {
+  return layout.batch_last ? (t % layout.images) * layout.channels + t / layout.images : t;
+}
+
+// A column of a window at stride 1 whose rows are as wide as the image's (out_w == width): the
+// image moved up by `down` rows and left by `right` columns (either may be negative), pad_value
+// where that leaves the image. The rows inside are one contiguous copy, long enough to vectorise
+// well where a copy per row of 14 or 28 pixels is mostly overhead; the pixels that copy brings
+// round from the next or previous row (each row's first or last columns) then become pad_value.
+void shifted_copy(const float* image, int64_t height, int64_t width, int64_t out_h, int64_t down,
+                  int64_t right, float pad_value, float* col) {
+  const int64_t first_row = std::clamp<int64_t>(-down, 0, out_h);  // rows [first, last) inside
+  const int64_t last_row = std::clamp<int64_t>(height - down, first_row, out_h);
+  std::fill(col, col + first_row * width, pad_value);
+  std::fill(col + last_row * width, col + out_h * width, pad_value);
+  if (first_row == last_row) return;
+  // Without the first `-right` pixels (or the last `right`), so that no read leaves the image.
+  const int64_t begin = first_row * width + std::max<int64_t>(-right, 0);
+  const int64_t end = last_row * width - std::max<int64_t>(right, 0);
+  const float* from = image + down * width + right;
+#pragma omp simd
+  for (int64_t q = begin; q < end; ++q) col[q] = from[q];
+  const int64_t wrapped = std::min(std::abs(right), width);  // per row, at its start or end
+  for (int64_t oh = first_row; oh < last_row; ++oh) {
+    float* row = col + oh * width + (right < 0 ? 0 : width - wrapped);
+    std::fill(row, row + wrapped, pad_value);
+  }
+}
+
 }  // namespace
 
 void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t width,
             const WindowGeometry& w, float pad_value, Tensor& cols) {
-  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
-  const int64_t kk = w.kernel[0] * w.kernel[1], positions = out_h * out_w;
+  const auto [out_h, out_w, kk, positions] = columns_of(w, height, width);
   const float* xp = x.data_ptr<float>();
   float* cp = cols.data_ptr<float>();
-  parallel_for_each(layout.planes(), kk * positions, [&](int64_t p) {
+  // Stride 1 with the padding that keeps the width (a 3x3 kernel with padding 1, ...).
+  const bool same_width = w.stride[0] == 1 && w.stride[1] == 1 && out_w == width;
+  parallel_for_each(layout.planes(), kk * positions, [&](int64_t task) {
+    const int64_t p = plane_of_task(layout, task);
     const float* image = xp + p * height * width;
     for (int64_t i = 0; i < w.kernel[0]; ++i)
       for (int64_t j = 0; j < w.kernel[1]; ++j) {
         float* col = cp + layout.row(p, i * w.kernel[1] + j, kk) * positions;  // [out_h, out_w]
         const int64_t col_offset = j * w.dilation[1] - w.padding[1];
+        if (same_width) {
+          shifted_copy(image, height, width, out_h, i * w.dilation[0] - w.padding[0], col_offset,
+                       pad_value, col);
+          continue;
+        }
         const Span cs = inside(col_offset, w.stride[1], width, out_w);
         for (int64_t oh = 0; oh < out_h; ++oh, col += out_w) {
           const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
@@ -144,11 +193,11 @@ void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t
 
 void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int64_t width,
             const WindowGeometry& w, Tensor& x) {
-  const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
-  const int64_t kk = w.kernel[0] * w.kernel[1], positions = out_h * out_w;
+  const auto [out_h, out_w, kk, positions] = columns_of(w, height, width);
   const float* cp = cols.data_ptr<float>();
   float* xp = x.data_ptr<float>();
-  parallel_for_each(layout.planes(), kk * positions, [&](int64_t p) {
+  parallel_for_each(layout.planes(), kk * positions, [&](int64_t task) {
+    const int64_t p = plane_of_task(layout, task);
     float* image = xp + p * height * width;
     std::fill(image, image + height * width, 0.0f);
     for (int64_t i = 0; i < w.kernel[0]; ++i)
@@ -178,10 +227,94 @@ void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int6
 // lanes beside eight floats) in scratch rows; where each window starts and where each tap lies
 // from that start are computed once per call. The inner loop over the windows is selects without
 // branches, which the compiler vectorises.
+namespace {
+
+// The common windows (no padding, no dilation, a square kernel of 2 or 3 and a stride of 1 or 2,
+// nn.MaxPool2d(2) above all) lie inside the image, so each row of windows reads its taps straight
+// from the image rows: tap (i, j) of window (oh, ow) is pixel (oh * kStride + i, ow * kStride + j).
+// With the window's size and stride known to the compiler, a group of kLanes windows of a row
+// (their taps unrolled inside) becomes vector code without branches. Same comparison and tap
+// order as the general loop below.
+template <int32_t kKernel, int32_t kStride, int32_t kLanes>
+void max_pool2d_lanes(const float* __restrict image, int32_t width, int32_t top, int32_t first,
+                      float* __restrict y, int64_t* __restrict y_at) {
+#pragma omp simd
+  for (int32_t lane = 0; lane < kLanes; ++lane) {
+    const int32_t corner = top + (first + lane) * kStride;  // tap (0, 0) of window first + lane
+    float best = image[corner];  // the first tap wins its window whatever it holds
+    int32_t best_at = corner;
+    for (int32_t i = 0; i < kKernel; ++i)
+      for (int32_t j = 0; j < kKernel; ++j) {
+        if (i == 0 && j == 0) continue;  // the first tap, taken above
+        const int32_t at = corner + i * width + j;
+        const float v = image[at];
+        const bool wins = (v > best) | (v != v);  // v != v: NaN
+        best = wins ? v : best;
+        best_at = wins ? at : best_at;
+      }
+    y[first + lane] = best;
+    y_at[first + lane] = best_at;
+  }
+}
+
+// A row of windows goes in groups of 8 (or 4 for a narrower row); the last group is moved back to
+// end with the row, so it computes some windows twice (with the same result) rather than leaving
+// a remainder to scalar code, whose NaN tests would branch.
+template <int32_t kKernel, int32_t kStride>
+void max_pool2d_inside(const float* xp, int64_t planes, int64_t height, int64_t width, float* yp,
+                       int64_t* ap) {
+  const int64_t out_h = (height - kKernel) / kStride + 1, out_w = (width - kKernel) / kStride + 1;
+  const auto row_width = static_cast<int32_t>(width), row_windows = static_cast<int32_t>(out_w);
+  const int64_t work = out_h * out_w * kKernel * kKernel;
+  parallel_for(0, planes, std::max<int64_t>(1, kGrainCheap / work), [&](int64_t begin,
+                                                                        int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        const float* image = xp + p * height * width;
+        const auto top = static_cast<int32_t>(oh * kStride * width);  // the row's first tap
+        float* y = yp + (p * out_h + oh) * out_w;
+        int64_t* y_at = ap + (p * out_h + oh) * out_w;
+        if (row_windows >= 8) {
+          for (int32_t first = 0; first < row_windows; first += 8)
+            max_pool2d_lanes<kKernel, kStride, 8>(image, row_width, top,
+                                                  std::min(first, row_windows - 8), y, y_at);
+        } else if (row_windows >= 4) {
+          for (int32_t first = 0; first < row_windows; first += 4)
+            max_pool2d_lanes<kKernel, kStride, 4>(image, row_width, top,
+                                                  std::min(first, row_windows - 4), y, y_at);
+        } else {
+          for (int32_t first = 0; first < row_windows; ++first)
+            max_pool2d_lanes<kKernel, kStride, 1>(image, row_width, top, first, y, y_at);
+        }
+      }
+  });
+}
+
+// max_pool2d_inside<kernel, stride> for the window w, or false when w is not one of them.
+bool max_pool2d_common(const float* xp, int64_t planes, int64_t height, int64_t width,
+                       const WindowGeometry& w, float* yp, int64_t* ap) {
+  const bool square = w.kernel[0] == w.kernel[1] && w.stride[0] == w.stride[1];
+  if (!square || w.padding[0] != 0 || w.padding[1] != 0 || w.dilation[0] != 1 ||
+      w.dilation[1] != 1)
+    return false;
+  const int64_t k = w.kernel[0], s = w.stride[0];
+  if (k == 2 && s == 2) max_pool2d_inside<2, 2>(xp, planes, height, width, yp, ap);
+  else if (k == 3 && s == 2) max_pool2d_inside<3, 2>(xp, planes, height, width, yp, ap);
+  else if (k == 3 && s == 1) max_pool2d_inside<3, 1>(xp, planes, height, width, yp, ap);
+  else if (k == 2 && s == 1) max_pool2d_inside<2, 1>(xp, planes, height, width, yp, ap);
+  else return false;
+  return true;
+}
+
+}  // namespace
+
 void max_pool2d(const Tensor& x, int64_t planes, int64_t height, int64_t width,
                 const WindowGeometry& w, Tensor& y, Tensor& argmax) {
   LOOM_CHECK(height * width <= std::numeric_limits<int32_t>::max(),
              "max_pool2d: an image of {}x{} has more pixels than int32 positions", height, width);
+  if (max_pool2d_common(x.data_ptr<float>(), planes, height, width, w, y.data_ptr<float>(),
+                        argmax.data_ptr<int64_t>()))
+    return;
   const int64_t out_h = w.output_size(0, height), out_w = w.output_size(1, width);
   const int64_t windows = out_h * out_w, taps = w.kernel[0] * w.kernel[1];
   // Window o's top-left pixel (maybe in the padding), and tap k's offset from it.

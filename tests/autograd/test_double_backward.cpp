@@ -328,6 +328,11 @@ TEST_CASE("gradgradcheck: im2col, col2im, max pooling and batch_norm") {
                   return batch_norm(t[0] * t[0], t[1], t[2], running_mean, running_var, false);
                 },
                 {randn({3, 2, 4}), randn({2}), randn({2})}, "batch_norm (evaluation)");
+  // The convolution on those columns: its backward, recorded, is a GEMM and col2im again.
+  gradgradcheck([&](const std::vector<Tensor>& t) {
+                  return tanh(conv2d_im2col(t[0], t[1], t[2], {{3, 2}, {2, 1}, {1, 1}, {1, 1}}, 2));
+                },
+                {randn({2, 4, 5, 4}), randn({6, 2, 3, 2}), randn({6})}, "conv2d_im2col");
 }
 
 TEST_CASE("Hessian-vector product of an MLP with layer_norm and cross_entropy matches PyTorch") {

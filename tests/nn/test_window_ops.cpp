@@ -5,6 +5,8 @@
 // treats them; batch_norm against the formula of its paper written out in ops; gradient checks
 // and error paths.
 #include <cmath>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "nn_golden.h"
@@ -15,11 +17,14 @@ namespace F = loom::nn::functional;
 
 namespace {
 
-// Windows the tests walk: plain, strided, padded, dilated, and all at once, non-square.
+// Windows the tests walk: plain, strided, padded, dilated, and all at once, non-square; the
+// last three keep the width at stride 1 (im2col's shifted-copy path), one dilated, one wider
+// than tall, one that loses rows.
 const std::vector<WindowGeometry> kWindows = {
     {{3, 3}, {1, 1}, {1, 1}, {1, 1}}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}},
     {{3, 2}, {2, 1}, {1, 0}, {1, 2}}, {{2, 3}, {1, 3}, {1, 1}, {2, 1}},
-    {{1, 1}, {1, 1}, {0, 0}, {1, 1}}};
+    {{1, 1}, {1, 1}, {0, 0}, {1, 1}}, {{3, 3}, {1, 1}, {2, 2}, {2, 2}},
+    {{1, 5}, {1, 1}, {0, 2}, {1, 1}}, {{5, 3}, {1, 1}, {0, 1}, {1, 1}}};
 
 // cols[n, c, i*kw + j, oh*out_w + ow] straight from the definition (window.h).
 std::vector<float> im2col_by_definition(const Tensor& x, const WindowGeometry& w, float pad) {
@@ -99,23 +104,126 @@ TEST_CASE("max_pool2d: a NaN wins its window, the first of equal maxima gives th
   CHECK(xo.grad().to_vector()[0] == 4.0f);
 }
 
+namespace {
+
+// Max pooling by its definition, for one plane: each window's taps in row-major order, a tap
+// winning when it is larger or NaN (the first of equal maxima, the last NaN).
+std::pair<std::vector<float>, std::vector<int64_t>> max_pool_by_definition(
+    const std::vector<float>& x, int64_t height, int64_t width, int64_t k, int64_t s) {
+  std::vector<float> y;
+  std::vector<int64_t> at;
+  for (int64_t oh = 0; oh + k <= height; oh += s)
+    for (int64_t ow = 0; ow + k <= width; ow += s) {
+      float best = 0;
+      int64_t best_at = -1;
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t pixel = (oh + i) * width + ow + j;
+          const float v = x[static_cast<size_t>(pixel)];
+          if (best_at < 0 || v > best || std::isnan(v)) best = v, best_at = pixel;
+        }
+      y.push_back(best);
+      at.push_back(best_at);
+    }
+  return {y, at};
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d: the unpadded kernels (2 and 3, stride 1 and 2) follow the definition") {
+  // Widths that give rows of 1 to 20 windows (the kernel's groups of 8 and 4 lanes and their
+  // shifted last group), on values with many ties and a few NaNs.
+  manual_seed(73);
+  for (const auto& [k, s] : {std::pair<int64_t, int64_t>{2, 2}, {3, 2}, {3, 1}, {2, 1}})
+    for (int64_t width = k; width <= 2 * k + 20 * s; width += 3) {
+      const int64_t height = k + s + 1;
+      std::vector<float> x = floor(rand({2, 1, height, width}) * 4.0f).to_vector();
+      for (size_t i = 5; i < x.size(); i += 23) x[i] = std::nanf("");
+      const Tensor input = tensor(x, {2, 1, height, width});
+      const auto [y, indices] = max_pool2d_with_indices(input, {{k, k}, {s, s}, {0, 0}, {1, 1}});
+      const std::vector<float> yv = y.to_vector();
+      const std::vector<int64_t> iv = indices.to_vector_i64();
+      const auto plane = static_cast<size_t>(height * width);
+      for (size_t p = 0; p < 2; ++p) {
+        const auto [want, want_at] = max_pool_by_definition(
+            std::vector<float>(x.begin() + p * plane, x.begin() + (p + 1) * plane), height,
+            width, k, s);
+        const size_t n = want.size();
+        REQUIRE(yv.size() == 2 * n);
+        for (size_t o = 0; o < n; ++o) {
+          INFO("kernel " << k << ", stride " << s << ", width " << width << ", window " << o);
+          CHECK(iv[p * n + o] == want_at[o]);
+          CHECK((std::isnan(yv[p * n + o]) ? std::isnan(want[o]) : yv[p * n + o] == want[o]));
+        }
+      }
+    }
+}
+
+namespace {
+
+struct Tolerance {
+  float rtol, atol;
+};
+
+// A fused op against the formula it stands for, on copies of the same (x, weight, bias): the
+// values, and the gradient of sum(out * g) with respect to each of the three.
+void check_against_reference(
+    const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& fused,
+    const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& reference,
+    const std::vector<Tensor>& inputs, const Tensor& g, Tolerance values,
+    const std::vector<Tolerance>& grads) {
+  std::vector<Tensor> a, b;
+  for (const Tensor& t : inputs) {
+    a.push_back(t.clone().requires_grad_());
+    b.push_back(t.clone().requires_grad_());
+  }
+  const Tensor out = fused(a[0], a[1], a[2]), want = reference(b[0], b[1], b[2]);
+  check_close(out, want, values.rtol, values.atol, "values");
+  sum(out * g).backward();
+  sum(want * g).backward();
+  const char* names[] = {"d/dx", "d/dweight", "d/dbias"};
+  for (size_t i = 0; i < 3; ++i)
+    check_close(a[i].grad(), b[i].grad(), grads[i].rtol, grads[i].atol, names[i]);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_im2col: a chunk of images at a time equals one GEMM over the batch") {
+  // 16 channels of 48x48 under 3x3 give about 1.3 MB of columns an image, so the CPU takes one
+  // image a chunk: three chunks. The reference is the whole batch's columns times the weight.
+  manual_seed(74);
+  for (const int64_t groups : {1, 2}) {
+    const Tensor x0 = randn({3, 16, 48, 48}), w0 = randn({8, 16 / groups, 3, 3}) * 0.1f;
+    const WindowGeometry w{{3, 3}, {1, 1}, {1, 1}, {1, 1}};
+    const auto whole_batch = [&](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+      const Tensor cols = im2col(x, w, 0.0f, true).reshape({groups, 16 / groups * 9, 3 * 2304});
+      const Tensor y = matmul(weight.reshape({groups, 8 / groups, -1}), cols);
+      return (y.reshape({8, 3, 2304}).transpose(0, 1) + bias.reshape({1, 8, 1}))
+          .reshape({3, 8, 48, 48});
+    };
+    INFO("groups " << groups);
+    check_against_reference(
+        [&](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+          return conv2d_im2col(x, weight, bias, w, groups);
+        },
+        whole_batch, {x0, w0, randn({8})}, randn({3, 8, 48, 48}), {1e-4f, 1e-4f},
+        {{1e-4f, 1e-4f}, {1e-3f, 1e-3f}, {1e-3f, 1e-3f}});
+  }
+}
+
 TEST_CASE("fused batch_norm equals the paper's formula in ops, values and gradients") {
   manual_seed(72);
   const Tensor x0 = randn({4, 3, 5, 6}) * 3.0f + 1.5f;
-  const Tensor w0 = randn({3}), b0 = randn({3}), g = randn({4, 3, 5, 6});
-  Tensor x1 = x0.clone().requires_grad_(), w1 = w0.clone().requires_grad_(),
-         b1 = b0.clone().requires_grad_();
-  Tensor x2 = x0.clone().requires_grad_(), w2 = w0.clone().requires_grad_(),
-         b2 = b0.clone().requires_grad_();
   Tensor running_mean = zeros({3}), running_var = ones({3});
-  const Tensor fused = batch_norm(x1, w1, b1, running_mean, running_var, true, 0.1f, 1e-5f);
-  const Tensor in_ops = batch_norm_in_ops(x2, w2, b2, 1e-5f);
-  check_close(fused, in_ops, 1e-4f, 1e-5f, "values");
-  sum(fused * g).backward();
-  sum(in_ops * g).backward();
-  check_close(x1.grad(), x2.grad(), 1e-3f, 1e-5f, "d/dx");
-  check_close(w1.grad(), w2.grad(), 1e-4f, 1e-4f, "d/dweight");
-  check_close(b1.grad(), b2.grad(), 1e-4f, 1e-4f, "d/dbias");
+  check_against_reference(
+      [&](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+        return batch_norm(x, weight, bias, running_mean, running_var, true, 0.1f, 1e-5f);
+      },
+      [](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+        return batch_norm_in_ops(x, weight, bias, 1e-5f);
+      },
+      {x0, randn({3}), randn({3})}, randn({4, 3, 5, 6}), {1e-4f, 1e-5f},
+      {{1e-3f, 1e-5f}, {1e-4f, 1e-4f}, {1e-4f, 1e-4f}});
   // PyTorch's running update: momentum 0.1 of the batch mean and of the unbiased variance.
   const float m = 4 * 5 * 6;
   const Tensor centered = x0 - mean(x0, {0, 2, 3}, true);
