@@ -220,13 +220,6 @@ void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int6
   });
 }
 
-// PyTorch's comparison (aten/src/ATen/native/cpu/MaxPoolKernel.cpp), a value wins its window
-// when it is larger or NaN, so the first of equal maxima and the last NaN win, and a window of
-// -inf reports its first pixel inside. The loops go kernel tap by kernel tap over all the windows
-// of a plane at once, keeping their running maxima and positions (int32 within the plane: eight
-// lanes beside eight floats) in scratch rows; where each window starts and where each tap lies
-// from that start are computed once per call. The inner loop over the windows is selects without
-// branches, which the compiler vectorises.
 namespace {
 
 // The common windows (no padding, no dilation, a square kernel of 2 or 3 and a stride of 1 or 2,
@@ -308,6 +301,14 @@ bool max_pool2d_common(const float* xp, int64_t planes, int64_t height, int64_t 
 
 }  // namespace
 
+// PyTorch's comparison (aten/src/ATen/native/cpu/MaxPoolKernel.cpp), a value wins its window
+// when it is larger or NaN, so the first of equal maxima and the last NaN win, and a window of
+// -inf reports its first pixel inside. The common windows go to max_pool2d_inside; any other
+// (padding, dilation, other sizes) to loops that go kernel tap by kernel tap over all the
+// windows of a plane at once, keeping their running maxima and positions (int32 within the
+// plane: eight lanes beside eight floats) in scratch rows; where each window starts and where
+// each tap lies from that start are computed once per call. The inner loop over the windows is
+// selects without branches, which the compiler vectorises.
 void max_pool2d(const Tensor& x, int64_t planes, int64_t height, int64_t width,
                 const WindowGeometry& w, Tensor& y, Tensor& argmax) {
   LOOM_CHECK(height * width <= std::numeric_limits<int32_t>::max(),
