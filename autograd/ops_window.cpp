@@ -219,6 +219,7 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
         .reshape({g, k_group, count * positions});
   };
   const Tensor xd = x.detach(), wd = weight.detach().reshape({g, c_out / g, k_group});
+  const Tensor bias_row = bias.defined() ? bias.detach().reshape({1, c_out, 1}) : Tensor();
   Tensor y = Tensor::empty({n, c_out, positions}, DType::Float32, x.device());
   {
     NoGradGuard no_grad;
@@ -228,7 +229,7 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
       const Tensor product = matmul(wd, columns(xd, n0, count));
       Tensor out = y.narrow(0, n0, count);
       out.copy_(product.reshape({c_out, count, positions}).transpose(0, 1));
-      if (bias.defined()) out.add_(bias.detach().reshape({1, c_out, 1}));
+      if (bias_row.defined()) out.add_(bias_row);
     }
   }
   y = y.reshape({n, c_out, s.out_h, s.out_w});

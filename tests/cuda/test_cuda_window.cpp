@@ -10,16 +10,13 @@
 
 #include "cuda_parity.h"
 #include "test_util.h"
+#include "window_cases.h"
 
 using namespace loom;
 using namespace loom::testing;
 namespace F = loom::nn::functional;
 
 namespace {
-
-const std::vector<WindowGeometry> kWindows = {
-    {{3, 3}, {1, 1}, {1, 1}, {1, 1}}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}},
-    {{3, 2}, {2, 1}, {1, 0}, {1, 2}}, {{2, 3}, {1, 3}, {1, 1}, {2, 1}}};
 
 // Values from a small set (ties in every window), with a NaN now and then.
 Tensor tied_image(const Shape& shape, uint64_t seed) {
@@ -35,7 +32,7 @@ Tensor tied_image(const Shape& shape, uint64_t seed) {
 
 TEST_CASE("im2col and col2im match the CPU on CUDA, in both column layouts") {
   if (!cuda_available()) return;
-  for (const WindowGeometry& w : kWindows)
+  for (const WindowGeometry& w : kWindowCases)
     for (bool batch_last : {false, true}) {
       const Tensor x = philox_tensor({2, 3, 7, 6}, 81);
       compare_op("im2col", [&](const auto& t) { return im2col(t[0], w, 0.5f, batch_last); }, {x});
@@ -48,7 +45,7 @@ TEST_CASE("im2col and col2im match the CPU on CUDA, in both column layouts") {
 
 TEST_CASE("max pooling matches the CPU on CUDA: ties, NaN, indices and the gradient") {
   if (!cuda_available()) return;
-  for (const WindowGeometry& w : kWindows) {
+  for (const WindowGeometry& w : kWindowCases) {
     const Tensor x = tied_image({2, 3, 9, 8}, 83);
     const auto [y_cpu, i_cpu] = max_pool2d_with_indices(x, w);
     const auto [y_gpu, i_gpu] = max_pool2d_with_indices(x.to(Device::CUDA), w);

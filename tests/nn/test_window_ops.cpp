@@ -10,21 +10,13 @@
 #include <vector>
 
 #include "nn_golden.h"
+#include "window_cases.h"
 
 using namespace loom;
 using namespace loom::testing;
 namespace F = loom::nn::functional;
 
 namespace {
-
-// Windows the tests walk: plain, strided, padded, dilated, and all at once, non-square; the
-// last three keep the width at stride 1 (im2col's shifted-copy path), one dilated, one wider
-// than tall, one that loses rows.
-const std::vector<WindowGeometry> kWindows = {
-    {{3, 3}, {1, 1}, {1, 1}, {1, 1}}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}},
-    {{3, 2}, {2, 1}, {1, 0}, {1, 2}}, {{2, 3}, {1, 3}, {1, 1}, {2, 1}},
-    {{1, 1}, {1, 1}, {0, 0}, {1, 1}}, {{3, 3}, {1, 1}, {2, 2}, {2, 2}},
-    {{1, 5}, {1, 1}, {0, 2}, {1, 1}}, {{5, 3}, {1, 1}, {0, 1}, {1, 1}}};
 
 // cols[n, c, i*kw + j, oh*out_w + ow] straight from the definition (window.h).
 std::vector<float> im2col_by_definition(const Tensor& x, const WindowGeometry& w, float pad) {
@@ -57,7 +49,7 @@ Tensor batch_norm_in_ops(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 TEST_CASE("im2col is its definition for strides, padding and dilation; col2im its adjoint") {
   manual_seed(71);
-  for (const WindowGeometry& w : kWindows) {
+  for (const WindowGeometry& w : kWindowCases) {
     INFO("kernel " << w.kernel[0] << "x" << w.kernel[1] << " stride " << w.stride[0] << ","
                    << w.stride[1] << " padding " << w.padding[0] << "," << w.padding[1]
                    << " dilation " << w.dilation[0] << "," << w.dilation[1]);
