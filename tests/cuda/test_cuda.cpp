@@ -1029,9 +1029,11 @@ TEST_CASE("random tensors are the CPU's numbers: Philox is the same on both devi
 TEST_CASE("layer_norm forward and backward match the CPU, with and without affine") {
   LOOM_REQUIRE_GPU();
   // {rows, cols}: small, many rows (the dweight/dbias column sums split into chunks), wide rows;
-  // rows of up to 1024 columns take the warp-per-row kernel, longer ones a block per row.
-  const std::vector<std::pair<int64_t, int64_t> > sizes = {{4, 8},    {5000, 64}, {3, 4096}, {1, 1},
-                                                           {70, 768}, {5, 1024},  {2, 1025}};
+  // 128 rows or more of up to 1024 columns take the warp-per-row kernel, the others a block per
+  // row.
+  const std::vector<std::pair<int64_t, int64_t> > sizes = {
+      {4, 8}, {5000, 64}, {3, 4096}, {1, 1}, {70, 768}, {200, 768}, {5, 1024}, {130, 1024},
+      {2, 1025}};
   for (const auto& [rows, cols] : sizes) {
     const Tensor x = uniform({rows, cols}, -3, 5, 48);
     const Tensor dy = uniform({rows, cols}, -1, 1, 49);
@@ -1065,7 +1067,8 @@ TEST_CASE("layer_norm forward and backward match the CPU, with and without affin
 TEST_CASE("add_layer_norm matches the CPU and the GPU's own add followed by layer_norm") {
   LOOM_REQUIRE_GPU();
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t> >{
-           {4, 8}, {300, 64}, {3, 4096}, {1, 1}, {70, 768}, {5, 1024}, {2, 1025}}) {
+           {4, 8}, {300, 64}, {3, 4096}, {1, 1}, {70, 768}, {200, 768}, {5, 1024}, {130, 1024},
+           {2, 1025}}) {
     const Tensor x = uniform({rows, cols}, -3, 5, 52), r = uniform({rows, cols}, -2, 2, 53);
     const Tensor w = uniform({cols}, 0.5f, 1.5f, 54), b = uniform({cols}, -0.5f, 0.5f, 55);
     for (bool affine : {true, false}) {
@@ -1099,28 +1102,31 @@ TEST_CASE("add_layer_norm matches the CPU and the GPU's own add followed by laye
   }
   // A bfloat16 residual (a bfloat16 branch) is added in float32 as it is read: the CPU's
   // numbers, and on the GPU exactly its own float32 add of the upcast branch then layer_norm.
-  const int64_t rows = 70, cols = 768;
-  const Tensor x = uniform({rows, cols}, -3, 5, 56);
-  const Tensor rb = uniform({rows, cols}, -2, 2, 57).to(DType::BFloat16);
-  compare_devices(
-      "add_layer_norm, bfloat16 residual",
-      [&](Backend& be, Device d) {
-        Tensor sum = empty_on(d, {rows, cols}), y = empty_on(d, {rows, cols}),
-               mean = empty_on(d, {rows}), rstd = empty_on(d, {rows});
-        be.add_layer_norm(x.to(d), rb.to(d), Tensor(), Tensor(), 1e-5f, sum, y, mean, rstd);
-        return std::vector<Tensor>{sum, y, mean, rstd};
-      },
-      1e-4f, 1e-5f);
-  Tensor sum = empty_on(Device::CUDA, {rows, cols}), y = empty_on(Device::CUDA, {rows, cols});
-  Tensor mean = empty_on(Device::CUDA, {rows}), rstd = empty_on(Device::CUDA, {rows});
-  const Tensor xg = x.to(Device::CUDA), rg = rb.to(Device::CUDA);
-  gpu().add_layer_norm(xg, rg, Tensor(), Tensor(), 1e-5f, sum, y, mean, rstd);
-  const Tensor added = xg + rg.to(DType::Float32);
-  Tensor y2 = empty_on(Device::CUDA, {rows, cols});
-  Tensor mean2 = empty_on(Device::CUDA, {rows}), rstd2 = empty_on(Device::CUDA, {rows});
-  gpu().layer_norm(added, Tensor(), Tensor(), 1e-5f, y2, mean2, rstd2);
-  check_close(sum, added, 0.0f, 0.0f, "bfloat16 residual: sum");
-  check_close(y, y2, 0.0f, 0.0f, "bfloat16 residual: normalised");
+  // Both kernels: a block per row (70 rows) and a warp per row (200).
+  const int64_t cols = 768;
+  for (const int64_t rows : {int64_t{70}, int64_t{200}}) {
+    const Tensor x = uniform({rows, cols}, -3, 5, 56);
+    const Tensor rb = uniform({rows, cols}, -2, 2, 57).to(DType::BFloat16);
+    compare_devices(
+        "add_layer_norm, bfloat16 residual, " + std::to_string(rows) + " rows",
+        [&](Backend& be, Device d) {
+          Tensor sum = empty_on(d, {rows, cols}), y = empty_on(d, {rows, cols}),
+                 mean = empty_on(d, {rows}), rstd = empty_on(d, {rows});
+          be.add_layer_norm(x.to(d), rb.to(d), Tensor(), Tensor(), 1e-5f, sum, y, mean, rstd);
+          return std::vector<Tensor>{sum, y, mean, rstd};
+        },
+        1e-4f, 1e-5f);
+    Tensor sum = empty_on(Device::CUDA, {rows, cols}), y = empty_on(Device::CUDA, {rows, cols});
+    Tensor mean = empty_on(Device::CUDA, {rows}), rstd = empty_on(Device::CUDA, {rows});
+    const Tensor xg = x.to(Device::CUDA), rg = rb.to(Device::CUDA);
+    gpu().add_layer_norm(xg, rg, Tensor(), Tensor(), 1e-5f, sum, y, mean, rstd);
+    const Tensor added = xg + rg.to(DType::Float32);
+    Tensor y2 = empty_on(Device::CUDA, {rows, cols});
+    Tensor mean2 = empty_on(Device::CUDA, {rows}), rstd2 = empty_on(Device::CUDA, {rows});
+    gpu().layer_norm(added, Tensor(), Tensor(), 1e-5f, y2, mean2, rstd2);
+    check_close(sum, added, 0.0f, 0.0f, "bfloat16 residual: sum");
+    check_close(y, y2, 0.0f, 0.0f, "bfloat16 residual: normalised");
+  }
 }
 
 TEST_CASE("cross_entropy forward and backward match the CPU, with ignore_index and smoothing") {
