@@ -1,6 +1,7 @@
 // The command line every model benchmark shares (bench/vision, seq2seq, bert, detr):
 //
 //   NAME CASE [--steps N] [--threads T] [--device cpu|cuda] [--profile]
+//             [--fused-attention | --no-fused-attention]
 //
 // run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, on the CPU measures
 // the machine's sgemm GFLOP/s (bench/flops.h's probe, for "sgemm_share"), runs the case CASE
@@ -68,9 +69,18 @@ inline int run_cases(int argc, char** argv, const std::string& name, const std::
       ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   cli::add_device(app, device);
   app.add_flag("--profile", args.profile, kProfileHelp);
+  bool fused = false, unfused = false;
+  auto* fused_flag = app.add_flag(
+      "--fused-attention", fused,
+      "attention by the fused kernel wherever it applies (by default only on CUDA, for "
+      "bfloat16 attention and decoding)");
+  app.add_flag("--no-fused-attention", unfused,
+               "attention by the unfused products and softmax everywhere")
+      ->excludes(fused_flag);
   CLI11_PARSE(app, argc, argv);
   args.device = cli::device_of(device);
   try {
+    if (fused || unfused) nn::functional::set_fused_attention(args.device, fused);
     set_num_threads(args.threads);
     if (args.device == Device::CPU) args.sgemm_gflops = sgemm_gflops();
     for (const Case& c : cases)

@@ -1,7 +1,7 @@
 // Fused scaled-dot-product attention (attention.h): Backend's checks, then the CPU reference
-// implementation, written for clarity rather than speed (the unfused, BLAS-batched path of
-// nn::functional is faster on the CPU). The CUDA kernels (attention.cu) compute the same thing
-// tile by tile; the tests compare both with this file and this file with the unfused composite.
+// implementation, written for clarity rather than speed. attention_tiled.cpp computes the same
+// formulas as small matrix products for float32, and the CUDA kernels (attention.cu) tile by
+// tile; the tests compare each with this file and this file with the unfused composite.
 //
 // Forward, per query row i of problem b (two passes over the keys):
 //   s_j = scale * q_i . k_j + mask_bij          (j visible: j <= query_offset + i when causal)
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/attention/attention.h"
+#include "backends/attention/attention_cpu.h"
 #include "backends/backend.h"
 #include "core/bfloat16.h"
 #include "core/error.h"
@@ -203,37 +204,45 @@ float dot(const float* a, const float* b, int64_t d) {
   return s;
 }
 
-// The scores of one query row against its visible keys, and the dropout factors z_ij.
-struct Row {
-  const AttentionArgs& a;
-  const float* mask;  // mask data, or null
-  const AttentionMaskLayout& layout;
-
-  // Keys 0..visible(i)-1 are visible to query i.
-  int64_t visible(int64_t i) const {
-    return a.causal ? std::min(a.kv_len, a.query_offset + i + 1) : a.kv_len;
+// The scores of query row i of problem b against its visible keys.
+void scores(const cpu::AttentionRows& rows, int64_t b, int64_t i, const float* qi,
+            const float* k, float* s) {
+  const AttentionArgs& a = rows.a;
+  const float* mrow = rows.mask_row(b, i);
+  for (int64_t j = 0; j < rows.visible(i); ++j) {
+    s[j] = a.scale * dot(qi, k + j * a.head_dim, a.head_dim);
+    if (mrow) s[j] += mrow[j * rows.layout.col_stride];
   }
-  void scores(int64_t b, int64_t i, const float* qi, const float* k, float* s) const {
-    const float* mrow = mask ? mask + layout.batch_offset(b) + i * layout.row_stride : nullptr;
-    for (int64_t j = 0; j < visible(i); ++j) {
-      s[j] = a.scale * dot(qi, k + j * a.head_dim, a.head_dim);
-      if (mrow) s[j] += mrow[j * layout.col_stride];
-    }
-  }
-  // 1 / (1 - p) if element (b, i, j) survives dropout, else 0 (1 without dropout).
-  float keep(int64_t b, int64_t i, int64_t j) const {
-    if (a.dropout_p <= 0.0f) return 1.0f;
-    const uint64_t counter = a.offset + static_cast<uint64_t>((b * a.q_len + i) * a.kv_len + j);
-    return philox_uniform(counter, a.seed) >= a.dropout_p ? 1.0f / (1.0f - a.dropout_p) : 0.0f;
-  }
-};
+}
 
 }  // namespace
 
+bool cpu::attention_tiled(DType dtype, int64_t q_len, int64_t kv_len) {
+  constexpr int64_t kMaxScores = int64_t{1} << 20;
+  return dtype == DType::Float32 && q_len * (kv_len + 7) <= kMaxScores;
+}
+
 void cpu::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                             const AttentionArgs& a, Tensor& out, Tensor& lse) {
-  const AttentionMaskLayout layout = attention_mask_layout(mask);
-  const Row row{a, mask.defined() ? mask.data_ptr<float>() : nullptr, layout};
+  if (attention_tiled(q.dtype(), a.q_len, a.kv_len))
+    attention_forward_tiled(q, k, v, mask, a, out, lse);
+  else
+    attention_forward_reference(q, k, v, mask, a, out, lse);
+}
+
+void cpu::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& mask, const Tensor& out, const Tensor& lse,
+                             const AttentionArgs& a, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (attention_tiled(q.dtype(), a.q_len, a.kv_len))
+    attention_backward_tiled(dout, q, k, v, mask, out, lse, a, dq, dk, dv);
+  else
+    attention_backward_reference(dout, q, k, v, mask, out, lse, a, dq, dk, dv);
+}
+
+void cpu::attention_forward_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& mask, const AttentionArgs& a, Tensor& out,
+                                      Tensor& lse) {
+  const cpu::AttentionRows row(a, mask);
   const int64_t d = a.head_dim;
   float* lse_data = lse.data_ptr<float>();
 #pragma omp parallel for schedule(dynamic)
@@ -244,7 +253,7 @@ void cpu::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, c
     std::vector<float> ob(static_cast<size_t>(a.q_len * d), 0.0f), s(a.kv_len);
     for (int64_t i = 0; i < a.q_len; ++i) {
       const int64_t visible = row.visible(i);
-      row.scores(b, i, qb.data() + i * d, kb.data(), s.data());
+      scores(row, b, i, qb.data() + i * d, kb.data(), s.data());
       float m = -kInf;
       for (int64_t j = 0; j < visible; ++j) m = std::max(m, s[j]);
       float* oi = ob.data() + i * d;
@@ -269,11 +278,11 @@ void cpu::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, c
   }
 }
 
-void cpu::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& mask, const Tensor& out, const Tensor& lse,
-                             const AttentionArgs& a, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const AttentionMaskLayout layout = attention_mask_layout(mask);
-  const Row row{a, mask.defined() ? mask.data_ptr<float>() : nullptr, layout};
+void cpu::attention_backward_reference(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, const Tensor& mask, const Tensor& out,
+                                       const Tensor& lse, const AttentionArgs& a, Tensor& dq,
+                                       Tensor& dk, Tensor& dv) {
+  const cpu::AttentionRows row(a, mask);
   const int64_t d = a.head_dim;
   const float* lse_data = lse.data_ptr<float>();
 #pragma omp parallel for schedule(dynamic)
@@ -289,7 +298,7 @@ void cpu::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& 
       const float* qi = qb.data() + i * d;
       const float* gi = gb.data() + i * d;
       float* dqi = dqb.data() + i * d;
-      row.scores(b, i, qi, kb.data(), s.data());
+      scores(row, b, i, qi, kb.data(), s.data());
       const float row_lse = lse_data[b * a.q_len + i];
       const float D = dot(gi, ob.data() + i * d, d);  // = sum_j P_ij dP_ij
       for (int64_t j = 0; j < row.visible(i); ++j) {

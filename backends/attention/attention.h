@@ -1,7 +1,7 @@
 // Fused scaled-dot-product attention (FlashAttention-2, Dao 2023), forward and backward,
 // described by AttentionArgs. The checks, the public methods and the CPU reference (written for
-// clarity) are in attention.cpp, the CUDA kernels (tiled, on tensor cores for bfloat16) in
-// attention.cu.
+// clarity) are in attention.cpp, the CPU's fast float32 kernels in attention_tiled.cpp, the
+// CUDA kernels (tiled, on tensor cores for bfloat16) in attention.cu.
 #pragma once
 
 #include <cstdint>
@@ -70,8 +70,21 @@ using AttentionBackwardKernel = void(const Tensor& dout, const Tensor& q, const 
                                      Tensor& dk, Tensor& dv);
 
 namespace cpu {
+// What Backend runs on the CPU: the tiled kernels for float32 problems whose scores fit a few
+// MB, the reference otherwise (bfloat16, long sequences).
 AttentionForwardKernel attention_forward;
 AttentionBackwardKernel attention_backward;
+// The reference (attention.cpp): one query row at a time, written to be read.
+AttentionForwardKernel attention_forward_reference;
+AttentionBackwardKernel attention_backward_reference;
+// The same arithmetic as a few small matrix products per problem (attention_tiled.cpp);
+// float32 only.
+AttentionForwardKernel attention_forward_tiled;
+AttentionBackwardKernel attention_backward_tiled;
+// Whether attention_forward/backward take the tiled kernels for this problem: float32, and
+// scores [q_len, kv_len] of at most 1M elements (4 MB; the backward keeps four such buffers
+// per thread).
+bool attention_tiled(DType dtype, int64_t q_len, int64_t kv_len);
 }  // namespace cpu
 
 namespace cuda {

@@ -238,6 +238,65 @@ TEST_CASE("a fully blocked query row gives NaN in the fused path, as in the unfu
   check_close(fused.narrow(2, 3, 1), ref.narrow(2, 3, 1), 1e-5f, 1e-6f, "row 3");
 }
 
+// One problem set through both CPU kernels of backends/attention: the reference (a query row
+// at a time) and the tiled one (small matrix products), forward and backward.
+struct KernelRun {
+  Tensor out, lse, dq, dk, dv;
+};
+KernelRun run_kernels(bool tiled, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& mask, const AttentionArgs& a) {
+  KernelRun r{zeros(q.shape()), zeros({a.n, a.q_len}), zeros(q.shape()), zeros(k.shape()),
+              zeros(v.shape())};
+  const Tensor dout = philox_tensor(q.shape(), 99);
+  (tiled ? cpu::attention_forward_tiled : cpu::attention_forward_reference)(q, k, v, mask, a,
+                                                                            r.out, r.lse);
+  (tiled ? cpu::attention_backward_tiled : cpu::attention_backward_reference)(
+      dout, q, k, v, mask, r.out, r.lse, a, r.dq, r.dk, r.dv);
+  return r;
+}
+
+TEST_CASE("the CPU's tiled attention kernels give the reference kernels' values and gradients") {
+  struct Shape4 {
+    int64_t n, q_len, kv_len, head_dim;
+    bool causal;
+    int64_t query_offset;
+    float dropout_p;
+    bool mask;
+  };
+  // Lengths and head dims that fill no vector (13, 21, 20, 7) and ones that do (50 x 32, a
+  // ViT's; 64); causal with and without an offset; dropout; a broadcast additive mask.
+  for (const Shape4& c : {Shape4{3, 13, 21, 20, false, 0, 0.0f, true},
+                          Shape4{2, 5, 12, 7, true, 7, 0.0f, false},
+                          Shape4{2, 16, 16, 64, true, 0, 0.2f, false},
+                          Shape4{4, 50, 50, 32, false, 0, 0.1f, true}}) {
+    CAPTURE(c.q_len);
+    CAPTURE(c.kv_len);
+    CAPTURE(c.head_dim);
+    const Tensor q = philox_tensor({c.n, c.q_len, c.head_dim}, 1) * 2.0f;
+    const Tensor k = philox_tensor({c.n, c.kv_len, c.head_dim}, 2) * 2.0f;
+    const Tensor v = philox_tensor({c.n, c.kv_len, c.head_dim}, 3);
+    Tensor mask;
+    if (c.mask) {  // [1, q_len, kv_len] broadcast over the problems, one row blocked entirely
+      mask = philox_tensor({1, c.q_len, c.kv_len}, 4);
+      mask.index_put_({0, 1}, -kInf);
+      mask = mask.expand({c.n, c.q_len, c.kv_len});
+    }
+    AttentionArgs a{.n = c.n, .q_len = c.q_len, .kv_len = c.kv_len, .head_dim = c.head_dim,
+                    .kv_stride = c.kv_len * c.head_dim,
+                    .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                    .causal = c.causal, .query_offset = c.query_offset,
+                    .dropout_p = c.dropout_p, .seed = 5, .offset = 11};
+    const KernelRun tiled = run_kernels(true, q, k, v, mask, a);
+    const KernelRun ref = run_kernels(false, q, k, v, mask, a);
+    check_close(tiled.out, ref.out, 1e-5f, 1e-6f, "out");
+    check_close(tiled.lse, ref.lse, 1e-5f, 1e-6f, "lse");
+    check_close(tiled.dq, ref.dq, 1e-4f, 1e-5f, "dq");
+    check_close(tiled.dk, ref.dk, 1e-4f, 1e-5f, "dk");
+    check_close(tiled.dv, ref.dv, 1e-4f, 1e-5f, "dv");
+    if (c.mask) CHECK(std::isnan(tiled.out.index({0, 1, 0}).item<float>()));  // the blocked row
+  }
+}
+
 TEST_CASE("fused attention gradients match finite differences") {
   manual_seed(24);
   FusedScope scope(Device::CPU, true);
