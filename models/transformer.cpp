@@ -197,11 +197,12 @@ Tensor DecoderLayer::step(const Tensor& x, const nn::LayerCache& cache, const Te
   const Tensor x1 = residual(
       x, self_attn->attend(self_attn->heads(h1, *self_attn->q), keys, values, Tensor(), false),
       *ln1);
-  const Tensor h2 = norm_first ? ln2->forward(x1) : x1;
-  const Tensor x2 = residual(
-      x1,
-      cross_attn->attend(cross_attn->heads(h2, *cross_attn->q), cross_k, cross_v, src_mask, false),
-      *ln2);
+  // A sentence's R / B rows (its beams) are that many queries against its one memory.
+  const int64_t R = x.size(0), B = cross_k.size(0), D = x.size(2);
+  const Tensor h2 = (norm_first ? ln2->forward(x1) : x1).reshape({B, R / B, D});
+  const Tensor cross =
+      cross_attn->attend(cross_attn->heads(h2, *cross_attn->q), cross_k, cross_v, src_mask, false);
+  const Tensor x2 = residual(x1, cross.view({R, 1, D}), *ln2);  // (B, R/B, D) -> (R, 1, D)
   return feed_forward(x2);  // (R, 1, D)
 }
 
@@ -332,19 +333,16 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
              capacity, config_.max_len, repeat);
   NoGradGuard no_grad;
   const Tensor memory = encode(src);  // (B, S, D)
-  const int64_t B = src.size(0), R = B * repeat, h = config_.n_head, hd = config_.d_model / h;
-  // Each sentence's rows side by side (sentence-major beams): row r belongs to sentence r / repeat.
-  std::vector<int64_t> sentence(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) sentence[static_cast<size_t>(r)] = r / repeat;
-  const Tensor index = tensor_i64(sentence, {R}).to(src.device());
+  const int64_t R = src.size(0) * repeat, h = config_.n_head, hd = config_.d_model / h;
   DecoderCache cache{.self_attention = nn::KVCache(dec->size(), R, h, capacity, hd, src.device()),
                      .cross_keys = {},
                      .cross_values = {},
-                     .src_mask = index_select(key_padding_mask(src), 0, index)};  // (R, 1, 1, S)
-  for (const auto& layer : *dec) {
+                     .src_mask = key_padding_mask(src),  // (B, 1, 1, S)
+                     .beams = repeat};
+  for (const auto& layer : *dec) {  // contiguous once, so no step copies them for its products
     const auto& ca = *layer->cross_attn;
-    cache.cross_keys.push_back(index_select(ca.heads(memory, *ca.k), 0, index));    // (R,h,S,hd)
-    cache.cross_values.push_back(index_select(ca.heads(memory, *ca.v), 0, index));  // (R,h,S,hd)
+    cache.cross_keys.push_back(ca.heads(memory, *ca.k).contiguous());    // (B, h, S, hd)
+    cache.cross_values.push_back(ca.heads(memory, *ca.v).contiguous());  // (B, h, S, hd)
   }
   return cache;
 }

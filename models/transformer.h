@@ -151,8 +151,9 @@ class DecoderLayer : public nn::Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
                  const Tensor& src_mask, Tensor* cross_probs = nullptr) const;
   // One step of incremental decoding: x (R, 1, D) is the newest position (cache.length); its
-  // self-attention keys/values are appended to `cache`; cross_k, cross_v (R, h, S, hd) are
-  // the memory's projections (computed once). -> (R, 1, D)
+  // self-attention keys/values are appended to `cache`; cross_k, cross_v (B, h, S, hd) are
+  // the memory's projections (computed once), src_mask (B, 1, 1, S) its padding, for B
+  // sentences of R / B rows each (sentence-major). -> (R, 1, D)
   Tensor step(const Tensor& x, const nn::LayerCache& cache, const Tensor& cross_k,
               const Tensor& cross_v, const Tensor& src_mask) const;
 
@@ -169,15 +170,18 @@ class DecoderLayer : public nn::Module {
 };
 
 // ---------------------------------------------------------------------------- decoder cache
-// What incremental decoding keeps between steps for R rows (sentences, or sentence-major beams):
-// per decoder layer the self-attention keys and values of the tokens so far (R, h, capacity,
-// hd), and the cross-attention keys and values of the memory (R, h, S, hd), projected once.
+// What incremental decoding keeps between steps for R = B * beams rows (sentences, or
+// sentence-major beams: row r belongs to sentence r / beams): per decoder layer the
+// self-attention keys and values of the tokens so far (R, h, capacity, hd), and the
+// cross-attention keys and values of the memory, projected once per sentence (B, h, S, hd): a
+// sentence's beams attend to it as that many queries of one problem.
 struct DecoderCache {
   nn::KVCache self_attention;                    // layer l's keys and values (R, h, capacity, hd)
-  std::vector<Tensor> cross_keys, cross_values;  // per layer, (R, h, S, hd)
-  Tensor src_mask;                               // additive (R, 1, 1, S)
+  std::vector<Tensor> cross_keys, cross_values;  // per layer, (B, h, S, hd)
+  Tensor src_mask;                               // additive (B, 1, 1, S)
+  int64_t beams = 1;   // rows per sentence
   int64_t length = 0;  // target positions decoded so far (= self_attention.length())
-  int64_t rows() const { return src_mask.size(0); }
+  int64_t rows() const { return src_mask.size(0) * beams; }
   // Row i continues from row rows[i] (beam search): the self-attention caches are gathered.
   // rows[i] must belong to the same sentence as row i (beams are sentence-major), so the
   // cross-attention keys/values and the source mask stay as they are.
