@@ -50,10 +50,10 @@ Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t 
 // path, which is faster there, except for
 // KV-cache decoding (at most kAttentionDecodeQueries queries), where the GPU's split-key
 // decoding kernel is 1 launch instead of the unfused path's 5 and skips the blocked keys.
-// The CPU's BLAS-batched unfused products are as fast as its tiled fused kernels
-// (backends/attention/attention_tiled.cpp) or a little faster: on 2 cores, 2026-11-29,
-// vit-fmnist 274-281 ms a step unfused against 278-294 fused, bert-mini 670-672 against
-// 676-680, seq2seq-mini 167-170 against 169-170; so the CPU stays unfused by default.
+// On the CPU the tiled fused kernels (backends/attention/attention_tiled.cpp) only tie the
+// unfused path's BLAS-batched products (2 cores, 2026-11-29, a step fused against unfused:
+// vit-fmnist 282.6-283.6 ms against 284.6-284.7, bert-mini 684-703 against 698-702,
+// seq2seq-mini 173.8-173.9 against 171.9-172.3), so the CPU stays unfused by default.
 constexpr int kDefault = -1, kOff = 0, kOn = 1;
 std::atomic<int> fused_on_cpu{kDefault}, fused_on_cuda{kDefault};
 

@@ -15,8 +15,10 @@
 // are too small for a BLAS call to pay for its packing (OpenBLAS: about 88 GFLOP/s on two cores
 // at that shape, 220+ at the shapes of its linear layers), and the scores go through memory
 // between the products, the scale, the mask and the softmax.
-// Operands are copied into per-thread buffers whose rows are padded to a multiple of 8 floats
-// (zeros in the padding, so padded keys and dims add nothing); results are copied out.
+// The products read Q, K, V and dO where they lie and write O and the gradients in place when
+// the head dim is a multiple of 8 (else through per-thread copies whose rows are padded with
+// zeros); K and V are transposed once per problem, P and dS are read transposed through their
+// strides. The padded keys of the scores are zeros, so they add nothing.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -44,17 +46,23 @@ void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
 int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
+// An operand of small_gemm: element (r, c) at data[r * row + c * col]. A transposed matrix is
+// the same data with the two strides swapped, so dS^T Q reads dS where it lies.
+struct Operand {
+  const float* data;
+  int64_t row, col;
+};
+
 // C[R x 8V] = A[R x K] B[K x 8V]: R rows of A, each element broadcast, times V vectors of each
-// row of B, summed over K in R * V registers.
+// row of B (leading dim ldb), summed over K in R * V registers.
 template <int R, int V>
-void gemm_block(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                int64_t ldc) {
+void gemm_block(int64_t K, Operand A, const float* B, int64_t ldb, float* C, int64_t ldc) {
   Vec acc[R][V] = {};
   for (int64_t k = 0; k < K; ++k) {
     Vec b[V];
     for (int v = 0; v < V; ++v) b[v] = load_vec(B + k * ldb + v * kLanes);
     for (int r = 0; r < R; ++r) {
-      const float a = A[r * lda + k];
+      const float a = A.data[r * A.row + k * A.col];
       for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
     }
   }
@@ -63,39 +71,45 @@ void gemm_block(int64_t K, const float* A, int64_t lda, const float* B, int64_t 
 }
 
 template <int R>
-void gemm_rows(int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-               float* C, int64_t ldc) {
+void gemm_rows(int64_t N, int64_t K, Operand A, const float* B, int64_t ldb, float* C,
+               int64_t ldc) {
   int64_t n = 0;
-  for (; n + 2 * kLanes <= N; n += 2 * kLanes) gemm_block<R, 2>(K, A, lda, B + n, ldb, C + n, ldc);
-  for (; n < N; n += kLanes) gemm_block<R, 1>(K, A, lda, B + n, ldb, C + n, ldc);
+  for (; n + 2 * kLanes <= N; n += 2 * kLanes) gemm_block<R, 2>(K, A, B + n, ldb, C + n, ldc);
+  for (; n < N; n += kLanes) gemm_block<R, 1>(K, A, B + n, ldb, C + n, ldc);
 }
 
-// C[M x N] = A[M x K] B[K x N], each contiguous and row-major; N is a multiple of kLanes.
-void small_gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
-  const int64_t lda = K, ldb = N, ldc = N;
+// C[M x N] = A[M x K] B[K x N], B and C row-major with leading dims ldb and ldc; N is a
+// multiple of kLanes.
+void small_gemm(int64_t M, int64_t N, int64_t K, Operand A, const float* B, int64_t ldb,
+                float* C, int64_t ldc) {
   constexpr int kRows = 6;
   int64_t m = 0;
-  for (; m + kRows <= M; m += kRows)
-    gemm_rows<kRows>(N, K, A + m * lda, lda, B, ldb, C + m * ldc, ldc);
-  const float* a = A + m * lda;
+  for (; m + kRows <= M; m += kRows) {
+    const Operand a{A.data + m * A.row, A.row, A.col};
+    gemm_rows<kRows>(N, K, a, B, ldb, C + m * ldc, ldc);
+  }
+  const Operand a{A.data + m * A.row, A.row, A.col};
   float* c = C + m * ldc;
   switch (M - m) {  // the last 1-5 rows
-    case 5: return gemm_rows<5>(N, K, a, lda, B, ldb, c, ldc);
-    case 4: return gemm_rows<4>(N, K, a, lda, B, ldb, c, ldc);
-    case 3: return gemm_rows<3>(N, K, a, lda, B, ldb, c, ldc);
-    case 2: return gemm_rows<2>(N, K, a, lda, B, ldb, c, ldc);
-    case 1: return gemm_rows<1>(N, K, a, lda, B, ldb, c, ldc);
+    case 5: return gemm_rows<5>(N, K, a, B, ldb, c, ldc);
+    case 4: return gemm_rows<4>(N, K, a, B, ldb, c, ldc);
+    case 3: return gemm_rows<3>(N, K, a, B, ldb, c, ldc);
+    case 2: return gemm_rows<2>(N, K, a, B, ldb, c, ldc);
+    case 1: return gemm_rows<1>(N, K, a, B, ldb, c, ldc);
     default: return;
   }
 }
 
-// rows x cols of src (leading dim ld) into dst [rows x ld_dst], zeros after col `cols`.
-void copy_padded(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
-                 int64_t ld_dst) {
+// `rows` rows of `cols` floats at src with their rows padded to `ld` floats (zeros after col
+// `cols`): src itself when cols == ld, else a copy in buf.
+const float* rows_padded(const float* src, int64_t rows, int64_t cols, int64_t ld,
+                         std::vector<float>& buf) {
+  if (cols == ld) return src;
   for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(src + r * ld, cols, dst + r * ld_dst);
-    std::fill(dst + r * ld_dst + cols, dst + (r + 1) * ld_dst, 0.0f);
+    std::copy_n(src + r * cols, cols, buf.data() + r * ld);
+    std::fill(buf.data() + r * ld + cols, buf.data() + (r + 1) * ld, 0.0f);
   }
+  return buf.data();
 }
 
 // dst [cols x ld_dst] = the transpose of src [rows x cols] (leading dim ld), zeros after row
@@ -109,21 +123,8 @@ void transpose_padded(const float* src, int64_t rows, int64_t cols, int64_t ld, 
   }
 }
 
-// The largest of s[0..n), ignoring NaNs as std::max(m, s_j) does, eight lanes at a time (GCC
-// leaves a float max reduction scalar even under `omp simd`).
-float row_max(const float* s, int64_t n) {
-  constexpr float kLow = -std::numeric_limits<float>::infinity();
-  Vec m8 = {kLow, kLow, kLow, kLow, kLow, kLow, kLow, kLow};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const Vec x = load_vec(s + j);
-    m8 = x > m8 ? x : m8;
-  }
-  float m = kLow;
-  for (int lane = 0; lane < kLanes; ++lane) m = std::max(m, m8[lane]);
-  for (; j < n; ++j) m = std::max(m, s[j]);
-  return m;
-}
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // scale * s_j + mask_ij over the visible keys j of query i, in place.
 void scale_and_mask(const cpu::AttentionRows& rows, int64_t b, int64_t i, float* s) {
@@ -134,9 +135,6 @@ void scale_and_mask(const cpu::AttentionRows& rows, int64_t b, int64_t i, float*
   if (const float* mrow = rows.mask_row(b, i))
     for (int64_t j = 0; j < n; ++j) s[j] += mrow[j * rows.layout.col_stride];
 }
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 }  // namespace
 
@@ -150,19 +148,20 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
   float *od = out.data_ptr<float>(), *lse_data = lse.data_ptr<float>();
 #pragma omp parallel
   {
-    std::vector<float> qs(tq * dpad), kt(dpad * tkpad), vs(tkpad * dpad, 0.0f), s(tq * tkpad),
-        o(tq * dpad);
+    // Q and V with rows padded to dpad (when d is not a multiple of 8), K^T, the scores, and O.
+    std::vector<float> qs(tq * dpad), vs(tk * dpad), kt(dpad * tkpad), s(tq * tkpad);
+    std::vector<float> o(tq * dpad);
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.n; ++b) {
-      copy_padded(qd + b * tq * d, tq, d, d, qs.data(), dpad);
+      const float* qb = rows_padded(qd + b * tq * d, tq, d, dpad, qs);
+      const float* vb = rows_padded(vd + b * a.kv_stride, tk, d, dpad, vs);
       transpose_padded(kd + b * a.kv_stride, tk, d, d, kt.data(), tkpad);
-      copy_padded(vd + b * a.kv_stride, tk, d, d, vs.data(), dpad);  // rows after tk stay 0
-      small_gemm(tq, tkpad, dpad, qs.data(), kt.data(), s.data());  // S = Q K^T
+      small_gemm(tq, tkpad, dpad, {qb, dpad, 1}, kt.data(), tkpad, s.data(), tkpad);  // Q K^T
       for (int64_t i = 0; i < tq; ++i) {  // S -> P, row by row
         float* si = s.data() + i * tkpad;
         const int64_t visible = rows.visible(i);
         scale_and_mask(rows, b, i, si);
-        const float m = row_max(si, visible);
+        const float m = cpu::max_of(si, visible);
         std::fill(si + visible, si + tkpad, 0.0f);
         if (m == -kInf) {  // every key blocked: no softmax (NaN, as the unfused path)
           std::fill(si, si + visible, 0.0f);
@@ -184,12 +183,14 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
         if (a.dropout_p > 0.0f)
           for (int64_t j = 0; j < visible; ++j) si[j] *= rows.keep(b, i, j);
       }
-      small_gemm(tq, dpad, tkpad, s.data(), vs.data(), o.data());  // O = P V
+      // O = P V over the tk keys; straight into out when its rows need no padding.
+      float* ob = dpad == d ? od + b * tq * d : o.data();
+      small_gemm(tq, dpad, tk, {s.data(), tkpad, 1}, vb, dpad, ob, dpad);
       for (int64_t i = 0; i < tq; ++i) {
         float* oi = od + (b * tq + i) * d;
         if (std::isnan(lse_data[b * tq + i]))
           std::fill(oi, oi + d, kNaN);
-        else
+        else if (dpad != d)
           std::copy_n(o.data() + i * dpad, d, oi);
       }
     }
@@ -209,22 +210,22 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
   float *dqd = dq.data_ptr<float>(), *dkd = dk.data_ptr<float>(), *dvd = dv.data_ptr<float>();
 #pragma omp parallel
   {
-    // Q, dO [tq, dpad]; K [tkpad, dpad] (rows after tk are 0) and K^T, V^T [dpad, tkpad]; P z
-    // and dP -> dS [tq, tkpad] and their transposes [tk, tq]; the three gradients.
-    std::vector<float> qs(tq * dpad), gs(tq * dpad), ks(tkpad * dpad, 0.0f);
-    std::vector<float> kt(dpad * tkpad), vt(dpad * tkpad);
-    std::vector<float> p(tq * tkpad), dprob(tq * tkpad), pz_t(tk * tq), ds_t(tk * tq);
+    // Q, dO [tq, dpad] and K [tk, dpad] (rows padded when d is not a multiple of 8), K^T and
+    // V^T [dpad, tkpad], P z and dP -> dS [tq, tkpad], the three gradients [., dpad].
+    std::vector<float> qs(tq * dpad), gs(tq * dpad), ks(tk * dpad);
+    std::vector<float> kt(dpad * tkpad), vt(dpad * tkpad), p(tq * tkpad), dprob(tq * tkpad);
     std::vector<float> dqs(tq * dpad), dks(tk * dpad), dvs(tk * dpad);
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.n; ++b) {
       const int64_t qo = b * tq * d, kvo = b * tk * d;
-      copy_padded(qd + qo, tq, d, d, qs.data(), dpad);
-      copy_padded(gd + qo, tq, d, d, gs.data(), dpad);
-      copy_padded(kd + kvo, tk, d, d, ks.data(), dpad);
+      const float* qb = rows_padded(qd + qo, tq, d, dpad, qs);
+      const float* gb = rows_padded(gd + qo, tq, d, dpad, gs);
+      const float* kb = rows_padded(kd + kvo, tk, d, dpad, ks);
       transpose_padded(kd + kvo, tk, d, d, kt.data(), tkpad);
       transpose_padded(vd + kvo, tk, d, d, vt.data(), tkpad);
-      small_gemm(tq, tkpad, dpad, qs.data(), kt.data(), p.data());       // S = Q K^T
-      small_gemm(tq, tkpad, dpad, gs.data(), vt.data(), dprob.data());  // dP = dO V^T
+      small_gemm(tq, tkpad, dpad, {qb, dpad, 1}, kt.data(), tkpad, p.data(), tkpad);  // S = Q K^T
+      small_gemm(tq, tkpad, dpad, {gb, dpad, 1}, vt.data(), tkpad, dprob.data(),
+                 tkpad);  // dP = dO V^T
       for (int64_t i = 0; i < tq; ++i) {  // S -> P z (kept in p), dP -> dS (kept in dprob)
         float* pi = p.data() + i * tkpad;
         float* dpi = dprob.data() + i * tkpad;
@@ -253,11 +254,16 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
         std::fill(pi + visible, pi + tkpad, 0.0f);
         std::fill(dpi + visible, dpi + tkpad, 0.0f);
       }
-      transpose_padded(p.data(), tq, tk, tkpad, pz_t.data(), tq);
-      transpose_padded(dprob.data(), tq, tk, tkpad, ds_t.data(), tq);
-      small_gemm(tk, dpad, tq, pz_t.data(), gs.data(), dvs.data());      // dV = (P z)^T dO
-      small_gemm(tq, dpad, tkpad, dprob.data(), ks.data(), dqs.data());  // dQ = dS K
-      small_gemm(tk, dpad, tq, ds_t.data(), qs.data(), dks.data());      // dK = dS^T Q
+      // The gradients, straight into dq, dk, dv when their rows need no padding; (P z)^T and
+      // dS^T are P z and dS read with their strides swapped.
+      const bool direct = dpad == d;
+      float* dqb = direct ? dqd + qo : dqs.data();
+      float* dkb = direct ? dkd + kvo : dks.data();
+      float* dvb = direct ? dvd + kvo : dvs.data();
+      small_gemm(tk, dpad, tq, {p.data(), 1, tkpad}, gb, dpad, dvb, dpad);      // (P z)^T dO
+      small_gemm(tq, dpad, tk, {dprob.data(), tkpad, 1}, kb, dpad, dqb, dpad);  // dQ = dS K
+      small_gemm(tk, dpad, tq, {dprob.data(), 1, tkpad}, qb, dpad, dkb, dpad);  // dS^T Q
+      if (direct) continue;
       for (int64_t i = 0; i < tq; ++i) std::copy_n(dqs.data() + i * dpad, d, dqd + qo + i * d);
       for (int64_t j = 0; j < tk; ++j) {
         std::copy_n(dks.data() + j * dpad, d, dkd + kvo + j * d);
