@@ -120,9 +120,13 @@ class JsonLine {
   JsonLine& losses(const std::vector<float>& losses) {
     return add("loss_first", losses.front(), 5).add("loss_last", losses.back(), 5);
   }
-  // "threads" (loom's OpenMP threads) and "blas_threads" (OpenBLAS's).
+  // "threads" (loom's OpenMP threads), "blas_threads" (OpenBLAS's) and "blas_core", the kernel
+  // family OpenBLAS chose for this CPU (or OPENBLAS_CORETYPE forced): on an AVX-512 machine
+  // "Haswell" kernels reach about half the sgemm rate of "SkylakeX" or "Cooperlake" ones.
   JsonLine& threads() {
-    return add("threads", get_num_threads()).add("blas_threads", openblas_get_num_threads());
+    return add("threads", get_num_threads())
+        .add("blas_threads", openblas_get_num_threads())
+        .add("blas_core", std::string(openblas_get_corename()));
   }
   // What every model benchmark reports of its timed run: timing(t, steps), "params", threads()
   // and "device".
