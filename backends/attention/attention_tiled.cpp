@@ -37,12 +37,10 @@ namespace {
 typedef float Vec __attribute__((vector_size(32)));
 constexpr int64_t kLanes = 8;
 
-Vec load_vec(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+// By reference, not by value: without AVX enabled (LOOM_NATIVE=OFF), GCC warns that passing a
+// 32-byte vector by value changes the ABI.
+void load_vec(Vec& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+void store_vec(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
 
 int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
@@ -60,7 +58,7 @@ void gemm_block(int64_t K, Operand A, const float* B, int64_t ldb, float* C, int
   Vec acc[R][V] = {};
   for (int64_t k = 0; k < K; ++k) {
     Vec b[V];
-    for (int v = 0; v < V; ++v) b[v] = load_vec(B + k * ldb + v * kLanes);
+    for (int v = 0; v < V; ++v) load_vec(b[v], B + k * ldb + v * kLanes);
     for (int r = 0; r < R; ++r) {
       const float a = A.data[r * A.row + k * A.col];
       for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
