@@ -7,18 +7,20 @@
 #   bash scripts/gpu_session.sh fetch      (first, on a machine with apt: see below)
 #
 # Dependencies that the GPU machine lacks (OpenBLAS, fmt, doctest, nlohmann-json, CLI11,
-# zlib, ICU, stb, fortunes) are taken from Debian .deb files in $LOOM_DEBS (default .devdeps/, git-ignored),
-# which `fetch` downloads with apt-get on a machine that has a package registry; carry that
-# folder to the GPU machine.
+# zlib, ICU, stb, fortunes) are taken from Debian .deb files in $LOOM_DEBS (default .devdeps/,
+# git-ignored), which `fetch` downloads with apt-get on a machine that has a package registry;
+# carry that folder to the GPU machine (the device tool copies no ignored folder by itself: name
+# .devdeps in its `carry`, or the configure step fails to find ICU).
 # Steps: build (Release, build-gpu/; $LOOM_GPU_TARGETS names targets to build instead of all),
 # cuda (the CUDA suite alone), test (the CUDA suites, then every ctest but the two
 # consumer builds), bench (bench/gpt vs bench/reference/bench.py on gpt-mini and gpt2, float32
 # and TF32, and PyTorch's fast path: bf16 autocast + SDPA + fused AdamW, also compiled),
 # fast (loom --tf32, --bf16 with and without fused attention, then torchfast: the comparison
 # with PyTorch's fast path),
-# models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel times of one step),
-# generate (gpt-mini and GPT-2 decoding: graph, device loop, host loop), decodeprofile (Nsight Compute
-# over 4 tokens of GPT-2's decoding step), train (the README demo).
+# models (bench/vision, seq2seq, bert and detr on the GPU), profile (Nsight Compute per-kernel
+# times of one step), generate (gpt-mini and GPT-2 decoding: graph, device loop, host loop),
+# decodeprofile (Nsight Compute over 4 tokens of GPT-2's decoding step), train (the README
+# demo).
 # Logs go to $OUT (default build-gpu/logs). The last lines printed are a summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +36,8 @@ summary=()
 note() { summary+=("$*"); echo "== $*"; }
 
 setup_deps() {
+  [ -d "$DEBS" ] || echo "gpu_session.sh: no $DEBS: the build uses the machine's own packages" \
+    "(run 'fetch' where apt works, then carry .devdeps)" >&2
   if [ -d "$DEBS" ] && ! [ -f "$PREFIX/.done" ]; then
     mkdir -p "$PREFIX"
     for f in "$DEBS"/*.deb; do
