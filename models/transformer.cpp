@@ -337,8 +337,7 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
   DecoderCache cache{.self_attention = nn::KVCache(dec->size(), R, h, capacity, hd, src.device()),
                      .cross_keys = {},
                      .cross_values = {},
-                     .src_mask = key_padding_mask(src),  // (B, 1, 1, S)
-                     .beams = repeat};
+                     .src_mask = key_padding_mask(src)};  // (B, 1, 1, S)
   for (const auto& layer : *dec) {  // contiguous once, so no step copies them for its products
     const auto& ca = *layer->cross_attn;
     cache.cross_keys.push_back(ca.heads(memory, *ca.k).contiguous());    // (B, h, S, hd)

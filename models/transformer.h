@@ -179,9 +179,8 @@ struct DecoderCache {
   nn::KVCache self_attention;                    // layer l's keys and values (R, h, capacity, hd)
   std::vector<Tensor> cross_keys, cross_values;  // per layer, (B, h, S, hd)
   Tensor src_mask;                               // additive (B, 1, 1, S)
-  int64_t beams = 1;   // rows per sentence
   int64_t length = 0;  // target positions decoded so far (= self_attention.length())
-  int64_t rows() const { return src_mask.size(0) * beams; }
+  int64_t rows() const { return self_attention.batch(); }
   // Row i continues from row rows[i] (beam search): the self-attention caches are gathered.
   // rows[i] must belong to the same sentence as row i (beams are sentence-major), so the
   // cross-attention keys/values and the source mask stay as they are.

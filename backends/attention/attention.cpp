@@ -215,16 +215,18 @@ void scores(const cpu::AttentionRows& rows, int64_t b, int64_t i, const float* q
   }
 }
 
-}  // namespace
-
-bool cpu::attention_tiled(DType dtype, int64_t q_len, int64_t kv_len) {
+// Whether attention_forward/backward take the tiled kernels: float32, and scores [q_len,
+// kv_len] of at most 1M elements (4 MB; the backward keeps two such buffers per thread).
+bool tiled(const Tensor& q, const AttentionArgs& a) {
   constexpr int64_t kMaxScores = int64_t{1} << 20;
-  return dtype == DType::Float32 && q_len * (kv_len + 7) <= kMaxScores;
+  return q.dtype() == DType::Float32 && a.q_len * (a.kv_len + 7) <= kMaxScores;
 }
+
+}  // namespace
 
 void cpu::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                             const AttentionArgs& a, Tensor& out, Tensor& lse) {
-  if (attention_tiled(q.dtype(), a.q_len, a.kv_len))
+  if (tiled(q, a))
     attention_forward_tiled(q, k, v, mask, a, out, lse);
   else
     attention_forward_reference(q, k, v, mask, a, out, lse);
@@ -233,7 +235,7 @@ void cpu::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, c
 void cpu::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& mask, const Tensor& out, const Tensor& lse,
                              const AttentionArgs& a, Tensor& dq, Tensor& dk, Tensor& dv) {
-  if (attention_tiled(q.dtype(), a.q_len, a.kv_len))
+  if (tiled(q, a))
     attention_backward_tiled(dout, q, k, v, mask, out, lse, a, dq, dk, dv);
   else
     attention_backward_reference(dout, q, k, v, mask, out, lse, a, dq, dk, dv);

@@ -81,10 +81,6 @@ AttentionBackwardKernel attention_backward_reference;
 // float32 only.
 AttentionForwardKernel attention_forward_tiled;
 AttentionBackwardKernel attention_backward_tiled;
-// Whether attention_forward/backward take the tiled kernels for this problem: float32, and
-// scores [q_len, kv_len] of at most 1M elements (4 MB; the backward keeps four such buffers
-// per thread).
-bool attention_tiled(DType dtype, int64_t q_len, int64_t kv_len);
 }  // namespace cpu
 
 namespace cuda {

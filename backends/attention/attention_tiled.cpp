@@ -16,9 +16,10 @@
 // at that shape, 220+ at the shapes of its linear layers), and the scores go through memory
 // between the products, the scale, the mask and the softmax.
 // The products read Q, K, V and dO where they lie and write O and the gradients in place when
-// the head dim is a multiple of 8 (else through per-thread copies whose rows are padded with
-// zeros); K and V are transposed once per problem, P and dS are read transposed through their
-// strides. The padded keys of the scores are zeros, so they add nothing.
+// the head dim is a multiple of 8 (else, where a row is read or written as vectors, through
+// per-thread copies whose rows are padded with zeros); K and V are transposed once per problem,
+// P and dS are read transposed through their strides. The padded keys of the scores are zeros,
+// so they add nothing.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -146,15 +147,13 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
   float *od = out.data_ptr<float>(), *lse_data = lse.data_ptr<float>();
 #pragma omp parallel
   {
-    // Q and V with rows padded to dpad (when d is not a multiple of 8), K^T, the scores, and O.
-    std::vector<float> qs(tq * dpad), vs(tk * dpad), kt(dpad * tkpad), s(tq * tkpad);
-    std::vector<float> o(tq * dpad);
+    // V with rows padded to dpad (when d is not a multiple of 8), K^T, the scores, and O.
+    std::vector<float> vs(tk * dpad), kt(d * tkpad), s(tq * tkpad), o(tq * dpad);
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.n; ++b) {
-      const float* qb = rows_padded(qd + b * tq * d, tq, d, dpad, qs);
       const float* vb = rows_padded(vd + b * a.kv_stride, tk, d, dpad, vs);
       transpose_padded(kd + b * a.kv_stride, tk, d, d, kt.data(), tkpad);
-      small_gemm(tq, tkpad, dpad, {qb, dpad, 1}, kt.data(), tkpad, s.data(), tkpad);  // Q K^T
+      small_gemm(tq, tkpad, d, {qd + b * tq * d, d, 1}, kt.data(), tkpad, s.data(), tkpad);
       for (int64_t i = 0; i < tq; ++i) {  // S -> P, row by row
         float* si = s.data() + i * tkpad;
         const int64_t visible = rows.visible(i);
@@ -209,9 +208,9 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
 #pragma omp parallel
   {
     // Q, dO [tq, dpad] and K [tk, dpad] (rows padded when d is not a multiple of 8), K^T and
-    // V^T [dpad, tkpad], P z and dP -> dS [tq, tkpad], the three gradients [., dpad].
+    // V^T [d, tkpad], P z and dP -> dS [tq, tkpad], the three gradients [., dpad].
     std::vector<float> qs(tq * dpad), gs(tq * dpad), ks(tk * dpad);
-    std::vector<float> kt(dpad * tkpad), vt(dpad * tkpad), p(tq * tkpad), dprob(tq * tkpad);
+    std::vector<float> kt(d * tkpad), vt(d * tkpad), p(tq * tkpad), dprob(tq * tkpad);
     std::vector<float> dqs(tq * dpad), dks(tk * dpad), dvs(tk * dpad);
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.n; ++b) {
@@ -221,9 +220,8 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
       const float* kb = rows_padded(kd + kvo, tk, d, dpad, ks);
       transpose_padded(kd + kvo, tk, d, d, kt.data(), tkpad);
       transpose_padded(vd + kvo, tk, d, d, vt.data(), tkpad);
-      small_gemm(tq, tkpad, dpad, {qb, dpad, 1}, kt.data(), tkpad, p.data(), tkpad);  // S = Q K^T
-      small_gemm(tq, tkpad, dpad, {gb, dpad, 1}, vt.data(), tkpad, dprob.data(),
-                 tkpad);  // dP = dO V^T
+      small_gemm(tq, tkpad, d, {qd + qo, d, 1}, kt.data(), tkpad, p.data(), tkpad);  // S = Q K^T
+      small_gemm(tq, tkpad, d, {gd + qo, d, 1}, vt.data(), tkpad, dprob.data(), tkpad);  // dO V^T
       for (int64_t i = 0; i < tq; ++i) {  // S -> P z (kept in p), dP -> dS (kept in dprob)
         float* pi = p.data() + i * tkpad;
         float* dpi = dprob.data() + i * tkpad;
