@@ -902,8 +902,14 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
       {false, true, 6, 3, 8, 3, 1.0f, 0.5f, false, 1},
       {true, true, 3, 9, 4, 2, -1.0f, 0.0f, true, 3},
       {false, false, 16, 16, 16, 37, 1.0f, 0.0f, false, 0},    // batch-parallel path
-      {false, true, 130, 150, 140, 1, 1.0f, 0.0f, false, 0},   // BLAS-threaded path
+      // one product cut into panels of C's rows (m >= n) or columns, every transpose
+      {false, true, 130, 150, 140, 1, 1.0f, 0.0f, false, 0},
       {false, false, 130, 150, 140, 3, 1.0f, 0.0f, false, 0},  // large items, batch loop
+      {true, false, 201, 70, 150, 1, 0.5f, 1.0f, false, 3},
+      {false, false, 90, 211, 130, 1, -1.0f, 0.5f, false, 2},
+      {true, true, 173, 100, 140, 1, 1.0f, 0.0f, false, 1},
+      {false, true, 250, 90, 120, 2, 1.0f, 0.0f, true, 0},
+      {true, true, 64, 305, 110, 1, 2.0f, -1.0f, false, 0},
       {true, false, 64, 48, 32, 8, 2.0f, -1.0f, true, 0},
       // matrix-vector products (the sgemv path), every transpose, padded strides and batches
       {false, false, 1, 9, 6, 1, 1.0f, 0.0f, false, 0},
@@ -916,26 +922,32 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
       {true, true, 5, 1, 9, 2, 1.0f, 0.0f, false, 3},
       {false, false, 1, 1, 9, 5, 1.0f, 0.0f, false, 1},
   };
-  for (const Case& c : cases) {
-    GemmArgs g;
-    g.trans_a = c.ta, g.trans_b = c.tb;
-    g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
-    const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
-    const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
-    g.lda = a_cols + c.pad, g.ldb = b_cols + c.pad, g.ldc = c.n + c.pad;
-    g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
-    g.stride_c = c.m * g.ldc;
-    const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
-    const std::vector<float> b =
-        uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
-    std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
-    g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
-    const std::vector<double> want = ref_gemm(g, cbuf);
-    kernels().gemm(g);
-    expect_close(cbuf, want, 1e-4, 1e-4,
-                 "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
-                     " m=" + std::to_string(c.m) + " batch=" + std::to_string(c.batch));
-  }
+  // 1, 2 and 3 threads: no panels, two, and three of unequal size.
+  const int threads = get_num_threads();
+  for (int t = 1; t <= 3; ++t)
+    for (const Case& c : cases) {
+      set_num_threads(t);
+      GemmArgs g;
+      g.trans_a = c.ta, g.trans_b = c.tb;
+      g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
+      const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+      const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+      g.lda = a_cols + c.pad, g.ldb = b_cols + c.pad, g.ldc = c.n + c.pad;
+      g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
+      g.stride_c = c.m * g.ldc;
+      const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
+      const std::vector<float> b =
+          uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
+      std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
+      g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
+      const std::vector<double> want = ref_gemm(g, cbuf);
+      kernels().gemm(g);
+      expect_close(cbuf, want, 1e-4, 1e-4,
+                   "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+                       " m=" + std::to_string(c.m) + " batch=" + std::to_string(c.batch) +
+                       " threads=" + std::to_string(t));
+    }
+  set_num_threads(threads);
 }
 
 TEST_CASE("cpu gemm accepts degenerate strides: one-row operands, broadcast rows, k = 0") {
