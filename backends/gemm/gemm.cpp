@@ -97,7 +97,8 @@ void scale_output(const GemmArgs& g, int64_t ldc) {
 void add_bias_rows(const GemmArgs& g) {
   const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
   const bool bf16 = g.c_type == DType::BFloat16;
-#pragma omp parallel for collapse(2) schedule(static)
+  // One row (a decoding step's Linear) stays on this thread: a team costs more than the row.
+#pragma omp parallel for collapse(2) schedule(static) if (g.batch * g.m * g.n >= cpu::kGrainCheap)
   for (int64_t b = 0; b < g.batch; ++b)
     for (int64_t r = 0; r < g.m; ++r) {
       const int64_t row = b * g.stride_c + r * ldc;
