@@ -35,7 +35,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (case, loom's benchmark program and its extra flags, what one "step" is, whether the PyTorch
 # twin runs it). gpt-mini-generate is timed as the benchmark was first written, without a KV
 # cache on either side (every token re-runs the window), so both do the same work; the row after
-# it is loom's default decoding, with its KV cache, which has no twin.
+# it is loom's default decoding, with its KV cache, which has no twin. seq2seq-mini-translate
+# times greedy and beam-4 decoding on both sides; its beam search gets a row of its own (BEAM).
+# A row without a count from PyTorch (`--flops`: no twin, or beam search, which it does not
+# count) takes loom's own count of the same products (bench/flops.h).
 CASES = [
     ("gpt-mini", "gpt", [], "training step, 16 x 128 bytes", True),
     ("gpt-mini-generate", "gpt", ["--no-cache"], "16 + 128 tokens, no KV cache", True),
@@ -47,6 +50,7 @@ CASES = [
     ("bert-mini", "bert", [], "pre-training step, 32 x 128", True),
     ("detr-fmnist", "detr", [], "training step, 32 scenes", True),
 ]
+BEAM = ("seq2seq-mini-translate", "beam-4 decoding, 32 x 24 tokens")
 
 
 def run_json(cmd, log):
@@ -170,14 +174,21 @@ def main():
         loom = run_json([os.path.join(bench, program), case] + flags + s + t, log)
         torch = run_json(py + [case] + s + t, log) if twin else None
         flops = run_json(py + [case, "--steps", "1", "--flops"] + t, log) if twin else None
-        row = {"case": case, "step": step, "twin": twin, "loom": loom, "torch": torch,
-               "loom_ms": loom and loom.get("ms_per_step"),
-               "torch_ms": torch and torch.get("ms_per_step"),
-               "gflop": flops and flops.get("flops_per_step")}
+        rows = [{"case": case, "step": step, "twin": twin, "loom": loom, "torch": torch,
+                 "loom_ms": loom and loom.get("ms_per_step"),
+                 "torch_ms": torch and torch.get("ms_per_step"),
+                 "gflop": (flops if twin else loom) and (flops if twin else loom).get(
+                     "flops_per_step")}]
+        if case == BEAM[0]:
+            rows.append({"case": case, "step": BEAM[1], "twin": twin, "loom": loom,
+                         "torch": torch, "loom_ms": loom and loom.get("beam_ms_per_step"),
+                         "torch_ms": torch and torch.get("beam_ms_per_step"),
+                         "gflop": loom and loom.get("beam_flops_per_step")})
         failed |= not loom or (twin and not torch)
-        sitting["cases"].append(row)
-        say(f"{case}: loom {fmt_ms(row['loom_ms'])} ms, PyTorch {fmt_ms(row['torch_ms'])} ms, "
-            f"{row['gflop'] or '?'} GFLOP")
+        for row in rows:
+            sitting["cases"].append(row)
+            say(f"{case} ({row['step']}): loom {fmt_ms(row['loom_ms'])} ms, PyTorch "
+                f"{fmt_ms(row['torch_ms'])} ms, {row['gflop'] or '?'} GFLOP")
     sitting["seconds"] = round(time.time() - started, 1)
 
     text = table(sitting)
