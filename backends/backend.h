@@ -351,9 +351,12 @@ class Backend {
   template <class First, class... Rest>
   static void describe(profiler::Scope& timed, const First& first, const Rest&...) {
     if constexpr (std::is_same_v<First, UnaryOp>) timed.describe(unary_op_name(first), 0);
-    if constexpr (std::is_same_v<First, GemmArgs>)
+    if constexpr (std::is_same_v<First, GemmArgs>) {
       timed.describe(nullptr, 2.0 * static_cast<double>(first.m) * static_cast<double>(first.n) *
                                   static_cast<double>(first.k) * static_cast<double>(first.batch));
+      timed.describe_product(
+          {first.m, first.n, first.k, first.batch, first.trans_a, first.trans_b});
+    }
   }
   Tensor contiguous(const Tensor& t);  // t itself, or a contiguous copy on this device
   // t itself if it is a [rows > 1, cols] view whose rows have unit stride, else contiguous(t).

@@ -55,8 +55,8 @@ inline Timing time_steps(const std::function<void()>& step, int steps, bool prof
   profiler::Profile timed;
   const Timing t = time_steps(step, steps, 0);
   timed.stop();
-  fmt::print(stderr, "profile of {}: {} timed steps, median {:.3f} ms\n{}\n", what, steps,
-             t.median_s * 1e3, timed.table(steps));
+  fmt::print(stderr, "profile of {}: {} timed steps, median {:.3f} ms\n{}\n{}\n", what, steps,
+             t.median_s * 1e3, timed.table(steps), timed.products_table(steps));
   return t;
 }
 

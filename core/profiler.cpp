@@ -30,6 +30,7 @@ using Key = std::tuple<const char*, const char*, Pass>;
 struct Tallies {
   std::mutex mutex;
   std::map<Key, Tally> rows;
+  std::map<std::pair<ProductShape, Pass>, Tally> products;  // the products again, by shape
   std::set<std::string, std::less<>> names;  // RecordFunction's names, kept for the rows' keys
   bool profiling = false;                    // a Profile exists
 };
@@ -74,6 +75,17 @@ void Scope::finish() {
   row.calls += 1;
   row.seconds += seconds;
   row.flops += flops_;
+  if (shape_.batch == 0) return;
+  Tally& product = t.products[{shape_, detail::t_state.pass}];
+  product.calls += 1;
+  product.seconds += seconds;
+  product.flops += flops_;
+}
+
+std::string ProductShape::str() const {
+  const std::string mnk = fmt::format("{}x{}x{} {}{}", m, n, k, trans_a ? 'T' : 'N',
+                                      trans_b ? 'T' : 'N');
+  return batch > 1 ? fmt::format("{} x {}", batch, mnk) : mnk;
 }
 
 namespace {
@@ -95,6 +107,7 @@ Profile::Profile() : start_(std::chrono::steady_clock::now()) {
   LOOM_CHECK(!t.profiling, "profiler::Profile: a profile is already running (one at a time)");
   t.profiling = true;
   t.rows.clear();
+  t.products.clear();
   detail::g_enabled.store(true, std::memory_order_relaxed);
 }
 
@@ -171,6 +184,42 @@ std::string Profile::table(int64_t steps) const {
                      wall * 1e3 / per_step, wall > 0 ? 100.0 : 0.0);
   if (flops > 0)
     out += fmt::format("the products' kernels did {:.4f} GFLOP per step\n", flops / 1e9 / per_step);
+  return out;
+}
+
+std::vector<ProductRow> Profile::products() const {
+  std::vector<ProductRow> rows;
+  {
+    Tallies& t = tallies();
+    std::lock_guard lock(t.mutex);
+    for (const auto& [key, tally] : t.products)
+      rows.push_back({key.first, key.second, tally.calls, tally.seconds, tally.flops});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const ProductRow& a, const ProductRow& b) {
+    return a.seconds > b.seconds;
+  });
+  return rows;
+}
+
+std::string Profile::products_table(int64_t steps, size_t most) const {
+  LOOM_CHECK(steps > 0, "profiler::Profile::products_table: steps must be positive, got {}",
+             steps);
+  const auto per_step = static_cast<double>(steps);
+  const double wall = wall_seconds();
+  const std::vector<ProductRow> rows = products();
+  std::string out = fmt::format("{:<28} {:<9} {:>10} {:>10} {:>7} {:>9}\n",
+                                "product (m x n x k, op A B)", "pass", "calls/step", "ms/step",
+                                "share", "GFLOP/s");
+  for (size_t i = 0; i < std::min(most, rows.size()); ++i) {
+    const ProductRow& row = rows[i];
+    const double rate = row.seconds > 0 ? row.flops / row.seconds / 1e9 : 0.0;
+    out += fmt::format("{:<28} {:<9} {:>10.1f} {:>10.3f} {:>6.1f}% {:>9.1f}\n",
+                       row.shape.str(), pass_name(row.pass),
+                       static_cast<double>(row.calls) / per_step, row.seconds * 1e3 / per_step,
+                       wall > 0 ? 100.0 * row.seconds / wall : 0.0, rate);
+  }
+  if (rows.size() > most)
+    out += fmt::format("({} more shapes)\n", rows.size() - most);
   return out;
 }
 

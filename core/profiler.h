@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -45,6 +46,16 @@ inline thread_local ThreadState t_state;
 
 // Whether a Profile is running: the one check a scope makes when profiling is off.
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+// A matrix product's shape, for the profile's products (Profile::products()): C (m x n) =
+// op(A) op(B) over k, `batch` times; op(X) is X as stored or, with trans, transposed.
+struct ProductShape {
+  int64_t m = 0, n = 0, k = 0, batch = 0;
+  bool trans_a = false, trans_b = false;
+  auto operator<=>(const ProductShape&) const = default;
+  // "6400x384x128 NT", or with a batch "512 x 50x50x32 NT" (N: as stored, T: transposed).
+  std::string str() const;
+};
 
 // Times its lifetime as one call of `name` (a string with static storage: a literal, or the
 // function name of a std::source_location) when the profiler is on and no scope is open on
@@ -71,12 +82,15 @@ class Scope {
     detail_ = detail;
     flops_ = flops;
   }
+  // A product's call: its time is also tallied under its shape (Profile::products()).
+  void describe_product(const ProductShape& shape) { shape_ = shape; }
 
  private:
   void finish();
   const char* name_;
   const char* detail_ = nullptr;
   double flops_ = 0;
+  ProductShape shape_;    // batch 0: not a product
   bool entered_ = false;  // counted in the thread's depth
   bool active_ = false;   // the outermost scope: timed
   std::chrono::steady_clock::time_point start_;
@@ -113,6 +127,14 @@ struct Row {
   double flops = 0;    // summed over the calls; 0 when the op does not say
 };
 
+// Every call of one product shape in one pass (Profile::products()).
+struct ProductRow {
+  ProductShape shape;
+  Pass pass = Pass::Forward;
+  int64_t calls = 0;
+  double seconds = 0, flops = 0;  // summed over the calls
+};
+
 // Turns the profiler on for its lifetime, from empty tallies; one at a time (a second while one
 // runs throws loom::Error). Between a Profile's start and its stop() (or end), key_averages()
 // and table() may be read at any time.
@@ -131,6 +153,11 @@ class Profile {
   // The rows as a table, per step of `steps`: op, pass, calls, ms, share of the wall time and,
   // for ops that report FLOPs, GFLOP/s; then "other" and the total.
   std::string table(int64_t steps = 1) const;
+  // The products (the gemm rows) by shape and pass, longest total time first, and as a table
+  // of the `most` longest per step of `steps`: shape, pass, calls, ms, share of the wall time
+  // and GFLOP/s, the way to see which products run below the machine's peak.
+  std::vector<ProductRow> products() const;
+  std::string products_table(int64_t steps = 1, size_t most = 15) const;
 
  private:
   bool running_ = true;

@@ -57,6 +57,42 @@ TEST_CASE("profiler: each kernel call is one call of its backend method, with a 
   CHECK(p.wall_seconds() >= gemm.seconds);
 }
 
+TEST_CASE("profiler: products are tallied again by shape and pass, with their FLOPs") {
+  const Tensor a = randn({4, 3}).requires_grad_(), b = randn({3, 5}).requires_grad_();
+  const Tensor batched = randn({6, 2, 3});
+  profiler::Profile p;
+  Tensor loss = sum(matmul(a, b));
+  matmul(a, b);
+  matmul(batched, b.detach());  // [6, 2, 3] @ [3, 5]: the batch's rows as one [12, 3] product
+  loss.backward();
+  p.stop();
+  const std::vector<profiler::ProductRow> rows = p.products();
+  const auto find = [&](profiler::ProductShape shape, profiler::Pass pass) {
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const profiler::ProductRow& r) {
+      return r.shape == shape && r.pass == pass;
+    });
+    return it == rows.end() ? profiler::ProductRow{} : *it;
+  };
+  const profiler::ProductRow forward = find({4, 5, 3, 1, false, false}, profiler::Pass::Forward);
+  CHECK(forward.calls == 2);
+  CHECK(forward.flops == doctest::Approx(2 * 2.0 * 4 * 5 * 3));
+  CHECK(find({12, 5, 3, 1, false, false}, profiler::Pass::Forward).calls == 1);
+  // Backward: dA = dC B^T ([4, 5] x [5, 3], B transposed) and dB = A^T dC ([3, 4] x [4, 5]).
+  CHECK(find({4, 3, 5, 1, false, true}, profiler::Pass::Backward).calls == 1);
+  CHECK(find({3, 5, 4, 1, true, false}, profiler::Pass::Backward).calls == 1);
+  int64_t calls = 0;
+  for (const profiler::ProductRow& r : rows) calls += r.calls;
+  const int64_t gemm_calls = find_row(p, "gemm").calls +
+                             find_row(p, "gemm", profiler::Pass::Backward).calls;
+  CHECK(calls == gemm_calls);  // every gemm row's call, once
+  CHECK(profiler::ProductShape{4, 5, 3, 1, false, false}.str() == "4x5x3 NN");
+  CHECK(profiler::ProductShape{50, 50, 32, 512, false, true}.str() == "512 x 50x50x32 NT");
+  const std::string table = p.products_table(1, 2);
+  CHECK(table.find("product (m x n x k, op A B)") != std::string::npos);
+  CHECK(table.find("(2 more shapes)") != std::string::npos);  // 4 shapes, 2 shown
+  expect_error([&] { (void)p.products_table(0); }, {"products_table", "steps"});
+}
+
 TEST_CASE("profiler: kernels of backward() are rows of the backward pass") {
   const Tensor a = randn({4, 3}).requires_grad_(), b = randn({3, 5}).requires_grad_();
   profiler::Profile p;
