@@ -21,6 +21,11 @@ namespace {
 struct Tally {
   int64_t calls = 0;
   double seconds = 0, flops = 0;
+  void add(int64_t more_calls, double more_seconds, double more_flops) {
+    calls += more_calls;
+    seconds += more_seconds;
+    flops += more_flops;
+  }
 };
 
 // A row's key as scopes record it: the static strings' addresses, compared as pointers (their
@@ -55,6 +60,31 @@ std::string op_name(const char* name, const char* detail) {
   return detail ? fmt::format("{} {}", s, detail) : std::string(s);
 }
 
+// Rows (Row or ProductRow) sorted longest total time first.
+template <class R>
+std::vector<R> longest_first(std::vector<R> rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const R& a, const R& b) { return a.seconds > b.seconds; });
+  return rows;
+}
+
+// The columns every profile table shares: the header, and one row per step of `steps` with its
+// share of the wall time and, when it did any, its GFLOP/s.
+std::string table_header(std::string_view first) {
+  return fmt::format("{:<28} {:<9} {:>10} {:>10} {:>7} {:>9}\n", first, "pass", "calls/step",
+                     "ms/step", "share", "GFLOP/s");
+}
+template <class R>
+std::string table_line(const std::string& name, const R& row, double steps, double wall) {
+  const std::string rate = row.flops > 0 && row.seconds > 0
+                               ? fmt::format("{:.1f}", row.flops / row.seconds / 1e9)
+                               : std::string();
+  return fmt::format("{:<28} {:<9} {:>10.1f} {:>10.3f} {:>6.1f}% {:>9}\n", name,
+                     pass_name(row.pass), static_cast<double>(row.calls) / steps,
+                     row.seconds * 1e3 / steps, wall > 0 ? 100.0 * row.seconds / wall : 0.0,
+                     rate);
+}
+
 }  // namespace
 
 const char* pass_name(Pass pass) {
@@ -71,15 +101,8 @@ void Scope::finish() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   Tallies& t = tallies();
   std::lock_guard lock(t.mutex);
-  Tally& row = t.rows[{name_, detail_, detail::t_state.pass}];
-  row.calls += 1;
-  row.seconds += seconds;
-  row.flops += flops_;
-  if (shape_.batch == 0) return;
-  Tally& product = t.products[{shape_, detail::t_state.pass}];
-  product.calls += 1;
-  product.seconds += seconds;
-  product.flops += flops_;
+  t.rows[{name_, detail_, detail::t_state.pass}].add(1, seconds, flops_);
+  if (shape_.batch > 0) t.products[{shape_, detail::t_state.pass}].add(1, seconds, flops_);
 }
 
 std::string ProductShape::str() const {
@@ -145,9 +168,7 @@ std::vector<Row> Profile::key_averages() const {
     row.pass = key.second;
     rows.push_back(std::move(row));
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
-  return rows;
+  return longest_first(std::move(rows));
 }
 
 double Profile::wall_seconds() const {
@@ -166,16 +187,11 @@ std::string Profile::table(int64_t steps) const {
   const auto per_step = static_cast<double>(steps);
   const double wall = wall_seconds();
   const auto share = [&](double seconds) { return wall > 0 ? 100.0 * seconds / wall : 0.0; };
-  std::string out = fmt::format("{:<28} {:<9} {:>10} {:>10} {:>7} {:>9}\n", "op", "pass",
-                                "calls/step", "ms/step", "share", "GFLOP/s");
+  std::string out = table_header("op");
   double flops = 0;
   for (const Row& row : key_averages()) {
     flops += row.flops;
-    const std::string rate = row.flops > 0 ? fmt::format("{:.1f}", row.flops / row.seconds / 1e9)
-                                           : std::string();
-    out += fmt::format("{:<28} {:<9} {:>10.1f} {:>10.3f} {:>6.1f}% {:>9}\n", row.name,
-                       pass_name(row.pass), static_cast<double>(row.calls) / per_step,
-                       row.seconds * 1e3 / per_step, share(row.seconds), rate);
+    out += table_line(row.name, row, per_step, wall);
   }
   const double other = other_seconds();
   out += fmt::format("{:<28} {:<9} {:>10} {:>10.3f} {:>6.1f}%\n", "other (outside kernels)", "",
@@ -195,29 +211,17 @@ std::vector<ProductRow> Profile::products() const {
     for (const auto& [key, tally] : t.products)
       rows.push_back({key.first, key.second, tally.calls, tally.seconds, tally.flops});
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const ProductRow& a, const ProductRow& b) {
-    return a.seconds > b.seconds;
-  });
-  return rows;
+  return longest_first(std::move(rows));
 }
 
 std::string Profile::products_table(int64_t steps, size_t most) const {
   LOOM_CHECK(steps > 0, "profiler::Profile::products_table: steps must be positive, got {}",
              steps);
-  const auto per_step = static_cast<double>(steps);
   const double wall = wall_seconds();
   const std::vector<ProductRow> rows = products();
-  std::string out = fmt::format("{:<28} {:<9} {:>10} {:>10} {:>7} {:>9}\n",
-                                "product (m x n x k, op A B)", "pass", "calls/step", "ms/step",
-                                "share", "GFLOP/s");
-  for (size_t i = 0; i < std::min(most, rows.size()); ++i) {
-    const ProductRow& row = rows[i];
-    const double rate = row.seconds > 0 ? row.flops / row.seconds / 1e9 : 0.0;
-    out += fmt::format("{:<28} {:<9} {:>10.1f} {:>10.3f} {:>6.1f}% {:>9.1f}\n",
-                       row.shape.str(), pass_name(row.pass),
-                       static_cast<double>(row.calls) / per_step, row.seconds * 1e3 / per_step,
-                       wall > 0 ? 100.0 * row.seconds / wall : 0.0, rate);
-  }
+  std::string out = table_header("product (m x n x k, op A B)");
+  for (size_t i = 0; i < std::min(most, rows.size()); ++i)
+    out += table_line(rows[i].shape.str(), rows[i], static_cast<double>(steps), wall);
   if (rows.size() > most)
     out += fmt::format("({} more shapes)\n", rows.size() - most);
   return out;

@@ -174,11 +174,11 @@ def main():
         loom = run_json([os.path.join(bench, program), case] + flags + s + t, log)
         torch = run_json(py + [case] + s + t, log) if twin else None
         flops = run_json(py + [case, "--steps", "1", "--flops"] + t, log) if twin else None
+        counted = flops if twin else loom  # whose count of the step's products
         rows = [{"case": case, "step": step, "twin": twin, "loom": loom, "torch": torch,
                  "loom_ms": loom and loom.get("ms_per_step"),
                  "torch_ms": torch and torch.get("ms_per_step"),
-                 "gflop": (flops if twin else loom) and (flops if twin else loom).get(
-                     "flops_per_step")}]
+                 "gflop": counted and counted.get("flops_per_step")}]
         if case == BEAM[0]:
             rows.append({"case": case, "step": BEAM[1], "twin": twin, "loom": loom,
                          "torch": torch, "loom_ms": loom and loom.get("beam_ms_per_step"),
