@@ -9,14 +9,12 @@
 //   O  = P V             [T_q, d]        dS_ij = scale P_ij (z_ij dP_ij - D_i), D_i = dO_i . O_i
 //                                        dV = (P z)^T dO,  dQ = dS K,  dK = dS^T Q
 //
-// Each product runs in small_gemm, whose inner block keeps a 6 x 16 tile of the result in
-// twelve 8-float vector registers while it walks the shared dimension, as BLAS kernels do.
-// That is what the unfused path cannot do for short sequences: a ViT's 50 x 50 x 32 products
-// are too small for a BLAS call to pay for its packing (OpenBLAS: about 88 GFLOP/s on two cores
-// at that shape, 220+ at the shapes of its linear layers), and the scores go through memory
-// between the products, the scale, the mask and the softmax.
+// Each product runs in small_gemm (backends/gemm/small_gemm.h), whose inner block keeps a tile
+// of the result in vector registers while it walks the shared dimension, as BLAS kernels do
+// (the unfused path's products run in the same kernel, through cpu::gemm); here the scores
+// also stay in the cache between the products, the scale, the mask and the softmax.
 // The products read Q, K, V and dO where they lie and write O and the gradients in place when
-// the head dim is a multiple of 8 (else, where a row is read or written as vectors, through
+// the head dim is whole vectors (else, where a row is read or written as vectors, through
 // per-thread copies whose rows are padded with zeros); K and V are transposed once per problem,
 // P and dS are read transposed through their strides. The padded keys of the scores are zeros,
 // so they add nothing.
@@ -29,75 +27,15 @@
 #include "backends/attention/attention.h"
 #include "backends/attention/attention_cpu.h"
 #include "backends/cpu/vec_math.h"
+#include "backends/gemm/small_gemm.h"
 
 namespace loom {
 namespace {
 
-// Eight floats, one AVX register (GCC and Clang split it into halves where the machine has
-// only 128-bit vectors).
-typedef float Vec __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8;
+using cpu::small_gemm;
+using Operand = cpu::SmallOperand;
 
-// By reference, not by value: without AVX enabled (LOOM_NATIVE=OFF), GCC warns that passing a
-// 32-byte vector by value changes the ABI.
-void load_vec(Vec& v, const float* p) { std::memcpy(&v, p, sizeof v); }
-void store_vec(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
-
-int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
-
-// An operand of small_gemm: element (r, c) at data[r * row + c * col]. A transposed matrix is
-// the same data with the two strides swapped, so dS^T Q reads dS where it lies.
-struct Operand {
-  const float* data;
-  int64_t row, col;
-};
-
-// C[R x 8V] = A[R x K] B[K x 8V]: R rows of A, each element broadcast, times V vectors of each
-// row of B (leading dim ldb), summed over K in R * V registers.
-template <int R, int V>
-void gemm_block(int64_t K, Operand A, const float* B, int64_t ldb, float* C, int64_t ldc) {
-  Vec acc[R][V] = {};
-  for (int64_t k = 0; k < K; ++k) {
-    Vec b[V];
-    for (int v = 0; v < V; ++v) load_vec(b[v], B + k * ldb + v * kLanes);
-    for (int r = 0; r < R; ++r) {
-      const float a = A.data[r * A.row + k * A.col];
-      for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) store_vec(C + r * ldc + v * kLanes, acc[r][v]);
-}
-
-template <int R>
-void gemm_rows(int64_t N, int64_t K, Operand A, const float* B, int64_t ldb, float* C,
-               int64_t ldc) {
-  int64_t n = 0;
-  for (; n + 2 * kLanes <= N; n += 2 * kLanes) gemm_block<R, 2>(K, A, B + n, ldb, C + n, ldc);
-  for (; n < N; n += kLanes) gemm_block<R, 1>(K, A, B + n, ldb, C + n, ldc);
-}
-
-// C[M x N] = A[M x K] B[K x N], B and C row-major with leading dims ldb and ldc; N is a
-// multiple of kLanes.
-void small_gemm(int64_t M, int64_t N, int64_t K, Operand A, const float* B, int64_t ldb,
-                float* C, int64_t ldc) {
-  constexpr int kRows = 6;
-  int64_t m = 0;
-  for (; m + kRows <= M; m += kRows) {
-    const Operand a{A.data + m * A.row, A.row, A.col};
-    gemm_rows<kRows>(N, K, a, B, ldb, C + m * ldc, ldc);
-  }
-  const Operand a{A.data + m * A.row, A.row, A.col};
-  float* c = C + m * ldc;
-  switch (M - m) {  // the last 1-5 rows
-    case 5: return gemm_rows<5>(N, K, a, B, ldb, c, ldc);
-    case 4: return gemm_rows<4>(N, K, a, B, ldb, c, ldc);
-    case 3: return gemm_rows<3>(N, K, a, B, ldb, c, ldc);
-    case 2: return gemm_rows<2>(N, K, a, B, ldb, c, ldc);
-    case 1: return gemm_rows<1>(N, K, a, B, ldb, c, ldc);
-    default: return;
-  }
-}
+int64_t padded(int64_t n) { return cpu::small_gemm_padded(n); }
 
 // `rows` rows of `cols` floats at src with their rows padded to `ld` floats (zeros after col
 // `cols`): src itself when cols == ld, else a copy in buf.

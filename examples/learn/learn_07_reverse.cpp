@@ -126,7 +126,7 @@ int main(int argc, char** argv) try {
   models::Transformer model(c);
   optim::Adam opt(model.parameters(), 1e-3f, 0.9f, 0.98f, 1e-9f);  // sec. 5.3
   float loss_value = 0.0f;
-  // Decoded after 100 of the 400 steps, while the model still hesitates: greedy search commits
+  // Decoded after 110 of the 400 steps, while the model still hesitates: greedy search commits
   // to one token at a time and beam search keeps four prefixes, so they can part ways.
   std::vector<models::Translation> early;
   for (int step = 0; step < 400; ++step) {
@@ -140,7 +140,7 @@ int main(int argc, char** argv) try {
     opt.step();
     loss_value = loss.item();
     if (step % 100 == 0 || step == 399) std::printf("step %3d  loss %.4f\n", step, loss_value);
-    if (step + 1 == 100) early = decode(model, "after 100 steps");
+    if (step + 1 == 110) early = decode(model, "after 110 steps");
   }
 
   NoGradGuard no_grad;

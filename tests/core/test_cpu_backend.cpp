@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "backends/caching_allocator.h"
 #include "backends/cpu/vec_math.h"
+#include "backends/gemm/small_gemm.h"
 #include "core/rng.h"
 #include "test_util.h"
 
@@ -888,15 +889,42 @@ TEST_CASE("cpu softmax: -inf entries get exactly 0, an all -inf row gives NaN li
 
 // =================================================================== gemm
 
+struct GemmCase {
+  bool ta, tb;
+  int64_t m, n, k, batch;
+  float alpha, beta;
+  bool share_b;  // stride_b = 0: one B for the whole batch
+  int64_t pad;   // extra elements per row (ld > cols)
+};
+
+// Runs one case through `gemm` (Backend::gemm, or one of the CPU's product paths) on operands
+// with the case's strides, and checks C against the definition.
+void check_gemm_case(const GemmCase& c, const std::function<void(const GemmArgs&)>& gemm,
+                     const std::string& where) {
+  GemmArgs g;
+  g.trans_a = c.ta, g.trans_b = c.tb;
+  g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
+  const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+  const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+  g.lda = a_cols + c.pad, g.ldb = b_cols + c.pad, g.ldc = c.n + c.pad;
+  g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
+  g.stride_c = c.m * g.ldc;
+  const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
+  const std::vector<float> b =
+      uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
+  std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
+  g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
+  const std::vector<double> want = ref_gemm(g, cbuf);
+  gemm(g);
+  expect_close(cbuf, want, 1e-4, 1e-4,
+               where + " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+                   " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                   " k=" + std::to_string(c.k) + " batch=" + std::to_string(c.batch) +
+                   " threads=" + std::to_string(get_num_threads()));
+}
+
 TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and alpha/beta") {
-  struct Case {
-    bool ta, tb;
-    int64_t m, n, k, batch;
-    float alpha, beta;
-    bool share_b;  // stride_b = 0: one B for the whole batch
-    int64_t pad;   // extra elements per row (ld > cols)
-  };
-  const std::vector<Case> cases = {
+  const std::vector<GemmCase> cases = {
       {false, false, 5, 7, 3, 1, 1.0f, 0.0f, false, 0},
       {true, false, 4, 6, 5, 1, 0.5f, 1.0f, false, 2},
       {false, true, 6, 3, 8, 3, 1.0f, 0.5f, false, 1},
@@ -925,27 +953,37 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
   // 1, 2 and 3 threads: no panels, two, and three of unequal size.
   const int threads = get_num_threads();
   for (int t = 1; t <= 3; ++t)
-    for (const Case& c : cases) {
+    for (const GemmCase& c : cases) {
       set_num_threads(t);
-      GemmArgs g;
-      g.trans_a = c.ta, g.trans_b = c.tb;
-      g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
-      const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
-      const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
-      g.lda = a_cols + c.pad, g.ldb = b_cols + c.pad, g.ldc = c.n + c.pad;
-      g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
-      g.stride_c = c.m * g.ldc;
-      const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
-      const std::vector<float> b =
-          uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
-      std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
-      g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
-      const std::vector<double> want = ref_gemm(g, cbuf);
-      kernels().gemm(g);
-      expect_close(cbuf, want, 1e-4, 1e-4,
-                   "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
-                       " m=" + std::to_string(c.m) + " batch=" + std::to_string(c.batch) +
-                       " threads=" + std::to_string(t));
+      check_gemm_case(c, [](const GemmArgs& g) { kernels().gemm(g); }, "gemm");
+    }
+  set_num_threads(threads);
+}
+
+// cpu::gemm takes the register-tiled kernel for small products only where it is built with
+// 16-float vectors (small_gemm.h); it is called directly here, so every build tests it.
+TEST_CASE("cpu gemm_small (the small-product kernel) matches the definition") {
+  std::vector<GemmCase> cases = {
+      // attention's products: ViT (50 tokens, head dim 32), a Swin window (49), BERT (128, 64)
+      {false, true, 50, 50, 32, 6, 1.0f, 0.0f, false, 0},   // Q K^T
+      {false, false, 50, 32, 50, 6, 1.0f, 0.0f, false, 0},  // P V
+      {true, false, 32, 49, 49, 5, 1.0f, 0.0f, false, 0},   // dS^T Q, read transposed
+      {true, false, 49, 32, 49, 5, 1.0f, 0.0f, false, 0},   // P^T dO
+      {false, true, 128, 128, 64, 2, 1.0f, 0.0f, false, 0},
+      {true, true, 13, 29, 31, 3, 0.5f, 1.0f, false, 3},    // alpha, beta, padded strides
+      {false, false, 7, 40, 3, 4, -1.0f, 0.5f, true, 1},    // one B for the batch
+      {true, false, 6, 16, 1, 2, 2.0f, 0.0f, false, 2},     // k = 1
+      {false, false, 1, 24, 5, 3, 1.0f, 0.0f, false, 0},    // a single row
+  };
+  // Every width of C from 2 to 40: whole vectors of 16 and of 8, and every tail; every count
+  // of rows left after the kernel's tiles of 6.
+  for (int64_t n = 2; n <= 40; ++n) cases.push_back({false, n % 3 == 0, 2 + n % 7, n, 9, 2,
+                                                      1.0f, 0.0f, false, n % 2});
+  const int threads = get_num_threads();
+  for (int t = 1; t <= 3; ++t)
+    for (const GemmCase& c : cases) {
+      set_num_threads(t);
+      check_gemm_case(c, cpu::gemm_small, "gemm_small");
     }
   set_num_threads(threads);
 }
