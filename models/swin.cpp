@@ -194,19 +194,25 @@ SwinBlock::SwinBlock(int64_t dim_, int64_t resolution_, int64_t num_heads, int64
   }
 }
 
-Tensor SwinBlock::forward(const Tensor& x) const {
+Tensor SwinBlock::window_attention(const Tensor& x) const {
   // x (B, L, C), L = r*r -> (B, L, C)
   const int64_t B = x.size(0), L = x.size(1), C = x.size(2), r = resolution, s = shift;
   LOOM_CHECK(L == r * r && C == dim, "SwinBlock: expected x (B, {}, {}), got {}", r * r, dim,
              shape_str(x.shape()));
-  Tensor y = norm1->forward(x).view({B, r, r, C});  // (B, r, r, C)
-  if (s > 0) y = y.roll({-s, -s}, {1, 2});          // cyclic shift toward the top left
-  Tensor windows = window_partition(y, window);     // (B*nW, N, C)
-  windows = attn->forward(windows, attn_mask);      // (B*nW, N, C)
-  y = window_reverse(windows, window, r, r);        // (B, r, r, C)
-  if (s > 0) y = y.roll({s, s}, {1, 2});            // undo the shift
-  const Tensor h = x + drop_path->forward(y.view({B, L, C}));    // (B, L, C)
-  return h + drop_path->forward(mlp->forward(norm2->forward(h)));
+  Tensor y = x.view({B, r, r, C});               // (B, r, r, C)
+  if (s > 0) y = y.roll({-s, -s}, {1, 2});       // cyclic shift toward the top left
+  Tensor windows = window_partition(y, window);  // (B*nW, N, C)
+  windows = attn->forward(windows, attn_mask);   // (B*nW, N, C)
+  y = window_reverse(windows, window, r, r);     // (B, r, r, C)
+  if (s > 0) y = y.roll({s, s}, {1, 2});         // undo the shift
+  return y.view({B, L, C});
+}
+
+nn::Residual SwinBlock::forward(nn::Residual x) const {
+  // Eq. 3: z^ = (S)W-MSA(LN(z)) + z, then z = MLP(LN(z^)) + z^; x (B, r*r, C) -> the same.
+  x = x + drop_path->forward(window_attention(norm1->forward(x)));
+  x = x + drop_path->forward(mlp->forward(norm2->forward(x)));
+  return x;
 }
 
 SwinPatchMerging::SwinPatchMerging(int64_t resolution_, int64_t dim_)
@@ -230,9 +236,9 @@ Tensor SwinPatchMerging::forward(const Tensor& x) const {
 }
 
 Tensor SwinStage::forward(const Tensor& x) const {
-  Tensor y = x;  // (B, r*r, C)
+  nn::Residual y = x;  // (B, r*r, C)
   for (const auto& block : *blocks) y = block->forward(y);
-  return downsample ? downsample->forward(y) : y;  // (B, r*r/4, 2C) or (B, r*r, C)
+  return downsample ? downsample->forward(y.tensor()) : y.tensor();  // (B, r*r/4, 2C) or same
 }
 
 SwinPatchEmbed::SwinPatchEmbed(int64_t patch_size, int64_t in_channels, int64_t embed_dim) {

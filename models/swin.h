@@ -121,8 +121,12 @@ class SwinBlock : public nn::Module {
   // window, shift: as used (shift 0 = W-MSA; 0 < shift < window = SW-MSA).
   SwinBlock(int64_t dim, int64_t resolution, int64_t num_heads, int64_t window, int64_t shift,
             float mlp_ratio, float dropout, float drop_path);
-  // x (B, r*r, C) -> (B, r*r, C)
-  Tensor forward(const Tensor& x) const;
+  // x (B, r*r, C) -> (B, r*r, C), the residual stream (nn::Residual: each sum is formed by the
+  // LayerNorm that reads it next, in its own kernel).
+  nn::Residual forward(nn::Residual x) const;
+  // (S)W-MSA over the token map: x = LN(z) (B, r*r, C) cyclically shifted (SW-MSA), cut into
+  // windows, attended, put back and shifted back -> (B, r*r, C).
+  Tensor window_attention(const Tensor& x) const;
 
   int64_t dim, resolution, window, shift;
   Tensor attn_mask;  // (nW, N, N) 0 / -100 when shifted, else undefined; non-persistent buffer
