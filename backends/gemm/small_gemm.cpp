@@ -178,25 +178,39 @@ void gemm_small(const GemmArgs& g) {
   auto* c_data = static_cast<float*>(g.c);
   // A stored [m, k], or [k, m] when transposed: element (r, p) of op(A) read where it lies.
   const int64_t a_row = g.trans_a ? 1 : g.lda, a_col = g.trans_a ? g.lda : 1;
-#pragma omp parallel if (g.batch > 1 && max_threads() > 1)
+  // Fewer items than threads (a decoding step's Linear is one product of a few rows): each
+  // item's columns are cut into `parts` of whole vectors, at least two vectors each, so that
+  // every thread has work.
+  const int64_t threads = max_threads(), vectors = npad / kSmallGemmLanes;
+  const int64_t parts =
+      std::clamp<int64_t>((threads + g.batch - 1) / g.batch, 1, std::max<int64_t>(vectors / 2, 1));
+  const int64_t chunk = (vectors + parts - 1) / parts * kSmallGemmLanes;  // columns of a part
+  const int64_t units = g.batch * parts;
+#pragma omp parallel if (units > 1 && threads > 1)
   {
     std::vector<float> b_buffer(b_in_place ? 0 : k * npad);
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.batch; ++i) {
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t i = u / parts, first = u % parts * chunk;  // item i, columns [first, last)
+      const int64_t columns = std::min(n, first + chunk) - first;
+      if (columns <= 0) continue;
       const float* b = b_data + i * g.stride_b;
       int64_t ldb = g.ldb;
-      if (!b_in_place) {  // op(B) [k, npad], zeros after column n
+      if (b_in_place) {
+        b += first;
+      } else {  // op(B)'s columns [first, last) as [k, padded], zeros after `columns`
+        const int64_t padded = small_gemm_padded(columns);
         float* packed = b_buffer.data();
-        if (g.trans_b) pack_transposed(b, g.ldb, n, k, packed, npad);
+        if (g.trans_b) pack_transposed(b + first * g.ldb, g.ldb, columns, k, packed, padded);
         for (int64_t p = 0; p < k; ++p) {
-          float* row = packed + p * npad;
-          if (!g.trans_b) std::copy_n(b + p * g.ldb, n, row);
-          std::fill(row + n, row + npad, 0.0f);
+          float* row = packed + p * padded;
+          if (!g.trans_b) std::copy_n(b + p * g.ldb + first, columns, row);
+          std::fill(row + columns, row + padded, 0.0f);
         }
-        b = packed, ldb = npad;
+        b = packed, ldb = padded;
       }
-      small_gemm(m, n, k, {a_data + i * g.stride_a, a_row, a_col}, b, ldb,
-                 c_data + i * g.stride_c, g.ldc, g.alpha, g.beta);
+      small_gemm(m, columns, k, {a_data + i * g.stride_a, a_row, a_col}, b, ldb,
+                 c_data + i * g.stride_c + first, g.ldc, g.alpha, g.beta);
     }
   }
 }

@@ -62,8 +62,9 @@ bool use_small_gemm(int64_t m, int64_t n, int64_t k);
 
 // Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no bias
 // or activation, k > 0, row strides at least a row long) by small_gemm, the items spread over
-// the OpenMP threads. op(B) is copied into a row-major buffer of whole vectors when it is
-// transposed (8 x 8 blocks transposed in registers) or its rows are not whole vectors.
+// the OpenMP threads (with fewer items than threads, each item's columns cut among them).
+// op(B) is copied into a row-major buffer of whole vectors when it is transposed (8 x 8 blocks
+// transposed in registers) or its rows are not whole vectors.
 void gemm_small(const GemmArgs& g);
 
 }  // namespace loom::cpu

@@ -974,6 +974,10 @@ TEST_CASE("cpu gemm_small (the small-product kernel) matches the definition") {
       {false, false, 7, 40, 3, 4, -1.0f, 0.5f, true, 1},    // one B for the batch
       {true, false, 6, 16, 1, 2, 2.0f, 0.0f, false, 2},     // k = 1
       {false, false, 1, 24, 5, 3, 1.0f, 0.0f, false, 0},    // a single row
+      // fewer items than threads: each item's columns cut among them (a decoding step)
+      {false, true, 32, 256, 64, 1, 1.0f, 0.0f, false, 0},
+      {false, false, 5, 100, 7, 1, 0.5f, 1.0f, false, 3},   // parts packed, alpha, beta
+      {true, false, 9, 70, 12, 2, 1.0f, 0.0f, true, 1},
   };
   // Every width of C from 2 to 40: whole vectors of 16 and of 8, and every tail; every count
   // of rows left after the kernel's tiles of 6.
