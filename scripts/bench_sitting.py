@@ -15,9 +15,10 @@ In one process, one after the other on the machine it runs on:
 
 Writes bench/results/<date>-<host>.json (every JSON line both sides printed, plus the machine)
 and bench/results/<date>-<host>.md, the Markdown table (a sitting of fewer than 10 steps a case
-adds "-quick" to the names; a later sitting of the same day replaces the earlier one): loom and PyTorch ms per step, the ratio
-(PyTorch's time over loom's: above 1, loom is faster), the step's GFLOP, loom's GFLOP/s and its
-share of the sgemm peak measured minutes earlier. --readme also puts that table into README.md
+adds "-quick" to the names; a later sitting of the same day adds its time, -HHMM, and keeps the
+earlier one): loom and PyTorch ms per step, the ratio (PyTorch's time over loom's: above 1, loom
+is faster), the step's GFLOP, loom's GFLOP/s and its share of the sgemm peak measured minutes
+earlier. --readme also puts that table into README.md
 between the lines `<!-- bench:begin -->` and `<!-- bench:end -->`. A case that fails on one
 side is reported as failed in the table (and the script exits 1 at the end).
 """
@@ -147,6 +148,8 @@ def main():
     name = f"{now:%Y-%m-%d}-{socket.gethostname()}" + ("-quick" if steps < 10 else "")
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     out = os.path.join(ROOT, "bench", "results", name)
+    if os.path.exists(out + ".json"):  # a later sitting the same day keeps the earlier one
+        out += f"-{now:%H%M}"
     log = open(out + ".log", "w", encoding="utf-8")
     t = ["--threads", str(args.threads)]
     py = [sys.executable, os.path.join("bench", "reference", "bench.py")]
@@ -164,7 +167,8 @@ def main():
     say(f"sgemm peak {sgemm['gflops']:.1f} GFLOP/s")
     torch_sgemm = run_json(py + ["sgemm"] + t, log)
     if torch_sgemm:
-        sitting["torch_sgemm_gflops"], sitting["torch"] = torch_sgemm["gflops"], torch_sgemm["torch"]
+        sitting["torch_sgemm_gflops"] = torch_sgemm["gflops"]
+        sitting["torch"] = torch_sgemm["torch"]
 
     failed = False
     for case, program, flags, step, twin in CASES:
