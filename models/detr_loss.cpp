@@ -138,9 +138,11 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
   out.match_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // The class of every query (matched: its target's, else "no object") and its CE weight.
-  std::vector<int64_t> target_class(B * Q, C), flat_query;
+  // flat_query: the matched queries of the batch (b * Q + q); flat_target: their targets, as rows
+  // of every image's boxes side by side (T, 4).
+  std::vector<int64_t> target_class(B * Q, C), flat_query, flat_target;
   std::vector<float> weight(B * Q, config.eos_coef);
-  std::vector<Tensor> matched_targets;
+  std::vector<Tensor> target_boxes;
   int64_t num_boxes = 0;
   for (int64_t b = 0; b < B; ++b) {
     const DETRMatch& m = out.matches[b];
@@ -150,12 +152,10 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
       target_class[k] = labels[m.targets[i]];
       weight[k] = 1.0f;
       flat_query.push_back(k);
+      flat_target.push_back(num_boxes + m.targets[i]);
     }
-    const int64_t n = static_cast<int64_t>(m.targets.size());
-    if (n > 0)
-      matched_targets.push_back(
-          index_select(targets[b].boxes.to(dev), 0, tensor_i64(m.targets, {n}).to(dev)));  // (n, 4)
-    num_boxes += targets[b].labels.size(0);
+    if (!labels.empty()) target_boxes.push_back(targets[b].boxes.to(dev));
+    num_boxes += static_cast<int64_t>(labels.size());
   }
   const float normaliser = num_boxes_override > 0
                                ? num_boxes_override
@@ -175,7 +175,8 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
   } else {
     const Tensor src =
         index_select(boxes.reshape({B * Q, 4}), 0, tensor_i64(flat_query, {N}).to(dev));  // (N, 4)
-    const Tensor tgt = cat(matched_targets, 0);                                           // (N, 4)
+    const Tensor tgt =
+        index_select(cat(target_boxes, 0), 0, tensor_i64(flat_target, {N}).to(dev));  // (N, 4)
     out.loss_bbox = sum(abs(src - tgt)) / normaliser;
     out.loss_giou = generalized_box_iou_loss(box_cxcywh_to_xyxy(src), box_cxcywh_to_xyxy(tgt),
                                              fn::Reduction::Sum) /
