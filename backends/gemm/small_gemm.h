@@ -30,8 +30,9 @@ constexpr int64_t kSmallGemmLanes = 16;
 constexpr int64_t kSmallGemmLanes = 8;
 #endif
 
-// Products up to this many multiply-adds are small: one thread computes each (a batch spreads
-// over the threads, one item each), and below it one BLAS call cannot keep several cores busy.
+// Products up to this many multiply-adds are small: below it one BLAS call cannot keep several
+// cores busy, so a batch spreads over the threads one item each (and in gemm_small, with fewer
+// items than threads, each item's columns are cut among them).
 constexpr int64_t kSmallGemm = 128 * 128 * 128;
 
 // n rounded up to whole vectors (a multiple of kSmallGemmLanes).
