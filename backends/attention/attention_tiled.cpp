@@ -42,22 +42,8 @@ int64_t padded(int64_t n) { return cpu::small_gemm_padded(n); }
 const float* rows_padded(const float* src, int64_t rows, int64_t cols, int64_t ld,
                          std::vector<float>& buf) {
   if (cols == ld) return src;
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(src + r * cols, cols, buf.data() + r * ld);
-    std::fill(buf.data() + r * ld + cols, buf.data() + (r + 1) * ld, 0.0f);
-  }
+  cpu::pack_b(src, cols, /*transposed=*/false, cols, rows, buf.data(), ld);
   return buf.data();
-}
-
-// dst [cols x ld_dst] = the transpose of src [rows x cols] (leading dim ld), zeros after row
-// `rows` of src (so after column `rows` of dst).
-void transpose_padded(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
-                      int64_t ld_dst) {
-  for (int64_t c = 0; c < cols; ++c) {
-    float* row = dst + c * ld_dst;
-    for (int64_t r = 0; r < rows; ++r) row[r] = src[r * ld + c];
-    std::fill(row + rows, row + ld_dst, 0.0f);
-  }
 }
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -90,7 +76,7 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.n; ++b) {
       const float* vb = rows_padded(vd + b * a.kv_stride, tk, d, dpad, vs);
-      transpose_padded(kd + b * a.kv_stride, tk, d, d, kt.data(), tkpad);
+      cpu::pack_b(kd + b * a.kv_stride, d, /*transposed=*/true, tk, d, kt.data(), tkpad);  // K^T
       small_gemm(tq, tkpad, d, {qd + b * tq * d, d, 1}, kt.data(), tkpad, s.data(), tkpad);
       for (int64_t i = 0; i < tq; ++i) {  // S -> P, row by row
         float* si = s.data() + i * tkpad;
@@ -156,8 +142,8 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
       const float* qb = rows_padded(qd + qo, tq, d, dpad, qs);
       const float* gb = rows_padded(gd + qo, tq, d, dpad, gs);
       const float* kb = rows_padded(kd + kvo, tk, d, dpad, ks);
-      transpose_padded(kd + kvo, tk, d, d, kt.data(), tkpad);
-      transpose_padded(vd + kvo, tk, d, d, vt.data(), tkpad);
+      cpu::pack_b(kd + kvo, d, /*transposed=*/true, tk, d, kt.data(), tkpad);  // K^T
+      cpu::pack_b(vd + kvo, d, /*transposed=*/true, tk, d, vt.data(), tkpad);  // V^T
       small_gemm(tq, tkpad, d, {qd + qo, d, 1}, kt.data(), tkpad, p.data(), tkpad);  // S = Q K^T
       small_gemm(tq, tkpad, d, {gd + qo, d, 1}, vt.data(), tkpad, dprob.data(), tkpad);  // dO V^T
       for (int64_t i = 0; i < tq; ++i) {  // S -> P z (kept in p), dP -> dS (kept in dprob)

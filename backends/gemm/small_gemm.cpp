@@ -136,18 +136,6 @@ void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst)
   }
 }
 
-// op(B) = B^T into dst [k, ld_dst], B stored [n, k] (row stride ldb): 8 x 8 blocks in
-// registers, the edges element by element.
-void pack_transposed(const float* b, int64_t ldb, int64_t n, int64_t k, float* dst,
-                     int64_t ld_dst) {
-  const int64_t n8 = n / 8 * 8, k8 = k / 8 * 8;
-  for (int64_t j = 0; j < n8; j += 8)
-    for (int64_t p = 0; p < k8; p += 8)
-      transpose_8x8(b + j * ldb + p, ldb, dst + p * ld_dst + j, ld_dst);
-  for (int64_t p = 0; p < k; ++p)
-    for (int64_t j = p < k8 ? n8 : 0; j < n; ++j) dst[p * ld_dst + j] = b[j * ldb + p];
-}
-
 }  // namespace
 
 void small_gemm(int64_t M, int64_t N, int64_t K, SmallOperand A, const float* B, int64_t ldb,
@@ -162,6 +150,23 @@ void small_gemm(int64_t M, int64_t N, int64_t K, SmallOperand A, const float* B,
     tile_rows(static_cast<int>(rows), N, K, {A.data + m * A.row, A.row, A.col}, B, ldb,
               C + m * ldc, ldc, alpha, beta);
     m += rows;
+  }
+}
+
+void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64_t k,
+            float* dst, int64_t ld_dst) {
+  if (transposed) {  // 8 x 8 blocks in registers, the edges element by element
+    const int64_t n8 = columns / 8 * 8, k8 = k / 8 * 8;
+    for (int64_t j = 0; j < n8; j += 8)
+      for (int64_t p = 0; p < k8; p += 8)
+        transpose_8x8(b + j * ldb + p, ldb, dst + p * ld_dst + j, ld_dst);
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = p < k8 ? n8 : 0; j < columns; ++j) dst[p * ld_dst + j] = b[j * ldb + p];
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    float* row = dst + p * ld_dst;
+    if (!transposed) std::copy_n(b + p * ldb, columns, row);
+    std::fill(row + columns, row + ld_dst, 0.0f);
   }
 }
 
@@ -199,15 +204,10 @@ void gemm_small(const GemmArgs& g) {
       if (b_in_place) {
         b += first;
       } else {  // op(B)'s columns [first, last) as [k, padded], zeros after `columns`
-        const int64_t padded = small_gemm_padded(columns);
-        float* packed = b_buffer.data();
-        if (g.trans_b) pack_transposed(b + first * g.ldb, g.ldb, columns, k, packed, padded);
-        for (int64_t p = 0; p < k; ++p) {
-          float* row = packed + p * padded;
-          if (!g.trans_b) std::copy_n(b + p * g.ldb + first, columns, row);
-          std::fill(row + columns, row + padded, 0.0f);
-        }
-        b = packed, ldb = padded;
+        ldb = small_gemm_padded(columns);
+        pack_b(b + (g.trans_b ? first * g.ldb : first), g.ldb, g.trans_b, columns, k,
+               b_buffer.data(), ldb);
+        b = b_buffer.data();
       }
       small_gemm(m, columns, k, {a_data + i * g.stride_a, a_row, a_col}, b, ldb,
                  c_data + i * g.stride_c + first, g.ldc, g.alpha, g.beta);

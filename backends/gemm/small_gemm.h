@@ -53,6 +53,12 @@ struct SmallOperand {
 void small_gemm(int64_t M, int64_t N, int64_t K, SmallOperand A, const float* B, int64_t ldb,
                 float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f);
 
+// op(B) [k, columns] into dst [k, ld_dst] (ld_dst >= columns), zeros after column `columns`:
+// B stored [k, columns] (row stride ldb), or [columns, k] when `transposed` (then transposed in
+// 8 x 8 blocks in registers). The layout small_gemm reads B in.
+void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64_t k,
+            float* dst, int64_t ld_dst);
+
 // Whether cpu::gemm computes a float32 product of m x n x k with small_gemm: small, not a single
 // row or column (those are matrix-vector products, cblas_sgemv), and built with 16-float
 // vectors. There it beats BLAS (2 cores, 2026-11-30: batches of ViT's, Swin's, BERT's and
