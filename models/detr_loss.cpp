@@ -75,26 +75,38 @@ Tensor cost_matrix(const Tensor& logits, const Tensor& boxes, const Tensor& labe
   return c.cost_bbox * cost_bbox + c.cost_class * cost_class + c.cost_giou * cost_giou;
 }
 
-std::vector<DETRMatch> match(const Tensor& logits, const Tensor& boxes,
-                             const std::vector<DETRTarget>& targets, const DETRLossConfig& config) {
-  const int64_t B = logits.size(0), Q = logits.size(1);
-  std::vector<DETRMatch> matches(B);
-  // Every target of the batch side by side: labels (T,) and boxes (T, 4).
+// Every target of the batch side by side: labels (T,) on the host and boxes (T, 4) on `device`
+// (undefined when T = 0); image b's targets start at the sum of the earlier images' counts.
+struct BatchTargets {
   std::vector<int64_t> labels;
-  std::vector<Tensor> target_boxes;
+  Tensor boxes;
+};
+
+BatchTargets side_by_side(const std::vector<DETRTarget>& targets, Device device) {
+  BatchTargets all;
+  std::vector<Tensor> boxes;
   for (const DETRTarget& t : targets) {
     const std::vector<int64_t> l = t.labels.to_vector_i64();
-    labels.insert(labels.end(), l.begin(), l.end());
-    if (!l.empty()) target_boxes.push_back(t.boxes.to(logits.device()));
+    all.labels.insert(all.labels.end(), l.begin(), l.end());
+    if (!l.empty()) boxes.push_back(t.boxes.to(device));
   }
-  const int64_t T = static_cast<int64_t>(labels.size());
+  if (!boxes.empty()) all.boxes = cat(boxes, 0);
+  return all;
+}
+
+std::vector<DETRMatch> match(const Tensor& logits, const Tensor& boxes,
+                             const std::vector<DETRTarget>& targets, const BatchTargets& all,
+                             const DETRLossConfig& config) {
+  const int64_t B = logits.size(0), Q = logits.size(1);
+  std::vector<DETRMatch> matches(B);
+  const int64_t T = static_cast<int64_t>(all.labels.size());
   if (T == 0) return matches;
-  const Tensor all_labels = tensor_i64(labels, {T}).to(logits.device());
+  const Tensor all_labels = tensor_i64(all.labels, {T}).to(logits.device());
   std::vector<float> cost;
   {
     NoGradGuard no_grad;  // DETR's matcher runs under torch.no_grad()
     // One device-to-host copy for the whole batch: (B Q, T) row-major.
-    cost = cost_matrix(logits, boxes, all_labels, cat(target_boxes, 0), config).to_vector();
+    cost = cost_matrix(logits, boxes, all_labels, all.boxes, config).to_vector();
   }
   for (size_t k = 0; k < cost.size(); ++k)
     LOOM_CHECK(!std::isnan(cost[k]),
@@ -120,7 +132,7 @@ std::vector<DETRMatch> hungarian_match(const Tensor& logits, const Tensor& boxes
                                        const std::vector<DETRTarget>& targets,
                                        const DETRLossConfig& config) {
   check_inputs(logits, boxes, targets, config);
-  return match(logits, boxes, targets, config);
+  return match(logits, boxes, targets, side_by_side(targets, logits.device()), config);
 }
 
 DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
@@ -134,29 +146,28 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
   const Device dev = logits.device();
   DETRLossTerms out;
   const auto t0 = std::chrono::steady_clock::now();
-  out.matches = match(logits, boxes, targets, config);
+  const BatchTargets all = side_by_side(targets, dev);
+  out.matches = match(logits, boxes, targets, all, config);
   out.match_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // The class of every query (matched: its target's, else "no object") and its CE weight.
-  // flat_query: the matched queries of the batch (b * Q + q); flat_target: their targets, as rows
-  // of every image's boxes side by side (T, 4).
+  // flat_query: the matched queries of the batch (b * Q + q); flat_target: their targets, as
+  // rows of the batch's targets side by side.
   std::vector<int64_t> target_class(B * Q, C), flat_query, flat_target;
   std::vector<float> weight(B * Q, config.eos_coef);
-  std::vector<Tensor> target_boxes;
-  int64_t num_boxes = 0;
+  int64_t offset = 0;  // image b's first target
   for (int64_t b = 0; b < B; ++b) {
     const DETRMatch& m = out.matches[b];
-    const std::vector<int64_t> labels = targets[b].labels.to_vector_i64();
     for (size_t i = 0; i < m.queries.size(); ++i) {
       const int64_t k = b * Q + m.queries[i];
-      target_class[k] = labels[m.targets[i]];
+      target_class[k] = all.labels[offset + m.targets[i]];
       weight[k] = 1.0f;
       flat_query.push_back(k);
-      flat_target.push_back(num_boxes + m.targets[i]);
+      flat_target.push_back(offset + m.targets[i]);
     }
-    if (!labels.empty()) target_boxes.push_back(targets[b].boxes.to(dev));
-    num_boxes += static_cast<int64_t>(labels.size());
+    offset += targets[b].labels.size(0);
   }
+  const int64_t num_boxes = offset;
   const float normaliser = num_boxes_override > 0
                                ? num_boxes_override
                                : static_cast<float>(std::max<int64_t>(num_boxes, 1));
@@ -175,8 +186,7 @@ DETRLossTerms detr_loss_terms(const Tensor& logits, const Tensor& boxes,
   } else {
     const Tensor src =
         index_select(boxes.reshape({B * Q, 4}), 0, tensor_i64(flat_query, {N}).to(dev));  // (N, 4)
-    const Tensor tgt =
-        index_select(cat(target_boxes, 0), 0, tensor_i64(flat_target, {N}).to(dev));  // (N, 4)
+    const Tensor tgt = index_select(all.boxes, 0, tensor_i64(flat_target, {N}).to(dev));  // (N, 4)
     out.loss_bbox = sum(abs(src - tgt)) / normaliser;
     out.loss_giou = generalized_box_iou_loss(box_cxcywh_to_xyxy(src), box_cxcywh_to_xyxy(tgt),
                                              fn::Reduction::Sum) /
