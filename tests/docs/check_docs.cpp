@@ -2,7 +2,7 @@
 // resolve in the tree, every C++ block must be real code, and every printed output must be what
 // the program prints. Run by ctest as
 //
-//   check_docs SOURCE_DIR [--learn-programs DIR] CXX_COMPILER [compiler flags...]
+//   check_docs SOURCE_DIR [--learn-programs DIR [--platform PROGRAM]] CXX_COMPILER [flags...]
 //
 // What it checks, in each Markdown file:
 //   links          [text](path): a relative target exists (anchors and web addresses skipped)
@@ -38,7 +38,12 @@
 //                  docs/learn/images/x.png) gets its folders inside the scratch folder: the
 //                  committed pictures are not rewritten.
 //                  The learn programs run on one thread, so their numbers repeat exactly;
-//                  without --learn-programs these blocks are counted, not run
+//                  without --learn-programs these blocks are counted, not run. The digits
+//                  are those of one build, the one docs/learn/README.md's line `Printed on: `
+//                  names: with --platform PROGRAM (numerics_platform, which prints this
+//                  build's such line), a build that prints another line rounds differently
+//                  (another compiler, build type, CPU or BLAS kernels), so there a line that
+//                  differs is noted, not failed
 // Paths are relative to the repository root, and a path that leaves the repository (`../x`) is
 // a failure: a user has only the repository, so the docs may not lean on a folder beside it.
 // A failure names the file, the line and what did not resolve.
@@ -66,8 +71,12 @@ struct Checker {
   std::string compile_command;  // compiler and flags, ending in a space
   std::set<std::string> file_names;  // every file name in the tree, for bare names
   fs::path programs;  // the built learn programs (--learn-programs), or empty: outputs not run
+  // This build's numerics line (--platform), and whether it is another than the one the
+  // printed outputs were printed on: then a differing line is a note, not a failure.
+  std::string platform;
+  bool other_platform = false;
   int failures = 0, links = 0, spans = 0, excerpts = 0, compiled = 0, api_rows = 0;
-  int outputs = 0, outputs_run = 0;
+  int outputs = 0, outputs_run = 0, outputs_differ = 0;
 
   void fail(const fs::path& doc, int line, const std::string& what) {
     std::cerr << fs::relative(doc, root).string() << ":" << line << ": " << what << "\n";
@@ -345,7 +354,39 @@ void check_output(Checker& c, const fs::path& doc, int line, const std::string& 
       bad < static_cast<int>(shown.size())
           ? "'" + shown[static_cast<size_t>(bad)] + "' is not what the program prints there"
           : "the program prints more after the block's last line (a last line `...` elides it)";
+  if (c.other_platform) {  // rounded differently: a note, not a failure
+    ++c.outputs_differ;
+    std::cerr << "note: " << fs::relative(doc, c.root).string() << ":" << line + 1 + bad << ": "
+              << name << ": " << what << " on this build\n";
+    return;
+  }
   c.fail(doc, line + 1 + bad, name + ": " + what + "; it printed:\n" + output);
+}
+
+// The line of docs/learn/README.md that names the build the printed outputs come from.
+const std::string kPrintedOn = "Printed on: ";
+
+// With --platform PROGRAM: this build's numerics line (PROGRAM's output), compared with the one
+// docs/learn/README.md names. On another build the learn programs round differently, so their
+// printed numbers are compared but a differing line is only noted.
+void check_platform(Checker& c, const std::string& program) {
+  std::string output;
+  if (run_command(shell_word(program), output) != 0 || output.empty())
+    return c.fail(c.root / "docs/learn/README.md", 1, program + " did not print the build's line");
+  c.platform = split_lines(output).front();
+  const fs::path readme = c.root / "docs/learn/README.md";
+  const std::vector<std::string> lines = split_lines(read_file(readme));
+  const auto named = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.starts_with(kPrintedOn);
+  });
+  if (named == lines.end())
+    return c.fail(readme, 1, "no line '" + kPrintedOn + "...' names the outputs' build");
+  const std::string printed_on = named->substr(kPrintedOn.size());
+  c.other_platform = printed_on != c.platform;
+  if (c.other_platform)
+    std::cerr << "note: this build (" << c.platform << ") is not the one the printed outputs "
+              << "were printed on (" << printed_on << "): a line that differs is noted, not "
+              << "failed\n";
 }
 
 // A ```text block whose first line is a learn program's command: each such command with the
@@ -426,15 +467,22 @@ void check_markdown(Checker& c, const fs::path& doc) {
 int main(int argc, char** argv) {
   int first_flag = 2;  // argv[first_flag] is the compiler
   Checker c;
+  std::string platform_program;
   if (argc > 3 && std::string(argv[2]) == "--learn-programs") {
     c.programs = fs::canonical(argv[3]);
     first_flag = 4;
+    if (argc > 5 && std::string(argv[4]) == "--platform") {
+      platform_program = argv[5];
+      first_flag = 6;
+    }
   }
   if (argc <= first_flag) {
-    std::cerr << "usage: check_docs SOURCE_DIR [--learn-programs DIR] CXX_COMPILER [flags...]\n";
+    std::cerr << "usage: check_docs SOURCE_DIR [--learn-programs DIR [--platform PROGRAM]] "
+                 "CXX_COMPILER [flags...]\n";
     return 2;
   }
   c.root = fs::canonical(argv[1]);
+  if (!platform_program.empty()) check_platform(c, platform_program);
   for (int i = first_flag; i < argc; ++i) c.compile_command += shell_word(argv[i]) + " ";
   using tree = fs::recursive_directory_iterator;
   for (auto it = tree(c.root); it != tree(); ++it) {
@@ -450,9 +498,13 @@ int main(int argc, char** argv) {
   std::sort(docs.begin(), docs.end());
   for (const fs::path& doc : docs) check_markdown(c, doc);
   std::printf("check_docs: %zu files, %d links, %d code-span references, %d excerpts, %d C++ "
-              "blocks compiled (%d API table rows among them), %d printed outputs (%d run); "
+              "blocks compiled (%d API table rows among them), %d printed outputs (%d run%s); "
               "%d problems\n",
               docs.size(), c.links, c.spans, c.excerpts, c.compiled, c.api_rows, c.outputs,
-              c.outputs_run, c.failures);
+              c.outputs_run,
+              c.other_platform
+                  ? (", " + std::to_string(c.outputs_differ) + " rounded differently here").c_str()
+                  : "",
+              c.failures);
   return c.failures == 0 ? 0 : 1;
 }

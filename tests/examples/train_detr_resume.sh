@@ -87,13 +87,18 @@ if "$bin/detect" --checkpoint "$work/whole/ckpt.safetensors" \
 fi
 grep -q "is 256 x 256, not the 64 x 64 expected" "$work/bad.log" || fail "wrong-size error unclear"
 
-# ---- --overfit-one: the loss on one scene falls by a large factor
-"$bin/train_detr" --overfit-one --steps 300 --log-every 10 --eval-every 0 --threads 1 \
+# ---- --overfit-one: the loss on one scene falls by a large factor. The matching switches
+# between queries on the way, so the path down is uneven and its steps land at other places on
+# builds that round differently (a sanitizer build's is slower at step 300 than a release
+# build's): the last 25 steps' mean after 400 steps is what is compared.
+"$bin/train_detr" --overfit-one --steps 400 --log-every 10 --eval-every 0 --threads 1 \
   --draw-scenes 1 --out "$work/overfit" >"$work/overfit.log"
 first=$(sed -n 2p "$work/overfit/log.csv" | cut -d, -f2)
-last=$(sed -n 301p "$work/overfit/log.csv" | cut -d, -f2)
+last=$(sed -n 377,401p "$work/overfit/log.csv" | cut -d, -f2 |
+       awk '{ s += $1; n++ } END { if (n == 25) print s / n }')
+[ -n "$last" ] || fail "--overfit-one: log.csv does not hold 400 steps"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a / 5) }' ||
-  fail "--overfit-one: the loss went from $first to only $last"
+  fail "--overfit-one: the loss went from $first to only $last (steps 376-400)"
 is_png "$work/overfit/detections_0.png"
 echo "overfit-one: loss $first -> $last"
 echo "train_detr resume: ok"
