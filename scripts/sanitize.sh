@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds loom with AddressSanitizer + UndefinedBehaviorSanitizer (Debug, CPU only, in
-# build-asan/) and runs the test suite under them; any report fails its test. About 10 minutes
+# build-asan/) and runs the test suite under them; any report fails its test. About 15 minutes
 # on 2 cores. Extra arguments go to ctest (e.g. -R nn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
