@@ -11,6 +11,7 @@
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "backends/backend.h"
+#include "backends/config.h"
 #include "backends/graph.h"
 #include "autograd/autocast.h"
 #include "autograd/node.h"

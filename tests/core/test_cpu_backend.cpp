@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "backends/caching_allocator.h"
+#include "backends/config.h"
 #include "backends/cpu/vec_math.h"
 #include "backends/gemm/small_gemm.h"
 #include "core/rng.h"
@@ -1415,4 +1416,22 @@ TEST_CASE("cpu kernels reject mismatched shapes and dtypes with the op's name") 
                {"binary", "int64", "float32"});
   expect_error([&] { kernels().unary(UnaryOp::Exp, ints, out, 0, 0); }, {"unary", "int64"});
   expect_error([&] { kernels().softmax(a, 2, 4, 1, false, out); }, {"softmax", "6 elements", "8"});
+}
+
+TEST_CASE("show_config names the build, its threads and BLAS, and ends with numerics_config") {
+  const std::string numerics = numerics_config();
+  // "COMPILER VERSION, BUILD TYPE, -MARCH, VECTORS, BLAS VERSION KERNELS": five parts.
+  CHECK(std::count(numerics.begin(), numerics.end(), ',') == 4);
+  CHECK(numerics.find("OpenBLAS ") != std::string::npos);
+  CHECK(numerics.find('\n') == std::string::npos);
+  const int threads = get_num_threads();
+  set_num_threads(3);
+  const std::string config = show_config();
+  set_num_threads(threads);
+  CHECK(config.starts_with("loom "));
+  CHECK(config.find("  - OpenMP: 3 threads\n") != std::string::npos);
+  CHECK(config.find("  - BLAS: OpenBLAS ") != std::string::npos);
+  CHECK(config.find(", 3 threads)") != std::string::npos);  // OpenBLAS's follow
+  CHECK(config.ends_with("  - numerics: " + numerics + "\n"));
+  CHECK(config.find(cuda_available() ? "a device is available" : "CUDA: ") != std::string::npos);
 }
