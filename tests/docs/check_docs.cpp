@@ -41,7 +41,7 @@
 //                  without --learn-programs these blocks are counted, not run. The digits
 //                  are those of one build, the one docs/learn/README.md's line `Printed on: `
 //                  names: with --platform PROGRAM (numerics_platform, which prints this
-//                  build's such line), a build that prints another line rounds differently
+//                  build's numerics_config()), a build that prints another line rounds differently
 //                  (another compiler, build type, CPU or BLAS kernels), so there a line that
 //                  differs is noted, not failed
 // Paths are relative to the repository root, and a path that leaves the repository (`../x`) is
@@ -370,11 +370,11 @@ const std::string kPrintedOn = "Printed on: ";
 // docs/learn/README.md names. On another build the learn programs round differently, so their
 // printed numbers are compared but a differing line is only noted.
 void check_platform(Checker& c, const std::string& program) {
+  const fs::path readme = c.root / "docs/learn/README.md";
   std::string output;
   if (run_command(shell_word(program), output) != 0 || output.empty())
-    return c.fail(c.root / "docs/learn/README.md", 1, program + " did not print the build's line");
+    return c.fail(readme, 1, program + " did not print the build's line");
   c.platform = split_lines(output).front();
-  const fs::path readme = c.root / "docs/learn/README.md";
   const std::vector<std::string> lines = split_lines(read_file(readme));
   const auto named = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
     return l.starts_with(kPrintedOn);

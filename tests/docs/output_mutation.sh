@@ -2,7 +2,8 @@
 # The printed-output check must catch what it is for. In a folder that holds only chapter 01's
 # printed output (its ```text block, as docs/learn/output.md), the docs check passes on the
 # block as committed and on the block with lines elided (a line `...`, a line ending in `...`);
-# it fails, naming the line, when one line is changed, added or dropped.
+# it fails, naming the line, when one line is changed, added or dropped. With --platform, a
+# changed line fails on the build the docs name and is only noted on another.
 #   tests/docs/output_mutation.sh SOURCE_DIR CHECK_DOCS LEARN_PROGRAMS_DIR
 set -euo pipefail
 src=$1 check_docs=$2 programs=$3
@@ -54,3 +55,22 @@ reject '/^x.narrow(1, 1, 2)/d' "a line dropped" \
   "output.md:[0-9]+: .*'x.select\(0, 2\) .*' is not what the program prints there"
 reject '/-1.0000]], shape=\[3,4\])$/d' "the last line dropped" \
   "output.md:[0-9]+: .*the program prints more after"
+
+# --platform: the digits are compared exactly on the build docs/learn/README.md names ("Printed
+# on: "), and a line that differs is only noted on another build.
+printf 'Printed on: the reference build\n' >"$tmp/docs/learn/README.md"
+printf '#!/bin/sh\necho "the reference build"\n' >"$tmp/same.sh"
+printf '#!/bin/sh\necho "another build"\n' >"$tmp/other.sh"
+chmod +x "$tmp/same.sh" "$tmp/other.sh"
+edit 's/offset 8  contiguous yes/offset 9  contiguous yes/'
+if out=$("$check_docs" "$tmp" --learn-programs "$programs" --platform "$tmp/same.sh" c++ 2>&1)
+then
+  echo "FAIL: on the printed-on build a changed line passed:"; echo "$out"; exit 1
+fi
+echo "ok: on the printed-on build a changed line fails"
+out=$("$check_docs" "$tmp" --learn-programs "$programs" --platform "$tmp/other.sh" c++ 2>&1) ||
+  { echo "FAIL: on another build a changed line failed:"; echo "$out"; exit 1; }
+grep -q "note: docs/learn/output.md:[0-9]*: .*offset 9 .* on this build" <<<"$out" &&
+  grep -q "1 printed outputs (1 run, 1 rounded differently here); 0 problems" <<<"$out" ||
+  { echo "FAIL: on another build the changed line was not noted:"; echo "$out"; exit 1; }
+echo "ok: on another build a changed line is noted, not failed"
