@@ -1433,5 +1433,10 @@ TEST_CASE("show_config names the build, its threads and BLAS, and ends with nume
   CHECK(config.find("  - BLAS: OpenBLAS ") != std::string::npos);
   CHECK(config.find(", 3 threads)") != std::string::npos);  // OpenBLAS's follow
   CHECK(config.ends_with("  - numerics: " + numerics + "\n"));
-  CHECK(config.find(cuda_available() ? "a device is available" : "CUDA: ") != std::string::npos);
+  if (cuda_available()) {
+    CHECK(config.find("  - CUDA: built in; a device is available\n") != std::string::npos);
+  } else {
+    CHECK((config.find("  - CUDA: not built in\n") != std::string::npos ||
+           config.find("  - CUDA: built in; no device\n") != std::string::npos));
+  }
 }

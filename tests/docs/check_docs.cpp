@@ -71,9 +71,8 @@ struct Checker {
   std::string compile_command;  // compiler and flags, ending in a space
   std::set<std::string> file_names;  // every file name in the tree, for bare names
   fs::path programs;  // the built learn programs (--learn-programs), or empty: outputs not run
-  // This build's numerics line (--platform), and whether it is another than the one the
-  // printed outputs were printed on: then a differing line is a note, not a failure.
-  std::string platform;
+  // Whether this build's numerics line (--platform) is another than the one the printed
+  // outputs were printed on: then a differing line is a note, not a failure.
   bool other_platform = false;
   int failures = 0, links = 0, spans = 0, excerpts = 0, compiled = 0, api_rows = 0;
   int outputs = 0, outputs_run = 0, outputs_differ = 0;
@@ -374,7 +373,7 @@ void check_platform(Checker& c, const std::string& program) {
   std::string output;
   if (run_command(shell_word(program), output) != 0 || output.empty())
     return c.fail(readme, 1, program + " did not print the build's line");
-  c.platform = split_lines(output).front();
+  const std::string platform = split_lines(output).front();
   const std::vector<std::string> lines = split_lines(read_file(readme));
   const auto named = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
     return l.starts_with(kPrintedOn);
@@ -382,9 +381,9 @@ void check_platform(Checker& c, const std::string& program) {
   if (named == lines.end())
     return c.fail(readme, 1, "no line '" + kPrintedOn + "...' names the outputs' build");
   const std::string printed_on = named->substr(kPrintedOn.size());
-  c.other_platform = printed_on != c.platform;
+  c.other_platform = printed_on != platform;
   if (c.other_platform)
-    std::cerr << "note: this build (" << c.platform << ") is not the one the printed outputs "
+    std::cerr << "note: this build (" << platform << ") is not the one the printed outputs "
               << "were printed on (" << printed_on << "): a line that differs is noted, not "
               << "failed\n";
 }
@@ -497,14 +496,12 @@ int main(int argc, char** argv) {
     if (entry.path().extension() == ".md") docs.push_back(entry.path());
   std::sort(docs.begin(), docs.end());
   for (const fs::path& doc : docs) check_markdown(c, doc);
+  const std::string differ =
+      c.other_platform ? ", " + std::to_string(c.outputs_differ) + " rounded differently here" : "";
   std::printf("check_docs: %zu files, %d links, %d code-span references, %d excerpts, %d C++ "
               "blocks compiled (%d API table rows among them), %d printed outputs (%d run%s); "
               "%d problems\n",
               docs.size(), c.links, c.spans, c.excerpts, c.compiled, c.api_rows, c.outputs,
-              c.outputs_run,
-              c.other_platform
-                  ? (", " + std::to_string(c.outputs_differ) + " rounded differently here").c_str()
-                  : "",
-              c.failures);
+              c.outputs_run, differ.c_str(), c.failures);
   return c.failures == 0 ? 0 : 1;
 }
