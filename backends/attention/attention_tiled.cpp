@@ -9,7 +9,7 @@
 //   O  = P V             [T_q, d]        dS_ij = scale P_ij (z_ij dP_ij - D_i), D_i = dO_i . O_i
 //                                        dV = (P z)^T dO,  dQ = dS K,  dK = dS^T Q
 //
-// Each product runs in small_gemm (backends/gemm/small_gemm.h), whose inner block keeps a tile
+// Each product runs in tile_gemm (backends/gemm/tiled_gemm.h), whose inner block keeps a tile
 // of the result in vector registers while it walks the shared dimension, as BLAS kernels do
 // (the unfused path's products run in the same kernel, through cpu::gemm); here the scores
 // also stay in the cache between the products, the scale, the mask and the softmax.
@@ -27,15 +27,15 @@
 #include "backends/attention/attention.h"
 #include "backends/attention/attention_cpu.h"
 #include "backends/cpu/vec_math.h"
-#include "backends/gemm/small_gemm.h"
+#include "backends/gemm/tiled_gemm.h"
 
 namespace loom {
 namespace {
 
-using cpu::small_gemm;
-using Operand = cpu::SmallOperand;
+using cpu::tile_gemm;
+using Operand = cpu::TileOperand;
 
-int64_t padded(int64_t n) { return cpu::small_gemm_padded(n); }
+int64_t padded(int64_t n) { return cpu::tile_gemm_padded(n); }
 
 // `rows` rows of `cols` floats at src with their rows padded to `ld` floats (zeros after col
 // `cols`): src itself when cols == ld, else a copy in buf.
@@ -77,7 +77,7 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
     for (int64_t b = 0; b < a.n; ++b) {
       const float* vb = rows_padded(vd + b * a.kv_stride, tk, d, dpad, vs);
       cpu::pack_b(kd + b * a.kv_stride, d, /*transposed=*/true, tk, d, kt.data(), tkpad);  // K^T
-      small_gemm(tq, tkpad, d, {qd + b * tq * d, d, 1}, kt.data(), tkpad, s.data(), tkpad);
+      tile_gemm(tq, tkpad, d, {qd + b * tq * d, d, 1}, kt.data(), tkpad, s.data(), tkpad);
       for (int64_t i = 0; i < tq; ++i) {  // S -> P, row by row
         float* si = s.data() + i * tkpad;
         const int64_t visible = rows.visible(i);
@@ -106,7 +106,7 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
       }
       // O = P V over the tk keys; straight into out when its rows need no padding.
       float* ob = dpad == d ? od + b * tq * d : o.data();
-      small_gemm(tq, dpad, tk, {s.data(), tkpad, 1}, vb, dpad, ob, dpad);
+      tile_gemm(tq, dpad, tk, {s.data(), tkpad, 1}, vb, dpad, ob, dpad);
       for (int64_t i = 0; i < tq; ++i) {
         float* oi = od + (b * tq + i) * d;
         if (std::isnan(lse_data[b * tq + i]))
@@ -144,8 +144,8 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
       const float* kb = rows_padded(kd + kvo, tk, d, dpad, ks);
       cpu::pack_b(kd + kvo, d, /*transposed=*/true, tk, d, kt.data(), tkpad);  // K^T
       cpu::pack_b(vd + kvo, d, /*transposed=*/true, tk, d, vt.data(), tkpad);  // V^T
-      small_gemm(tq, tkpad, d, {qd + qo, d, 1}, kt.data(), tkpad, p.data(), tkpad);  // S = Q K^T
-      small_gemm(tq, tkpad, d, {gd + qo, d, 1}, vt.data(), tkpad, dprob.data(), tkpad);  // dO V^T
+      tile_gemm(tq, tkpad, d, {qd + qo, d, 1}, kt.data(), tkpad, p.data(), tkpad);  // S = Q K^T
+      tile_gemm(tq, tkpad, d, {gd + qo, d, 1}, vt.data(), tkpad, dprob.data(), tkpad);  // dO V^T
       for (int64_t i = 0; i < tq; ++i) {  // S -> P z (kept in p), dP -> dS (kept in dprob)
         float* pi = p.data() + i * tkpad;
         float* dpi = dprob.data() + i * tkpad;
@@ -180,9 +180,9 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
       float* dqb = direct ? dqd + qo : dqs.data();
       float* dkb = direct ? dkd + kvo : dks.data();
       float* dvb = direct ? dvd + kvo : dvs.data();
-      small_gemm(tk, dpad, tq, {p.data(), 1, tkpad}, gb, dpad, dvb, dpad);      // (P z)^T dO
-      small_gemm(tq, dpad, tk, {dprob.data(), tkpad, 1}, kb, dpad, dqb, dpad);  // dQ = dS K
-      small_gemm(tk, dpad, tq, {dprob.data(), 1, tkpad}, qb, dpad, dkb, dpad);  // dS^T Q
+      tile_gemm(tk, dpad, tq, {p.data(), 1, tkpad}, gb, dpad, dvb, dpad);      // (P z)^T dO
+      tile_gemm(tq, dpad, tk, {dprob.data(), tkpad, 1}, kb, dpad, dqb, dpad);  // dQ = dS K
+      tile_gemm(tk, dpad, tq, {dprob.data(), 1, tkpad}, qb, dpad, dkb, dpad);  // dS^T Q
       if (direct) continue;
       for (int64_t i = 0; i < tq; ++i) std::copy_n(dqs.data() + i * dpad, d, dqd + qo + i * d);
       for (int64_t j = 0; j < tk; ++j) {

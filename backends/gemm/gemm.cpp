@@ -1,6 +1,6 @@
-// Matrix products: Backend::gemm's checks, then on the CPU batched products through OpenBLAS's
-// cblas_sgemm, or cblas_sgemv when one side is a single row or column (row-major), or loom's
-// own register-tiled kernel for small products (small_gemm.h: attention over short sequences).
+// Matrix products: Backend::gemm's checks, then on the CPU batched products in loom's own
+// register-tiled kernel where the build has 16-float vectors (tiled_gemm.h), else through
+// OpenBLAS's cblas_sgemm; cblas_sgemv when one side is a single row or column (row-major).
 // Threading: OpenBLAS (Debian's OpenMP build) runs single-threaded when called inside an OpenMP
 // parallel region. So a batch of small products (attention scores: batch*heads matrices of
 // [T, head_dim]) is spread over threads one product each, while a large product is cut into one
@@ -17,11 +17,15 @@
 #include "backends/cpu/loops.h"
 #include "backends/elementwise/elementwise.h"
 #include "backends/gemm/gemm.h"
-#include "backends/gemm/small_gemm.h"
+#include "backends/gemm/tiled_gemm.h"
 #include "core/bfloat16.h"
 #include "core/error.h"
 
 namespace loom {
+
+// Products up to this many multiply-adds are small: one BLAS call cannot keep several cores
+// busy, so a batch of them spreads over the threads one item each.
+constexpr int64_t kSmallProduct = 128 * 128 * 128;
 
 // ---------------------------------------------------------------------------- the public method
 void Backend::gemm(const GemmArgs& g) {
@@ -144,7 +148,7 @@ constexpr int64_t kPanelBlock = 16, kMinPanelBlocks = 4;
 // the products of a ViT training step at 206-240 GFLOP/s against 151-196 (the weight
 // gradients, whose k is the batch's 6,400 rows, gained most).
 void sgemm_panels(const Sgemm& s) {
-  if (s.m * s.n * s.k <= cpu::kSmallGemm) return sgemm(s);
+  if (s.m * s.n * s.k <= kSmallProduct) return sgemm(s);
   const bool by_rows = s.m >= s.n;
   const int64_t length = by_rows ? s.m : s.n;
   const auto panel = [&](int64_t block_begin, int64_t block_end) {
@@ -251,11 +255,11 @@ void cpu::gemm(const GemmArgs& g) {
   const Operand b = legal_operand({static_cast<const float*>(g.b), g.trans_b ? g.n : g.k,
                                    g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
                                   g.batch, b_buffer);
-  if (cpu::use_small_gemm(g.m, g.n, g.k)) {  // register tiles, no BLAS call (small_gemm.h)
+  if (cpu::use_tiled_gemm(g.m, g.n)) {  // register tiles, no BLAS call (tiled_gemm.h)
     GemmArgs small = g;
     small.a = a.data, small.lda = a.ld, small.stride_a = a.stride;
     small.b = b.data, small.ldb = b.ld, small.stride_b = b.stride;
-    return cpu::gemm_small(small);
+    return cpu::gemm_tiled(small);
   }
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
@@ -285,7 +289,7 @@ void cpu::gemm(const GemmArgs& g) {
   };
 
   const int threads = cpu::max_threads();
-  const bool small = g.m * g.n * g.k <= cpu::kSmallGemm;
+  const bool small = g.m * g.n * g.k <= kSmallProduct;
   const bool batch_parallel =
       g.batch > 1 && g.batch >= threads && (small || g.batch % threads == 0);
   if (batch_parallel && threads > 1) {

@@ -16,7 +16,7 @@
 #include "backends/caching_allocator.h"
 #include "backends/config.h"
 #include "backends/cpu/vec_math.h"
-#include "backends/gemm/small_gemm.h"
+#include "backends/gemm/tiled_gemm.h"
 #include "core/rng.h"
 #include "test_util.h"
 
@@ -961,9 +961,9 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
   set_num_threads(threads);
 }
 
-// cpu::gemm takes the register-tiled kernel for small products only where it is built with
-// 16-float vectors (small_gemm.h); it is called directly here, so every build tests it.
-TEST_CASE("cpu gemm_small (the small-product kernel) matches the definition") {
+// cpu::gemm takes loom's register-tiled kernel only where it is built with 16-float vectors
+// (tiled_gemm.h); it is called directly here, so every build tests it.
+TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
   std::vector<GemmCase> cases = {
       // attention's products: ViT (50 tokens, head dim 32), a Swin window (49), BERT (128, 64)
       {false, true, 50, 50, 32, 6, 1.0f, 0.0f, false, 0},   // Q K^T
@@ -979,6 +979,14 @@ TEST_CASE("cpu gemm_small (the small-product kernel) matches the definition") {
       {false, true, 32, 256, 64, 1, 1.0f, 0.0f, false, 0},
       {false, false, 5, 100, 7, 1, 0.5f, 1.0f, false, 3},   // parts packed, alpha, beta
       {true, false, 9, 70, 12, 2, 1.0f, 0.0f, true, 1},
+      // cache blocks: k in equal blocks (1,100 as 367 + 367 + 366), the later ones adding to
+      // C; op(B) in blocks of columns, copied or (rows of whole vectors) read in place; a
+      // transposed A copied 128 rows at a time
+      {false, false, 40, 70, 1100, 1, 0.5f, 1.0f, false, 1},
+      {false, false, 33, 512, 600, 1, 1.0f, 0.0f, false, 0},
+      {true, true, 300, 90, 700, 1, 1.0f, 0.5f, false, 2},  // rows cut among threads (m > n)
+      {true, false, 19, 600, 620, 2, -1.0f, 0.0f, true, 0},
+      {false, true, 150, 530, 64, 1, 1.0f, 0.0f, false, 3},
   };
   // Every width of C from 2 to 40: whole vectors of 16 and of 8, and every tail; every count
   // of rows left after the kernel's tiles of 6.
@@ -988,7 +996,7 @@ TEST_CASE("cpu gemm_small (the small-product kernel) matches the definition") {
   for (int t = 1; t <= 3; ++t)
     for (const GemmCase& c : cases) {
       set_num_threads(t);
-      check_gemm_case(c, cpu::gemm_small, "gemm_small");
+      check_gemm_case(c, cpu::gemm_tiled, "gemm_tiled");
     }
   set_num_threads(threads);
 }

@@ -1,6 +1,6 @@
-// The small-product kernel (small_gemm.h): register tiles of C over the shared dimension, and
-// cpu::gemm's batched products through it.
-#include "backends/gemm/small_gemm.h"
+// loom's CPU product kernel (tiled_gemm.h): register tiles of C over the shared dimension, and
+// cpu::gemm's batched products through it in cache blocks.
+#include "backends/gemm/tiled_gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 namespace loom::cpu {
 namespace {
 
-// A vector of `lanes` floats: one register (kSmallGemmLanes), or 8 for an 8 x 8 transpose.
+// A vector of `lanes` floats: one register (kTileLanes), or 8 for an 8 x 8 transpose.
 template <int64_t lanes>
 struct VectorOf {
   typedef float type __attribute__((vector_size(lanes * sizeof(float))));
@@ -28,7 +28,7 @@ void store(float* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-using Vec = VectorOf<kSmallGemmLanes>::type;
+using Vec = VectorOf<kTileLanes>::type;
 
 // What a tile writes: `columns` of C's values (fewer than its vectors hold at C's right edge),
 // as alpha * product + beta * C (beta 0 reads no C).
@@ -41,7 +41,7 @@ struct TileOutput {
 void put(float* c, const Vec& value, int64_t count, const TileOutput& out) {
   Vec v = value;
   if (out.alpha != 1.0f) v *= out.alpha;
-  if (count >= kSmallGemmLanes) {
+  if (count >= kTileLanes) {
     if (out.beta != 0.0f) {
       Vec old;
       load(old, c);
@@ -49,7 +49,7 @@ void put(float* c, const Vec& value, int64_t count, const TileOutput& out) {
     }
     return store(c, v);
   }
-  float lanes[kSmallGemmLanes];
+  float lanes[kTileLanes];
   store(lanes, v);
   for (int64_t j = 0; j < count; ++j) c[j] = lanes[j] + (out.beta != 0.0f ? out.beta * c[j] : 0.0f);
 }
@@ -58,9 +58,9 @@ void put(float* c, const Vec& value, int64_t count, const TileOutput& out) {
 // V vectors of each row of B (leading dim ldb), summed over K in R * V registers; then written
 // as `out` says.
 template <int R, int V>
-void tile(int64_t K, SmallOperand A, const float* B, int64_t ldb, float* C, int64_t ldc,
+void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64_t ldc,
           const TileOutput& out) {
-  constexpr int64_t lanes = kSmallGemmLanes;
+  constexpr int64_t lanes = kTileLanes;
   Vec acc[R][V] = {};
   for (int64_t k = 0; k < K; ++k) {
     Vec b[V];
@@ -77,9 +77,9 @@ void tile(int64_t K, SmallOperand A, const float* B, int64_t ldb, float* C, int6
 
 // R rows of C across its N columns: two vectors at a time, then one if that is all that is left.
 template <int R>
-void tile_rows(int64_t N, int64_t K, SmallOperand A, const float* B, int64_t ldb, float* C,
+void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb, float* C,
                int64_t ldc, float alpha, float beta) {
-  constexpr int64_t lanes = kSmallGemmLanes;
+  constexpr int64_t lanes = kTileLanes;
   for (int64_t n = 0; n < N; n += 2 * lanes) {
     const TileOutput out{N - n, alpha, beta};
     if (N - n > lanes)
@@ -91,10 +91,16 @@ void tile_rows(int64_t N, int64_t K, SmallOperand A, const float* B, int64_t ldb
 
 // The most rows a tile takes: R * 2 accumulators, two vectors of B and a broadcast must fit the
 // vector registers (32 with AVX-512, 16 with AVX2).
-constexpr int kMaxTileRows = kSmallGemmLanes == 16 ? 8 : 6;
+constexpr int kMaxTileRows = kTileLanes == 16 ? 8 : 6;
+
+// gemm_tiled's cache blocks: the shared dimension cut into equal blocks of at most kMaxBlockK,
+// and op(B)'s block, as many columns as fit kBlockFloats (128 KiB, an eighth of a Zen core's
+// L2 cache), in whole tiles of two vectors; a transposed A is copied kBlockRowsA rows at a time
+// (256 KiB at most). Tuned on 2 Zen 5 cores over the shapes of the models' steps and 1024^3.
+constexpr int64_t kMaxBlockK = 512, kBlockFloats = 32 * 1024, kBlockRowsA = 128;
 
 // R rows of C (1 <= R <= kMaxTileRows), by tile_rows<R>.
-void tile_rows(int R, int64_t N, int64_t K, SmallOperand A, const float* B, int64_t ldb,
+void tile_rows(int R, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                float* C, int64_t ldc, float alpha, float beta) {
   switch (R) {
     case 1: return tile_rows<1>(N, K, A, B, ldb, C, ldc, alpha, beta);
@@ -138,7 +144,7 @@ void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst)
 
 }  // namespace
 
-void small_gemm(int64_t M, int64_t N, int64_t K, SmallOperand A, const float* B, int64_t ldb,
+void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                 float* C, int64_t ldc, float alpha, float beta) {
   // The M rows in `tiles` groups of nearly equal size (e.g. 50 rows: 7 tiles of 8, 7, ..., 7
   // rows, rather than 8 of 6 and a last one of 2, whose few accumulators would leave the vector
@@ -170,12 +176,12 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
   }
 }
 
-bool use_small_gemm(int64_t m, int64_t n, int64_t k) {
-  return kSmallGemmLanes >= 16 && m > 1 && n > 1 && m * n * k <= kSmallGemm;
+bool use_tiled_gemm(int64_t m, int64_t n) {
+  return kTileLanes >= 16 && m > 1 && n > 1;
 }
 
-void gemm_small(const GemmArgs& g) {
-  const int64_t m = g.m, n = g.n, k = g.k, npad = small_gemm_padded(n);
+void gemm_tiled(const GemmArgs& g) {
+  const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
   // op(B) is read in place when it is [k, n] row-major with rows of whole vectors.
   const bool b_in_place = !g.trans_b && n == npad;
   const auto* a_data = static_cast<const float*>(g.a);
@@ -183,34 +189,76 @@ void gemm_small(const GemmArgs& g) {
   auto* c_data = static_cast<float*>(g.c);
   // A stored [m, k], or [k, m] when transposed: element (r, p) of op(A) read where it lies.
   const int64_t a_row = g.trans_a ? 1 : g.lda, a_col = g.trans_a ? g.lda : 1;
-  // Fewer items than threads (a decoding step's Linear is one product of a few rows): each
-  // item's columns are cut into `parts` of whole vectors, at least two vectors each, so that
-  // every thread has work.
-  const int64_t threads = max_threads(), vectors = npad / kSmallGemmLanes;
-  const int64_t parts =
-      std::clamp<int64_t>((threads + g.batch - 1) / g.batch, 1, std::max<int64_t>(vectors / 2, 1));
-  const int64_t chunk = (vectors + parts - 1) / parts * kSmallGemmLanes;  // columns of a part
-  const int64_t units = g.batch * parts;
+  // Fewer items than threads (a decoding step's Linear is one product of a few rows, a large
+  // product is one item): each item is cut into parts. A part of C's rows reads all of op(B),
+  // a part of its columns all of op(A), so the longer side is cut first: rows in whole tiles
+  // (at least four each), columns in whole vectors (at least two each).
+  const int64_t threads = max_threads(), vectors = npad / kTileLanes;
+  const int64_t wanted = (threads + g.batch - 1) / g.batch;
+  const int64_t most_row_parts = std::max<int64_t>(m / (4 * kMaxTileRows), 1);
+  const int64_t most_col_parts = std::max<int64_t>(vectors / 2, 1);
+  const auto fewest = [&](int64_t have, int64_t most) {  // the other side's parts for `wanted`
+    return std::clamp<int64_t>((wanted + have - 1) / have, 1, most);
+  };
+  int64_t row_parts, col_parts;
+  if (m > n) {
+    row_parts = std::min(wanted, most_row_parts);
+    col_parts = fewest(row_parts, most_col_parts);
+  } else {
+    col_parts = std::min(wanted, most_col_parts);
+    row_parts = fewest(col_parts, most_row_parts);
+  }
+  const int64_t col_chunk = (vectors + col_parts - 1) / col_parts * kTileLanes;
+  const int64_t row_tiles = (m + kMaxTileRows - 1) / kMaxTileRows;
+  const int64_t row_chunk = (row_tiles + row_parts - 1) / row_parts * kMaxTileRows;
+  const int64_t parts = row_parts * col_parts, units = g.batch * parts;
+  // The cache blocks: k_block of the shared dimension by n_block columns of op(B), a_rows rows
+  // of op(A) (all of them, read in place, when A is not transposed).
+  const int64_t k_blocks = (k + kMaxBlockK - 1) / kMaxBlockK;
+  const int64_t k_block = (k + k_blocks - 1) / k_blocks, tile_columns = 2 * kTileLanes;
+  const int64_t n_block =
+      std::min(npad, std::max<int64_t>(kBlockFloats / k_block / tile_columns, 1) * tile_columns);
+  const int64_t a_rows = g.trans_a ? kBlockRowsA : m;
 #pragma omp parallel if (units > 1 && threads > 1)
   {
-    std::vector<float> b_buffer(b_in_place ? 0 : k * npad);
+    std::vector<float> b_buffer(b_in_place ? 0 : k_block * n_block);
+    std::vector<float> a_buffer(g.trans_a ? k_block * a_rows : 0);
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
-      const int64_t i = u / parts, first = u % parts * chunk;  // item i, columns [first, last)
-      const int64_t columns = std::min(n, first + chunk) - first;
-      if (columns <= 0) continue;
-      const float* b = b_data + i * g.stride_b;
-      int64_t ldb = g.ldb;
-      if (b_in_place) {
-        b += first;
-      } else {  // op(B)'s columns [first, last) as [k, padded], zeros after `columns`
-        ldb = small_gemm_padded(columns);
-        pack_b(b + (g.trans_b ? first * g.ldb : first), g.ldb, g.trans_b, columns, k,
-               b_buffer.data(), ldb);
-        b = b_buffer.data();
+      const int64_t i = u / parts, part = u % parts;  // item i: rows and columns of C
+      const int64_t r0 = part / col_parts * row_chunk, rows = std::min(m, r0 + row_chunk) - r0;
+      const int64_t c0 = part % col_parts * col_chunk, c1 = std::min(n, c0 + col_chunk);
+      if (rows <= 0 || c1 <= c0) continue;
+      const float* a_item = a_data + i * g.stride_a + r0 * a_row;
+      const float* b_item = b_data + i * g.stride_b;
+      float* c_item = c_data + i * g.stride_c + r0 * g.ldc;
+      // op(B)'s block stays in the cache while every row tile of the part passes over it; a
+      // later block of k adds to what the earlier ones wrote (beta 1).
+      for (int64_t p = 0; p < k; p += k_block) {
+        const int64_t depth = std::min(k_block, k - p);
+        const float beta = p == 0 ? g.beta : 1.0f;
+        for (int64_t first = c0; first < c1; first += n_block) {
+          const int64_t columns = std::min(c1, first + n_block) - first;
+          const float* b = b_item + p * g.ldb + first;
+          int64_t ldb = g.ldb;
+          if (!b_in_place) {  // op(B)[p.., first..] as [depth, padded], zeros after `columns`
+            ldb = tile_gemm_padded(columns);
+            pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb,
+                   g.trans_b, columns, depth, b_buffer.data(), ldb);
+            b = b_buffer.data();
+          }
+          for (int64_t r = 0; r < rows; r += a_rows) {
+            const int64_t count = std::min(a_rows, rows - r);
+            TileOperand a{a_item + r * a_row + p * a_col, a_row, a_col};
+            if (g.trans_a) {  // op(A)[r.., p..] row-major, transposed in 8 x 8 register blocks
+              pack_b(a.data, g.lda, true, depth, count, a_buffer.data(), depth);
+              a = {a_buffer.data(), depth, 1};
+            }
+            tile_gemm(count, columns, depth, a, b, ldb, c_item + r * g.ldc + first, g.ldc,
+                      g.alpha, beta);
+          }
+        }
       }
-      small_gemm(m, columns, k, {a_data + i * g.stride_a, a_row, a_col}, b, ldb,
-                 c_data + i * g.stride_c + first, g.ldc, g.alpha, g.beta);
     }
   }
 }

@@ -1,0 +1,75 @@
+// loom's own CPU kernel for float32 matrix products, where the build has 16-float vectors
+// (AVX-512). OpenBLAS packs both operands into its own layout before it multiplies, and on
+// this project's machines it runs in AVX2 (the environment sets OPENBLAS_CORETYPE=Haswell):
+// about 200-250 GFLOP/s on two cores at a Linear layer's shapes, 115-170 at attention's. Here
+// the product is computed in register tiles, in the widest vectors the build targets, as the
+// inner kernel of a BLAS does:
+//
+//   C[M x N] = A[M x K] B[K x N]:  a tile of R rows x V vectors of C stays in R * V vector
+//   registers while k walks the shared dimension; each step loads V vectors of B's row k and
+//   multiplies each by one element of A broadcast, for each of the R rows.
+//
+// tile_gemm is that kernel over operands where they lie: the products of attention over short
+// sequences (a ViT's 50 x 50 x 32 scores, a Swin window's 49 x 49 x 32), one per batch item and
+// head, in the fused attention (backends/attention/attention_tiled.cpp). gemm_tiled, cpu::gemm's
+// path for every float32 product (gemm.cpp), cuts a product into cache blocks around it: a
+// block of op(B)'s rows and columns stays in the L2 cache while the row tiles pass over it,
+// and a transposed A is copied to rows first, so that its elements are read in order.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/gemm/gemm.h"
+
+namespace loom::cpu {
+
+// The floats of one vector register: 16 where the build targets AVX-512 (-march=native on such
+// a CPU; 32 registers, so a tile of 8 x 2 accumulators never spills), else 8 (AVX2; GCC splits
+// a vector into halves where the target has only 128-bit registers).
+#ifdef __AVX512F__
+constexpr int64_t kTileLanes = 16;
+#else
+constexpr int64_t kTileLanes = 8;
+#endif
+
+// n rounded up to whole vectors (a multiple of kTileLanes).
+constexpr int64_t tile_gemm_padded(int64_t n) {
+  return (n + kTileLanes - 1) / kTileLanes * kTileLanes;
+}
+
+// A's element (r, c) at data[r * row + c * col]: a transposed matrix is the same data with the
+// two strides swapped, so the kernel reads A^T (and, in attention, P^T and dS^T) where it lies.
+struct TileOperand {
+  const float* data;
+  int64_t row, col;
+};
+
+// C[M x N] = alpha A[M x K] B[K x N] + beta C, B and C row-major with leading dims ldb and
+// ldc; beta 0 reads no C. B's rows are read in whole vectors, tile_gemm_padded(N) floats each
+// (what lies past column N only reaches lanes that are not written).
+void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
+                float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f);
+
+// op(B) [k, columns] into dst [k, ld_dst] (ld_dst >= columns), zeros after column `columns`:
+// B stored [k, columns] (row stride ldb), or [columns, k] when `transposed` (then transposed in
+// 8 x 8 blocks in registers). The layout tile_gemm reads B in.
+void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64_t k,
+            float* dst, int64_t ld_dst);
+
+// Whether cpu::gemm computes a float32 product of m x n with gemm_tiled: not a single row or
+// column (those are matrix-vector products, cblas_sgemv), and built with 16-float vectors.
+// There it beats OpenBLAS at every shape of the models' steps (2 cores, 2026-11-30:
+// attention's batches at 200-400 GFLOP/s against 140-235; the Linear layers' 512 x 128 x 128
+// to 6400 x 512 x 128 at 250-380 against 175-205; 1024^3 at 255-340 against 190-210); in
+// 8-float vectors it only ties, so BLAS keeps them.
+bool use_tiled_gemm(int64_t m, int64_t n);
+
+// Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no bias
+// or activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
+// the OpenMP threads (with fewer items than threads, each item's rows or columns cut among
+// them). Blocks of op(B) are copied into row-major buffers of whole vectors when B is
+// transposed (8 x 8 blocks transposed in registers) or its rows are not whole vectors; blocks
+// of a transposed A are copied to rows the same way.
+void gemm_tiled(const GemmArgs& g);
+
+}  // namespace loom::cpu
