@@ -99,6 +99,10 @@ constexpr int kMaxTileRows = kTileLanes == 16 ? 8 : 6;
 // (256 KiB at most). Tuned on 2 Zen 5 cores over the shapes of the models' steps and 1024^3.
 constexpr int64_t kMaxBlockK = 512, kBlockFloats = 32 * 1024, kBlockRowsA = 128;
 
+// Products of at most kFewRows rows times a transposed B take gemm_few_rows, which computes C^T
+// kFewRowsPanel rows at a time (a panel of 128 x 32 floats, 16 KiB).
+constexpr int64_t kFewRows = 32, kFewRowsPanel = 128;
+
 // R rows of C (1 <= R <= kMaxTileRows), by tile_rows<R>.
 void tile_rows(int R, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                float* C, int64_t ldc, float alpha, float beta) {
@@ -145,14 +149,14 @@ void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst)
 }  // namespace
 
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
-                float* C, int64_t ldc, float alpha, float beta) {
-  // The M rows in `tiles` groups of nearly equal size (e.g. 50 rows: 7 tiles of 8, 7, ..., 7
-  // rows, rather than 8 of 6 and a last one of 2, whose few accumulators would leave the vector
-  // units waiting on each other).
-  const int64_t tiles = (M + kMaxTileRows - 1) / kMaxTileRows;
+               float* C, int64_t ldc, float alpha, float beta) {
+  // The M rows in `groups` of nearly equal size (e.g. 50 rows: 7 tiles of 8, 7, ..., 7 rows,
+  // rather than 8 of 6 and a last one of 2, whose few accumulators would leave the vector units
+  // waiting on each other).
+  const int64_t groups = (M + kMaxTileRows - 1) / kMaxTileRows;
   int64_t m = 0;
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t rows = M / tiles + (t < M % tiles ? 1 : 0);
+  for (int64_t t = 0; t < groups; ++t) {
+    const int64_t rows = M / groups + (t < M % groups ? 1 : 0);
     tile_rows(static_cast<int>(rows), N, K, {A.data + m * A.row, A.row, A.col}, B, ldb,
               C + m * ldc, ldc, alpha, beta);
     m += rows;
@@ -176,11 +180,58 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
   }
 }
 
+namespace {
+
+// A product of a few rows times a transposed B: a decoding step's Linear, x W^T for the few
+// rows of x. The general path would copy W transposed on every call, which costs more than the
+// product itself at these sizes. Here the tiles compute C^T = B op(A)^T instead: W is the
+// broadcast operand, read where it lies, and only op(A)^T ([k, m], a few columns) is copied.
+// C^T is computed kFewRowsPanel rows at a time into a buffer, then written into C transposed,
+// each row of C a contiguous run. C^T's rows, C's columns, are cut among the threads.
+void gemm_few_rows(const GemmArgs& g) {
+  const int64_t m = g.m, n = g.n, k = g.k, mpad = tile_gemm_padded(m);
+  const auto* a_data = static_cast<const float*>(g.a);
+  const auto* b_data = static_cast<const float*>(g.b);
+  auto* c_data = static_cast<float*>(g.c);
+  const int64_t threads = max_threads(), wanted = (threads + g.batch - 1) / g.batch;
+  const int64_t parts =
+      std::clamp<int64_t>(wanted, 1, std::max<int64_t>(n / (4 * kMaxTileRows), 1));
+  const int64_t row_tiles = (n + kMaxTileRows - 1) / kMaxTileRows;
+  const int64_t chunk = (row_tiles + parts - 1) / parts * kMaxTileRows;  // C^T's rows a part
+  const int64_t units = g.batch * parts;
+#pragma omp parallel if (units > 1 && threads > 1)
+  {
+    std::vector<float> a_transposed(k * mpad), panel(kFewRowsPanel * mpad);
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t i = u / parts, first = u % parts * chunk;
+      const int64_t last = std::min(n, first + chunk);
+      if (last <= first) continue;
+      // op(A)^T as [k, mpad]: A stored [m, k] is read transposed, A stored [k, m] copied.
+      pack_b(a_data + i * g.stride_a, g.lda, !g.trans_a, m, k, a_transposed.data(), mpad);
+      float* c_item = c_data + i * g.stride_c;
+      for (int64_t j0 = first; j0 < last; j0 += kFewRowsPanel) {
+        const int64_t rows = std::min(kFewRowsPanel, last - j0);
+        const TileOperand w{b_data + i * g.stride_b + j0 * g.ldb, g.ldb, 1};  // B's rows j0..
+        tile_gemm(rows, m, k, w, a_transposed.data(), mpad, panel.data(), mpad);  // C^T rows
+        for (int64_t r = 0; r < m; ++r) {  // C[r, j0..] = alpha C^T[j0.., r] + beta C[r, j0..]
+          float* c = c_item + r * g.ldc + j0;
+          for (int64_t j = 0; j < rows; ++j)
+            c[j] = g.alpha * panel[j * mpad + r] + (g.beta != 0.0f ? g.beta * c[j] : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 bool use_tiled_gemm(int64_t m, int64_t n) {
   return kTileLanes >= 16 && m > 1 && n > 1;
 }
 
 void gemm_tiled(const GemmArgs& g) {
+  if (g.trans_b && g.m <= kFewRows && g.n >= 4 * g.m) return gemm_few_rows(g);
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
   // op(B) is read in place when it is [k, n] row-major with rows of whole vectors.
   const bool b_in_place = !g.trans_b && n == npad;
@@ -189,10 +240,10 @@ void gemm_tiled(const GemmArgs& g) {
   auto* c_data = static_cast<float*>(g.c);
   // A stored [m, k], or [k, m] when transposed: element (r, p) of op(A) read where it lies.
   const int64_t a_row = g.trans_a ? 1 : g.lda, a_col = g.trans_a ? g.lda : 1;
-  // Fewer items than threads (a decoding step's Linear is one product of a few rows, a large
-  // product is one item): each item is cut into parts. A part of C's rows reads all of op(B),
-  // a part of its columns all of op(A), so the longer side is cut first: rows in whole tiles
-  // (at least four each), columns in whole vectors (at least two each).
+  // Fewer items than threads (a large product is one item): each item is cut into parts. A
+  // part of C's rows reads all of op(B), a part of its columns all of op(A), so the longer side
+  // is cut first: rows in whole tiles (at least four each), columns in whole vectors (at least
+  // two each).
   const int64_t threads = max_threads(), vectors = npad / kTileLanes;
   const int64_t wanted = (threads + g.batch - 1) / g.batch;
   const int64_t most_row_parts = std::max<int64_t>(m / (4 * kMaxTileRows), 1);

@@ -14,7 +14,9 @@
 // head, in the fused attention (backends/attention/attention_tiled.cpp). gemm_tiled, cpu::gemm's
 // path for every float32 product (gemm.cpp), cuts a product into cache blocks around it: a
 // block of op(B)'s rows and columns stays in the L2 cache while the row tiles pass over it,
-// and a transposed A is copied to rows first, so that its elements are read in order.
+// and a transposed A is copied to rows first, so that its elements are read in order. A
+// product of a few rows times a transposed B (a decoding step's x W^T) is computed as C^T =
+// W op(A)^T, so that the weight is read where it lies rather than copied on every call.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +50,7 @@ struct TileOperand {
 // ldc; beta 0 reads no C. B's rows are read in whole vectors, tile_gemm_padded(N) floats each
 // (what lies past column N only reaches lanes that are not written).
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
-                float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f);
+               float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f);
 
 // op(B) [k, columns] into dst [k, ld_dst] (ld_dst >= columns), zeros after column `columns`:
 // B stored [k, columns] (row stride ldb), or [columns, k] when `transposed` (then transposed in

@@ -987,6 +987,10 @@ TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
       {true, true, 300, 90, 700, 1, 1.0f, 0.5f, false, 2},  // rows cut among threads (m > n)
       {true, false, 19, 600, 620, 2, -1.0f, 0.0f, true, 0},
       {false, true, 150, 530, 64, 1, 1.0f, 0.0f, false, 3},
+      // a few rows times a transposed B (C^T computed, written transposed), A either way
+      {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
+      {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
+      {false, true, 2, 8, 5, 1, 1.0f, 0.0f, false, 0},
   };
   // Every width of C from 2 to 40: whole vectors of 16 and of 8, and every tail; every count
   // of rows left after the kernel's tiles of 6.
