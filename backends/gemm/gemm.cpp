@@ -1,12 +1,12 @@
 // Matrix products: Backend::gemm's checks, then on the CPU batched products in loom's own
 // register-tiled kernel where the build has 16-float vectors (tiled_gemm.h), else through
 // OpenBLAS's cblas_sgemm; cblas_sgemv when one side is a single row or column (row-major).
-// Threading: OpenBLAS (Debian's OpenMP build) runs single-threaded when called inside an OpenMP
-// parallel region. So a batch of small products (attention scores: batch*heads matrices of
-// [T, head_dim]) is spread over threads one product each, while a large product is cut into one
-// panel of C per thread (sgemm_panels), and large products run one after another.
+// Threading of the BLAS path: OpenBLAS (Debian's OpenMP build) runs single-threaded when called
+// inside an OpenMP parallel region. So a batch of small products (attention scores: batch*heads
+// matrices of [T, head_dim]) is spread over threads one product each, while a large product is
+// cut into one panel of C per thread (sgemm_panels), and large products run one after another.
 // bfloat16 operands or results (GemmArgs' types) go through float32 buffers: the operands are
-// upcast exactly, multiplied by the same float32 BLAS, and a bfloat16 result is rounded once.
+// upcast exactly, multiplied by the same float32 products, and a bfloat16 result is rounded once.
 #include <cblas.h>
 
 #include <algorithm>
@@ -256,10 +256,10 @@ void cpu::gemm(const GemmArgs& g) {
                                    g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
                                   g.batch, b_buffer);
   if (cpu::use_tiled_gemm(g.m, g.n)) {  // register tiles, no BLAS call (tiled_gemm.h)
-    GemmArgs small = g;
-    small.a = a.data, small.lda = a.ld, small.stride_a = a.stride;
-    small.b = b.data, small.ldb = b.ld, small.stride_b = b.stride;
-    return cpu::gemm_tiled(small);
+    GemmArgs tiled = g;
+    tiled.a = a.data, tiled.lda = a.ld, tiled.stride_a = a.stride;
+    tiled.b = b.data, tiled.ldb = b.ld, tiled.stride_b = b.stride;
+    return cpu::gemm_tiled(tiled);
   }
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;

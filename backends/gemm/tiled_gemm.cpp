@@ -103,6 +103,12 @@ constexpr int64_t kMaxBlockK = 512, kBlockFloats = 32 * 1024, kBlockRowsA = 128;
 // kFewRowsPanel rows at a time (a panel of 128 x 32 floats, 16 KiB).
 constexpr int64_t kFewRows = 32, kFewRowsPanel = 128;
 
+// The rows of one of `parts` parts of `length` rows, in whole tiles of kMaxTileRows.
+int64_t rows_per_part(int64_t length, int64_t parts) {
+  const int64_t tiles = (length + kMaxTileRows - 1) / kMaxTileRows;
+  return (tiles + parts - 1) / parts * kMaxTileRows;
+}
+
 // R rows of C (1 <= R <= kMaxTileRows), by tile_rows<R>.
 void tile_rows(int R, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                float* C, int64_t ldc, float alpha, float beta) {
@@ -196,8 +202,7 @@ void gemm_few_rows(const GemmArgs& g) {
   const int64_t threads = max_threads(), wanted = (threads + g.batch - 1) / g.batch;
   const int64_t parts =
       std::clamp<int64_t>(wanted, 1, std::max<int64_t>(n / (4 * kMaxTileRows), 1));
-  const int64_t row_tiles = (n + kMaxTileRows - 1) / kMaxTileRows;
-  const int64_t chunk = (row_tiles + parts - 1) / parts * kMaxTileRows;  // C^T's rows a part
+  const int64_t chunk = rows_per_part(n, parts);  // C^T's rows a part
   const int64_t units = g.batch * parts;
 #pragma omp parallel if (units > 1 && threads > 1)
   {
@@ -260,8 +265,7 @@ void gemm_tiled(const GemmArgs& g) {
     row_parts = fewest(col_parts, most_row_parts);
   }
   const int64_t col_chunk = (vectors + col_parts - 1) / col_parts * kTileLanes;
-  const int64_t row_tiles = (m + kMaxTileRows - 1) / kMaxTileRows;
-  const int64_t row_chunk = (row_tiles + row_parts - 1) / row_parts * kMaxTileRows;
+  const int64_t row_chunk = rows_per_part(m, row_parts);
   const int64_t parts = row_parts * col_parts, units = g.batch * parts;
   // The cache blocks: k_block of the shared dimension by n_block columns of op(B), a_rows rows
   // of op(A) (all of them, read in place, when A is not transposed).
