@@ -27,33 +27,25 @@ std::span<const fields::Preset<BertConfig>> BertConfig::presets() {
   return table;
 }
 
-namespace {
-
-// num_parameters() in T (models/model_size.h).
-template <class T>
-T count_parameters(const BertConfig& c) {
-  const auto h = static_cast<T>(c.hidden), i = static_cast<T>(c.intermediate),
-             v = static_cast<T>(c.vocab_size);
-  const T embeddings =
-      (v + static_cast<T>(c.max_position) + static_cast<T>(c.type_vocab_size)) * h + 2 * h;
+// num_parameters()'s formula, counted in double (models/model_size.h).
+static double count_parameters(const BertConfig& c) {
+  const double h = c.hidden, i = c.intermediate, v = c.vocab_size;
+  const double embeddings = (v + c.max_position + c.type_vocab_size) * h + 2 * h;
   // Per layer: query, key, value, attention.output.dense (4 h^2 + 4h), two LayerNorms (4h),
   // intermediate.dense (h i + i), output.dense (i h + h).
-  const T layer = 4 * h * h + 2 * h * i + 9 * h + i;
-  const T heads = (h * h + 3 * h) + v + (2 * h + 2);  // transform, bias, seq_relationship
-  return embeddings + static_cast<T>(c.n_layer) * layer + (h * h + h) + heads;
+  const double layer = 4 * h * h + 2 * h * i + 9 * h + i;
+  const double heads = (h * h + 3 * h) + v + (2 * h + 2);  // transform, bias, seq_relationship
+  return embeddings + c.n_layer * layer + (h * h + h) + heads;
 }
 
-}  // namespace
+int64_t BertConfig::num_parameters() const { return parameter_count(count_parameters(*this)); }
 
 void BertConfig::validate() const {
   fields::check_fields(*this, "BertConfig");
   LOOM_CHECK(hidden % n_head == 0, "BertConfig: hidden {} is not a multiple of n_head {}", hidden,
              n_head);
-  check_model_size("BertConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
-                   to_string());
+  check_model_size("BertConfig", count_parameters(*this), n_layer, to_string());
 }
-
-int64_t BertConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 // ============================================================================ blocks
 

@@ -39,42 +39,37 @@ std::span<const fields::Preset<DETRConfig>> DETRConfig::presets() {
   return table;
 }
 
-namespace {
-
-// num_parameters() in T (models/model_size.h).
-template <class T>
-T count_parameters(const DETRConfig& c) {
-  const auto d = static_cast<T>(c.hidden), f = static_cast<T>(c.d_ff);
-  T backbone_params = 0, channels = static_cast<T>(c.in_channels);
+// num_parameters()'s formula, counted in double (models/model_size.h).
+static double count_parameters(const DETRConfig& c) {
+  const double d = c.hidden, f = c.d_ff;
+  double backbone_params = 0, channels = c.in_channels;
   if (c.backbone == "small") {
-    for (int64_t width : c.small_channels) {  // conv 3x3 without bias + BatchNorm2d weight, bias
-      const auto w = static_cast<T>(width);
+    for (const double w : c.small_channels) {  // conv 3x3 without bias + BatchNorm2d weight, bias
       backbone_params += channels * w * 9 + 2 * w;
       channels = w;
     }
   } else {  // conv1 7x7, then per Bottleneck 1x1 + 3x3 + 1x1 (+ the 1x1 projection); BN frozen
-    const auto width = static_cast<T>(c.resnet_width);
+    const double width = c.resnet_width;
     backbone_params = channels * width * 49;
     channels = width;
     // Counted per stage, not looped per block: a hostile 10^18 blocks must not hang the check
     // that refuses them.
     for (size_t s = 0; s < c.resnet_layers.size(); ++s) {
-      const T planes = width * static_cast<T>(int64_t{1} << s);
+      const double planes = width * static_cast<double>(int64_t{1} << s);
       auto block = [&] { return channels * planes + planes * planes * 9 + planes * 4 * planes; };
       backbone_params += block() + channels * 4 * planes;  // the first projects: 64 -> 256
       channels = 4 * planes;
-      backbone_params += (static_cast<T>(c.resnet_layers[s]) - 1) * block();
+      backbone_params += (c.resnet_layers[s] - 1.0) * block();
     }
   }
-  const T attention = 4 * d * d + 4 * d, ffn = 2 * d * f + f + d;
-  const T encoder = static_cast<T>(c.n_encoder_layers) * (attention + ffn + 4 * d);
-  const T decoder = static_cast<T>(c.n_decoder_layers) * (2 * attention + ffn + 6 * d) + 2 * d;
-  const T heads = (d + 1) * (static_cast<T>(c.num_classes) + 1) + 2 * (d * d + d) + 4 * d + 4;
-  return backbone_params + (channels * d + d) + encoder + decoder +
-         static_cast<T>(c.num_queries) * d + heads;
+  const double attention = 4 * d * d + 4 * d, ffn = 2 * d * f + f + d;
+  const double encoder = c.n_encoder_layers * (attention + ffn + 4 * d);
+  const double decoder = c.n_decoder_layers * (2 * attention + ffn + 6 * d) + 2 * d;
+  const double heads = (d + 1) * (c.num_classes + 1) + 2 * (d * d + d) + 4 * d + 4;
+  return backbone_params + (channels * d + d) + encoder + decoder + c.num_queries * d + heads;
 }
 
-}  // namespace
+int64_t DETRConfig::num_parameters() const { return parameter_count(count_parameters(*this)); }
 
 void DETRConfig::validate() const {
   fields::check_fields(*this, "DETRConfig");
@@ -99,10 +94,8 @@ void DETRConfig::validate() const {
     layers += static_cast<double>(small_channels.size());
   else
     for (int64_t n : resnet_layers) layers += static_cast<double>(n);
-  check_model_size("DETRConfig", count_parameters<double>(*this), layers, to_string());
+  check_model_size("DETRConfig", count_parameters(*this), layers, to_string());
 }
-
-int64_t DETRConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 // ============================================================================ position encoding
 

@@ -33,30 +33,23 @@ std::span<const fields::Preset<GPTConfig>> GPTConfig::presets() {
   return table;
 }
 
-namespace {
-
-// num_parameters() in T (models/model_size.h).
-template <class T>
-T count_parameters(const GPTConfig& c) {
-  const auto d = static_cast<T>(c.d_model);
+// num_parameters()'s formula, counted in double (models/model_size.h).
+static double count_parameters(const GPTConfig& c) {
+  const double d = c.d_model, vocab = c.vocab_size, context = c.context;
   // Per block: ln_1 + ln_2 (4d), c_attn (3d^2 + 3d), attn.c_proj (d^2 + d),
   // mlp.c_fc (4d^2 + 4d), mlp.c_proj (4d^2 + d).
-  const T block = 12 * d * d + 13 * d;
-  return (static_cast<T>(c.vocab_size) + static_cast<T>(c.context)) * d +
-         static_cast<T>(c.n_layer) * block + 2 * d;  // + ln_f
+  const double block = 12 * d * d + 13 * d;
+  return (vocab + context) * d + c.n_layer * block + 2 * d;  // + ln_f
 }
 
-}  // namespace
+int64_t GPTConfig::num_parameters() const { return parameter_count(count_parameters(*this)); }
 
 void GPTConfig::validate() const {
   fields::check_fields(*this, "GPTConfig");
   LOOM_CHECK(d_model % n_head == 0, "GPTConfig: d_model {} is not a multiple of n_head {}", d_model,
              n_head);
-  check_model_size("GPTConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
-                   to_string());
+  check_model_size("GPTConfig", count_parameters(*this), n_layer, to_string());
 }
-
-int64_t GPTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 // ============================================================================ KV cache
 

@@ -13,4 +13,13 @@ void check_model_size(const std::string& config, double parameters, double layer
              config, parameters, layers, kMaxParameters, kMaxLayers, description);
 }
 
+int64_t parameter_count(double parameters) {
+  // 2^63 is a double; every double below it converts exactly, as an integer count does.
+  LOOM_CHECK(parameters >= 0 && parameters < 0x1p63,
+             "num_parameters: {:.3g} parameters do not fit int64_t (validate() refuses this "
+             "config)",
+             parameters);
+  return static_cast<int64_t>(parameters);
+}
+
 }  // namespace loom::models

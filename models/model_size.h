@@ -5,6 +5,7 @@
 // after gigabytes with std::bad_alloc or "out of memory".
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace loom::models {
@@ -16,14 +17,18 @@ inline constexpr double kMaxParameters = 4e9;
 // and tensors, so a billion layers of width 1 would exhaust memory with few parameters.
 inline constexpr double kMaxLayers = 10000;
 
-// Each config counts its parameters once, as count_parameters<T>(config) in its .cpp: in
-// int64_t for num_parameters(), in double for validate()'s check below (a hostile config's
-// count would overflow int64).
+// Each config counts its parameters once, as count_parameters(config) in its .cpp, in double:
+// a hostile config's count cannot overflow there, and every count within the budget below is
+// exact (an integer below 2^53). validate() checks that count; num_parameters() returns it through
+// parameter_count.
 //
 // Throws loom::Error "<config>: <parameters> parameters in <layers> layers is over loom's
-// budget ... (<description>)" when either is over its bound. Both are counted in double, so
-// that a hostile size cannot overflow the count into a small number.
+// budget ... (<description>)" when either is over its bound. A NaN count is refused too.
 void check_model_size(const std::string& config, double parameters, double layers,
                       const std::string& description);
+
+// A count_parameters() result as num_parameters() returns it; one beyond int64_t (a config
+// validate() refuses) is a loom::Error.
+int64_t parameter_count(double parameters);
 
 }  // namespace loom::models

@@ -48,30 +48,27 @@ int64_t SwinConfig::stage_window(int64_t stage) const {
   return r <= window_size ? r : window_size;  // one window covers the whole map
 }
 
-namespace {
-
-// num_parameters() in T (models/model_size.h).
-template <class T>
-T count_parameters(const SwinConfig& c) {
-  const auto D = static_cast<T>(c.embed_dim), p = static_cast<T>(c.patch_size);
+// num_parameters()'s formula, counted in double (models/model_size.h).
+static double count_parameters(const SwinConfig& c) {
+  const double D = c.embed_dim, p = c.patch_size;
   const auto stages = static_cast<int64_t>(c.depths.size());
-  T n = static_cast<T>(c.in_channels) * p * p * D + D + 2 * D;  // proj (+ bias), norm
+  double n = c.in_channels * p * p * D + D + 2 * D;  // proj (+ bias), norm
   // Stage i is D 2^i wide.
-  T d = D;
+  double d = D;
   for (int64_t i = 0; i < stages; ++i, d = 2 * d) {
     const auto s = static_cast<size_t>(i);
-    const auto w = static_cast<T>(c.stage_window(i)), h = static_cast<T>(c.num_heads[s]);
-    const auto m = static_cast<T>(static_cast<float>(d) * c.mlp_ratio);  // int() in Python
-    const T block = 4 * d + (2 * w - 1) * (2 * w - 1) * h + 4 * d * d + 4 * d + 2 * d * m + m + d;
-    n += static_cast<T>(c.depths[s]) * block;
+    const double w = c.stage_window(i), h = c.num_heads[s];
+    const double m = std::trunc(static_cast<float>(d) * c.mlp_ratio);  // int() in Python
+    const double block =
+        4 * d + (2 * w - 1) * (2 * w - 1) * h + 4 * d * d + 4 * d + 2 * d * m + m + d;
+    n += c.depths[s] * block;
     if (i < stages - 1) n += 8 * d * d + 8 * d;  // reduction 4d -> 2d, norm over 4d
   }
-  const T features = d / 2;  // the last stage's width, D 2^(S-1)
-  const auto classes = static_cast<T>(c.num_classes);
-  return n + 2 * features + features * classes + classes;
+  const double features = d / 2;  // the last stage's width, D 2^(S-1)
+  return n + 2 * features + features * c.num_classes + c.num_classes;
 }
 
-}  // namespace
+int64_t SwinConfig::num_parameters() const { return parameter_count(count_parameters(*this)); }
 
 void SwinConfig::validate() const {
   fields::check_fields(*this, "SwinConfig");
@@ -108,10 +105,8 @@ void SwinConfig::validate() const {
     buffers += depth * 2 * r * r * w * w;
     layers += depth;
   }
-  check_model_size("SwinConfig", count_parameters<double>(*this) + buffers, layers, to_string());
+  check_model_size("SwinConfig", count_parameters(*this) + buffers, layers, to_string());
 }
-
-int64_t SwinConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 // ============================================================================ layers
 

@@ -1,4 +1,5 @@
-// Swin's window partition / reverse and the tables of its window attention (see models/swin_window.h).
+// Swin's window partition / reverse and the tables of its window attention (see
+// models/swin_window.h).
 #include "models/swin_window.h"
 
 #include <vector>

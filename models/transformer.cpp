@@ -36,23 +36,21 @@ std::span<const fields::Preset<TransformerConfig>> TransformerConfig::presets() 
   return table;
 }
 
-namespace {
-
-// num_parameters() in T (models/model_size.h).
-template <class T>
-T count_parameters(const TransformerConfig& c) {
-  const auto d = static_cast<T>(c.d_model), f = static_cast<T>(c.d_ff),
-             src = static_cast<T>(c.src_vocab_size), tgt = static_cast<T>(c.tgt_vocab_size);
-  const T embeddings = c.share_embeddings ? src * d : (src + 2 * tgt) * d;
+// num_parameters()'s formula, counted in double (models/model_size.h).
+static double count_parameters(const TransformerConfig& c) {
+  const double d = c.d_model, f = c.d_ff, src = c.src_vocab_size, tgt = c.tgt_vocab_size;
+  const double embeddings = c.share_embeddings ? src * d : (src + 2 * tgt) * d;
   // Encoder layer: q, k, v, o (4 d^2 + 4 d), two LayerNorms (4 d), the FFN (2 d f + f + d).
-  const T encoder = 4 * d * d + 2 * d * f + 9 * d + f;
+  const double encoder = 4 * d * d + 2 * d * f + 9 * d + f;
   // Decoder layer: two attentions (8 d^2 + 8 d), three LayerNorms (6 d), the FFN.
-  const T decoder = 8 * d * d + 2 * d * f + 15 * d + f;
-  return embeddings + static_cast<T>(c.n_encoder_layers) * encoder +
-         static_cast<T>(c.n_decoder_layers) * decoder + (c.norm_first ? 4 * d : 0);
+  const double decoder = 8 * d * d + 2 * d * f + 15 * d + f;
+  return embeddings + c.n_encoder_layers * encoder + c.n_decoder_layers * decoder +
+         (c.norm_first ? 4 * d : 0);
 }
 
-}  // namespace
+int64_t TransformerConfig::num_parameters() const {
+  return parameter_count(count_parameters(*this));
+}
 
 void TransformerConfig::validate() const {
   fields::check_fields(*this, "TransformerConfig");
@@ -68,12 +66,10 @@ void TransformerConfig::validate() const {
              src_vocab_size, tgt_vocab_size);
   // The sinusoid table (max_len, d_model) is a buffer, not a parameter, but as large.
   const double table = static_cast<double>(max_len) * static_cast<double>(d_model);
-  check_model_size("TransformerConfig", count_parameters<double>(*this) + table,
+  check_model_size("TransformerConfig", count_parameters(*this) + table,
                    static_cast<double>(n_encoder_layers) + static_cast<double>(n_decoder_layers),
                    to_string());
 }
-
-int64_t TransformerConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 // ============================================================================ attention
 

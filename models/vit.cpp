@@ -25,22 +25,17 @@ std::span<const fields::Preset<ViTConfig>> ViTConfig::presets() {
   return table;
 }
 
-namespace {
-
-// num_parameters() in T (models/model_size.h).
-template <class T>
-T count_parameters(const ViTConfig& c) {
-  const auto d = static_cast<T>(c.d_model), f = static_cast<T>(c.d_ff),
-             p = static_cast<T>(c.patch_size);
-  const T tokens = 1 + (static_cast<T>(c.image_size) / p) * (static_cast<T>(c.image_size) / p);
-  const T patch = static_cast<T>(c.in_channels) * p * p * d + d;  // patch_embed.proj
+// num_parameters()'s formula, counted in double (models/model_size.h).
+static double count_parameters(const ViTConfig& c) {
+  const double d = c.d_model, f = c.d_ff, p = c.patch_size;
+  const double side = c.image_size / p, tokens = 1 + side * side;
+  const double patch = c.in_channels * p * p * d + d;  // patch_embed.proj
   // Per block: norm1 + norm2 (4d), qkv (3d^2 + 3d), proj (d^2 + d), fc1 (d f + f), fc2 (f d + d).
-  const T block = 4 * d * d + 2 * d * f + 9 * d + f;
-  return patch + d + tokens * d + static_cast<T>(c.n_layer) * block + 2 * d +
-         (d + 1) * static_cast<T>(c.num_classes);
+  const double block = 4 * d * d + 2 * d * f + 9 * d + f;
+  return patch + d + tokens * d + c.n_layer * block + 2 * d + (d + 1) * c.num_classes;
 }
 
-}  // namespace
+int64_t ViTConfig::num_parameters() const { return parameter_count(count_parameters(*this)); }
 
 int64_t ViTConfig::num_patches() const {
   const int64_t side = image_size / patch_size;
@@ -54,11 +49,8 @@ void ViTConfig::validate() const {
              patch_size);
   LOOM_CHECK(d_model % n_head == 0, "ViTConfig: d_model {} is not a multiple of n_head {}",
              d_model, n_head);
-  check_model_size("ViTConfig", count_parameters<double>(*this), static_cast<double>(n_layer),
-                   to_string());
+  check_model_size("ViTConfig", count_parameters(*this), n_layer, to_string());
 }
-
-int64_t ViTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 // ============================================================================ blocks
 

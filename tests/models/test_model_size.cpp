@@ -3,6 +3,7 @@
 // metadata ("n_layer": "100000000") is a loom::Error naming the config (and the file), not
 // std::bad_alloc after gigabytes; a count that would overflow int64 is refused, not wrapped.
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "models/model_size.h"
@@ -79,4 +80,13 @@ TEST_CASE("num_parameters is the same count it was (the formula is shared with t
   CHECK(BertConfig::preset("bert-base").num_parameters() == 110106428);
   CHECK(DETRConfig::preset("detr-r50").num_parameters() == 41524768);
   CHECK(DETRConfig::preset("detr-fmnist").num_parameters() == 1682159);
+}
+
+TEST_CASE("num_parameters of a config beyond int64_t is an error, not a wrapped count") {
+  GPTConfig gpt = GPTConfig::preset("gpt-mini");
+  gpt.n_layer = int64_t{1} << 50;  // 2^50 blocks of 787,712 parameters: about 8.9e20
+  expect_error([&] { (void)gpt.num_parameters(); }, {"num_parameters", "do not fit int64_t"});
+  CHECK(parameter_count(0x1p53) == int64_t{1} << 53);  // exact where a count can be exact
+  expect_error([] { (void)parameter_count(0x1p63); }, {"num_parameters", "9.22e+18"});
+  expect_error([] { (void)parameter_count(std::nan("")); }, {"num_parameters", "nan"});
 }
