@@ -33,14 +33,17 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replica
 
 std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> order(static_cast<size_t>(dataset_size_));
-  if (shuffle_) order = random_permutation(dataset_size_, mix_seeds(seed_, static_cast<uint64_t>(epoch_)));
-  else std::iota(order.begin(), order.end(), int64_t{0});
+  if (shuffle_)
+    order = random_permutation(dataset_size_, mix_seeds(seed_, static_cast<uint64_t>(epoch_)));
+  else
+    std::iota(order.begin(), order.end(), int64_t{0});
   const int64_t total = num_samples_ * num_replicas_;
   // Pad by wrapping around (repeatedly, if the data set is smaller than the padding).
   for (size_t i = 0; static_cast<int64_t>(order.size()) < total; ++i) order.push_back(order[i]);
   std::vector<int64_t> shard;
   shard.reserve(static_cast<size_t>(num_samples_));
-  for (int64_t i = rank_; i < total; i += num_replicas_) shard.push_back(order[static_cast<size_t>(i)]);
+  for (int64_t i = rank_; i < total; i += num_replicas_)
+    shard.push_back(order[static_cast<size_t>(i)]);
   return shard;
 }
 

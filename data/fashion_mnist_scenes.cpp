@@ -41,7 +41,8 @@ std::array<uint64_t, 4> seed_sequence_state(const std::vector<uint32_t>& entropy
     for (size_t dst = 0; dst < pool.size(); ++dst)
       if (src != dst) pool[dst] = mix(pool[dst], hashmix(pool[src]));
   for (size_t src = pool.size(); src < entropy.size(); ++src)
-    for (size_t dst = 0; dst < pool.size(); ++dst) pool[dst] = mix(pool[dst], hashmix(entropy[src]));
+    for (size_t dst = 0; dst < pool.size(); ++dst)
+      pool[dst] = mix(pool[dst], hashmix(entropy[src]));
   // generate_state: 8 uint32 words cycling over the pool, viewed little-endian as 4 uint64
   std::array<uint64_t, 4> out{};
   uint32_t hash_b = kInitB;
@@ -218,7 +219,8 @@ Scene draw_scene(const FashionMNIST& split, NumpyPCG64& rng, const SceneConfig& 
   for (int64_t item = 0; item < n; ++item) {
     const int64_t k = rng.integers(0, count);
     const double s = rng.uniform(config.min_scale, config.max_scale);
-    const auto side = static_cast<int64_t>(std::floor(product(static_cast<double>(n_src), s) + 0.5));
+    const auto side =
+        static_cast<int64_t>(std::floor(product(static_cast<double>(n_src), s) + 0.5));
     const uint8_t* bytes = split.pixels().data() + k * n_src * n_src;
     for (int64_t p = 0; p < n_src * n_src; ++p) pixels[p] = static_cast<float>(bytes[p]) / 255.0f;
     const std::vector<float> resized = resize_bilinear(pixels.data(), n_src, side);
@@ -233,8 +235,9 @@ Scene draw_scene(const FashionMNIST& split, NumpyPCG64& rng, const SceneConfig& 
       const int64_t px = rng.integers(0, C - side + 1), py = rng.integers(0, C - side + 1);
       if (r1 < 0) continue;  // nothing visible: every attempt fails (never with Fashion-MNIST)
       const std::array<int64_t, 4> box = {px + c0, py + r0, px + c1 + 1, py + r1 + 1};
-      const bool overlaps = std::any_of(scene.pixel_boxes.begin(), scene.pixel_boxes.end(),
-                                        [&](const auto& b) { return box_iou(box, b) > config.max_iou; });
+      const bool overlaps =
+          std::any_of(scene.pixel_boxes.begin(), scene.pixel_boxes.end(),
+                      [&](const auto& b) { return box_iou(box, b) > config.max_iou; });
       if (overlaps) continue;
       for (int64_t y = 0; y < side; ++y)  // canvas = max(canvas, item) over the square
         for (int64_t x = 0; x < side; ++x) {
@@ -366,9 +369,10 @@ void write_scene_png(const std::string& path, const Scene& scene,
                                     : (Y0 - h - 2 >= 0 ? Y0 - h - 2 : Y0 + 3);
     draw_text(img, X0 + 1, y, text, rgb);
   };
-  const auto labels = scene.labels.defined() ? scene.labels.to_vector_i64() : std::vector<int64_t>{};
-  LOOM_CHECK(labels.size() == scene.pixel_boxes.size(),
-             "{}: {} labels but {} pixel boxes", fn, labels.size(), scene.pixel_boxes.size());
+  const auto labels =
+      scene.labels.defined() ? scene.labels.to_vector_i64() : std::vector<int64_t>{};
+  LOOM_CHECK(labels.size() == scene.pixel_boxes.size(), "{}: {} labels but {} pixel boxes", fn,
+             labels.size(), scene.pixel_boxes.size());
   for (size_t i = 0; i < labels.size(); ++i) {
     const auto& b = scene.pixel_boxes[i];
     draw(b[0], b[1], b[2], b[3], name(labels[i]), RGB{60, 220, 60}, false);
@@ -386,7 +390,8 @@ void write_scene_png(const std::string& path, const Scene& scene,
     if (!(scores[i] >= detections.min_score)) continue;
     const double cx = boxes[i * 4] * W, cy = boxes[i * 4 + 1] * H, w = boxes[i * 4 + 2] * W,
                  h = boxes[i * 4 + 3] * H;
-    const std::string caption = name(pred[i]) + " " + std::to_string(std::lround(scores[i] * 100)) + "%";
+    const std::string caption =
+        name(pred[i]) + " " + std::to_string(std::lround(scores[i] * 100)) + "%";
     draw(cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, caption, RGB{255, 150, 30}, true);
   }
   write_png(img, path);

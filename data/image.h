@@ -45,9 +45,9 @@ inline constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
 // --- files ------------------------------------------------------------------
 // Encodes `image` as PNG into `path` + ".tmp", then renames it over `path`.
 void write_png(const Image& image, const std::string& path);
-// PNG or binary PGM/PPM (P5/P6) (no JPEG: see image.cpp), 8 or 16 bit (16 is scaled to 8); the file's own channel
-// count is kept, except gray + alpha which becomes RGBA. Throws naming `path` for a missing
-// file, another format, bad or truncated data or a side above kMaxImageSide.
+// PNG or binary PGM/PPM (P5/P6) (no JPEG: see image.cpp), 8 or 16 bit (16 is scaled to 8); the
+// file's own channel count is kept, except gray + alpha which becomes RGBA. Throws naming `path`
+// for a missing file, another format, bad or truncated data or a side above kMaxImageSide.
 Image read_image(const std::string& path);
 // The same from bytes in memory; `source` names them in errors.
 Image decode_image(std::string_view bytes, const std::string& source);

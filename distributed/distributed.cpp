@@ -174,7 +174,8 @@ void all_reduce(Tensor& tensor, ReduceOp op) {
 }
 
 void broadcast(Tensor& tensor, int root) {
-  in_place("broadcast", tensor, [root](ProcessGroup& g, Tensor& t) { return g.broadcast(t, root); });
+  in_place("broadcast", tensor,
+           [root](ProcessGroup& g, Tensor& t) { return g.broadcast(t, root); });
 }
 
 std::vector<Tensor> all_gather(const Tensor& tensor) {

@@ -136,7 +136,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     Reducer::Bucket& b = r.buckets.back();
     r.bucket_of[i] = r.buckets.size() - 1;
     r.slot_of[i] = b.params.size();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + r.params[b.params.back()].numel());
+    b.offsets.push_back(b.params.empty() ? 0
+                                         : b.offsets.back() + r.params[b.params.back()].numel());
     b.params.push_back(i);
     bytes += r.params[i].numel() * static_cast<int64_t>(sizeof(float));
   }

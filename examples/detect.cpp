@@ -115,14 +115,15 @@ int main(int argc, char** argv) try {
   }
 
   // ---- the model, from the checkpoint's own config, in eval mode
-  LOOM_CHECK(fs::exists(o.checkpoint), "detect: there is no checkpoint '{}' (train_detr writes one)",
-             o.checkpoint);
+  LOOM_CHECK(fs::exists(o.checkpoint),
+             "detect: there is no checkpoint '{}' (train_detr writes one)", o.checkpoint);
   const models::DETRConfig config =
       models::DETRConfig::from_metadata(nn::read_metadata(o.checkpoint), o.checkpoint);
-  LOOM_CHECK(config.in_channels == 1 && config.num_classes == 10,
-             "detect: '{}' holds a DETR for {} channels and {} classes, not train_detr's one-channel "
-             "Fashion-MNIST scenes (10 classes)", o.checkpoint, config.in_channels,
-             config.num_classes);
+  LOOM_CHECK(
+      config.in_channels == 1 && config.num_classes == 10,
+      "detect: '{}' holds a DETR for {} channels and {} classes, not train_detr's one-channel "
+      "Fashion-MNIST scenes (10 classes)",
+      o.checkpoint, config.in_channels, config.num_classes);
   models::DETR model(config);
   nn::load_checkpoint(o.checkpoint, {{"model", &model}});
   model.to(device);
@@ -158,7 +159,8 @@ int main(int argc, char** argv) try {
                    s.pixel_boxes[k][0], s.pixel_boxes[k][1], s.pixel_boxes[k][2],
                    s.pixel_boxes[k][3]);
       fmt::print("\n");
-      data::write_png(data::to_image(s.image, 0.0f, 1.0f), fmt::format("{}/input_{}.png", o.out, i));
+      data::write_png(data::to_image(s.image, 0.0f, 1.0f),
+                      fmt::format("{}/input_{}.png", o.out, i));
     } else {
       fmt::print("{}:\n", o.image);
     }

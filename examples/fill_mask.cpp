@@ -50,8 +50,9 @@ int main(int argc, char** argv) try {
   int64_t top = 5, layer = -1;
   CLI::App app{"fill_mask: a pre-trained BERT's top tokens for every [MASK] of a text"};
   cli::show_defaults(app);
-  app.add_option("--pretrained,--dir", dir,
-                 "train_bert's --out directory (tokenizer.txt, ckpt.safetensors), as finetune_bert");
+  app.add_option(
+      "--pretrained,--dir", dir,
+      "train_bert's --out directory (tokenizer.txt, ckpt.safetensors), as finetune_bert");
   app.add_option("--text", text, "the text, with one or more [MASK]");
   app.add_option("--top", top, "tokens shown per mask")->check(cli::range(1, 100));
   app.add_option("--attention", attention, "write every head's attention of --layer to this PNG");

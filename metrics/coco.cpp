@@ -184,7 +184,8 @@ APResult coco_average_precision(const std::vector<Box>& detections,
     for (const Box& d : detections)
       if (d.label == label) images[d.image].second.push_back(&d);
     std::vector<ImageEval> evals;
-    for (const auto& [image, boxes] : images) evals.push_back(evaluate_image(boxes.first, boxes.second));
+    for (const auto& [image, boxes] : images)
+      evals.push_back(evaluate_image(boxes.first, boxes.second));
     std::array<std::array<double, kRecallPoints>, kThresholds> precision{};
     if (!accumulate_category(evals, precision)) continue;
     ++categories;

@@ -33,7 +33,8 @@ double corpus_bleu(const std::vector<std::string>& hypotheses,
 double corpus_bleu_multi_ref(const std::vector<std::string>& hypotheses,
                              const std::vector<std::vector<std::string>>& reference_streams);
 
-// BLEU's sufficient statistics summed over a corpus (sacreBLEU's [hyp_len, ref_len, correct, total]).
+// BLEU's sufficient statistics summed over a corpus (sacreBLEU's [hyp_len, ref_len, correct,
+// total]).
 struct BleuStatistics {
   int64_t sys_len = 0, ref_len = 0;
   std::array<int64_t, 4> correct{}, total{};  // index n-1: matched and hypothesis n-grams
