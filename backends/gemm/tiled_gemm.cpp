@@ -3,6 +3,7 @@
 #include "backends/gemm/tiled_gemm.h"
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 #include <vector>
 
@@ -292,30 +293,51 @@ void gemm_tiled(const GemmArgs& g) {
       const float* a_item = a_data + i * g.stride_a + r0 * a_row;
       const float* b_item = b_data + i * g.stride_b;
       float* c_item = c_data + i * g.stride_c + r0 * g.ldc;
-      // op(B)'s block stays in the cache while every row tile of the part passes over it; a
-      // later block of k adds to what the earlier ones wrote (beta 1).
+      // A later block of k adds to what the earlier ones wrote (beta 1).
       for (int64_t p = 0; p < k; p += k_block) {
         const int64_t depth = std::min(k_block, k - p);
         const float beta = p == 0 ? g.beta : 1.0f;
-        for (int64_t first = c0; first < c1; first += n_block) {
-          const int64_t columns = std::min(c1, first + n_block) - first;
-          const float* b = b_item + p * g.ldb + first;
-          int64_t ldb = g.ldb;
-          if (!b_in_place) {  // op(B)[p.., first..] as [depth, padded], zeros after `columns`
-            ldb = tile_gemm_padded(columns);
-            pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb,
-                   g.trans_b, columns, depth, b_buffer.data(), ldb);
-            b = b_buffer.data();
-          }
+        // op(A)'s rows [r, r + count) of this block of k: where they lie, or transposed into
+        // rows in 8 x 8 register blocks.
+        const auto a_block = [&](int64_t r, int64_t count) -> TileOperand {
+          const float* a = a_item + r * a_row + p * a_col;
+          if (!g.trans_a) return {a, a_row, a_col};
+          pack_b(a, g.lda, true, depth, count, a_buffer.data(), depth + kRowSkew);
+          return {a_buffer.data(), depth + kRowSkew, 1};
+        };
+        // op(B)'s columns [first, first + columns) of this block of k, and their row stride:
+        // where they lie, or copied as [depth, padded] with zeros after `columns`.
+        using Block = std::pair<const float*, int64_t>;
+        const auto b_block = [&](int64_t first, int64_t columns) -> Block {
+          if (b_in_place) return {b_item + p * g.ldb + first, g.ldb};
+          const int64_t ldb = tile_gemm_padded(columns);
+          pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb, g.trans_b,
+                 columns, depth, b_buffer.data(), ldb);
+          return {b_buffer.data(), ldb};
+        };
+        const auto columns_at = [&](int64_t first) {
+          return std::min(c1, first + n_block) - first;
+        };
+        if (g.trans_a && b_in_place) {
+          // Only A is copied: each of its row blocks once, passed over every block of op(B).
           for (int64_t r = 0; r < rows; r += a_rows) {
             const int64_t count = std::min(a_rows, rows - r);
-            TileOperand a{a_item + r * a_row + p * a_col, a_row, a_col};
-            if (g.trans_a) {  // op(A)[r.., p..] row-major, transposed in 8 x 8 register blocks
-              pack_b(a.data, g.lda, true, depth, count, a_buffer.data(), depth + kRowSkew);
-              a = {a_buffer.data(), depth + kRowSkew, 1};
+            const TileOperand a = a_block(r, count);
+            for (int64_t first = c0; first < c1; first += n_block) {
+              const auto [b, ldb] = b_block(first, columns_at(first));
+              tile_gemm(count, columns_at(first), depth, a, b, ldb, c_item + r * g.ldc + first,
+                        g.ldc, g.alpha, beta);
             }
-            tile_gemm(count, columns, depth, a, b, ldb, c_item + r * g.ldc + first, g.ldc,
-                      g.alpha, beta);
+          }
+        } else {
+          // op(B)'s block stays in the cache while every row tile of the part passes over it.
+          for (int64_t first = c0; first < c1; first += n_block) {
+            const auto [b, ldb] = b_block(first, columns_at(first));
+            for (int64_t r = 0; r < rows; r += a_rows) {
+              const int64_t count = std::min(a_rows, rows - r);
+              tile_gemm(count, columns_at(first), depth, a_block(r, count), b, ldb,
+                        c_item + r * g.ldc + first, g.ldc, g.alpha, beta);
+            }
           }
         }
       }
