@@ -987,6 +987,9 @@ TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
       {true, true, 300, 90, 700, 1, 1.0f, 0.5f, false, 2},  // rows cut among threads (m > n)
       {true, false, 19, 600, 620, 2, -1.0f, 0.0f, true, 0},
       {true, false, 150, 40, 1024, 1, 1.0f, 0.5f, false, 0},  // A copied in blocks of 512
+      // B read in place: each row block of a transposed A copied once, passed over 2 column
+      // blocks of 96
+      {true, false, 300, 192, 600, 1, 0.5f, 1.0f, false, 1},
       {false, true, 150, 530, 64, 1, 1.0f, 0.0f, false, 3},
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
