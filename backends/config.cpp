@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "backends/gemm/tiled_gemm.h"
 
 // From CMake (CMakeLists.txt, this file's properties): LOOM_VERSION, LOOM_BUILD_TYPE,
 // LOOM_NATIVE_ARCH ("" without -march=native), LOOM_WITH_MPI.
@@ -62,6 +63,16 @@ std::string blas_version() {
   return name + " " + version;
 }
 
+// Which kernel multiplies float32 matrices on the CPU: backends/gemm/gemm.cpp's choice for a
+// product of at least two rows and two columns.
+std::string products() {
+  if (cpu::use_tiled_gemm(2, 2))
+    return fmt::format("loom's register tiles, {}-float vectors (backends/gemm/tiled_gemm.h); "
+                       "one-row and one-column products by BLAS",
+                       cpu::kTileLanes);
+  return "BLAS (loom's register tiles take them only with 16-float vectors)";
+}
+
 }  // namespace
 
 std::string numerics_config() {
@@ -81,12 +92,13 @@ std::string show_config() {
       "  - C++ compiler: {}\n"
       "  - build: {}, {}, {} vectors\n"
       "  - BLAS: {} ({} kernels, {} threads)\n"
+      "  - float32 products: {}\n"
       "  - OpenMP: {} threads\n"
       "  - CUDA: {}\n"
       "  - MPI: {}\n"
       "  - numerics: {}\n",
       LOOM_VERSION, compiler(), build_type(), instruction_set(), vectors(), openblas_get_config(),
-      openblas_get_corename(), openblas_get_num_threads(), omp_get_max_threads(), cuda,
+      openblas_get_corename(), openblas_get_num_threads(), products(), omp_get_max_threads(), cuda,
       LOOM_WITH_MPI ? "built in" : "not built in", numerics_config());
 }
 

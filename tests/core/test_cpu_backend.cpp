@@ -1448,6 +1448,11 @@ TEST_CASE("show_config names the build, its threads and BLAS, and ends with nume
   CHECK(config.find("  - OpenMP: 3 threads\n") != std::string::npos);
   CHECK(config.find("  - BLAS: OpenBLAS ") != std::string::npos);
   CHECK(config.find(", 3 threads)") != std::string::npos);  // OpenBLAS's follow
+  // Where the products run: loom's tiles with 16-float vectors (an AVX-512 build), else BLAS.
+  // (use_tiled_gemm is the library's answer: this file may be built for narrower vectors.)
+  CHECK(config.find(cpu::use_tiled_gemm(2, 2)
+                        ? "  - float32 products: loom's register tiles, 16-float vectors"
+                        : "  - float32 products: BLAS") != std::string::npos);
   CHECK(config.ends_with("  - numerics: " + numerics + "\n"));
   if (cuda_available()) {
     CHECK(config.find("  - CUDA: built in; a device is available\n") != std::string::npos);
