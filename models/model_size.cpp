@@ -14,7 +14,8 @@ void check_model_size(const std::string& config, double parameters, double layer
 }
 
 int64_t parameter_count(double parameters) {
-  // 2^63 is a double; every double below it converts exactly, as an integer count does.
+  // 2^63 is the first double int64_t cannot hold; a count below it (a whole number) converts
+  // exactly.
   LOOM_CHECK(parameters >= 0 && parameters < 0x1p63,
              "num_parameters: {:.3g} parameters do not fit int64_t (validate() refuses this "
              "config)",

@@ -3,8 +3,8 @@
 #include "backends/gemm/tiled_gemm.h"
 
 #include <algorithm>
-#include <utility>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/loops.h"
