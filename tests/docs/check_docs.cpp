@@ -461,6 +461,23 @@ void check_markdown(Checker& c, const fs::path& doc) {
   check_api_page(c, doc, page);
 }
 
+// loom.h parsed once for all the blocks: precompiled into `folder`, which the blocks' compile
+// command then searches before the others. GCC takes it for a block that includes loom.h before
+// anything else (every snippet and API page, as check_compiles and check_api_page wrap them) and
+// parses loom.h anew otherwise; a compiler that cannot make it leaves every block to parse
+// loom.h (slower, the same result). A small block then compiles in 1.0 s rather than 2.5, and
+// the check without the learn programs takes 36 s rather than 44.
+void precompile_loom_h(Checker& c, const fs::path& folder) {
+  fs::create_directories(folder);
+  std::string output;  // the compiler's notes, not shown: the blocks' own compiles are the check
+  const std::string command = c.compile_command + "-x c++-header " +
+                              shell_word((c.root / "loom.h").string()) + " -o " +
+                              shell_word((folder / "loom.h.gch").string()) + " 2>&1";
+  if (run_command(command, output) != 0) return;
+  const auto compiler_end = c.compile_command.find(' ') + 1;  // after the compiler's word
+  c.compile_command.insert(compiler_end, "-I" + shell_word(folder.string()) + " ");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -483,6 +500,8 @@ int main(int argc, char** argv) {
   c.root = fs::canonical(argv[1]);
   if (!platform_program.empty()) check_platform(c, platform_program);
   for (int i = first_flag; i < argc; ++i) c.compile_command += shell_word(argv[i]) + " ";
+  const fs::path pch = fs::temp_directory_path() / ("loom_doc_pch_" + std::to_string(::getpid()));
+  precompile_loom_h(c, pch);
   using tree = fs::recursive_directory_iterator;
   for (auto it = tree(c.root); it != tree(); ++it) {
     const std::string name = it->path().filename().string();
@@ -503,5 +522,6 @@ int main(int argc, char** argv) {
               "%d problems\n",
               docs.size(), c.links, c.spans, c.excerpts, c.compiled, c.api_rows, c.outputs,
               c.outputs_run, differ.c_str(), c.failures);
+  fs::remove_all(pch);
   return c.failures == 0 ? 0 : 1;
 }
