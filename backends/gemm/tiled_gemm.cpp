@@ -324,18 +324,20 @@ void gemm_tiled(const GemmArgs& g) {
             const int64_t count = std::min(a_rows, rows - r);
             const TileOperand a = a_block(r, count);
             for (int64_t first = c0; first < c1; first += n_block) {
-              const auto [b, ldb] = b_block(first, columns_at(first));
-              tile_gemm(count, columns_at(first), depth, a, b, ldb, c_item + r * g.ldc + first,
-                        g.ldc, g.alpha, beta);
+              const int64_t columns = columns_at(first);
+              const auto [b, ldb] = b_block(first, columns);
+              tile_gemm(count, columns, depth, a, b, ldb, c_item + r * g.ldc + first, g.ldc,
+                        g.alpha, beta);
             }
           }
         } else {
           // op(B)'s block stays in the cache while every row tile of the part passes over it.
           for (int64_t first = c0; first < c1; first += n_block) {
-            const auto [b, ldb] = b_block(first, columns_at(first));
+            const int64_t columns = columns_at(first);
+            const auto [b, ldb] = b_block(first, columns);
             for (int64_t r = 0; r < rows; r += a_rows) {
               const int64_t count = std::min(a_rows, rows - r);
-              tile_gemm(count, columns_at(first), depth, a_block(r, count), b, ldb,
+              tile_gemm(count, columns, depth, a_block(r, count), b, ldb,
                         c_item + r * g.ldc + first, g.ldc, g.alpha, beta);
             }
           }

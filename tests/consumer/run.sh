@@ -41,8 +41,8 @@ if [ "$mode" = install ]; then
   echo "train_spirals ok: built against the moved prefix, checkpoint written"
 else
   # A Debug build: what is tested is that the library builds inside another project and links;
-  # at -O0 it compiles in about 60% of a Release build's time (this test was a third of the
-  # suite's), and it is a build without -march=native, whose narrower vectors it compiles.
+  # at -O0 it compiles in about 60% of a Release build's time (it is the suite's longest test),
+  # and it is a build without -march=native, whose narrower vectors it compiles.
   cmake -S "$here" -B "$work/build" -DLOOM_SOURCE_DIR="$arg" -DLOOM_CUDA=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
   cmake --build "$work/build" -j2 >/dev/null
