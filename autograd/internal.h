@@ -25,6 +25,11 @@ inline Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, std::move(strides), t.offset());
 }
 
+// t's shape for an error message, or "undefined".
+inline std::string shape_of(const Tensor& t) {
+  return t.defined() ? shape_str(t.shape()) : "undefined";
+}
+
 inline void check_defined(const Tensor& t, const char* op) {
   LOOM_CHECK(t.defined(), "{}: got an undefined tensor", op);
 }

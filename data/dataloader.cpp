@@ -91,44 +91,6 @@ uint64_t example_seed(uint64_t seed, int64_t epoch, int64_t position) {
                    static_cast<uint64_t>(position));
 }
 
-namespace {
-
-// What one pass over the data needs to build its batches.
-struct Pass {
-  std::shared_ptr<const Dataset> dataset;
-  std::vector<int64_t> order;  // the epoch's order of example indices
-  DataLoaderOptions options;
-  int64_t epoch = 0, first_batch = 0, num_batches = 0;
-};
-
-// Batch b of the pass. Each example is read with the augmentation generator seeded from its
-// position in the epoch, and a custom collate runs with one seeded from the batch's index, so
-// nothing here depends on the thread that runs it.
-Batch make_batch(const Pass& pass, int64_t b) {
-  const int64_t batch_size = pass.options.batch_size;
-  const int64_t begin = b * batch_size;
-  const int64_t end =
-      std::min<int64_t>(begin + batch_size, static_cast<int64_t>(pass.order.size()));
-  std::vector<Example> examples;
-  examples.reserve(static_cast<size_t>(end - begin));
-  for (int64_t i = begin; i < end; ++i) {
-    transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, i));
-    examples.push_back(pass.dataset->get(pass.order[static_cast<size_t>(i)]));
-  }
-  if (!pass.options.collate) {
-    Batch batch = collate(examples);
-    batch.set_names(pass.dataset->field_names());
-    return batch;
-  }
-  transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, -1 - b));
-  Batch batch = pass.options.collate(examples);
-  const std::vector<std::string> names = pass.dataset->field_names();
-  if (batch.names().empty() && names.size() == batch.size()) batch.set_names(names);
-  return batch;
-}
-
-}  // namespace
-
 // The producer of one pass. With no threads, next() builds each batch itself. With n threads,
 // each worker claims the next unclaimed batch, builds it and files it under its index; next()
 // waits for the batch it is due to hand out, so batches leave in order whichever worker
@@ -136,6 +98,14 @@ Batch make_batch(const Pass& pass, int64_t b) {
 class BatchWorker {
  public:
   static constexpr int64_t kPrefetch = 2;
+
+  // What one pass over the data needs to build its batches.
+  struct Pass {
+    std::shared_ptr<const Dataset> dataset;
+    std::vector<int64_t> order;  // the epoch's order of example indices
+    DataLoaderOptions options;
+    int64_t epoch = 0, first_batch = 0, num_batches = 0;
+  };
 
   explicit BatchWorker(Pass pass)
       : pass_(std::move(pass)), claimed_(pass_.first_batch), taken_(pass_.first_batch) {
@@ -179,6 +149,32 @@ class BatchWorker {
   }
 
  private:
+  // Batch b of the pass. Each example is read with the augmentation generator seeded from its
+  // position in the epoch, and a custom collate runs with one seeded from the batch's index, so
+  // nothing here depends on the thread that runs it.
+  static Batch make_batch(const Pass& pass, int64_t b) {
+    const int64_t batch_size = pass.options.batch_size;
+    const int64_t begin = b * batch_size;
+    const int64_t end =
+        std::min<int64_t>(begin + batch_size, static_cast<int64_t>(pass.order.size()));
+    std::vector<Example> examples;
+    examples.reserve(static_cast<size_t>(end - begin));
+    for (int64_t i = begin; i < end; ++i) {
+      transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, i));
+      examples.push_back(pass.dataset->get(pass.order[static_cast<size_t>(i)]));
+    }
+    if (!pass.options.collate) {
+      Batch batch = collate(examples);
+      batch.set_names(pass.dataset->field_names());
+      return batch;
+    }
+    transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, -1 - b));
+    Batch batch = pass.options.collate(examples);
+    const std::vector<std::string> names = pass.dataset->field_names();
+    if (batch.names().empty() && names.size() == batch.size()) batch.set_names(names);
+    return batch;
+  }
+
   struct Slot {
     Batch batch;
     std::exception_ptr error;
@@ -284,7 +280,7 @@ DataLoader::Iterator DataLoader::begin_at(int64_t first_batch) {
              "DataLoader::begin_at: batch {} is outside the {} batches of an epoch", first_batch,
              size());
   auto worker = std::make_unique<BatchWorker>(
-      Pass{dataset_, epoch_order(epoch_), options_, epoch_, first_batch, size()});
+      BatchWorker::Pass{dataset_, epoch_order(epoch_), options_, epoch_, first_batch, size()});
   ++epoch_;
   return Iterator(std::move(worker));
 }

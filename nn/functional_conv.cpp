@@ -8,6 +8,7 @@
 // sends the gradient.
 #include <cmath>
 
+#include "autograd/internal.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/functional.h"
@@ -35,7 +36,7 @@ struct Window {
   }
 };
 
-std::string shape_of(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
+using detail::shape_of;  // autograd/internal.h
 
 void check_window(const Window& w, const char* op) {
   for (int d = 0; d < 2; ++d)

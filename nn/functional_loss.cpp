@@ -1,6 +1,7 @@
 // Losses: cross-entropy (fused op), regression losses, binary cross-entropy with logits,
 // negative log-likelihood and KL divergence; and the cosine similarity and normalize, which the
 // contrastive losses are built from.
+#include "autograd/internal.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/functional.h"
@@ -24,7 +25,7 @@ Tensor as_float(const Tensor& mask) {
   return mask.dtype() == DType::Float32 ? mask : mask.to(DType::Float32);
 }
 
-std::string shape_of(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
+using detail::shape_of;  // autograd/internal.h
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/internal.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/functional.h"
@@ -15,7 +16,7 @@ namespace loom::nn::functional {
 
 namespace {
 
-std::string shape_of(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
+using detail::shape_of;  // autograd/internal.h
 
 // x with its dim `dim` replaced by x.index_select(dim, index) (source positions on the host).
 Tensor gather_along(const Tensor& x, int64_t dim, std::vector<int64_t> index) {

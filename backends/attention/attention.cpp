@@ -170,8 +170,7 @@ void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tens
 // ---------------------------------------------------------------------------- the CPU
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using cpu::kInf, cpu::kNaN;
 
 // The float32 copy of `count` elements of a float32 or bfloat16 tensor's data, from element
 // `first`.

@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "backends/attention/attention.h"
 #include "core/rng.h"
 
 namespace loom::cpu {
+
+// -kInf starts a row's running maximum; kNaN is the result of a row whose every key is blocked.
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 struct AttentionRows {
   const AttentionArgs& a;

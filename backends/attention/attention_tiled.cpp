@@ -46,8 +46,7 @@ const float* rows_padded(const float* src, int64_t rows, int64_t cols, int64_t l
   return buf.data();
 }
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using cpu::kInf, cpu::kNaN;
 
 // scale * s_j + mask_ij over the visible keys j of query i, in place.
 void scale_and_mask(const cpu::AttentionRows& rows, int64_t b, int64_t i, float* s) {

@@ -33,6 +33,10 @@ namespace loom::cpu {
 constexpr int64_t kGrainCheap = 16384;
 constexpr int64_t kGrainHeavy = 2048;
 
+// Columns a loop over strided data (a reduction, softmax or scan along a dim with inner > 1)
+// takes per pass: their accumulators stay in registers and L1 while it walks the dim.
+constexpr int64_t kColumnBlock = 256;
+
 inline int max_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 
 // Calls fn(chunk_begin, chunk_end) on disjoint chunks covering [begin, end), in parallel when

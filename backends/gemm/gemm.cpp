@@ -61,7 +61,7 @@ void Backend::gemm(const GemmArgs& g) {
 namespace {
 
 // A stored operand matrix: `rows` x `cols` with row stride `ld`, batch items `stride` apart.
-struct Operand {
+struct BlasOperand {
   const float* data;
   int64_t rows, cols, ld, stride;
 };
@@ -69,7 +69,7 @@ struct Operand {
 // BLAS requires ld >= max(1, cols). Callers legitimately pass any stride for a dimension of
 // size 1 (e.g. the stride of a one-row view), so a single row gets the minimum. A real
 // multi-row operand with ld < cols (a broadcast row, stride 0) is copied into a dense buffer.
-Operand legal_operand(Operand op, int64_t batch, std::vector<float>& buffer) {
+BlasOperand legal_operand(BlasOperand op, int64_t batch, std::vector<float>& buffer) {
   if (op.rows == 1) {
     op.ld = std::max<int64_t>(op.ld, op.cols);
     return op;
@@ -249,10 +249,10 @@ void cpu::gemm(const GemmArgs& g) {
 
   // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
   std::vector<float> a_buffer, b_buffer;
-  const Operand a = legal_operand({static_cast<const float*>(g.a), g.trans_a ? g.k : g.m,
+  const BlasOperand a = legal_operand({static_cast<const float*>(g.a), g.trans_a ? g.k : g.m,
                                    g.trans_a ? g.m : g.k, g.lda, g.stride_a},
                                   g.batch, a_buffer);
-  const Operand b = legal_operand({static_cast<const float*>(g.b), g.trans_b ? g.n : g.k,
+  const BlasOperand b = legal_operand({static_cast<const float*>(g.b), g.trans_b ? g.n : g.k,
                                    g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
                                   g.batch, b_buffer);
   if (cpu::use_tiled_gemm(g.m, g.n)) {  // register tiles, no BLAS call (tiled_gemm.h)

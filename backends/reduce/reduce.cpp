@@ -173,11 +173,9 @@ void reduce_rows(const T* x, int64_t rows, int64_t n, Out* out) {
 // ------------------------------------------------------------------ column loops (inner > 1)
 // Each call reduces columns [i0, i1) of one outer slice x[n, inner] into out[i0, i1).
 
-constexpr int64_t kColumnBlock = 256;  // accumulators kept in registers/L1 per pass
-
 template <class T>
 void sum_columns(const T* x, int64_t n, int64_t inner, int64_t i0, int64_t i1, T* out) {
-  SumAcc<T> acc[kColumnBlock];
+  SumAcc<T> acc[cpu::kColumnBlock];
   const int64_t w = i1 - i0;
   for (int64_t i = 0; i < w; ++i) acc[i] = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -202,7 +200,7 @@ void extreme_columns(const T* x, int64_t n, int64_t inner, int64_t i0, int64_t i
 
 template <class T, class Order>
 void arg_columns(const T* x, int64_t n, int64_t inner, int64_t i0, int64_t i1, int64_t* out) {
-  T best[kColumnBlock];
+  T best[cpu::kColumnBlock];
   int64_t* index = out + i0;
   const int64_t w = i1 - i0;
   for (int64_t i = 0; i < w; ++i) {
@@ -227,7 +225,7 @@ void reduce_columns(const T* x, int64_t outer, int64_t n, int64_t inner, Out* ou
   // One slice of few columns (a bias gradient: [rows, 256] summed over the rows) would be one
   // task on one thread: narrower blocks give every thread some columns (each column's result
   // does not depend on the blocking).
-  int64_t width = kColumnBlock;
+  int64_t width = cpu::kColumnBlock;
   while (width > 32 && outer * ((inner + width - 1) / width) < cpu::max_threads()) width /= 2;
   const int64_t blocks = (inner + width - 1) / width;
   const int64_t work_per_task = n * std::min(inner, width);

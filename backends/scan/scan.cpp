@@ -35,8 +35,6 @@ void Backend::cumprod_backward(const Tensor& grad, const Tensor& x, int64_t oute
 // ---------------------------------------------------------------------------- the CPU
 namespace {
 
-constexpr int64_t kColumnBlock = 256;
-
 template <ScanOp Op>
 inline double combine(double acc, float v) {
   return Op == ScanOp::Sum ? acc + v : acc * v;
@@ -58,7 +56,7 @@ void scan_row(const float* x, int64_t n, bool reverse, float* out) {
 template <ScanOp Op>
 void scan_columns(const float* x, int64_t n, int64_t inner, int64_t i0, int64_t i1, bool reverse,
                   float* out) {
-  double acc[kColumnBlock];
+  double acc[cpu::kColumnBlock];
   const int64_t w = i1 - i0;
   std::fill(acc, acc + w, identity(Op));
   for (int64_t step = 0; step < n; ++step) {
@@ -83,12 +81,12 @@ void scan_impl(const float* x, int64_t outer, int64_t n, int64_t inner, bool rev
                       });
     return;
   }
-  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;  // per slice
-  const int64_t grain = std::max<int64_t>(1, cpu::kGrainCheap / (n * kColumnBlock));
+  const int64_t blocks = (inner + cpu::kColumnBlock - 1) / cpu::kColumnBlock;  // per slice
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrainCheap / (n * cpu::kColumnBlock));
   cpu::parallel_for(0, outer * blocks, grain, [&](int64_t b, int64_t e) {
     for (int64_t u = b; u < e; ++u) {
-      const int64_t o = u / blocks, i0 = (u % blocks) * kColumnBlock;
-      const int64_t i1 = std::min(inner, i0 + kColumnBlock);
+      const int64_t o = u / blocks, i0 = (u % blocks) * cpu::kColumnBlock;
+      const int64_t i1 = std::min(inner, i0 + cpu::kColumnBlock);
       scan_columns<Op>(x + o * n * inner, n, inner, i0, i1, reverse, out + o * n * inner);
     }
   });

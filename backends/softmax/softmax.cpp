@@ -34,8 +34,6 @@ void Backend::softmax_backward(const Tensor& grad, const Tensor& y, int64_t oute
 // ---------------------------------------------------------------------------- the CPU
 namespace {
 
-constexpr int64_t kColumnBlock = 256;
-
 LOOM_FLATTEN void softmax_row(const float* x, int64_t n, bool log, float* y) {
   const float m = cpu::max_of(x, n);
   // A NaN anywhere makes the sum, and so every output of the row, NaN (as in PyTorch).
@@ -61,7 +59,7 @@ LOOM_FLATTEN void softmax_row(const float* x, int64_t n, bool log, float* y) {
 // Columns [i0, i1) of one [n, inner] slice.
 LOOM_FLATTEN void softmax_columns(const float* x, int64_t n, int64_t inner, int64_t i0, int64_t i1,
                                   bool log, float* y) {
-  float m[kColumnBlock], sum[kColumnBlock];
+  float m[cpu::kColumnBlock], sum[cpu::kColumnBlock];
   const int64_t w = i1 - i0;
   for (int64_t i = 0; i < w; ++i) {
     m[i] = -std::numeric_limits<float>::infinity();
@@ -116,7 +114,7 @@ LOOM_FLATTEN void softmax_backward_row(const float* g, const float* y, int64_t n
 
 LOOM_FLATTEN void softmax_backward_columns(const float* g, const float* y, int64_t n, int64_t inner,
                                            int64_t i0, int64_t i1, bool log, float* dx) {
-  float dot[kColumnBlock];
+  float dot[cpu::kColumnBlock];
   const int64_t w = i1 - i0;
   for (int64_t i = 0; i < w; ++i) dot[i] = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
@@ -146,12 +144,12 @@ void for_each_slice(int64_t outer, int64_t n, int64_t inner, const Row& row, con
     });
     return;
   }
-  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  cpu::parallel_for(0, outer * blocks, cpu::row_grain(n * std::min(inner, kColumnBlock)),
+  const int64_t blocks = (inner + cpu::kColumnBlock - 1) / cpu::kColumnBlock;
+  cpu::parallel_for(0, outer * blocks, cpu::row_grain(n * std::min(inner, cpu::kColumnBlock)),
                     [&](int64_t b, int64_t e) {
                       for (int64_t t = b; t < e; ++t) {
-                        const int64_t o = t / blocks, i0 = (t % blocks) * kColumnBlock;
-                        column(o, i0, std::min(inner, i0 + kColumnBlock));
+                        const int64_t o = t / blocks, i0 = (t % blocks) * cpu::kColumnBlock;
+                        column(o, i0, std::min(inner, i0 + cpu::kColumnBlock));
                       }
                     });
 }
