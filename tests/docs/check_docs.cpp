@@ -3,6 +3,11 @@
 // the program prints. Run by ctest as
 //
 //   check_docs SOURCE_DIR [--learn-programs DIR [--platform PROGRAM]] CXX_COMPILER [flags...]
+//   check_docs SOURCE_DIR --references-only
+//
+// The second form checks the links, code spans and excerpts, and counts the C++ blocks without
+// compiling them: a copy of the repository (tests/docs/standalone.sh) holds the same headers and
+// blocks as the tree whose check compiled them, so there only the paths can differ.
 //
 // What it checks, in each Markdown file:
 //   links          [text](path): a relative target exists (anchors and web addresses skipped)
@@ -68,7 +73,7 @@ namespace {
 
 struct Checker {
   fs::path root;
-  std::string compile_command;  // compiler and flags, ending in a space
+  std::string compile_command;  // compiler and flags, ending in a space; empty: not compiled
   std::set<std::string> file_names;  // every file name in the tree, for bare names
   fs::path programs;  // the built learn programs (--learn-programs), or empty: outputs not run
   // Whether this build's numerics line (--platform) is another than the one the printed
@@ -198,8 +203,9 @@ void compile(Checker& c, const fs::path& doc, int line, const std::string& code,
              const std::string& what) {
   const fs::path file = fs::temp_directory_path() /
                         ("loom_doc_snippet_" + std::to_string(::getpid()) + ".cpp");
-  std::ofstream(file) << code;
   ++c.compiled;
+  if (c.compile_command.empty()) return;  // --references-only
+  std::ofstream(file) << code;
   std::string output;
   const int status =
       run_command(c.compile_command + "-fsyntax-only " + file.string() + " 2>&1", output);
@@ -492,16 +498,19 @@ int main(int argc, char** argv) {
       first_flag = 6;
     }
   }
+  const bool references_only = argc == 3 && std::string(argv[2]) == "--references-only";
   if (argc <= first_flag) {
     std::cerr << "usage: check_docs SOURCE_DIR [--learn-programs DIR [--platform PROGRAM]] "
-                 "CXX_COMPILER [flags...]\n";
+                 "CXX_COMPILER [flags...]\n"
+                 "       check_docs SOURCE_DIR --references-only\n";
     return 2;
   }
   c.root = fs::canonical(argv[1]);
   if (!platform_program.empty()) check_platform(c, platform_program);
-  for (int i = first_flag; i < argc; ++i) c.compile_command += shell_word(argv[i]) + " ";
+  if (!references_only)
+    for (int i = first_flag; i < argc; ++i) c.compile_command += shell_word(argv[i]) + " ";
   const fs::path pch = fs::temp_directory_path() / ("loom_doc_pch_" + std::to_string(::getpid()));
-  precompile_loom_h(c, pch);
+  if (!references_only) precompile_loom_h(c, pch);
   using tree = fs::recursive_directory_iterator;
   for (auto it = tree(c.root); it != tree(); ++it) {
     const std::string name = it->path().filename().string();
@@ -518,9 +527,10 @@ int main(int argc, char** argv) {
   const std::string differ =
       c.other_platform ? ", " + std::to_string(c.outputs_differ) + " rounded differently here" : "";
   std::printf("check_docs: %zu files, %d links, %d code-span references, %d excerpts, %d C++ "
-              "blocks compiled (%d API table rows among them), %d printed outputs (%d run%s); "
+              "blocks %s (%d API table rows among them), %d printed outputs (%d run%s); "
               "%d problems\n",
-              docs.size(), c.links, c.spans, c.excerpts, c.compiled, c.api_rows, c.outputs,
+              docs.size(), c.links, c.spans, c.excerpts, c.compiled,
+              references_only ? "counted, not compiled" : "compiled", c.api_rows, c.outputs,
               c.outputs_run, differ.c_str(), c.failures);
   fs::remove_all(pch);
   return c.failures == 0 ? 0 : 1;
