@@ -1,6 +1,12 @@
 // Random tensors (random.h): Backend's checks, then the CPU loops.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include "backends/backend.h"
 #include "backends/contract.h"
@@ -41,12 +47,90 @@ void Backend::multinomial(const Tensor& weights, uint64_t seed, uint64_t offset,
 }
 
 // ---------------------------------------------------------------------------- the CPU
+namespace {
+
+#ifdef __AVX512F__
+// philox_uniform (core/rng.h) of the kPhiloxBlock counters first, first + 1, ..., which share
+// their high 32 bits: four vectors of sixteen Philox-4x32-10 streams, one per 32-bit lane,
+// advanced round by round together (four independent chains keep the multipliers busy). The
+// rounds are philox4x32's. Its 32 x 32 -> 64-bit products are vpmuludq on the even and on the
+// odd lanes: GCC vectorises philox4x32's uint64_t products as 64 x 64-bit multiplies, and the
+// plain loop draws 2.6x slower. The numbers are the same to the bit.
+constexpr int kPhiloxVectors = 4;
+constexpr int64_t kPhiloxBlock = 16 * kPhiloxVectors;
+
+// Sixteen 32-bit lanes, or eight 64-bit ones, of one AVX-512 register (GCC vector types, whose
+// shifts and conversions need no intrinsic).
+typedef uint32_t U32x16 __attribute__((vector_size(64)));
+typedef int32_t I32x16 __attribute__((vector_size(64)));
+typedef uint64_t U64x8 __attribute__((vector_size(64)));
+typedef float F32x16 __attribute__((vector_size(64)));
+
+// The high and low 32 bits of m * x in each 32-bit lane (m in the low half of each 64-bit lane).
+// The zero-masking multiply keeps every lane: it is the same instruction as the plain one, whose
+// undefined pass-through vector GCC 12 warns of (-Wmaybe-uninitialized).
+inline void mul_hi_lo(__m512i x, __m512i m, __m512i& hi, __m512i& lo) {
+  constexpr __mmask8 kAll = 0xFF;
+  const __m512i even = _mm512_maskz_mul_epu32(kAll, x, m);  // lanes 0, 2, ...
+  const __m512i odd = _mm512_maskz_mul_epu32(kAll, (__m512i)((U64x8)x >> 32), m);  // 1, 3, ...
+  hi = _mm512_mask_blend_epi32(0xAAAA, (__m512i)((U64x8)even >> 32), odd);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, (__m512i)((U64x8)odd << 32));
+}
+
+void philox_uniform_block(uint64_t first, uint64_t seed, float* y) {
+  const U32x16 lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const __m512i m0 = (__m512i)(U64x8{} + 0xD2511F53u), m1 = (__m512i)(U64x8{} + 0xCD9E8D57u);
+  const auto low = static_cast<uint32_t>(first), high = static_cast<uint32_t>(first >> 32);
+  __m512i c0[kPhiloxVectors], c1[kPhiloxVectors], c2[kPhiloxVectors], c3[kPhiloxVectors];
+  for (int w = 0; w < kPhiloxVectors; ++w) {
+    c0[w] = (__m512i)(lanes + (low + 16u * w));
+    c1[w] = (__m512i)(U32x16{} + high);
+    c2[w] = c3[w] = __m512i{};
+  }
+  auto k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const __m512i key0 = (__m512i)(U32x16{} + k0), key1 = (__m512i)(U32x16{} + k1);
+    for (int w = 0; w < kPhiloxVectors; ++w) {
+      __m512i hi0, lo0, hi2, lo2;
+      mul_hi_lo(c0[w], m0, hi0, lo0);
+      mul_hi_lo(c2[w], m1, hi2, lo2);
+      c0[w] = hi2 ^ c1[w] ^ key0;
+      c2[w] = hi0 ^ c3[w] ^ key1;
+      c1[w] = lo2;
+      c3[w] = lo0;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int w = 0; w < kPhiloxVectors; ++w) {  // v[0]'s top 24 bits, as a float in [0, 1)
+    const F32x16 u =
+        __builtin_convertvector((I32x16)((U32x16)c0[w] >> 8), F32x16) * (1.0f / 16777216.0f);
+    std::memcpy(y + 16 * w, &u, sizeof u);
+  }
+}
+#endif
+
+}  // namespace
+
 void cpu::rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) {
   const int64_t n = out.numel();
   float* y = out.data_ptr<float>();
   cpu::parallel_for(0, n, cpu::kGrainHeavy, [=](int64_t b, int64_t e) LOOM_FLATTEN {
+    const auto draw = [=](int64_t from, int64_t to) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) y[i] = philox_uniform(offset + static_cast<uint64_t>(i), seed);
+      for (int64_t i = from; i < to; ++i)
+        y[i] = philox_uniform(offset + static_cast<uint64_t>(i), seed);
+    };
+#ifdef __AVX512F__
+    for (; b + kPhiloxBlock <= e; b += kPhiloxBlock) {
+      const uint64_t first = offset + static_cast<uint64_t>(b);
+      if (static_cast<uint32_t>(first) <= UINT32_MAX - (kPhiloxBlock - 1))
+        philox_uniform_block(first, seed, y + b);
+      else  // the block whose counters cross into the next high word
+        draw(b, b + kPhiloxBlock);
+    }
+#endif
+    draw(b, e);
   });
 }
 

@@ -1263,6 +1263,29 @@ TEST_CASE("cpu rand_uniform/rand_normal give element i the Philox value of count
   CHECK(std::fabs(var - 1.0) < 0.03);
 }
 
+// rand_uniform draws 64 counters at a time in vector lanes where the build has AVX-512 (those
+// that share their high 32 bits). Every length, start and thread count gives each element
+// philox_uniform of its own counter, a block that crosses 2^32 or 2^33 included.
+TEST_CASE("cpu rand_uniform is philox_uniform of offset + i across high-word boundaries") {
+  const uint64_t seed = 0x0123456789ABCDEFull;
+  const int threads = get_num_threads();
+  for (const uint64_t offset : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 100,
+                                (uint64_t{2} << 32) - 63, (uint64_t{1} << 32) - 1})
+    for (const int64_t n : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{300},
+                            int64_t{20000}})
+      for (int t = 1; t <= 3; ++t) {
+        set_num_threads(t);
+        Tensor u = Tensor::empty({n});
+        kernels().rand_uniform(u, seed, offset);
+        const std::vector<float> uv = u.to_vector();
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i)
+          wrong += uv[static_cast<size_t>(i)] != philox_uniform(offset + i, seed);
+        CHECK_MESSAGE(wrong == 0, "offset ", offset, " n ", n, " threads ", t);
+      }
+  set_num_threads(threads);
+}
+
 // =================================================================== fused nn kernels
 
 TEST_CASE("cpu layer_norm forward and backward match the reference and its numerical gradient") {
