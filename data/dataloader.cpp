@@ -152,25 +152,25 @@ class BatchWorker {
   // Batch b of the pass. Each example is read with the augmentation generator seeded from its
   // position in the epoch, and a custom collate runs with one seeded from the batch's index, so
   // nothing here depends on the thread that runs it.
-  static Batch make_batch(const Pass& pass, int64_t b) {
-    const int64_t batch_size = pass.options.batch_size;
+  Batch make_batch(int64_t b) const {
+    const int64_t batch_size = pass_.options.batch_size;
     const int64_t begin = b * batch_size;
     const int64_t end =
-        std::min<int64_t>(begin + batch_size, static_cast<int64_t>(pass.order.size()));
+        std::min<int64_t>(begin + batch_size, static_cast<int64_t>(pass_.order.size()));
     std::vector<Example> examples;
     examples.reserve(static_cast<size_t>(end - begin));
     for (int64_t i = begin; i < end; ++i) {
-      transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, i));
-      examples.push_back(pass.dataset->get(pass.order[static_cast<size_t>(i)]));
+      transforms::RngScope rng(example_seed(pass_.options.seed, pass_.epoch, i));
+      examples.push_back(pass_.dataset->get(pass_.order[static_cast<size_t>(i)]));
     }
-    if (!pass.options.collate) {
+    if (!pass_.options.collate) {
       Batch batch = collate(examples);
-      batch.set_names(pass.dataset->field_names());
+      batch.set_names(pass_.dataset->field_names());
       return batch;
     }
-    transforms::RngScope rng(example_seed(pass.options.seed, pass.epoch, -1 - b));
-    Batch batch = pass.options.collate(examples);
-    const std::vector<std::string> names = pass.dataset->field_names();
+    transforms::RngScope rng(example_seed(pass_.options.seed, pass_.epoch, -1 - b));
+    Batch batch = pass_.options.collate(examples);
+    const std::vector<std::string> names = pass_.dataset->field_names();
     if (batch.names().empty() && names.size() == batch.size()) batch.set_names(names);
     return batch;
   }
@@ -183,7 +183,7 @@ class BatchWorker {
   Slot build(int64_t b) const {
     Slot slot;
     try {
-      slot.batch = make_batch(pass_, b);
+      slot.batch = make_batch(b);
     } catch (...) {
       slot.error = std::current_exception();
     }

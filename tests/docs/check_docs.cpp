@@ -201,10 +201,10 @@ std::string shell_word(const std::string& text) {
 // Compiles `code` (-fsyntax-only); on failure, reports `what` and the compiler's output.
 void compile(Checker& c, const fs::path& doc, int line, const std::string& code,
              const std::string& what) {
-  const fs::path file = fs::temp_directory_path() /
-                        ("loom_doc_snippet_" + std::to_string(::getpid()) + ".cpp");
   ++c.compiled;
   if (c.compile_command.empty()) return;  // --references-only
+  const fs::path file = fs::temp_directory_path() /
+                        ("loom_doc_snippet_" + std::to_string(::getpid()) + ".cpp");
   std::ofstream(file) << code;
   std::string output;
   const int status =
@@ -507,10 +507,11 @@ int main(int argc, char** argv) {
   }
   c.root = fs::canonical(argv[1]);
   if (!platform_program.empty()) check_platform(c, platform_program);
-  if (!references_only)
-    for (int i = first_flag; i < argc; ++i) c.compile_command += shell_word(argv[i]) + " ";
   const fs::path pch = fs::temp_directory_path() / ("loom_doc_pch_" + std::to_string(::getpid()));
-  if (!references_only) precompile_loom_h(c, pch);
+  if (!references_only) {
+    for (int i = first_flag; i < argc; ++i) c.compile_command += shell_word(argv[i]) + " ";
+    precompile_loom_h(c, pch);
+  }
   using tree = fs::recursive_directory_iterator;
   for (auto it = tree(c.root); it != tree(); ++it) {
     const std::string name = it->path().filename().string();
