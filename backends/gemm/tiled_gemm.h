@@ -46,11 +46,13 @@ struct TileOperand {
   int64_t row, col;
 };
 
-// C[M x N] = alpha A[M x K] B[K x N] + beta C, B and C row-major with leading dims ldb and
-// ldc; beta 0 reads no C. B's rows are read in whole vectors, tile_gemm_padded(N) floats each
-// (what lies past column N only reaches lanes that are not written).
+// C[M x N] = alpha A[M x K] B[K x N] + (beta C + bias), B and C row-major with leading dims ldb
+// and ldc; beta 0 reads no C, and bias (N floats added to every row, or null) is added as each
+// tile is written. B's rows are read in whole vectors, tile_gemm_padded(N) floats each (what
+// lies past column N only reaches lanes that are not written).
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
-               float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f);
+               float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f,
+               const float* bias = nullptr);
 
 // op(B) [k, columns] into dst [k, ld_dst] (ld_dst >= columns), zeros after column `columns`:
 // B stored [k, columns] (row stride ldb), or [columns, k] when `transposed` (then transposed in
@@ -66,12 +68,13 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
 // 8-float vectors it only ties, so BLAS keeps them.
 bool use_tiled_gemm(int64_t m, int64_t n);
 
-// Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no bias
-// or activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
+// Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no
+// activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
 // the OpenMP threads (with fewer items than threads, each item's rows or columns cut among
 // them). Blocks of op(B) are copied into row-major buffers of whole vectors when B is
 // transposed (8 x 8 blocks transposed in registers) or its rows are not whole vectors; blocks
-// of a transposed A are copied to rows the same way.
+// of a transposed A are copied to rows the same way. A bias is added as the first block of k
+// writes each tile, not in a pass over C of its own.
 void gemm_tiled(const GemmArgs& g);
 
 }  // namespace loom::cpu

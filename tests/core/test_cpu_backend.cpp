@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -961,9 +962,8 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
   set_num_threads(threads);
 }
 
-// cpu::gemm takes loom's register-tiled kernel only where it is built with 16-float vectors
-// (tiled_gemm.h); it is called directly here, so every build tests it.
-TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
+// The shapes gemm_tiled's paths are tested on.
+std::vector<GemmCase> tiled_gemm_cases() {
   std::vector<GemmCase> cases = {
       // attention's products: ViT (50 tokens, head dim 32), a Swin window (49), BERT (128, 64)
       {false, true, 50, 50, 32, 6, 1.0f, 0.0f, false, 0},   // Q K^T
@@ -1000,11 +1000,70 @@ TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
   // of rows left after the kernel's tiles of 6.
   for (int64_t n = 2; n <= 40; ++n) cases.push_back({false, n % 3 == 0, 2 + n % 7, n, 9, 2,
                                                       1.0f, 0.0f, false, n % 2});
+  return cases;
+}
+
+// cpu::gemm takes loom's register-tiled kernel only where it is built with 16-float vectors
+// (tiled_gemm.h); it is called directly here, so every build tests it.
+TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
   const int threads = get_num_threads();
   for (int t = 1; t <= 3; ++t)
-    for (const GemmCase& c : cases) {
+    for (const GemmCase& c : tiled_gemm_cases()) {
       set_num_threads(t);
       check_gemm_case(c, cpu::gemm_tiled, "gemm_tiled");
+    }
+  set_num_threads(threads);
+}
+
+// gemm_tiled adds GemmArgs::bias as it writes each tile (in the first block of k only), where
+// the other paths first write C = beta C + bias and then add the product (beta 1). The two
+// must agree to the bit, on every path of the kernel: a model's numbers do not depend on which
+// path computed its Linear layers.
+TEST_CASE("cpu gemm_tiled adds a bias as it writes C, to the bit as a pass before the product") {
+  const int threads = get_num_threads();
+  for (int t = 1; t <= 3; ++t)
+    for (const GemmCase& c : tiled_gemm_cases()) {
+      set_num_threads(t);
+      CAPTURE(t);
+      CAPTURE(c.m);
+      CAPTURE(c.n);
+      CAPTURE(c.k);
+      CAPTURE(c.ta);
+      CAPTURE(c.tb);
+      GemmArgs g;
+      g.trans_a = c.ta, g.trans_b = c.tb;
+      g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
+      const int64_t a_rows = c.ta ? c.k : c.m, b_rows = c.tb ? c.n : c.k;
+      g.lda = (c.ta ? c.m : c.k) + c.pad, g.ldb = (c.tb ? c.k : c.n) + c.pad;
+      g.ldc = c.n + c.pad;
+      g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
+      g.stride_c = c.m * g.ldc;
+      const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 83);
+      const std::vector<float> b =
+          uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 84);
+      const std::vector<float> bias = uniform_values(c.n, -2, 2, 85);
+      const std::vector<float> c0 = uniform_values(c.batch * g.stride_c, -1, 1, 86);
+      g.a = a.data(), g.b = b.data();
+      // C started from the bias, then the product added to it.
+      std::vector<float> two_passes = c0;
+      for (int64_t i = 0; i < c.batch; ++i)
+        for (int64_t r = 0; r < c.m; ++r)
+          for (int64_t j = 0; j < c.n; ++j) {
+            float& x = two_passes[static_cast<size_t>(i * g.stride_c + r * g.ldc + j)];
+            x = (c.beta == 0.0f ? 0.0f : c.beta * x) + bias[static_cast<size_t>(j)];
+          }
+      GemmArgs first = g;
+      first.beta = 1.0f, first.c = two_passes.data();
+      cpu::gemm_tiled(first);
+      // The bias added by the kernel.
+      std::vector<float> one_pass = c0;
+      GemmArgs fused = g;
+      fused.c = one_pass.data(), fused.bias = bias.data();
+      cpu::gemm_tiled(fused);
+      int64_t differ = 0;
+      for (size_t i = 0; i < one_pass.size(); ++i)
+        differ += std::memcmp(&one_pass[i], &two_passes[i], sizeof(float)) != 0;
+      CHECK(differ == 0);
     }
   set_num_threads(threads);
 }
