@@ -262,7 +262,8 @@ class Backend {
   // view whose rows are padded (row stride >= classes, unit stride within a row: an LM head's
   // output, see ops_matmul.cpp) is read in place, with no contiguous copy. The logits are
   // float32 or bfloat16 (an LM head under autocast), read as they are and computed in float32.
-  // Writes losses [rows] (0 for ignored rows) and lse [rows] (log-sum-exp, for backward).
+  // Writes losses [rows] and lse [rows] (log-sum-exp, for backward); an ignored row gets 0 in
+  // both, with no pass over its logits (a masked LM ignores 85% of its rows).
   void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      float label_smoothing, Tensor& losses, Tensor& lse);
   // dlogits = scale * (softmax - smoothed one-hot) per non-ignored row, 0 for ignored rows;

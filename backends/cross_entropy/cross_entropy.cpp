@@ -103,13 +103,13 @@ void cpu::cross_entropy(const Tensor& logits, const Tensor& target, int64_t igno
   const float ls = label_smoothing;
   cpu::parallel_for(0, rows, cpu::row_grain(classes), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
+      if (t[r] == ignore_index) {  // not read: its loss and lse are 0
+        loss[r] = lse_out[r] = 0.0f;
+        continue;
+      }
       const float* row = x + r * ld;
       const float l = log_sum_exp(row, classes);
       lse_out[r] = l;
-      if (t[r] == ignore_index) {
-        loss[r] = 0.0f;
-        continue;
-      }
       const float smooth = ls != 0.0f ? ls * row_mean(row, classes) : 0.0f;
       loss[r] = l - ((1.0f - ls) * row[t[r]] + smooth);
     }

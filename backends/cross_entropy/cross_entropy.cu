@@ -24,7 +24,7 @@ __device__ __forceinline__ bool counted(int64_t t, int64_t row, int64_t classes,
 
 // loss = -sum_c q_c log softmax(x)_c with q = (1 - s) onehot(t) + s / C (label smoothing,
 // Szegedy et al. 2016, PyTorch's definition), which simplifies to
-// lse - ((1 - s) x_t + s mean_c x_c). Ignored rows get loss 0.
+// lse - ((1 - s) x_t + s mean_c x_c). Ignored rows get loss 0 and lse 0, their logits unread.
 // Thread mapping: one block per row of logits (grid-stride over rows), threads strided along
 // the classes; thread 0 writes the row's loss and log-sum-exp. Row r starts at logits + r * ld.
 // T: float or BFloat16 logits (an LM head under autocast), computed in float32.
@@ -36,6 +36,10 @@ __global__ void cross_entropy_kernel(const T* logits, const int64_t* target, int
   __shared__ float shared[kWarp];
   __shared__ double shared_sum[kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    if (target[row] == ignore_index) {  // the whole block skips the row (no barrier below)
+      if (threadIdx.x == 0) losses[row] = lse[row] = 0.0f;
+      continue;
+    }
     const T* x = logits + row * ld;
     float max = -INFINITY;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)

@@ -1451,6 +1451,21 @@ TEST_CASE("cpu cross_entropy matches PyTorch's smoothed loss, ignores ignore_ind
                  "cross_entropy gradient, label_smoothing " + std::to_string(ls));
     for (int64_t c = 0; c < classes; ++c) CHECK(dlogits.to_vector()[2 * classes + c] == 0.0f);
   }
+  // An ignored row is not read: NaN logits there change nothing, and its loss and lse are 0.
+  std::vector<float> with_nan = logits.to_vector();
+  for (int64_t c = 0; c < classes; ++c) with_nan[2 * classes + c] = kNaN;
+  for (double ls : {0.0, 0.1}) {
+    Tensor clean_losses = Tensor::empty({rows}), clean_lse = Tensor::empty({rows});
+    kernels().cross_entropy(logits, target, ignore, static_cast<float>(ls), clean_losses,
+                            clean_lse);
+    Tensor nan_losses = Tensor::empty({rows}), nan_lse = Tensor::empty({rows});
+    kernels().cross_entropy(tensor(with_nan, {rows, classes}), target, ignore,
+                            static_cast<float>(ls), nan_losses, nan_lse);
+    CHECK(nan_losses.to_vector() == clean_losses.to_vector());
+    CHECK(nan_lse.to_vector() == clean_lse.to_vector());
+    CHECK(clean_losses.to_vector()[2] == 0.0f);
+    CHECK(clean_lse.to_vector()[2] == 0.0f);
+  }
   Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
   expect_error(
       [&] {
