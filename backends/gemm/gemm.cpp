@@ -229,9 +229,9 @@ void gemm_bfloat16(const GemmArgs& g) {
 void cpu::gemm(const GemmArgs& g) {
   // gemm_tiled adds the bias as it writes each tile of C; on the other paths C = beta C + bias
   // is written first, and the product is then added to it.
-  const bool tiled = g.ab_type == DType::Float32 && g.c_type == DType::Float32 && g.k > 0 &&
-                     cpu::use_tiled_gemm(g.m, g.n);
-  if (g.bias != nullptr && !tiled) {
+  const bool by_tiles = g.ab_type == DType::Float32 && g.c_type == DType::Float32 && g.k > 0 &&
+                       cpu::use_tiled_gemm(g.m, g.n);
+  if (g.bias != nullptr && !by_tiles) {
     add_bias_rows(g);
     GemmArgs rest = g;
     rest.bias = nullptr;
@@ -259,7 +259,7 @@ void cpu::gemm(const GemmArgs& g) {
   const BlasOperand b = legal_operand({static_cast<const float*>(g.b), g.trans_b ? g.n : g.k,
                                    g.trans_b ? g.k : g.n, g.ldb, g.stride_b},
                                   g.batch, b_buffer);
-  if (tiled) {  // register tiles, no BLAS call (tiled_gemm.h)
+  if (by_tiles) {  // register tiles, no BLAS call (tiled_gemm.h)
     GemmArgs tiled = g;
     tiled.a = a.data, tiled.lda = a.ld, tiled.stride_a = a.stride;
     tiled.b = b.data, tiled.ldb = b.ld, tiled.stride_b = b.stride;

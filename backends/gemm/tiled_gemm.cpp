@@ -39,6 +39,19 @@ struct TileOutput {
   const float* bias;  // the bias of the tile's first column, or null
 };
 
+// The bias from column `column` on, or null for no bias.
+const float* bias_from(const float* bias, int64_t column) {
+  return bias != nullptr ? bias + column : nullptr;
+}
+
+// What one element of C starts from before the product is added: beta * c + *bias (beta 0
+// reads no c; a null bias adds nothing), in the order cpu::gemm's own pass over C adds them.
+float start_of(float c, float beta, const float* bias) {
+  float start = beta != 0.0f ? beta * c : 0.0f;
+  if (bias != nullptr) start += *bias;
+  return start;
+}
+
 // c[0, count) = alpha * value + (beta * c + bias) for the first `count` (1 to all) lanes of
 // value, bias[0, count) the bias of those columns (or null). The bias is added where cpu::gemm
 // would otherwise have started C from it in a pass of its own, in the same order, so the sums
@@ -66,11 +79,8 @@ struct TileOutput {
   }
   float lanes[kTileLanes];
   store(lanes, v);
-  for (int64_t j = 0; j < count; ++j) {
-    float old = out.beta != 0.0f ? out.beta * c[j] : 0.0f;
-    if (bias != nullptr) old += bias[j];
-    c[j] = lanes[j] + old;
-  }
+  for (int64_t j = 0; j < count; ++j)
+    c[j] = lanes[j] + start_of(c[j], out.beta, bias_from(bias, j));
 }
 
 // C[R x (V vectors)] = A[R x K] B[K x (V vectors)]: R rows of A, each element broadcast, times
@@ -91,7 +101,7 @@ void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64
   }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V && v * lanes < out.columns; ++v)
-      put(C + r * ldc + v * lanes, out.bias != nullptr ? out.bias + v * lanes : nullptr, acc[r][v],
+      put(C + r * ldc + v * lanes, bias_from(out.bias, v * lanes), acc[r][v],
           out.columns - v * lanes, out);
 }
 
@@ -101,7 +111,7 @@ void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                int64_t ldc, float alpha, float beta, const float* bias) {
   constexpr int64_t lanes = kTileLanes;
   for (int64_t n = 0; n < N; n += 2 * lanes) {
-    const TileOutput out{N - n, alpha, beta, bias != nullptr ? bias + n : nullptr};
+    const TileOutput out{N - n, alpha, beta, bias_from(bias, n)};
     if (N - n > lanes)
       tile<R, 2>(K, A, B + n, ldb, C + n, ldc, out);
     else
@@ -244,14 +254,11 @@ void gemm_few_rows(const GemmArgs& g) {
         const int64_t rows = std::min(kFewRowsPanel, last - j0);
         const TileOperand w{b_data + i * g.stride_b + j0 * g.ldb, g.ldb, 1};  // B's rows j0..
         tile_gemm(rows, m, k, w, a_transposed.data(), mpad, panel.data(), mpad);  // C^T rows
-        // C[r, j0..] = alpha C^T[j0.., r] + (beta C[r, j0..] + bias[j0..])
-        const float* bias = g.bias != nullptr ? g.bias + j0 : nullptr;
-        for (int64_t r = 0; r < m; ++r) {
+        for (int64_t r = 0; r < m; ++r) {  // C[r, j0..] = alpha C^T[j0.., r] + its start
           float* c = c_item + r * g.ldc + j0;
           for (int64_t j = 0; j < rows; ++j) {
-            float old = g.beta != 0.0f ? g.beta * c[j] : 0.0f;
-            if (bias != nullptr) old += bias[j];
-            c[j] = g.alpha * panel[j * mpad + r] + old;
+            const float* bias = bias_from(g.bias, j0 + j);
+            c[j] = g.alpha * panel[j * mpad + r] + start_of(c[j], g.beta, bias);
           }
         }
       }
@@ -322,9 +329,6 @@ void gemm_tiled(const GemmArgs& g) {
         const int64_t depth = std::min(k_block, k - p);
         const float beta = p == 0 ? g.beta : 1.0f;
         const float* bias = p == 0 ? g.bias : nullptr;
-        const auto bias_at = [&](int64_t first) {
-          return bias != nullptr ? bias + first : nullptr;
-        };
         // op(A)'s rows [r, r + count) of this block of k: where they lie, or transposed into
         // rows in 8 x 8 register blocks.
         const auto a_block = [&](int64_t r, int64_t count) -> TileOperand {
@@ -355,7 +359,7 @@ void gemm_tiled(const GemmArgs& g) {
               const int64_t columns = columns_at(first);
               const auto [b, ldb] = b_block(first, columns);
               tile_gemm(count, columns, depth, a, b, ldb, c_item + r * g.ldc + first, g.ldc,
-                        g.alpha, beta, bias_at(first));
+                        g.alpha, beta, bias_from(bias, first));
             }
           }
         } else {
@@ -366,7 +370,7 @@ void gemm_tiled(const GemmArgs& g) {
             for (int64_t r = 0; r < rows; r += a_rows) {
               const int64_t count = std::min(a_rows, rows - r);
               tile_gemm(count, columns, depth, a_block(r, count), b, ldb,
-                        c_item + r * g.ldc + first, g.ldc, g.alpha, beta, bias_at(first));
+                        c_item + r * g.ldc + first, g.ldc, g.alpha, beta, bias_from(bias, first));
             }
           }
         }

@@ -899,10 +899,9 @@ struct GemmCase {
   int64_t pad;   // extra elements per row (ld > cols)
 };
 
-// Runs one case through `gemm` (Backend::gemm, or one of the CPU's product paths) on operands
-// with the case's strides, and checks C against the definition.
-void check_gemm_case(const GemmCase& c, const std::function<void(const GemmArgs&)>& gemm,
-                     const std::string& where) {
+// The case's GemmArgs without operands: sizes, transposes, alpha, beta, and the strides of
+// operands stored with `pad` extra elements per row.
+GemmArgs gemm_geometry(const GemmCase& c) {
   GemmArgs g;
   g.trans_a = c.ta, g.trans_b = c.tb;
   g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
@@ -911,9 +910,21 @@ void check_gemm_case(const GemmCase& c, const std::function<void(const GemmArgs&
   g.lda = a_cols + c.pad, g.ldb = b_cols + c.pad, g.ldc = c.n + c.pad;
   g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
   g.stride_c = c.m * g.ldc;
+  return g;
+}
+
+// The floats B spans: every item's, or the one B a shared-B batch reads.
+int64_t b_extent(const GemmArgs& g) {
+  return std::max<int64_t>(g.stride_b * g.batch, (g.trans_b ? g.n : g.k) * g.ldb);
+}
+
+// Runs one case through `gemm` (Backend::gemm, or one of the CPU's product paths) on operands
+// with the case's strides, and checks C against the definition.
+void check_gemm_case(const GemmCase& c, const std::function<void(const GemmArgs&)>& gemm,
+                     const std::string& where) {
+  GemmArgs g = gemm_geometry(c);
   const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 80);
-  const std::vector<float> b =
-      uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 81);
+  const std::vector<float> b = uniform_values(b_extent(g), -1, 1, 81);
   std::vector<float> cbuf = uniform_values(c.batch * g.stride_c, -1, 1, 82);
   g.a = a.data(), g.b = b.data(), g.c = cbuf.data();
   const std::vector<double> want = ref_gemm(g, cbuf);
@@ -1030,17 +1041,9 @@ TEST_CASE("cpu gemm_tiled adds a bias as it writes C, to the bit as a pass befor
       CAPTURE(c.k);
       CAPTURE(c.ta);
       CAPTURE(c.tb);
-      GemmArgs g;
-      g.trans_a = c.ta, g.trans_b = c.tb;
-      g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch, g.alpha = c.alpha, g.beta = c.beta;
-      const int64_t a_rows = c.ta ? c.k : c.m, b_rows = c.tb ? c.n : c.k;
-      g.lda = (c.ta ? c.m : c.k) + c.pad, g.ldb = (c.tb ? c.k : c.n) + c.pad;
-      g.ldc = c.n + c.pad;
-      g.stride_a = a_rows * g.lda, g.stride_b = c.share_b ? 0 : b_rows * g.ldb;
-      g.stride_c = c.m * g.ldc;
+      GemmArgs g = gemm_geometry(c);
       const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 83);
-      const std::vector<float> b =
-          uniform_values(std::max<int64_t>(g.stride_b * c.batch, b_rows * g.ldb), -1, 1, 84);
+      const std::vector<float> b = uniform_values(b_extent(g), -1, 1, 84);
       const std::vector<float> bias = uniform_values(c.n, -2, 2, 85);
       const std::vector<float> c0 = uniform_values(c.batch * g.stride_c, -1, 1, 86);
       g.a = a.data(), g.b = b.data();
