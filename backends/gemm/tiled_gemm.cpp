@@ -39,6 +39,17 @@ struct TileOutput {
   const float* bias;  // the bias of the tile's first column, or null
 };
 
+// This thread's scratch buffer `slot` (0 or 1), at least `count` floats, kept from call to
+// call: a product copies blocks of its operands there, writing every value it later reads, so
+// the buffer needs no clearing, and the many small products of a step (a decoding step's
+// Linears, the attention's per-head products) neither allocate nor clear one each.
+float* scratch(int slot, int64_t count) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& buffer = buffers[slot];
+  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
+}
+
 // The bias from column `column` on, or null for no bias.
 const float* bias_from(const float* bias, int64_t column) {
   return bias != nullptr ? bias + column : nullptr;
@@ -227,8 +238,8 @@ namespace {
 // rows of x. The general path would copy W transposed on every call, which costs more than the
 // product itself at these sizes. Here the tiles compute C^T = B op(A)^T instead: W is the
 // broadcast operand, read where it lies, and only op(A)^T ([k, m], a few columns) is copied.
-// C^T is computed kFewRowsPanel rows at a time into a buffer, then written into C transposed,
-// each row of C a contiguous run. C^T's rows, C's columns, are cut among the threads.
+// C^T is computed kFewRowsPanel rows at a time into a buffer, transposed back in 8 x 8 register
+// blocks, and written into C a row at a time. C^T's rows, C's columns, are cut among the threads.
 void gemm_few_rows(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k, mpad = tile_gemm_padded(m);
   const auto* a_data = static_cast<const float*>(g.a);
@@ -241,25 +252,29 @@ void gemm_few_rows(const GemmArgs& g) {
   const int64_t units = g.batch * parts;
 #pragma omp parallel if (units > 1 && threads > 1)
   {
-    std::vector<float> a_transposed(k * mpad), panel(kFewRowsPanel * mpad);
+    // op(A)^T [k, mpad]; a panel of C^T [kFewRowsPanel, mpad], then of C [m, kFewRowsPanel].
+    float* a_transposed = scratch(0, k * mpad);
+    float* panel = scratch(1, 2 * kFewRowsPanel * mpad);
+    float* c_rows = panel + kFewRowsPanel * mpad;
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
       const int64_t i = u / parts, first = u % parts * chunk;
       const int64_t last = std::min(n, first + chunk);
       if (last <= first) continue;
       // op(A)^T as [k, mpad]: A stored [m, k] is read transposed, A stored [k, m] copied.
-      pack_b(a_data + i * g.stride_a, g.lda, !g.trans_a, m, k, a_transposed.data(), mpad);
+      pack_b(a_data + i * g.stride_a, g.lda, !g.trans_a, m, k, a_transposed, mpad);
       float* c_item = c_data + i * g.stride_c;
       for (int64_t j0 = first; j0 < last; j0 += kFewRowsPanel) {
         const int64_t rows = std::min(kFewRowsPanel, last - j0);
         const TileOperand w{b_data + i * g.stride_b + j0 * g.ldb, g.ldb, 1};  // B's rows j0..
-        tile_gemm(rows, m, k, w, a_transposed.data(), mpad, panel.data(), mpad);  // C^T rows
+        tile_gemm(rows, m, k, w, a_transposed, mpad, panel, mpad);  // C^T's rows j0..
+        pack_b(panel, mpad, true, rows, m, c_rows, kFewRowsPanel);  // -> C's columns j0..
+        const float* bias = bias_from(g.bias, j0);
         for (int64_t r = 0; r < m; ++r) {  // C[r, j0..] = alpha C^T[j0.., r] + its start
           float* c = c_item + r * g.ldc + j0;
-          for (int64_t j = 0; j < rows; ++j) {
-            const float* bias = bias_from(g.bias, j0 + j);
-            c[j] = g.alpha * panel[j * mpad + r] + start_of(c[j], g.beta, bias);
-          }
+          const float* product = c_rows + r * kFewRowsPanel;
+          for (int64_t j = 0; j < rows; ++j)
+            c[j] = g.alpha * product[j] + start_of(c[j], g.beta, bias_from(bias, j));
         }
       }
     }
@@ -313,8 +328,8 @@ void gemm_tiled(const GemmArgs& g) {
   const int64_t a_rows = g.trans_a ? kBlockRowsA : m;
 #pragma omp parallel if (units > 1 && threads > 1)
   {
-    std::vector<float> b_buffer(b_in_place ? 0 : k_block * n_block);
-    std::vector<float> a_buffer(g.trans_a ? (k_block + kRowSkew) * a_rows : 0);
+    float* b_buffer = b_in_place ? nullptr : scratch(0, k_block * n_block);
+    float* a_buffer = g.trans_a ? scratch(1, (k_block + kRowSkew) * a_rows) : nullptr;
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
       const int64_t i = u / parts, part = u % parts;  // item i: rows and columns of C
@@ -334,8 +349,8 @@ void gemm_tiled(const GemmArgs& g) {
         const auto a_block = [&](int64_t r, int64_t count) -> TileOperand {
           const float* a = a_item + r * a_row + p * a_col;
           if (!g.trans_a) return {a, a_row, a_col};
-          pack_b(a, g.lda, true, depth, count, a_buffer.data(), depth + kRowSkew);
-          return {a_buffer.data(), depth + kRowSkew, 1};
+          pack_b(a, g.lda, true, depth, count, a_buffer, depth + kRowSkew);
+          return {a_buffer, depth + kRowSkew, 1};
         };
         // op(B)'s columns [first, first + columns) of this block of k, and their row stride:
         // where they lie, or copied as [depth, padded] with zeros after `columns`.
@@ -344,8 +359,8 @@ void gemm_tiled(const GemmArgs& g) {
           if (b_in_place) return {b_item + p * g.ldb + first, g.ldb};
           const int64_t ldb = tile_gemm_padded(columns);
           pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb, g.trans_b,
-                 columns, depth, b_buffer.data(), ldb);
-          return {b_buffer.data(), ldb};
+                 columns, depth, b_buffer, ldb);
+          return {b_buffer, ldb};
         };
         const auto columns_at = [&](int64_t first) {
           return std::min(c1, first + n_block) - first;
