@@ -85,11 +85,13 @@ Seq2SeqAttention::Seq2SeqAttention(int64_t d_model_, int64_t n_head_, float drop
 }
 
 Tensor Seq2SeqAttention::heads(const Tensor& x, const nn::Linear& projection) const {
-  const int64_t B = x.size(0), T = x.size(1);
-  return projection
-      .forward(x)                              // (B, T, D)
-      .view({B, T, n_head, d_model / n_head})  // (B, T, h, hd)
-      .transpose(1, 2);                        // (B, h, T, hd)
+  return split_heads(projection.forward(x));  // (B, T, D) -> (B, h, T, hd)
+}
+
+Tensor Seq2SeqAttention::split_heads(const Tensor& y) const {
+  const int64_t B = y.size(0), T = y.size(1);
+  return y.view({B, T, n_head, d_model / n_head})  // (B, T, h, hd)
+      .transpose(1, 2);                            // (B, h, T, hd)
 }
 
 Tensor Seq2SeqAttention::attend(const Tensor& qh, const Tensor& kh, const Tensor& vh,
@@ -184,20 +186,22 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
   return feed_forward(x2);  // (B, T, D)
 }
 
-Tensor DecoderLayer::step(const Tensor& x, const nn::LayerCache& cache, const Tensor& cross_k,
-                          const Tensor& cross_v, const Tensor& src_mask) const {
+Tensor DecoderLayer::step(const Tensor& x, const DecoderLayerCache& cache) const {
   // The newest position attends to every cached one and itself: no causal mask needed.
   const Tensor h1 = norm_first ? ln1->forward(x) : x;  // (R, 1, D)
-  const auto [keys, values] = cache.append(self_attn->heads(h1, *self_attn->k),
-                                           self_attn->heads(h1, *self_attn->v));  // (R,h,t+1,hd)
+  // q, k, v by one product with the stacked weights (R, 1, 3D), split into three (R, 1, D)
+  // views; k and v, halves of one tensor, are appended to the cache with one copy.
+  const std::vector<Tensor> qkv =
+      nn::functional::linear(h1, cache.qkv_weight, cache.qkv_bias).chunk(3, -1);
+  const auto [keys, values] = cache.self_attention.append(
+      self_attn->split_heads(qkv[1]), self_attn->split_heads(qkv[2]));  // (R, h, t+1, hd)
   const Tensor x1 = residual(
-      x, self_attn->attend(self_attn->heads(h1, *self_attn->q), keys, values, Tensor(), false),
-      *ln1);
+      x, self_attn->attend(self_attn->split_heads(qkv[0]), keys, values, Tensor(), false), *ln1);
   // A sentence's R / B rows (its beams) are that many queries against its one memory.
-  const int64_t R = x.size(0), B = cross_k.size(0), D = x.size(2);
+  const int64_t R = x.size(0), B = cache.cross_keys.size(0), D = x.size(2);
   const Tensor h2 = (norm_first ? ln2->forward(x1) : x1).reshape({B, R / B, D});
-  const Tensor cross =
-      cross_attn->attend(cross_attn->heads(h2, *cross_attn->q), cross_k, cross_v, src_mask, false);
+  const Tensor cross = cross_attn->attend(cross_attn->heads(h2, *cross_attn->q), cache.cross_keys,
+                                          cache.cross_values, cache.src_mask, false);
   const Tensor x2 = residual(x1, cross.view({R, 1, D}), *ln2);  // (B, R/B, D) -> (R, 1, D)
   return feed_forward(x2);  // (R, 1, D)
 }
@@ -323,6 +327,18 @@ void DecoderCache::reorder(const std::vector<int64_t>& rows) {
       tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device()));
 }
 
+DecoderLayerCache DecoderCache::layer(int64_t l) const {
+  const auto i = static_cast<size_t>(l);
+  LOOM_CHECK(l >= 0 && i < cross_keys.size(), "DecoderCache: layer {} outside [0, {})", l,
+             cross_keys.size());
+  return {.self_attention = self_attention.layer(l),
+          .qkv_weight = self_qkv_weight[i],
+          .qkv_bias = self_qkv_bias[i],
+          .cross_keys = cross_keys[i],
+          .cross_values = cross_values[i],
+          .src_mask = src_mask};
+}
+
 DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, int64_t repeat) {
   LOOM_CHECK(capacity > 0 && capacity <= config_.max_len && repeat > 0,
              "Transformer::start_decoding: capacity {} must be in [1, max_len {}], repeat {} > 0",
@@ -331,10 +347,16 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
   const Tensor memory = encode(src);  // (B, S, D)
   const int64_t R = src.size(0) * repeat, h = config_.n_head, hd = config_.d_model / h;
   DecoderCache cache{.self_attention = nn::KVCache(dec->size(), R, h, capacity, hd, src.device()),
+                     .self_qkv_weight = {},
+                     .self_qkv_bias = {},
                      .cross_keys = {},
                      .cross_values = {},
                      .src_mask = key_padding_mask(src)};  // (B, 1, 1, S)
-  for (const auto& layer : *dec) {  // contiguous once, so no step copies them for its products
+  for (const auto& layer : *dec) {
+    const auto& sa = *layer->self_attn;
+    cache.self_qkv_weight.push_back(cat({sa.q->weight, sa.k->weight, sa.v->weight}, 0));
+    cache.self_qkv_bias.push_back(cat({sa.q->bias, sa.k->bias, sa.v->bias}, 0));
+    // The memory's keys and values, contiguous once, so no step copies them for its products.
     const auto& ca = *layer->cross_attn;
     cache.cross_keys.push_back(ca.heads(memory, *ca.k).contiguous());    // (B, h, S, hd)
     cache.cross_values.push_back(ca.heads(memory, *ca.v).contiguous());  // (B, h, S, hd)
@@ -353,9 +375,7 @@ Tensor Transformer::decode_step(const Tensor& tokens, DecoderCache& cache) {
   NoGradGuard no_grad;
   const int64_t R = tokens.size(0);
   Tensor x = embed(tokens.view({R, 1}), tgt_emb ? *tgt_emb : *emb, cache.length);  // (R, 1, D)
-  for (int64_t l = 0; l < dec->size(); ++l)
-    x = (*dec)[l]->step(x, self_attention.layer(l), cache.cross_keys[static_cast<size_t>(l)],
-                        cache.cross_values[static_cast<size_t>(l)], cache.src_mask);
+  for (int64_t l = 0; l < dec->size(); ++l) x = (*dec)[l]->step(x, cache.layer(l));
   cache.self_attention.advance(1);
   cache.length = cache.self_attention.length();
   if (dec_norm) x = dec_norm->forward(x);

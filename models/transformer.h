@@ -116,6 +116,8 @@ class Seq2SeqAttention : public nn::Module {
                  Tensor* probs = nullptr) const;
   // x (B, T, D) through one of q, k, v -> heads (B, heads, T, D / heads).
   Tensor heads(const Tensor& x, const nn::Linear& projection) const;
+  // A projection y (B, T, D) viewed as heads (B, heads, T, D / heads): no copy.
+  Tensor split_heads(const Tensor& y) const;
   // Scaled dot-product attention of heads q (B, h, T, hd) over k, v (B, h, S, hd), then o:
   // -> (B, T, D).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
@@ -141,6 +143,8 @@ class EncoderLayer : public nn::Module {
   std::shared_ptr<nn::Dropout> drop;    // residual dropout
 };
 
+struct DecoderLayerCache;  // below: what DecoderLayer::step keeps between steps
+
 // Decoder layer (sec. 3.1): masked self-attention, attention over the encoder output, FFN.
 class DecoderLayer : public nn::Module {
  public:
@@ -151,11 +155,9 @@ class DecoderLayer : public nn::Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
                  const Tensor& src_mask, Tensor* cross_probs = nullptr) const;
   // One step of incremental decoding: x (R, 1, D) is the newest position (cache.length); its
-  // self-attention keys/values are appended to `cache`; cross_k, cross_v (B, h, S, hd) are
-  // the memory's projections (computed once), src_mask (B, 1, 1, S) its padding, for B
-  // sentences of R / B rows each (sentence-major). -> (R, 1, D)
-  Tensor step(const Tensor& x, const nn::LayerCache& cache, const Tensor& cross_k,
-              const Tensor& cross_v, const Tensor& src_mask) const;
+  // self-attention keys/values are appended to the cache, for B sentences of R / B rows each
+  // (sentence-major); see DecoderLayerCache. -> (R, 1, D)
+  Tensor step(const Tensor& x, const DecoderLayerCache& cache) const;
 
   bool norm_first;
   std::shared_ptr<Seq2SeqAttention> self_attn, cross_attn;
@@ -175,16 +177,33 @@ class DecoderLayer : public nn::Module {
 // self-attention keys and values of the tokens so far (R, h, capacity, hd), and the
 // cross-attention keys and values of the memory, projected once per sentence (B, h, S, hd): a
 // sentence's beams attend to it as that many queries of one problem.
+//
+// Each layer's self-attention projections q, k, v are also stacked into one (3D, D) weight, so
+// that a step computes them with one product instead of three (the products of a decoding step
+// have only R rows, and each costs a call and a start of the threads). Like the memory's keys
+// and values, they are made once per decoding from the weights as they are then.
 struct DecoderCache {
   nn::KVCache self_attention;                    // layer l's keys and values (R, h, capacity, hd)
+  std::vector<Tensor> self_qkv_weight;           // per layer, W^Q; W^K; W^V stacked (3D, D)
+  std::vector<Tensor> self_qkv_bias;             // per layer, their biases (3D)
   std::vector<Tensor> cross_keys, cross_values;  // per layer, (B, h, S, hd)
   Tensor src_mask;                               // additive (B, 1, 1, S)
   int64_t length = 0;  // target positions decoded so far (= self_attention.length())
   int64_t rows() const { return self_attention.batch(); }
+  // Layer l's part, as its DecoderLayer::step reads it.
+  DecoderLayerCache layer(int64_t l) const;
   // Row i continues from row rows[i] (beam search): the self-attention caches are gathered.
   // rows[i] must belong to the same sentence as row i (beams are sentence-major), so the
   // cross-attention keys/values and the source mask stay as they are.
   void reorder(const std::vector<int64_t>& rows);
+};
+
+// One decoder layer's part of a DecoderCache: handles to its tensors (cheap to copy).
+struct DecoderLayerCache {
+  nn::LayerCache self_attention;    // keys and values so far (R, h, capacity, hd)
+  Tensor qkv_weight, qkv_bias;      // the self-attention's stacked projections (3D, D), (3D)
+  Tensor cross_keys, cross_values;  // the memory's projections (B, h, S, hd)
+  Tensor src_mask;                  // the memory's padding, additive (B, 1, 1, S)
 };
 
 // ---------------------------------------------------------------------------- model
