@@ -1,6 +1,6 @@
 // Matrix products: Backend::gemm's checks, then on the CPU batched products in loom's own
 // register-tiled kernel where the build has 16-float vectors (tiled_gemm.h), else through
-// OpenBLAS's cblas_sgemm; cblas_sgemv when one side is a single row or column (row-major).
+// OpenBLAS's cblas_sgemm; a single row or column by loom's own matrix-vector loops (gemv).
 // Threading of the BLAS path: OpenBLAS (Debian's OpenMP build) runs single-threaded when called
 // inside an OpenMP parallel region. So a batch of small products (attention scores: batch*heads
 // matrices of [T, head_dim]) is spread over threads one product each, while a large product is
@@ -224,6 +224,103 @@ void gemm_bfloat16(const GemmArgs& g) {
   cpu::gemm(f);
 }
 
+// Matrix-vector products stream the matrix once, so they are paced by memory, not by
+// arithmetic: each thread takes at least kGemvGrain of the matrix's elements (512 KiB), below
+// which starting a second thread costs more than it saves.
+constexpr int64_t kGemvGrain = 128 * 1024;
+
+// out[j * out_step] = alpha * (v . M[j, 0..len)) + beta * out[j * out_step] for j in
+// [begin, end): dot products of a contiguous vector with the rows of M (row stride ld). beta 0
+// reads no out.
+void gemv_dot_rows(const float* __restrict v, const float* __restrict M, int64_t ld,
+                   int64_t begin, int64_t end, int64_t len, float alpha, float beta,
+                   float* __restrict out, int64_t out_step) {
+  const auto put = [=](int64_t j, float sum) {
+    float& o = out[j * out_step];
+    o = alpha * sum + (beta != 0.0f ? beta * o : 0.0f);
+  };
+  int64_t j = begin;
+  for (; j + 4 <= end; j += 4) {  // four rows at a time: each load of v serves four
+    const float *m0 = M + j * ld, *m1 = m0 + ld, *m2 = m1 + ld, *m3 = m2 + ld;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int64_t p = 0; p < len; ++p) {
+      s0 += v[p] * m0[p];
+      s1 += v[p] * m1[p];
+      s2 += v[p] * m2[p];
+      s3 += v[p] * m3[p];
+    }
+    put(j, s0), put(j + 1, s1), put(j + 2, s2), put(j + 3, s3);
+  }
+  for (; j < end; ++j) {
+    const float* row = M + j * ld;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t p = 0; p < len; ++p) sum += v[p] * row[p];
+    put(j, sum);
+  }
+}
+
+void gemv_dots(const float* v, const float* M, int64_t ld, int64_t count, int64_t len,
+               float alpha, float beta, float* out, int64_t out_step) {
+  cpu::parallel_for(0, count, std::max<int64_t>(1, kGemvGrain / std::max<int64_t>(len, 1)),
+                    [&](int64_t begin, int64_t end) {
+                      gemv_dot_rows(v, M, ld, begin, end, len, alpha, beta, out, out_step);
+                    });
+}
+
+// out[j * out_step] = alpha * sum_p v[p] M[p, j] + beta * out[j * out_step] for j < count,
+// p < len: the rows of M (row stride ld) scaled by v and summed, kept in registers
+// kGemvColumns columns at a time. beta 0 reads no out.
+constexpr int64_t kGemvColumns = 64;
+void gemv_sums(const float* v, const float* M, int64_t ld, int64_t count, int64_t len,
+               float alpha, float beta, float* out, int64_t out_step) {
+  const int64_t chunks = (count + kGemvColumns - 1) / kGemvColumns;
+  const int64_t grain = std::max<int64_t>(1, kGemvGrain / std::max<int64_t>(len * kGemvColumns, 1));
+  cpu::parallel_for(0, chunks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t first = c * kGemvColumns, width = std::min(kGemvColumns, count - first);
+      float sum[kGemvColumns] = {};
+      for (int64_t p = 0; p < len; ++p) {
+        const float x = v[p], *row = M + p * ld + first;
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) sum[j] += x * row[j];
+      }
+      for (int64_t j = 0; j < width; ++j) {
+        float& o = out[(first + j) * out_step];
+        o = alpha * sum[j] + (beta != 0.0f ? beta * o : 0.0f);
+      }
+    }
+  });
+}
+
+// One item of a product with a single row (m == 1) or column (n == 1): a matrix-vector
+// product. The vector is a's row or b's column (copied when its elements are strided); the
+// matrix, op(B) or op(A), is multiplied as stored: by dot products with its rows when it is
+// stored transposed relative to the vector, else as a sum of its rows. lda and ldb are the
+// operands' row strides as legal_operand left them.
+void gemv(const GemmArgs& g, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+          int64_t ldc) {
+  const bool row = g.m == 1;
+  const float* vec = row ? a : b;
+  const int64_t step = row ? (g.trans_a ? lda : 1) : (g.trans_b ? 1 : ldb);
+  std::vector<float> gathered;
+  if (step != 1 && g.k > 1) {
+    gathered.resize(static_cast<size_t>(g.k));
+    for (int64_t p = 0; p < g.k; ++p) gathered[static_cast<size_t>(p)] = vec[p * step];
+    vec = gathered.data();
+  }
+  // c (1 x n) = vec op(B): B stored [n, k] has vec's dots in its rows; [k, n] sums its rows.
+  // c (m x 1) = op(A) vec: A stored [m, k] has them in its rows; [k, m] sums its rows.
+  const float* matrix = row ? b : a;
+  const int64_t ld = row ? ldb : lda, count = row ? g.n : g.m;
+  const int64_t out_step = row ? 1 : ldc;
+  if (row ? g.trans_b : !g.trans_a)
+    gemv_dots(vec, matrix, ld, count, g.k, g.alpha, g.beta, c, out_step);
+  else
+    gemv_sums(vec, matrix, ld, count, g.k, g.alpha, g.beta, c, out_step);
+}
+
 }  // namespace
 
 void cpu::gemm(const GemmArgs& g) {
@@ -267,28 +364,13 @@ void cpu::gemm(const GemmArgs& g) {
   }
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
-  // A one-row or one-column product is a matrix-vector product: cblas_sgemv streams the matrix
-  // once, where sgemm would pack it first (this is what makes KV-cached generation fast).
+  // A one-row or one-column product is a matrix-vector product (gemv), which streams the
+  // matrix once, where sgemm would pack it first (this is what makes KV-cached generation fast).
   auto product = [&](int64_t i) {
     const float* ai = a.data + i * a.stride;
     const float* bi = b.data + i * b.stride;
     float* ci = static_cast<float*>(g.c) + i * g.stride_c;
-    if ((g.m == 1 || g.n == 1) && g.beta == 0.0f) {  // so NaNs in fresh memory cannot leak in
-      const int64_t count = g.m == 1 ? g.n : g.m, step = g.m == 1 ? 1 : ldc;
-      for (int64_t j = 0; j < count; ++j) ci[j * step] = 0.0f;
-    }
-    if (g.m == 1) {  // c[j] = sum_p a[p] op(B)[p, j]; a's elements are lda apart when transposed
-      cblas_sgemv(CblasRowMajor, g.trans_b ? CblasNoTrans : CblasTrans, static_cast<int>(b.rows),
-                  static_cast<int>(b.cols), g.alpha, bi, static_cast<int>(b.ld), ai,
-                  g.trans_a ? static_cast<int>(a.ld) : 1, g.beta, ci, 1);
-      return;
-    }
-    if (g.n == 1) {  // c[r] = sum_p op(A)[r, p] b[p]; c's elements are ldc apart
-      cblas_sgemv(CblasRowMajor, ta, static_cast<int>(a.rows), static_cast<int>(a.cols), g.alpha,
-                  ai, static_cast<int>(a.ld), bi, g.trans_b ? 1 : static_cast<int>(b.ld), g.beta,
-                  ci, static_cast<int>(ldc));
-      return;
-    }
+    if (g.m == 1 || g.n == 1) return gemv(g, ai, a.ld, bi, b.ld, ci, ldc);
     sgemm_panels({ta, tb, g.m, g.n, g.k, g.alpha, ai, a.ld, bi, b.ld, g.beta, ci, ldc});
   };
 

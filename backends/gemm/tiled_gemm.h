@@ -61,7 +61,7 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
             float* dst, int64_t ld_dst);
 
 // Whether cpu::gemm computes a float32 product of m x n with gemm_tiled: not a single row or
-// column (those are matrix-vector products, cblas_sgemv), and built with 16-float vectors.
+// column (those are matrix-vector products, gemm.cpp's gemv), and built with 16-float vectors.
 // There it beats OpenBLAS at every shape of the models' steps (2 cores, 2026-11-30:
 // attention's batches at 200-400 GFLOP/s against 140-235; the Linear layers' 512 x 128 x 128
 // to 6400 x 512 x 128 at 250-380 against 175-205; 1024^3 at 255-340 against 190-210); in

@@ -952,7 +952,7 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
       {false, true, 250, 90, 120, 2, 1.0f, 0.0f, true, 0},
       {true, true, 64, 305, 110, 1, 2.0f, -1.0f, false, 0},
       {true, false, 64, 48, 32, 8, 2.0f, -1.0f, true, 0},
-      // matrix-vector products (the sgemv path), every transpose, padded strides and batches
+      // matrix-vector products (gemv), every transpose, padded strides and batches
       {false, false, 1, 9, 6, 1, 1.0f, 0.0f, false, 0},
       {true, false, 1, 9, 6, 2, 0.5f, 1.0f, false, 2},
       {false, true, 1, 7, 5, 3, 1.0f, 0.5f, true, 1},
@@ -962,6 +962,12 @@ TEST_CASE("cpu gemm matches the definition for every transpose, batch stride and
       {false, true, 5, 1, 9, 3, 1.0f, -0.5f, false, 1},
       {true, true, 5, 1, 9, 2, 1.0f, 0.0f, false, 3},
       {false, false, 1, 1, 9, 5, 1.0f, 0.0f, false, 1},
+      // large enough to be cut among threads: dot products four rows at a time and a tail of
+      // three; sums of rows 64 columns at a time and a tail of 63; a column, either way
+      {false, true, 1, 703, 400, 1, 0.5f, 1.0f, false, 1},
+      {true, false, 1, 703, 400, 2, 1.0f, 0.0f, false, 2},
+      {true, false, 650, 1, 410, 1, 1.0f, -0.5f, false, 0},
+      {false, true, 650, 1, 410, 2, -1.0f, 0.0f, true, 3},
   };
   // 1, 2 and 3 threads: no panels, two, and three of unequal size.
   const int threads = get_num_threads();
