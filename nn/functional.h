@@ -180,7 +180,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // computes the same values without materialising the [..., T_q, T_k] scores; dropout draws the
 // same Philox numbers, so the same seed gives the same result. Default, by measurement
 // (functional_attention.cpp): on the GPU bfloat16 attention (autocast's too) is fused, and
-// float32 only when decoding (the split-key decoding kernel); the CPU is not fused.
+// float32 only when decoding (the split-key decoding kernel); the CPU fuses float32 decoding
+// (at most kAttentionDecodeQueries queries and no gradients: its decoding kernel reads the KV
+// cache in place) and nothing else.
 // set_fused_attention(device, true / false) fuses every dtype the kernel takes / none.
 // fused_attention_enabled(device): whether bfloat16 attention on `device` is fused.
 void set_fused_attention(Device device, bool enabled);

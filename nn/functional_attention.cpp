@@ -53,7 +53,11 @@ Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t 
 // On the CPU the tiled fused kernels (backends/attention/attention_tiled.cpp) only tie the
 // unfused path's BLAS-batched products (2 cores, 2026-11-29, a step fused against unfused:
 // vit-fmnist 282.6-283.6 ms against 284.6-284.7, bert-mini 684-703 against 698-702,
-// seq2seq-mini 173.8-173.9 against 171.9-172.3), so the CPU stays unfused by default.
+// seq2seq-mini 173.8-173.9 against 171.9-172.3), so the CPU stays unfused by default, except
+// for decoding (a few queries, no gradients): there its decoding kernel reads the KV cache in
+// place in one call, where the unfused path makes five (2 cores, 2026-11-30:
+// seq2seq-mini-translate's greedy decoding 53.2 -> 49.3-51.4 ms, beam-4 156.8-164.8 ->
+// 151.8-158.6 before its prefetch). Training keeps the unfused path's numbers.
 constexpr int kDefault = -1, kOff = 0, kOn = 1;
 std::atomic<int> fused_on_cpu{kDefault}, fused_on_cuda{kDefault};
 
@@ -62,10 +66,12 @@ std::atomic<int>& fused_flag(Device device) {
 }
 
 // Whether the fused kernel is used on `device` for attention of q_len queries computed in
-// `compute`.
-bool fused_for(Device device, DType compute, int64_t q_len) {
+// `compute`, whose inputs need gradients or not.
+bool fused_for(Device device, DType compute, int64_t q_len, bool grad) {
   const int state = fused_flag(device);
   if (state != kDefault) return state == kOn;
+  if (device == Device::CPU)
+    return compute == DType::Float32 && q_len <= kAttentionDecodeQueries && !grad;
   return device == Device::CUDA && (compute == DType::BFloat16 || q_len <= kAttentionDecodeQueries);
 }
 
@@ -73,7 +79,8 @@ bool fused_for(Device device, DType compute, int64_t q_len) {
 // autocast; see set_fused_attention in functional.h).
 bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                DType compute) {
-  if (o.attn_weights != nullptr || !fused_for(q.device(), compute, q.size(-2))) return false;
+  const bool grad = autograd::any_requires_grad({q, k, v});
+  if (o.attn_weights != nullptr || !fused_for(q.device(), compute, q.size(-2), grad)) return false;
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return false;
   if (q.dtype() != DType::Float32 && q.dtype() != DType::BFloat16) return false;
   if (k.device() != q.device() || v.device() != q.device()) return false;
@@ -136,7 +143,7 @@ Tensor attend_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Att
 void set_fused_attention(Device device, bool enabled) { fused_flag(device) = enabled ? kOn : kOff; }
 void reset_fused_attention(Device device) { fused_flag(device) = kDefault; }
 bool fused_attention_enabled(Device device) {
-  return fused_for(device, DType::BFloat16, kAttentionDecodeQueries + 1);
+  return fused_for(device, DType::BFloat16, kAttentionDecodeQueries + 1, false);
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

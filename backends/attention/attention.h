@@ -70,8 +70,9 @@ using AttentionBackwardKernel = void(const Tensor& dout, const Tensor& q, const 
                                      Tensor& dk, Tensor& dv);
 
 namespace cpu {
-// What Backend runs on the CPU: the tiled kernels for float32 problems whose scores fit a few
-// MB, the reference otherwise (bfloat16, long sequences).
+// What Backend runs on the CPU: for float32 problems whose scores fit a few MB the tiled kernels
+// (the forward of a few queries: the decoding kernel), the reference otherwise (bfloat16, long
+// sequences).
 AttentionForwardKernel attention_forward;
 AttentionBackwardKernel attention_backward;
 // The reference (attention.cpp): one query row at a time, written to be read.
@@ -81,6 +82,9 @@ AttentionBackwardKernel attention_backward_reference;
 // float32 only.
 AttentionForwardKernel attention_forward_tiled;
 AttentionBackwardKernel attention_backward_tiled;
+// The forward for at most kAttentionDecodeQueries queries a problem (attention_tiled.cpp), K
+// and V read where they lie, row by row; float32 only.
+AttentionForwardKernel attention_forward_decoding;
 }  // namespace cpu
 
 namespace cuda {

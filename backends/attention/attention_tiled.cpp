@@ -58,6 +58,31 @@ void scale_and_mask(const cpu::AttentionRows& rows, int64_t b, int64_t i, float*
     for (int64_t j = 0; j < n; ++j) s[j] += mrow[j * rows.layout.col_stride];
 }
 
+// Query i's scores s[0, visible) -> its probabilities, in place: scaled and masked, then
+// p_j = exp(s_j - m) / l with one exponential per score, which is exp(s_j - lse) up to rounding
+// (the backward recomputes P in that second form from lse); lse stores lse_i. false, with lse
+// NaN, when every key is blocked: no softmax (NaN, as the unfused path).
+bool probabilities(const cpu::AttentionRows& rows, int64_t b, int64_t i, float* s, float& lse) {
+  const int64_t visible = rows.visible(i);
+  scale_and_mask(rows, b, i, s);
+  const float m = cpu::max_of(s, visible);
+  if (m == -kInf) {
+    lse = kNaN;
+    return false;
+  }
+  float l = 0.0f;
+#pragma omp simd reduction(+ : l)
+  for (int64_t j = 0; j < visible; ++j) {
+    s[j] = cpu::exp_f(s[j] - m);
+    l += s[j];
+  }
+  lse = m + std::log(l);
+  const float inv_l = 1.0f / l;
+#pragma omp simd
+  for (int64_t j = 0; j < visible; ++j) s[j] *= inv_l;
+  return true;
+}
+
 }  // namespace
 
 void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -80,26 +105,11 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
       for (int64_t i = 0; i < tq; ++i) {  // S -> P, row by row
         float* si = s.data() + i * tkpad;
         const int64_t visible = rows.visible(i);
-        scale_and_mask(rows, b, i, si);
-        const float m = cpu::max_of(si, visible);
         std::fill(si + visible, si + tkpad, 0.0f);
-        if (m == -kInf) {  // every key blocked: no softmax (NaN, as the unfused path)
-          std::fill(si, si + visible, 0.0f);
-          lse_data[b * tq + i] = kNaN;
+        if (!probabilities(rows, b, i, si, lse_data[b * tq + i])) {
+          std::fill(si, si + visible, 0.0f);  // a blocked row adds nothing to O (then NaN)
           continue;
         }
-        // One exponential per score: p_j = exp(s_j - m) / l, which is exp(s_j - lse) up to
-        // rounding (the backward recomputes P in that second form from lse).
-        float l = 0.0f;
-#pragma omp simd reduction(+ : l)
-        for (int64_t j = 0; j < visible; ++j) {
-          si[j] = cpu::exp_f(si[j] - m);
-          l += si[j];
-        }
-        lse_data[b * tq + i] = m + std::log(l);
-        const float inv_l = 1.0f / l;
-#pragma omp simd
-        for (int64_t j = 0; j < visible; ++j) si[j] *= inv_l;
         if (a.dropout_p > 0.0f)
           for (int64_t j = 0; j < visible; ++j) si[j] *= rows.keep(b, i, j);
       }
@@ -112,6 +122,62 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
           std::fill(oi, oi + d, kNaN);
         else if (dpad != d)
           std::copy_n(o.data() + i * dpad, d, oi);
+      }
+    }
+  }
+}
+
+// A decoding step's attention: each problem has a few queries (one new token, or a beam's few
+// against one memory) and its keys and values lie in a KV cache. A product of so few rows does
+// not pay for transposing K into the tiles' layout, so each score is a dot product of q_i with
+// a row of K, and O_i the rows of V weighted by P, both read where they lie; the scores of a
+// row and its output stay in the cache. The formulas are the tiled forward's.
+void cpu::attention_forward_decoding(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& mask, const AttentionArgs& a, Tensor& out,
+                                     Tensor& lse) {
+  const cpu::AttentionRows rows(a, mask);
+  const int64_t tq = a.q_len, tk = a.kv_len, d = a.head_dim;
+  const float *qd = q.data_ptr<float>(), *kd = k.data_ptr<float>(), *vd = v.data_ptr<float>();
+  float *od = out.data_ptr<float>(), *lse_data = lse.data_ptr<float>();
+  // A thread is worth starting for a few problems' keys and values, not for one.
+  const bool parallel = a.n > 1 && a.n * tk * d >= 16 * 1024;
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> scores(tk);
+    float* s = scores.data();
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < a.n; ++b) {
+      const float* kb = kd + b * a.kv_stride;
+      const float* vb = vd + b * a.kv_stride;
+      // The next problem's keys and values, a few KB each that a cache seldom still holds
+      // (a step reads every layer's cache in turn), are requested while this one computes.
+      if (b + 1 < a.n)
+        for (int64_t e = 0; e < tk * d; e += 64 / sizeof(float)) {
+          __builtin_prefetch(kb + a.kv_stride + e);
+          __builtin_prefetch(vb + a.kv_stride + e);
+        }
+      for (int64_t i = 0; i < tq; ++i) {
+        const float* qi = qd + (b * tq + i) * d;
+        float* oi = od + (b * tq + i) * d;
+        const int64_t visible = rows.visible(i);
+        for (int64_t j = 0; j < visible; ++j) {  // S_ij = q_i . k_j
+          const float* kj = kb + j * d;
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t c = 0; c < d; ++c) dot += qi[c] * kj[c];
+          s[j] = dot;
+        }
+        if (!probabilities(rows, b, i, s, lse_data[b * tq + i])) {
+          std::fill(oi, oi + d, kNaN);
+          continue;
+        }
+        std::fill(oi, oi + d, 0.0f);
+        for (int64_t j = 0; j < visible; ++j) {  // O_i = sum_j P_ij v_j
+          const float p = s[j] * rows.keep(b, i, j);
+          const float* vj = vb + j * d;
+#pragma omp simd
+          for (int64_t c = 0; c < d; ++c) oi[c] += p * vj[c];
+        }
       }
     }
   }

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/profiler.h"
 #include "test_util.h"
 
 using namespace loom;
 using namespace loom::testing;
+using loom::indexing::Slice;
 namespace F = loom::nn::functional;
 
 namespace {
@@ -297,6 +299,59 @@ TEST_CASE("the CPU's tiled attention kernels give the reference kernels' values 
   }
 }
 
+TEST_CASE("the CPU's decoding attention kernel gives the reference kernel's values") {
+  struct Case {
+    int64_t n, q_len, kv_len, head_dim, capacity;
+    bool causal;
+    float dropout_p;
+    bool mask;
+  };
+  // A decoding step's problems: one query or a few (a beam's), keys and values in a cache
+  // window whose matrices lie `capacity` rows apart, or contiguous; head dims that fill no
+  // vector (7) and ones that do (64); one key; causal with the queries last; dropout; a mask
+  // with one query's every key blocked (NaN).
+  for (const Case& c : {Case{6, 1, 13, 64, 20, true, 0.0f, false},
+                        Case{5, 4, 24, 64, 24, false, 0.0f, true},
+                        Case{3, 8, 21, 7, 30, true, 0.3f, false},
+                        Case{4, 2, 1, 16, 9, false, 0.0f, false},
+                        Case{2, 3, 11, 32, 11, false, 0.2f, true}}) {
+    CAPTURE(c.q_len);
+    CAPTURE(c.kv_len);
+    CAPTURE(c.head_dim);
+    const int64_t d = c.head_dim;
+    const Tensor q = philox_tensor({c.n, c.q_len, d}, 1) * 2.0f;
+    const Tensor k_cache = philox_tensor({c.n, c.capacity, d}, 2) * 2.0f;
+    const Tensor v_cache = philox_tensor({c.n, c.capacity, d}, 3);
+    Tensor mask;
+    if (c.mask) {  // [n, q_len, kv_len], query 1's every key blocked
+      mask = philox_tensor({c.n, c.q_len, c.kv_len}, 4);
+      mask.index_put_({Slice(), 1}, -kInf);
+    }
+    const AttentionArgs a{.n = c.n, .q_len = c.q_len, .kv_len = c.kv_len, .head_dim = d,
+                          .kv_stride = c.capacity * d,
+                          .scale = 1.0f / std::sqrt(static_cast<float>(d)), .causal = c.causal,
+                          .query_offset = c.kv_len - c.q_len, .dropout_p = c.dropout_p,
+                          .seed = 5, .offset = 11};
+    // The reference reads contiguous K and V: the window's first kv_len rows, copied.
+    const Tensor k = k_cache.narrow(1, 0, c.kv_len), v = v_cache.narrow(1, 0, c.kv_len);
+    AttentionArgs dense = a;
+    dense.kv_stride = c.kv_len * d;
+    Tensor out = zeros(q.shape()), lse = zeros({c.n, c.q_len});
+    Tensor ref_out = zeros(q.shape()), ref_lse = zeros({c.n, c.q_len});
+    cpu::attention_forward_decoding(q, k, v, mask, a, out, lse);
+    cpu::attention_forward_reference(q, k.contiguous(), v.contiguous(), mask, dense, ref_out,
+                                     ref_lse);
+    if (c.mask) {
+      CHECK(std::isnan(out.index({0, 1, 0}).item<float>()));
+      CHECK(std::isnan(lse.index({0, 1}).item<float>()));
+      out.index_put_({Slice(), 1}, 0.0f), ref_out.index_put_({Slice(), 1}, 0.0f);
+      lse.index_put_({Slice(), 1}, 0.0f), ref_lse.index_put_({Slice(), 1}, 0.0f);
+    }
+    check_close(out, ref_out, 1e-5f, 1e-6f, "out");
+    check_close(lse, ref_lse, 1e-5f, 1e-6f, "lse");
+  }
+}
+
 TEST_CASE("fused attention gradients match finite differences") {
   manual_seed(24);
   FusedScope scope(Device::CPU, true);
@@ -379,12 +434,28 @@ TEST_CASE("attention dispatch: weights requested or a mask needing its gradient 
   CHECK_FALSE(from_fused(biased));
   sum(biased).backward();
   CHECK(bias.grad().defined());
-  // The defaults (functional_attention.cpp): the CPU never fuses; the GPU fuses bfloat16.
+  // The defaults (functional_attention.cpp): the CPU fuses only float32 decoding (at most
+  // kAttentionDecodeQueries queries, no gradients); the GPU fuses bfloat16.
   F::reset_fused_attention(Device::CPU);
   CHECK_FALSE(F::fused_attention_enabled(Device::CPU));
-  CHECK_FALSE(from_fused(F::scaled_dot_product_attention(q, q, q)));
+  CHECK_FALSE(from_fused(F::scaled_dot_product_attention(q, q, q)));  // 5 queries with gradients
   CHECK_FALSE(from_fused(F::scaled_dot_product_attention(q.to(DType::BFloat16),
                                                          q.to(DType::BFloat16),
                                                          q.to(DType::BFloat16))));
   CHECK(F::fused_attention_enabled(Device::CUDA));
+  // Without gradients there is no node to tell the paths apart: the profiler counts the fused
+  // kernel's calls.
+  const auto fused_calls = [](const Tensor& query, const Tensor& keys) {
+    NoGradGuard no_grad;
+    profiler::Profile profile;
+    F::scaled_dot_product_attention(query, keys, keys);
+    int64_t calls = 0;
+    for (const profiler::Row& row : profile.key_averages())
+      if (row.name == "attention_forward") calls += row.calls;
+    return calls;
+  };
+  const Tensor keys = randn({1, 2, 12, 4});
+  CHECK(fused_calls(randn({1, 2, kAttentionDecodeQueries, 4}), keys) == 1);
+  CHECK(fused_calls(randn({1, 2, kAttentionDecodeQueries + 1, 4}), keys) == 0);
+  CHECK(fused_calls(randn({1, 2, 1, 4}).to(DType::BFloat16), keys.to(DType::BFloat16)) == 0);
 }
