@@ -170,7 +170,7 @@ void Backend::attention_backward(const Tensor& dout, const Tensor& q, const Tens
 // ---------------------------------------------------------------------------- the CPU
 namespace {
 
-using cpu::kInf, cpu::kNaN;
+using cpu::dot, cpu::kInf, cpu::kNaN;
 
 // The float32 copy of `count` elements of a float32 or bfloat16 tensor's data, from element
 // `first`.
@@ -194,13 +194,6 @@ void store(const std::vector<float>& values, Tensor& t, int64_t first) {
     float* p = t.data_ptr<float>() + first;
     for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
   }
-}
-
-float dot(const float* a, const float* b, int64_t d) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
-  return s;
 }
 
 // The scores of query row i of problem b against its visible keys.

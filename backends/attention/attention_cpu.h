@@ -1,5 +1,6 @@
-// What the CPU's two attention kernels share (attention.cpp's reference, attention_tiled.cpp):
-// for query row i of problem b, the keys it sees, its mask row and the dropout factors z_ij.
+// What the CPU's attention kernels share (attention.cpp's reference, attention_tiled.cpp): the
+// dot product of a score, and for query row i of problem b, the keys it sees, its mask row and
+// the dropout factors z_ij.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,14 @@ namespace loom::cpu {
 // -kInf starts a row's running maximum; kNaN is the result of a row whose every key is blocked.
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// a . b over d floats, the dot product both CPU kernels take a score from.
+inline float dot(const float* a, const float* b, int64_t d) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
 
 struct AttentionRows {
   const AttentionArgs& a;

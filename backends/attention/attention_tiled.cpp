@@ -160,13 +160,7 @@ void cpu::attention_forward_decoding(const Tensor& q, const Tensor& k, const Ten
         const float* qi = qd + (b * tq + i) * d;
         float* oi = od + (b * tq + i) * d;
         const int64_t visible = rows.visible(i);
-        for (int64_t j = 0; j < visible; ++j) {  // S_ij = q_i . k_j
-          const float* kj = kb + j * d;
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t c = 0; c < d; ++c) dot += qi[c] * kj[c];
-          s[j] = dot;
-        }
+        for (int64_t j = 0; j < visible; ++j) s[j] = cpu::dot(qi, kb + j * d, d);  // q_i . k_j
         if (!probabilities(rows, b, i, s, lse_data[b * tq + i])) {
           std::fill(oi, oi + d, kNaN);
           continue;
