@@ -16,11 +16,12 @@
 // tests/core/test_cpu_backend.cpp, and the others autograd/ops.h lists.
 //
 // M is the device's math library, the only thing the devices do differently: M::exp, M::log,
-// M::sqrt, M::tanh, M::sin, M::cos, M::abs, M::pow and M::normal_cdf (the standard normal CDF
-// Phi), and the C library's log1p, expm1, log2, exp2, erf, floor, ceil, rint (to nearest, ties
-// to even) and trunc. The CPU passes branch-free versions that vectorise where the loops are
-// hot (CpuMath in backends/elementwise/cpu_unary.cpp, over backends/cpu/vec_math.h), CUDA its
-// own math library (CudaMath in backends/cuda/device_utils.cuh).
+// M::sqrt, M::tanh, M::sin, M::cos, M::abs, M::pow, M::normal_cdf (the standard normal CDF
+// Phi) and M::normal_cdf_pdf (Phi and the density phi, as .cdf and .pdf), and the C library's
+// log1p, expm1, log2, exp2, erf, floor, ceil, rint (to nearest, ties to even) and trunc. The
+// CPU passes branch-free versions that vectorise where the loops are hot (CpuMath in
+// backends/elementwise/cpu_unary.cpp, over backends/cpu/vec_math.h), CUDA its own math library
+// (CudaMath in backends/cuda/device_utils.cuh).
 #pragma once
 
 #include <cmath>  // NAN
@@ -139,8 +140,8 @@ template <class M>
 struct Gelu : Def<kInput, kHeavy, kHeavy> {
   LOOM_HOST_DEVICE float forward(float x) const { return x * M::normal_cdf(x); }
   LOOM_HOST_DEVICE float backward(float g, float x, float) const {
-    const float pdf = kInvSqrt2Pi * M::exp(-0.5f * x * x);
-    return g * (M::normal_cdf(x) + x * pdf);
+    const auto [cdf, pdf] = M::normal_cdf_pdf(x);  // Phi(x), phi(x)
+    return g * (cdf + x * pdf);
   }
 };
 // The tanh form used by GPT-2: x/2 (1 + t), t = tanh(u), u = sqrt(2/pi) (x + c x^3);

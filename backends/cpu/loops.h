@@ -70,6 +70,38 @@ void parallel_for_each(int64_t count, int64_t work, const Fn& fn) {
                });
 }
 
+// The column sums of a [rows, cols] matrix that row_fn(r, acc) produces a row at a time, adding
+// row r's values into acc[0, cols) (doubles): a bias's gradient, the sums of the gradient over
+// every position. The rows are cut into kSumChunks chunks, which the threads sum in row order,
+// each a contiguous stretch of memory (a walk down columns instead, a block of them per thread,
+// reads rows of a few KiB at a stride and ran at half the speed); the chunks' sums are then
+// added in chunk order. The chunks depend on `rows` alone, so the sums do not depend on the
+// number of threads. Each chunk's sums stay in doubles until out[j] is rounded once.
+constexpr int64_t kSumChunks = 32;
+template <class RowFn>
+void column_sums_by_chunks(int64_t rows, int64_t cols, float* out, const RowFn& row_fn) {
+  const int64_t chunks = std::clamp<int64_t>(rows, 1, kSumChunks);
+  const int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  thread_local std::vector<double> buffer;  // kept from call to call, as the allocator would
+  buffer.resize(static_cast<size_t>(chunks * cols));
+  double* partial = buffer.data();  // (the workers see the calling thread's buffer through this)
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(chunk_rows * cols, 1));
+  parallel_for(0, chunks, grain, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      double* acc = partial + c * cols;
+      std::fill(acc, acc + cols, 0.0);
+      const int64_t end = std::min(rows, (c + 1) * chunk_rows);
+      for (int64_t r = c * chunk_rows; r < end; ++r) row_fn(r, acc);
+    }
+  });
+  for (int64_t c = 1; c < chunks; ++c) {  // chunk 0's sums take the others', in order
+    const double* acc = partial + c * cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) partial[j] += acc[j];
+  }
+  for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<float>(partial[j]);
+}
+
 // Grain in rows for row-wise kernels whose rows have `cols` elements of heavy work each.
 inline int64_t row_grain(int64_t cols) {
   return std::max<int64_t>(1, kGrainHeavy / std::max<int64_t>(cols, 1));

@@ -78,15 +78,17 @@ LOOM_VEC_INLINE float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
 // erfc(|x|) = t P(t) e^{-x^2} with t = 1 / (1 + p|x|), Abramowitz & Stegun 7.1.26: absolute
 // error <= 1.5e-7 for every x >= 0 (the approximation PyTorch's vectorised erf uses too).
-LOOM_VEC_INLINE float erfc_abs_f(float ax) {
+// erfc_poly_f(|x|) is the factor t P(t).
+LOOM_VEC_INLINE float erfc_poly_f(float ax) {
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float p = 1.061405429f;
   p = p * t - 1.453152027f;
   p = p * t + 1.421413741f;
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
-  return p * t * exp_f(-ax * ax);
+  return p * t;
 }
+LOOM_VEC_INLINE float erfc_abs_f(float ax) { return erfc_poly_f(ax) * exp_f(-ax * ax); }
 
 // The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 = 1 - erfc(x / sqrt 2) / 2, with
 // absolute error below 1e-7. For x < 0 it is erfc(|x| / sqrt 2) / 2 directly, which keeps the
@@ -96,8 +98,19 @@ LOOM_VEC_INLINE float normal_cdf_f(float x) {
   return x < 0.0f ? q : 1.0f - q;
 }
 
-// The standard normal density phi(x) = e^{-x^2/2} / sqrt(2 pi).
-LOOM_VEC_INLINE float normal_pdf_f(float x) { return 0.3989422804014327f * exp_f(-0.5f * x * x); }
+// Phi(x) and the standard normal density phi(x) = e^{-x^2/2} / sqrt(2 pi) together, as GELU's
+// derivative Phi(x) + x phi(x) needs them: both are multiples of e^{-x^2/2}, computed once (an
+// exp is most of the cost of either). Phi has normal_cdf_f's bits; e^{-x^2/2} is taken as
+// e^{-(|x| / sqrt 2)^2}, whose argument rounds once more than -x^2 / 2 (a few ulp).
+struct NormalCdfPdf {
+  float cdf, pdf;
+};
+LOOM_VEC_INLINE NormalCdfPdf normal_cdf_pdf_f(float x) {
+  const float ax = std::fabs(x) * 0.70710678118654752f;
+  const float e = exp_f(-ax * ax);  // e^{-x^2/2}
+  const float q = 0.5f * (erfc_poly_f(ax) * e);
+  return {x < 0.0f ? q : 1.0f - q, 0.3989422804014327f * e};
+}
 
 // The largest of x[0], ..., x[n-1] (-inf for n == 0; NaNs are skipped, callers that need NaN
 // to propagate get it from the arithmetic that follows). Sixteen independent running maxima

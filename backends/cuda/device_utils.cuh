@@ -112,6 +112,12 @@ struct CudaMath {
   static LOOM_HOST_DEVICE float abs(float x) { return fabsf(x); }
   static LOOM_HOST_DEVICE float pow(float x, float a) { return powf(x, a); }
   static LOOM_HOST_DEVICE float normal_cdf(float x) { return 0.5f * (1.0f + erff(x * kSqrtHalf)); }
+  struct CdfPdf {
+    float cdf, pdf;
+  };
+  static LOOM_HOST_DEVICE CdfPdf normal_cdf_pdf(float x) {  // Phi(x) and phi(x)
+    return {normal_cdf(x), 0.3989422804014327f * expf(-0.5f * x * x)};
+  }
   static LOOM_HOST_DEVICE float log1p(float x) { return log1pf(x); }
   static LOOM_HOST_DEVICE float expm1(float x) { return expm1f(x); }
   static LOOM_HOST_DEVICE float log2(float x) { return log2f(x); }

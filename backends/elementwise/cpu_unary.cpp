@@ -28,11 +28,15 @@ using cpu::Steps;
 // clang-format on
 
 // The CPU's math library for the table: branch-free versions of exp, tanh and the normal CDF
-// that vectorise inside `#pragma omp simd` loops (vec_math.h), <cmath> for the rest.
+// (alone and with its density) that vectorise inside `#pragma omp simd` loops (vec_math.h),
+// <cmath> for the rest.
 struct CpuMath {
   static LOOM_VEC_INLINE float exp(float x) { return cpu::exp_f(x); }
   static LOOM_VEC_INLINE float tanh(float x) { return cpu::tanh_f(x); }
   static LOOM_VEC_INLINE float normal_cdf(float x) { return cpu::normal_cdf_f(x); }
+  static LOOM_VEC_INLINE cpu::NormalCdfPdf normal_cdf_pdf(float x) {
+    return cpu::normal_cdf_pdf_f(x);
+  }
   static LOOM_VEC_INLINE float pow(float x, float a) { return std::pow(x, a); }
   static LOOM_VEC_INLINE float rint(float x) { return std::nearbyint(x); }  // ties to even
 #define LOOM_CPU_STD_FUNCTION(f) \

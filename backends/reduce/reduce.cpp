@@ -256,6 +256,16 @@ void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t n, int64_t inn
   int64_t* idx = arg ? out.data_ptr<int64_t>() : nullptr;
   switch (op) {
     case ReduceOp::Sum:
+      // The sums over every leading position of a float32 [n, inner] (a bias's gradient): in
+      // chunks of rows, each read in order (cpu::column_sums_by_chunks).
+      if constexpr (std::is_same_v<T, float>) {
+        if (outer == 1 && inner > 1)
+          return cpu::column_sums_by_chunks(n, inner, vals, [x, inner](int64_t r, double* sums) {
+            const float* row = x + r * inner;
+#pragma omp simd
+            for (int64_t j = 0; j < inner; ++j) sums[j] += row[j];
+          });
+      }
       return reduce_with<SumRow<T>>(x, outer, n, inner, vals, sum_columns<T>);
     case ReduceOp::Max:
       return reduce_with<ExtremeRow<T, Greater>>(x, outer, n, inner, vals,

@@ -5,6 +5,7 @@
 // Sizes are chosen to hit both the serial and the multi-threaded paths (ctest runs with
 // OMP_NUM_THREADS=2), and inputs come in contiguous, transposed and broadcast (stride 0) forms.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -482,7 +483,7 @@ TEST_CASE("cpu fill writes only the elements of a strided view, for both dtypes"
 
 // =================================================================== elementwise
 
-TEST_CASE("vectorised exp, tanh and the normal CDF match <cmath> to float precision") {
+TEST_CASE("vectorised exp, tanh, the normal CDF and density match <cmath> to float precision") {
   std::vector<float> xs = uniform_values(20000, -90, 90, 4);
   for (float x : {0.0f, -0.0f, 1e-30f, -1e-8f, 0.5f, -0.5f, 0.625f, 88.7f, -87.3f, 88.8f, -88.0f,
                   -100.0f, 100.0f})
@@ -505,6 +506,13 @@ TEST_CASE("vectorised exp, tanh and the normal CDF match <cmath> to float precis
     CHECK_MESSAGE(
         std::fabs(cpu::normal_cdf_f(static_cast<float>(xe)) - cdf) <= 3e-7,
         "Phi(" << xe << ") = " << cpu::normal_cdf_f(static_cast<float>(xe)) << " vs " << cdf);
+    // Phi and phi together (GELU's derivative): Phi to the bit; phi within exp's error plus
+    // that of its rounded argument, whose relative error e^{-a} turns into an absolute one.
+    const auto [both_cdf, both_pdf] = cpu::normal_cdf_pdf_f(static_cast<float>(xe));
+    CHECK(both_cdf == cpu::normal_cdf_f(static_cast<float>(xe)));
+    const double a = 0.5 * xe * xe, pdf = std::exp(-a) / std::sqrt(2.0 * M_PI);
+    CHECK_MESSAGE(std::fabs(both_pdf - pdf) <= (4e-7 + 2.4e-7 * a) * pdf + 1e-37,
+                  "phi(" << xe << ") = " << both_pdf << " vs " << pdf);
   }
   CHECK(cpu::exp_f(-kInf) == 0.0f);
   CHECK(cpu::exp_f(kInf) == kInf);
@@ -767,7 +775,8 @@ TEST_CASE("cpu reduce matches reference loops along the middle axis, ties to the
     int64_t outer, n, inner;
   };
   const std::vector<Extent> extents = {{3, 5, 1},      {2, 7, 3},     {1, 1, 1},     {4, 1, 6},
-                                       {1, 300001, 1}, {3, 40000, 1}, {64, 50, 600}, {2, 9, 300}};
+                                       {1, 300001, 1}, {3, 40000, 1}, {64, 50, 600}, {2, 9, 300},
+                                       {1, 6400, 70},  {1, 3, 5}};
   for (const Extent& e : extents) {
     std::vector<float> v = uniform_values(e.outer * e.n * e.inner, -2, 2, 60);
     for (float& x : v) x = std::floor(x * 2) / 2;  // a few distinct values: many ties
@@ -798,6 +807,33 @@ TEST_CASE("cpu reduce matches reference loops along the middle axis, ties to the
     CHECK_MESSAGE(idx.to_vector_i64() == amax, "argmax " << where);
     kernels().reduce(ReduceOp::ArgMin, x, e.outer, e.n, e.inner, idx);
     CHECK_MESSAGE(idx.to_vector_i64() == amin, "argmin " << where);
+  }
+}
+
+TEST_CASE("cpu column sums (a bias's gradient) are the same on one thread or two") {
+  // reduce(Sum) of [n, inner] over n, outer 1: the rows in chunks fixed by n alone
+  // (cpu::column_sums_by_chunks), so the thread count cannot change a bit of the sums. Fewer
+  // rows than chunks, many (the threads' path), and inner = 1 and outer > 1 beside them.
+  const int saved = get_num_threads();
+  for (auto [outer, n, inner] : std::vector<std::array<int64_t, 3>>{
+           {1, 3, 5}, {1, 31, 64}, {1, 6400, 96}, {1, 1000, 700}, {1, 5000, 1}, {3, 400, 40}}) {
+    CAPTURE(shape_str({outer, n, inner}));
+    const std::vector<float> v = uniform_values(outer * n * inner, -2, 2, 61);  // inexact sums
+    const Tensor x = tensor(v, {outer, n, inner});
+    std::vector<double> want(static_cast<size_t>(outer * inner), 0.0);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < inner; ++i) want[o * inner + i] += v[(o * n + j) * inner + i];
+    std::vector<std::vector<float>> got;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      Tensor out = Tensor::empty({outer, inner});
+      kernels().reduce(ReduceOp::Sum, x, outer, n, inner, out);
+      got.push_back(out.to_vector());
+    }
+    set_num_threads(saved);
+    CHECK(got[0] == got[1]);
+    expect_close(got[1], want, 1e-6, 1e-6, "column sums");
   }
 }
 
