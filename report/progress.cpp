@@ -34,10 +34,11 @@ std::string ProgressMeter::line(int64_t step, int64_t total, double lr) {
   const int64_t steps = std::max<int64_t>(window_steps_, 1);
   const double rate = static_cast<double>(window_steps_ * tokens_per_step_) / seconds;
   const double eta = seconds / static_cast<double>(steps) * static_cast<double>(total - step);
-  std::string text =
-      fmt::format("step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} {} | {} | ETA {}", step, total,
-                  window_loss_ / static_cast<double>(steps), lr, rate, unit_, format_duration(now),
-                  format_duration(eta));
+  const bool known = total > 0;  // a --minutes run before its plan has no total yet
+  std::string text = fmt::format(
+      "step {:5d}/{} | loss {:.4f} | lr {:.2e} | {:6.0f} {} | {} | ETA {}", step,
+      known ? std::to_string(total) : "?", window_loss_ / static_cast<double>(steps), lr, rate,
+      unit_, format_duration(now), known ? format_duration(eta) : "?");
   window_loss_ = 0, window_steps_ = 0, window_start_ = now;
   return text;
 }

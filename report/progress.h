@@ -23,7 +23,8 @@ class ProgressMeter {
   double elapsed() const;        // seconds since construction, everything included
   void add(double loss);         // one more training step and its loss
   void exclude(double seconds);  // time since the last line that was not training
-  // The line for `step` of `total` at learning rate `lr`; the next line averages anew.
+  // The line for `step` of `total` at learning rate `lr`; the next line averages anew. A total
+  // of 0 is one not known yet (a --minutes run before its plan): "step 20/? | ... | ETA ?".
   std::string line(int64_t step, int64_t total, double lr);
 
  private:

@@ -281,7 +281,7 @@ void TrainingRun::plan(int64_t total, double seconds_per_step, const std::string
 
 std::string TrainingRun::progress_line(int64_t done, double lr) {
   LOOM_CHECK(progress_.has_value(), "{}: progress_line() before begin()", program_);
-  return progress_->line(done, total_, lr);
+  return progress_->line(done, total_ == kUnplanned ? 0 : total_, lr);  // unplanned: "?"
 }
 
 void TrainingRun::log(int64_t done, double lr, const std::string& suffix) {

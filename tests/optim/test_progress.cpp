@@ -21,6 +21,11 @@ TEST_CASE("ProgressMeter: each line averages the losses since the previous one")
   CHECK(first.find(" | ETA ") != std::string::npos);
   meter.add(1.5);
   CHECK(meter.line(3, 10, 1e-3).rfind("step     3/10 | loss 1.5000 | lr 1.00e-03 | ", 0) == 0);
+  // A total not known yet (a --minutes run before its plan at step 21): no made-up ETA.
+  meter.add(1.0);
+  const std::string unplanned = meter.line(20, 0, 1e-3);
+  CHECK(unplanned.rfind("step    20/? | loss 1.0000 | ", 0) == 0);
+  CHECK(unplanned.ends_with(" | ETA ?"));
   expect_error([] { optim::ProgressMeter bad(0); }, {"ProgressMeter", "0"});
 }
 
