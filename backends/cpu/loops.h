@@ -73,10 +73,11 @@ void parallel_for_each(int64_t count, int64_t work, const Fn& fn) {
 // The column sums of a [rows, cols] matrix that row_fn(r, acc) produces a row at a time, adding
 // row r's values into acc[0, cols) (doubles): a bias's gradient, the sums of the gradient over
 // every position. The rows are cut into kSumChunks chunks, which the threads sum in row order,
-// each a contiguous stretch of memory (a walk down columns instead, a block of them per thread,
-// reads rows of a few KiB at a stride and ran at half the speed); the chunks' sums are then
-// added in chunk order. The chunks depend on `rows` alone, so the sums do not depend on the
-// number of threads. Each chunk's sums stay in doubles until out[j] is rounded once.
+// each a contiguous stretch of memory; the chunks' sums are then added in chunk order. (A walk
+// down the columns, a block of them per thread, reads a few KiB of each row at a stride: 0.5-0.7
+// ms for 6,400 x 512, where this takes 0.1-0.25; 2026-11-30.) The chunks depend on `rows`
+// alone, so the sums do not depend on the number of threads. Each chunk's sums stay in doubles
+// until out[j] is rounded once.
 constexpr int64_t kSumChunks = 32;
 template <class RowFn>
 void column_sums_by_chunks(int64_t rows, int64_t cols, float* out, const RowFn& row_fn) {
