@@ -218,12 +218,12 @@ bool tiled(const Tensor& q, const AttentionArgs& a) {
 
 void cpu::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                             const AttentionArgs& a, Tensor& out, Tensor& lse) {
-  if (tiled(q, a) && a.q_len <= kAttentionDecodeQueries)
-    attention_forward_decoding(q, k, v, mask, a, out, lse);
-  else if (tiled(q, a))
-    attention_forward_tiled(q, k, v, mask, a, out, lse);
-  else
+  if (!tiled(q, a))
     attention_forward_reference(q, k, v, mask, a, out, lse);
+  else if (a.q_len <= kAttentionDecodeQueries)
+    attention_forward_decoding(q, k, v, mask, a, out, lse);
+  else
+    attention_forward_tiled(q, k, v, mask, a, out, lse);
 }
 
 void cpu::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,

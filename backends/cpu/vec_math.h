@@ -88,29 +88,24 @@ LOOM_VEC_INLINE float erfc_poly_f(float ax) {
   p = p * t + 0.254829592f;
   return p * t;
 }
-LOOM_VEC_INLINE float erfc_abs_f(float ax) { return erfc_poly_f(ax) * exp_f(-ax * ax); }
 
 // The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 = 1 - erfc(x / sqrt 2) / 2, with
-// absolute error below 1e-7. For x < 0 it is erfc(|x| / sqrt 2) / 2 directly, which keeps the
-// left tail free of the cancellation in 1 + erf(x).
-LOOM_VEC_INLINE float normal_cdf_f(float x) {
-  const float q = 0.5f * erfc_abs_f(std::fabs(x) * 0.70710678118654752f);  // P(Z > |x|)
-  return x < 0.0f ? q : 1.0f - q;
-}
-
-// Phi(x) and the standard normal density phi(x) = e^{-x^2/2} / sqrt(2 pi) together, as GELU's
-// derivative Phi(x) + x phi(x) needs them: both are multiples of e^{-x^2/2}, computed once (an
-// exp is most of the cost of either). Phi has normal_cdf_f's bits; e^{-x^2/2} is taken as
-// e^{-(|x| / sqrt 2)^2}, whose argument rounds once more than -x^2 / 2 (a few ulp).
+// absolute error below 1e-7, and the density phi(x) = e^{-x^2/2} / sqrt(2 pi). For x < 0, Phi
+// is erfc(|x| / sqrt 2) / 2 directly, which keeps the left tail free of the cancellation in
+// 1 + erf(x). Both are multiples of e^{-x^2/2}, computed once (an exp is most of the cost of
+// either), as GELU's derivative Phi(x) + x phi(x) needs them; it is taken as
+// e^{-(|x| / sqrt 2)^2}, whose argument rounds once more than -x^2 / 2 (a few ulp in phi).
 struct NormalCdfPdf {
   float cdf, pdf;
 };
 LOOM_VEC_INLINE NormalCdfPdf normal_cdf_pdf_f(float x) {
   const float ax = std::fabs(x) * 0.70710678118654752f;
   const float e = exp_f(-ax * ax);  // e^{-x^2/2}
-  const float q = 0.5f * (erfc_poly_f(ax) * e);
+  const float q = 0.5f * (erfc_poly_f(ax) * e);  // P(Z > |x|)
   return {x < 0.0f ? q : 1.0f - q, 0.3989422804014327f * e};
 }
+// Phi(x) alone (inlined, the unused density is never computed).
+LOOM_VEC_INLINE float normal_cdf_f(float x) { return normal_cdf_pdf_f(x).cdf; }
 
 // The largest of x[0], ..., x[n-1] (-inf for n == 0; NaNs are skipped, callers that need NaN
 // to propagate get it from the arithmetic that follows). Sixteen independent running maxima
