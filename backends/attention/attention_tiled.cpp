@@ -130,21 +130,128 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
 // A decoding step's attention: each problem has a few queries (one new token, or a beam's few
 // against one memory) and its keys and values lie in a KV cache. A product of so few rows does
 // not pay for transposing K into the tiles' layout, so each score is a dot product of q_i with
-// a row of K, and O_i the rows of V weighted by P, both read where they lie; the scores of a
-// row and its output stay in the cache. The formulas are the tiled forward's.
+// a row of K, and O_i the rows of V weighted by P, both read where they lie. For a head dim of
+// whole vectors (32, 64, 128 floats) q_i and O_i stay in vector registers while the keys pass.
+// The formulas are the tiled forward's.
+namespace {
+
+// A vector register of floats (cpu::kTileLanes of them), as tiled_gemm's kernel holds them.
+constexpr int64_t kLanes = cpu::kTileLanes;
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+
+// By reference, not by value, as in tiled_gemm.cpp: without AVX enabled (LOOM_NATIVE=OFF), GCC
+// warns that passing a 32-byte vector by value changes the ABI.
+void load(Vec& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+
+// The sum of v's lanes, halves added to halves in registers (4 steps for 16 lanes, not 15
+// additions in turn); Vec is one of the two wider types (inline: the other is unused).
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+inline float sum_lanes(const Vec4& v) { return (v[0] + v[2]) + (v[1] + v[3]); }
+inline float sum_lanes(const Vec8& v) {
+  return sum_lanes(Vec4{__builtin_shufflevector(v, v, 0, 1, 2, 3) +
+                        __builtin_shufflevector(v, v, 4, 5, 6, 7)});
+}
+inline float sum_lanes(const Vec16& v) {
+  return sum_lanes(Vec8{__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                        __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)});
+}
+
+// The largest head dim, in vectors, whose query and output rows the decoding kernel holds in
+// registers (8: 128 floats with AVX-512).
+constexpr int kMaxHeadVectors = 8;
+
+// Problem b's queries (a decoding step's one, or a beam's few) against its keys and values,
+// where they lie, for a head dim of V whole vectors: q_i and O_i stay in V registers each, a
+// score is one vector of products summed across its lanes, and O_i = sum_j P_ij v_j gathers in
+// the registers before it is stored once.
+template <int V>
+void decode_problem(const cpu::AttentionRows& rows, int64_t b, const float* qd, const float* kb,
+                    const float* vb, float* od, float* lse_data, float* s) {
+  const int64_t tq = rows.a.q_len, d = V * kLanes;
+  for (int64_t i = 0; i < tq; ++i) {
+    const float* qi = qd + (b * tq + i) * d;
+    float* oi = od + (b * tq + i) * d;
+    const int64_t visible = rows.visible(i);
+    Vec q[V], row;
+    for (int v = 0; v < V; ++v) load(q[v], qi + v * kLanes);
+    for (int64_t j = 0; j < visible; ++j) {  // q_i . k_j
+      const float* kj = kb + j * d;
+      Vec products = {};
+      for (int v = 0; v < V; ++v) {
+        load(row, kj + v * kLanes);
+        products += q[v] * row;
+      }
+      s[j] = sum_lanes(products);
+    }
+    if (!probabilities(rows, b, i, s, lse_data[b * tq + i])) {
+      std::fill(oi, oi + d, kNaN);
+      continue;
+    }
+    Vec o[V] = {};
+    for (int64_t j = 0; j < visible; ++j) {  // O_i = sum_j P_ij v_j
+      const float p = s[j] * rows.keep(b, i, j);
+      const float* vj = vb + j * d;
+      for (int v = 0; v < V; ++v) {
+        load(row, vj + v * kLanes);
+        o[v] += p * row;
+      }
+    }
+    std::memcpy(oi, o, sizeof o);
+  }
+}
+
+// The same for any head dim: dot products and row updates of d floats in memory.
+void decode_problem_any(const cpu::AttentionRows& rows, int64_t b, const float* qd,
+                        const float* kb, const float* vb, float* od, float* lse_data, float* s) {
+  const int64_t tq = rows.a.q_len, d = rows.a.head_dim;
+  for (int64_t i = 0; i < tq; ++i) {
+    const float* qi = qd + (b * tq + i) * d;
+    float* oi = od + (b * tq + i) * d;
+    const int64_t visible = rows.visible(i);
+    for (int64_t j = 0; j < visible; ++j) s[j] = cpu::dot(qi, kb + j * d, d);  // q_i . k_j
+    if (!probabilities(rows, b, i, s, lse_data[b * tq + i])) {
+      std::fill(oi, oi + d, kNaN);
+      continue;
+    }
+    std::fill(oi, oi + d, 0.0f);
+    for (int64_t j = 0; j < visible; ++j) {  // O_i = sum_j P_ij v_j
+      const float p = s[j] * rows.keep(b, i, j);
+      const float* vj = vb + j * d;
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) oi[c] += p * vj[c];
+    }
+  }
+}
+
+using DecodeProblem = void (*)(const cpu::AttentionRows&, int64_t, const float*, const float*,
+                               const float*, float*, float*, float*);
+
+// decode_problem<V> for a head dim of V <= kMaxHeadVectors whole vectors, else the general one.
+DecodeProblem decode_problem_for(int64_t d) {
+  if (d % kLanes != 0 || d / kLanes > kMaxHeadVectors) return decode_problem_any;
+  static constexpr DecodeProblem kByVectors[] = {
+      decode_problem<1>, decode_problem<2>, decode_problem<3>, decode_problem<4>,
+      decode_problem<5>, decode_problem<6>, decode_problem<7>, decode_problem<8>};
+  return kByVectors[d / kLanes - 1];
+}
+
+}  // namespace
+
 void cpu::attention_forward_decoding(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& mask, const AttentionArgs& a, Tensor& out,
                                      Tensor& lse) {
   const cpu::AttentionRows rows(a, mask);
-  const int64_t tq = a.q_len, tk = a.kv_len, d = a.head_dim;
+  const int64_t tk = a.kv_len, d = a.head_dim;
   const float *qd = q.data_ptr<float>(), *kd = k.data_ptr<float>(), *vd = v.data_ptr<float>();
   float *od = out.data_ptr<float>(), *lse_data = lse.data_ptr<float>();
+  const DecodeProblem problem = decode_problem_for(d);
   // A thread is worth starting for a few problems' keys and values, not for one.
   const bool parallel = a.n > 1 && a.n * tk * d >= 16 * 1024;
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(tk);
-    float* s = scores.data();
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < a.n; ++b) {
       const float* kb = kd + b * a.kv_stride;
@@ -156,23 +263,7 @@ void cpu::attention_forward_decoding(const Tensor& q, const Tensor& k, const Ten
           __builtin_prefetch(kb + a.kv_stride + e);
           __builtin_prefetch(vb + a.kv_stride + e);
         }
-      for (int64_t i = 0; i < tq; ++i) {
-        const float* qi = qd + (b * tq + i) * d;
-        float* oi = od + (b * tq + i) * d;
-        const int64_t visible = rows.visible(i);
-        for (int64_t j = 0; j < visible; ++j) s[j] = cpu::dot(qi, kb + j * d, d);  // q_i . k_j
-        if (!probabilities(rows, b, i, s, lse_data[b * tq + i])) {
-          std::fill(oi, oi + d, kNaN);
-          continue;
-        }
-        std::fill(oi, oi + d, 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {  // O_i = sum_j P_ij v_j
-          const float p = s[j] * rows.keep(b, i, j);
-          const float* vj = vb + j * d;
-#pragma omp simd
-          for (int64_t c = 0; c < d; ++c) oi[c] += p * vj[c];
-        }
-      }
+      problem(rows, b, qd, kb, vb, od, lse_data, scores.data());
     }
   }
 }
