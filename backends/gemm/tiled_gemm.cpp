@@ -94,15 +94,22 @@ float start_of(float c, float beta, const float* bias) {
     c[j] = lanes[j] + start_of(c[j], out.beta, bias_from(bias, j));
 }
 
+// How far ahead along k a streamed A's rows are requested (four cache lines), and how often
+// (once a line).
+constexpr int64_t kStreamAhead = 64, kStreamEvery = 64 / sizeof(float);
+
 // C[R x (V vectors)] = A[R x K] B[K x (V vectors)]: R rows of A, each element broadcast, times
 // V vectors of each row of B (leading dim ldb), summed over K in R * V registers; then written
-// as `out` says.
-template <int R, int V>
+// as `out` says. kStreamed: A.streamed (its rows' lines requested ahead).
+template <int R, int V, bool kStreamed>
 void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64_t ldc,
           const TileOutput& out) {
   constexpr int64_t lanes = kTileLanes;
   Vec acc[R][V] = {};
   for (int64_t k = 0; k < K; ++k) {
+    if constexpr (kStreamed)
+      if (k % kStreamEvery == 0)
+        for (int r = 0; r < R; ++r) __builtin_prefetch(A.data + r * A.row + k + kStreamAhead);
     Vec b[V];
     for (int v = 0; v < V; ++v) load(b[v], B + k * ldb + v * lanes);
     for (int r = 0; r < R; ++r) {
@@ -117,17 +124,26 @@ void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64
 }
 
 // R rows of C across its N columns: two vectors at a time, then one if that is all that is left.
-template <int R>
+template <int R, bool kStreamed>
 void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb, float* C,
                int64_t ldc, float alpha, float beta, const float* bias) {
   constexpr int64_t lanes = kTileLanes;
   for (int64_t n = 0; n < N; n += 2 * lanes) {
     const TileOutput out{N - n, alpha, beta, bias_from(bias, n)};
     if (N - n > lanes)
-      tile<R, 2>(K, A, B + n, ldb, C + n, ldc, out);
+      tile<R, 2, kStreamed>(K, A, B + n, ldb, C + n, ldc, out);
     else
-      tile<R, 1>(K, A, B + n, ldb, C + n, ldc, out);
+      tile<R, 1, kStreamed>(K, A, B + n, ldb, C + n, ldc, out);
   }
+}
+
+template <int R>
+void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb, float* C,
+               int64_t ldc, float alpha, float beta, const float* bias) {
+  if (A.streamed && A.col == 1)
+    tile_rows<R, true>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
+  else
+    tile_rows<R, false>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
 }
 
 // The most rows a tile takes: R * 2 accumulators, two vectors of B and a broadcast must fit the
@@ -209,8 +225,8 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, i
   int64_t m = 0;
   for (int64_t t = 0; t < groups; ++t) {
     const int64_t rows = M / groups + (t < M % groups ? 1 : 0);
-    tile_rows(static_cast<int>(rows), N, K, {A.data + m * A.row, A.row, A.col}, B, ldb,
-              C + m * ldc, ldc, alpha, beta, bias);
+    tile_rows(static_cast<int>(rows), N, K, {A.data + m * A.row, A.row, A.col, A.streamed}, B,
+              ldb, C + m * ldc, ldc, alpha, beta, bias);
     m += rows;
   }
 }
@@ -240,6 +256,9 @@ namespace {
 // broadcast operand, read where it lies, and only op(A)^T ([k, m], a few columns) is copied.
 // C^T is computed kFewRowsPanel rows at a time into a buffer, transposed back in 8 x 8 register
 // blocks, and written into C a row at a time. C^T's rows, C's columns, are cut among the threads.
+// W's rows come from memory (a step's weights, 12 MB for seq2seq-mini's decoder, pass through
+// once per token) and are streamed: greedy decoding ran 5-8% faster with their lines requested
+// ahead, 32 x 256 x 256 alone on one core 110 -> 160 GFLOP/s.
 void gemm_few_rows(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k, mpad = tile_gemm_padded(m);
   const auto* a_data = static_cast<const float*>(g.a);
@@ -266,7 +285,8 @@ void gemm_few_rows(const GemmArgs& g) {
       float* c_item = c_data + i * g.stride_c;
       for (int64_t j0 = first; j0 < last; j0 += kFewRowsPanel) {
         const int64_t rows = std::min(kFewRowsPanel, last - j0);
-        const TileOperand w{b_data + i * g.stride_b + j0 * g.ldb, g.ldb, 1};  // B's rows j0..
+        // B's rows j0.., read once from memory: streamed.
+        const TileOperand w{b_data + i * g.stride_b + j0 * g.ldb, g.ldb, 1, /*streamed=*/true};
         tile_gemm(rows, m, k, w, a_transposed, mpad, panel, mpad);  // C^T's rows j0..
         pack_b(panel, mpad, true, rows, m, c_rows, kFewRowsPanel);  // -> C's columns j0..
         const float* bias = bias_from(g.bias, j0);

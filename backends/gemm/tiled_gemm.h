@@ -41,9 +41,13 @@ constexpr int64_t tile_gemm_padded(int64_t n) {
 
 // A's element (r, c) at data[r * row + c * col]: a transposed matrix is the same data with the
 // two strides swapped, so the kernel reads A^T (and, in attention, P^T and dS^T) where it lies.
+// `streamed`: A's rows (col 1) come from memory once each, a decoding step's weight (gemm.cpp's
+// few-rows path), so each tile asks for their lines a few ahead of its use; elsewhere A's rows
+// are in the cache or a hardware prefetcher keeps up, and the requests only cost time.
 struct TileOperand {
   const float* data;
   int64_t row, col;
+  bool streamed = false;
 };
 
 // C[M x N] = alpha A[M x K] B[K x N] + (beta C + bias), B and C row-major with leading dims ldb
