@@ -96,24 +96,35 @@ namespace {
 // weight, bias, dweight and dbias may be undefined (no affine transform, or not wanted).
 float* optional(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
-LOOM_FLATTEN void normalize_row(const float* x, int64_t cols, const float* w, const float* b,
-                                float eps, float* y, float* mean_out, float* rstd_out) {
-  // Two passes (mean, then squared deviations) in double: var = E[x^2] - E[x]^2 would cancel
-  // badly for rows with a large mean.
+// Rows go through the forward in groups of kRowGroup, each step of the arithmetic for every row
+// of the group before the next step: a row's sums end in a chain of dependent additions (the
+// vector's lanes added up), and a step over a few rows lets the core work on the next row's
+// chain while one finishes. Each row's arithmetic is unchanged, so are its bits. On 2 cores,
+// 12,544 rows of 64 (swin-fmnist's first stage): 260 -> 209-217 us; 6,400 rows of 128: 221 ->
+// 160. The backward, whose sums are in float, grouped the same way was no faster.
+constexpr int64_t kRowGroup = 4;
+
+// sum_c x[c], and sum_c (x[c] - mean)^2, in double: var = E[x^2] - E[x]^2 would cancel badly
+// for rows with a large mean.
+double row_sum(const float* x, int64_t cols) {
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < cols; ++c) sum += x[c];
-  const float mean = static_cast<float>(sum / static_cast<double>(cols));
+  return sum;
+}
+double row_squared_deviations(const float* x, int64_t cols, float mean) {
   double sq = 0.0;
 #pragma omp simd reduction(+ : sq)
   for (int64_t c = 0; c < cols; ++c) {
     const float d = x[c] - mean;
     sq += static_cast<double>(d * d);
   }
-  const float rstd = static_cast<float>(
-      1.0 / std::sqrt(sq / static_cast<double>(cols) + static_cast<double>(eps)));
-  *mean_out = mean;
-  *rstd_out = rstd;
+  return sq;
+}
+
+// y = (x - mean) * rstd * w + b for one row (w, b optional).
+void normalized(const float* x, int64_t cols, float mean, float rstd, const float* w,
+                const float* b, float* y) {
   if (w && b) {
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - mean) * rstd * w[c] + b[c];
@@ -127,6 +138,21 @@ LOOM_FLATTEN void normalize_row(const float* x, int64_t cols, const float* w, co
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - mean) * rstd;
   }
+}
+
+// `count` rows (at most kRowGroup) of x, `cols` apart: their means and rstds, then y.
+LOOM_FLATTEN void normalize_rows(const float* x, int64_t count, int64_t cols, const float* w,
+                                 const float* b, float eps, float* y, float* mean,
+                                 float* rstd) {
+  const double n = static_cast<double>(cols);
+  for (int64_t r = 0; r < count; ++r)
+    mean[r] = static_cast<float>(row_sum(x + r * cols, cols) / n);
+  for (int64_t r = 0; r < count; ++r) {
+    const double sq = row_squared_deviations(x + r * cols, cols, mean[r]);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(sq / n + static_cast<double>(eps)));
+  }
+  for (int64_t r = 0; r < count; ++r)
+    normalized(x + r * cols, cols, mean[r], rstd[r], w, b, y + r * cols);
 }
 
 // dx for one row, and (when dw_acc is set) dw_acc += dy * xhat, db_acc += dy. With
@@ -179,16 +205,18 @@ void cpu::layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weig
   float* rp = rstd.data_ptr<float>();
   cpu::parallel_for(0, rows, std::max<int64_t>(1, cpu::kGrainCheap / std::max<int64_t>(cols, 1)),
                     [&](int64_t b, int64_t e) {
-                      for (int64_t r = b; r < e; ++r) {
-                        const float* row = xp + r * cols;
-                        if (resp) {  // add_layer_norm: the row is x + residual, kept in sum
+                      for (int64_t r = b; r < e; r += kRowGroup) {
+                        const int64_t count = std::min(kRowGroup, e - r);
+                        const float* rows_x = xp + r * cols;
+                        if (resp) {  // add_layer_norm: the rows are x + residual, kept in sum
                           float* s = sp + r * cols;
                           const float* res = resp + r * cols;
 #pragma omp simd
-                          for (int64_t c = 0; c < cols; ++c) s[c] = row[c] + res[c];
-                          row = s;
+                          for (int64_t c = 0; c < count * cols; ++c) s[c] = rows_x[c] + res[c];
+                          rows_x = s;
                         }
-                        normalize_row(row, cols, wp, bp, eps, yp + r * cols, mp + r, rp + r);
+                        normalize_rows(rows_x, count, cols, wp, bp, eps, yp + r * cols, mp + r,
+                                       rp + r);
                       }
                     });
 }
