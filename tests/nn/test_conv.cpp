@@ -102,6 +102,23 @@ TEST_CASE("conv2d is the direct sum over the window (im2col invariant)") {
       }
 }
 
+TEST_CASE("conv2d's weight gradient is the same whether its forward kept the columns or not") {
+  // The forward keeps its columns (im2col) for the weight's gradient up to 64 MB
+  // (autograd/ops_window.cpp); a larger convolution computes them again in its backward. Eight
+  // images of 64 x 64 x 64 under a 3x3 kernel make 75 MB of columns (computed again); each half
+  // of the batch makes 38 MB (kept), and the two halves' gradients add up to the whole's.
+  manual_seed(33);
+  const Tensor x = randn({8, 64, 64, 64}), w = randn({4, 64, 3, 3}).requires_grad_(true);
+  const auto weight_grad = [&](const Tensor& images) {
+    w.set_grad(Tensor());
+    F::conv2d(images, w, Tensor(), 1, 1).sum().backward();
+    return w.grad().clone();
+  };
+  const Tensor whole = weight_grad(x);
+  const Tensor halves = weight_grad(x.narrow(0, 0, 4)) + weight_grad(x.narrow(0, 4, 4));
+  check_close(whole, halves, 1e-4f, 1e-3f);
+}
+
 TEST_CASE("conv, pooling and batch norm reject bad inputs, naming the layer and shapes") {
   nn::Conv2d conv(3, 4, 3);
   check_error([&] { conv.forward(zeros({1, 2, 5, 5})); }, {"Conv2d(3, 4", "[1,2,5,5]"});
