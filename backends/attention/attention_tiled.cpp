@@ -137,17 +137,14 @@ namespace {
 
 // A vector register of floats (cpu::kTileLanes of them), as tiled_gemm's kernel holds them.
 constexpr int64_t kLanes = cpu::kTileLanes;
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-
-// By reference, not by value, as in tiled_gemm.cpp: without AVX enabled (LOOM_NATIVE=OFF), GCC
-// warns that passing a 32-byte vector by value changes the ABI.
-void load(Vec& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+using Vec = cpu::VectorOf<kLanes>::type;
+using cpu::load;
 
 // The sum of v's lanes, halves added to halves in registers (4 steps for 16 lanes, not 15
 // additions in turn); Vec is one of the two wider types (inline: the other is unused).
-typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
-typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
-typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+using Vec4 = cpu::VectorOf<4>::type;
+using Vec8 = cpu::VectorOf<8>::type;
+using Vec16 = cpu::VectorOf<16>::type;
 inline float sum_lanes(const Vec4& v) { return (v[0] + v[2]) + (v[1] + v[3]); }
 inline float sum_lanes(const Vec8& v) {
   return sum_lanes(Vec4{__builtin_shufflevector(v, v, 0, 1, 2, 3) +

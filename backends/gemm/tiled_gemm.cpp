@@ -12,23 +12,6 @@
 namespace loom::cpu {
 namespace {
 
-// A vector of `lanes` floats: one register (kTileLanes), or 8 for an 8 x 8 transpose.
-template <int64_t lanes>
-struct VectorOf {
-  typedef float type __attribute__((vector_size(lanes * sizeof(float))));
-};
-
-// By reference, not by value: without AVX enabled (LOOM_NATIVE=OFF), GCC warns that passing a
-// 32-byte vector by value changes the ABI.
-template <class V>
-void load(V& v, const float* p) {
-  std::memcpy(&v, p, sizeof v);
-}
-template <class V>
-void store(float* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
 using Vec = VectorOf<kTileLanes>::type;
 
 // What a tile writes: `columns` of C's values (fewer than its vectors hold at C's right edge),

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "backends/gemm/gemm.h"
 
@@ -33,6 +34,24 @@ constexpr int64_t kTileLanes = 16;
 #else
 constexpr int64_t kTileLanes = 8;
 #endif
+
+// A vector of `lanes` floats (GCC's vector extension): one register (kTileLanes), or fewer (an
+// 8 x 8 transpose's rows, a sum of lanes by halves).
+template <int64_t lanes>
+struct VectorOf {
+  typedef float type __attribute__((vector_size(lanes * sizeof(float))));
+};
+
+// By reference, not by value: without AVX enabled (LOOM_NATIVE=OFF), GCC warns that passing a
+// 32-byte vector by value changes the ABI.
+template <class V>
+inline void load(V& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+template <class V>
+inline void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // n rounded up to whole vectors (a multiple of kTileLanes).
 constexpr int64_t tile_gemm_padded(int64_t n) {
