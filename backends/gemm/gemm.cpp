@@ -40,6 +40,11 @@ void Backend::gemm(const GemmArgs& g) {
   LOOM_CHECK(g.batch == 1 || g.stride_c != 0,
              "gemm: the {} batch items would all write the same output matrix (stride_c = 0)",
              g.batch);
+  LOOM_CHECK(g.group >= 0 && (g.group == 0 || (g.batch % g.group == 0 &&
+                                               (g.batch == g.group || g.group_stride_c != 0))),
+             "gemm: {} batch items do not make groups of {} with their own outputs "
+             "(group_stride_c = {})",
+             g.batch, g.group, g.group_stride_c);
   const auto float_type = [](DType t) { return t == DType::Float32 || t == DType::BFloat16; };
   LOOM_CHECK(float_type(g.ab_type) && float_type(g.c_type),
              "gemm: operands of dtype {} and result of dtype {} (float32 or bfloat16 expected)",
@@ -54,7 +59,24 @@ void Backend::gemm(const GemmArgs& g) {
              "gemm: an empty product (k = 0) into a bfloat16 result is not supported on cuda "
              "(m={} n={})",
              g.m, g.n);
+  if (g.group > 0 && !(device_ == Device::CPU && cpu::gemm_takes_groups(g))) {
+    for (int64_t o = 0; o < g.batch / g.group; ++o)
+      run(cpu::gemm, LOOM_CUDA_IMPL(cuda::gemm), g.group_args(o));
+    return;
+  }
   run(cpu::gemm, LOOM_CUDA_IMPL(cuda::gemm), g);
+}
+
+GemmArgs GemmArgs::group_args(int64_t o) const {
+  GemmArgs one = *this;
+  const int64_t ab_size = element_size(ab_type), c_size = element_size(c_type);
+  one.a = static_cast<const char*>(a) + o * group_stride_a * ab_size;
+  one.b = static_cast<const char*>(b) + o * group_stride_b * ab_size;
+  one.c = static_cast<char*>(c) + o * group_stride_c * c_size;
+  one.batch = group;
+  one.group = 0;
+  one.group_stride_a = one.group_stride_b = one.group_stride_c = 0;
+  return one;
 }
 
 // ---------------------------------------------------------------------------- the CPU
@@ -322,6 +344,18 @@ void gemv(const GemmArgs& g, const float* a, int64_t lda, const float* b, int64_
 }
 
 }  // namespace
+
+bool cpu::gemm_takes_groups(const GemmArgs& g) {
+  // The tiles read each operand where it lies; one whose rows overlap (a broadcast row, ld
+  // smaller than a row) would be copied first (legal_operand), item by item of one stride.
+  const auto rows_apart = [](int64_t rows, int64_t cols, int64_t ld) {
+    return rows == 1 || ld >= cols;
+  };
+  return g.ab_type == DType::Float32 && g.c_type == DType::Float32 && g.k > 0 &&
+         !g.activation && cpu::use_tiled_gemm(g.m, g.n) &&
+         rows_apart(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda) &&
+         rows_apart(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
+}
 
 void cpu::gemm(const GemmArgs& g) {
   // gemm_tiled adds the bias as it writes each tile of C; on the other paths C = beta C + bias

@@ -30,6 +30,13 @@ struct GemmArgs {
   int64_t ldb = 0, stride_b = 0;
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
+  // Items in groups of `group` (0: one group of all), for batches that no single stride reaches:
+  // the heads of a (B, T, nh, hs) projection read as (B, nh, T, hs), item b * nh + h at
+  // b * T * nh * hs + h * hs. Item i = o * group + j lies at o * group_stride_* + j * stride_*
+  // (elements). Backend::gemm hands the groups one by one to a kernel that does not take them
+  // all at once (cpu::gemm_takes_groups).
+  int64_t group = 0;
+  int64_t group_stride_a = 0, group_stride_b = 0, group_stride_c = 0;
   // A float32 row of n values (or null) that C starts from: C = alpha op(A) op(B) + beta C +
   // bias, the bias added to every row of every batch item (a Linear's y = x W^T + b, torch's
   // addmm with a broadcast input). A bfloat16 C takes the bias rounded to bfloat16, as
@@ -39,6 +46,17 @@ struct GemmArgs {
   // the bias and before a bfloat16 C is rounded: C = act(alpha op(A) op(B) + beta C + bias), a
   // Linear and its activation as one product (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues).
   std::optional<UnaryOp> activation;
+
+  // Element offsets of item i's matrices.
+  int64_t offset_a(int64_t i) const { return offset(i, stride_a, group_stride_a); }
+  int64_t offset_b(int64_t i) const { return offset(i, stride_b, group_stride_b); }
+  int64_t offset_c(int64_t i) const { return offset(i, stride_c, group_stride_c); }
+  // Group o's items as a batch of one stride each (group > 0).
+  GemmArgs group_args(int64_t o) const;
+  // Item i's offset along an operand of these strides.
+  int64_t offset(int64_t i, int64_t stride, int64_t group_stride) const {
+    return group > 0 ? i / group * group_stride + i % group * stride : i * stride;
+  }
 };
 
 // Backend::gemm's arguments, after its checks: m, n, batch > 0; pointers and strides checked;
@@ -47,6 +65,9 @@ using GemmKernel = void(const GemmArgs& args);
 
 namespace cpu {
 GemmKernel gemm;
+// Whether cpu::gemm computes a batch in groups (GemmArgs::group) in one call: float32 products
+// in its register tiles (gemm_tiled), whose operands it reads where they lie.
+bool gemm_takes_groups(const GemmArgs& args);
 }  // namespace cpu
 
 namespace cuda {

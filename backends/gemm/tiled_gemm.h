@@ -14,7 +14,8 @@
 // head, in the fused attention (backends/attention/attention_tiled.cpp). gemm_tiled, cpu::gemm's
 // path for every float32 product (gemm.cpp), cuts a product into cache blocks around it: a
 // block of op(B)'s rows and columns stays in the L2 cache while the row tiles pass over it,
-// and a transposed A is copied to rows first, so that its elements are read in order. A
+// and a transposed A is copied to rows first, so that its elements are read in order (a small
+// one, as attention's gradients have, is read where it lies: it stays in the cache). A
 // product of a few rows times a transposed B (a decoding step's x W^T) is computed as C^T =
 // W op(A)^T, so that the weight is read where it lies rather than copied on every call.
 #pragma once

@@ -231,13 +231,13 @@ std::vector<double> ref_gemm(const GemmArgs& g, const std::vector<float>& c0) {
       for (int64_t j = 0; j < g.n; ++j) {
         double acc = 0;
         for (int64_t p = 0; p < g.k; ++p) {
-          const float av = g.trans_a ? a[bt * g.stride_a + p * g.lda + i]
-                                     : a[bt * g.stride_a + i * g.lda + p];
-          const float bv = g.trans_b ? b[bt * g.stride_b + j * g.ldb + p]
-                                     : b[bt * g.stride_b + p * g.ldb + j];
+          const float av = g.trans_a ? a[g.offset_a(bt) + p * g.lda + i]
+                                     : a[g.offset_a(bt) + i * g.lda + p];
+          const float bv = g.trans_b ? b[g.offset_b(bt) + j * g.ldb + p]
+                                     : b[g.offset_b(bt) + p * g.ldb + j];
           acc += static_cast<double>(av) * bv;
         }
-        double& out = c[static_cast<size_t>(bt * g.stride_c + i * g.ldc + j)];
+        double& out = c[static_cast<size_t>(g.offset_c(bt) + i * g.ldc + j)];
         out = g.alpha * acc + (g.beta == 0.0f ? 0.0 : g.beta * out);
       }
   return c;
@@ -1040,6 +1040,10 @@ std::vector<GemmCase> tiled_gemm_cases() {
       {true, true, 300, 90, 700, 1, 1.0f, 0.5f, false, 2},  // rows cut among threads (m > n)
       {true, false, 19, 600, 620, 2, -1.0f, 0.0f, true, 0},
       {true, false, 150, 40, 1024, 1, 1.0f, 0.5f, false, 0},  // A copied in blocks of 512
+      // a small transposed A (at most 16K floats) read where it lies, over blocks of k, with
+      // op(B) read in place (rows of whole vectors) or copied
+      {true, false, 16, 96, 1000, 2, 1.0f, 0.5f, false, 1},
+      {true, false, 15, 50, 1000, 1, -1.0f, 0.0f, false, 0},
       // B read in place: each row block of a transposed A copied once, passed over 2 column
       // blocks of 96
       {true, false, 300, 192, 600, 1, 0.5f, 1.0f, false, 1},
@@ -1066,6 +1070,69 @@ TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
       check_gemm_case(c, cpu::gemm_tiled, "gemm_tiled");
     }
   set_num_threads(threads);
+}
+
+// A batch in groups (GemmArgs::group): attention's heads split out of a projection, item
+// (o, h) of `heads` at o * rows * heads * cols + h * cols, its rows heads * cols apart. The
+// register tiles read the groups where they lie in one call; with an activation (a path that
+// does not take groups) Backend::gemm hands them over one group at a time.
+TEST_CASE("cpu gemm reads a batch in groups of two strides (split heads) where it lies") {
+  struct Case {
+    bool ta, tb;
+    int64_t m, n, k, outer, heads;
+  };
+  const std::vector<Case> cases = {
+      {false, true, 50, 50, 32, 3, 4},   // Q K^T
+      {false, false, 50, 32, 50, 2, 3},  // P V
+      {true, false, 49, 32, 49, 2, 2},   // P^T dO, A read transposed in place
+      {true, false, 32, 49, 49, 3, 2},
+      {false, true, 7, 300, 16, 2, 3},   // a few rows times a transposed B (C^T computed)
+      {true, false, 150, 40, 1024, 2, 2},  // a transposed A copied, k in blocks
+  };
+  const int threads = get_num_threads();
+  for (int t = 1; t <= 3; ++t)
+    for (const Case& c : cases)
+      for (const bool relu : {false, true}) {
+        set_num_threads(t);
+        GemmArgs g;
+        g.trans_a = c.ta, g.trans_b = c.tb;
+        g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.outer * c.heads, g.group = c.heads;
+        g.alpha = 1.0f, g.beta = 0.5f;
+        // An operand of rows x cols per item, stored as a (outer, rows, heads, cols) projection.
+        const auto place = [&](int64_t rows, int64_t cols, int64_t& ld, int64_t& stride,
+                               int64_t& group_stride) {
+          ld = c.heads * cols, stride = cols, group_stride = rows * ld;
+          return c.outer * rows * ld;
+        };
+        const int64_t a_size = place(c.ta ? c.k : c.m, c.ta ? c.m : c.k, g.lda, g.stride_a,
+                                     g.group_stride_a);
+        const int64_t b_size = place(c.tb ? c.n : c.k, c.tb ? c.k : c.n, g.ldb, g.stride_b,
+                                     g.group_stride_b);
+        g.ldc = c.n, g.stride_c = c.m * c.n, g.group_stride_c = c.heads * c.m * c.n;
+        const std::vector<float> a = uniform_values(a_size, -1, 1, 90);
+        const std::vector<float> b = uniform_values(b_size, -1, 1, 91);
+        std::vector<float> out = uniform_values(g.batch * g.stride_c, -1, 1, 92);
+        g.a = a.data(), g.b = b.data(), g.c = out.data();
+        std::vector<double> want = ref_gemm(g, out);
+        if (relu) {
+          g.activation = UnaryOp::Relu;
+          for (double& v : want) v = std::max(v, 0.0);
+        }
+        CHECK(cpu::gemm_takes_groups(g) == (!relu && cpu::use_tiled_gemm(c.m, c.n)));
+        kernels().gemm(g);
+        expect_close(out, want, 1e-4, 1e-4,
+                     "groups ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+                         " m=" + std::to_string(c.m) + " relu=" + std::to_string(relu) +
+                         " threads=" + std::to_string(t));
+      }
+  set_num_threads(threads);
+  // Groups that do not divide the batch are refused.
+  GemmArgs g;
+  g.m = g.n = g.k = 2, g.batch = 5, g.group = 2, g.lda = g.ldb = g.ldc = 2;
+  g.stride_a = g.stride_b = g.stride_c = 4, g.group_stride_c = 8;
+  std::vector<float> x(64);
+  g.a = x.data(), g.b = x.data(), g.c = x.data();
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "5 batch items do not make groups of 2"});
 }
 
 // gemm_tiled adds GemmArgs::bias as it writes each tile (in the first block of k only), where
