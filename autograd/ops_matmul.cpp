@@ -52,6 +52,18 @@ bool uniform_stride(const std::vector<int64_t>& offsets, int64_t& stride) {
   return true;
 }
 
+// Whether the offsets of items i = o * group + j are o * group_stride + j * stride (the heads
+// of a (B, T, nh, hs) view, group nh); sets the two strides.
+bool in_groups(const std::vector<int64_t>& offsets, int64_t group, int64_t& stride,
+               int64_t& group_stride) {
+  const auto count = static_cast<int64_t>(offsets.size());
+  stride = offsets[1] - offsets[0];
+  group_stride = offsets[group] - offsets[0];
+  for (int64_t i = 0; i < count; ++i)
+    if (offsets[i] - offsets[0] != i / group * group_stride + i % group * stride) return false;
+  return true;
+}
+
 // C = A @ B for A [..., M, K], B [..., K, N] (both >= 2-D, batch dims broadcast). No autograd.
 // With `init` (C's shape: contiguous, or one matrix whose rows are padded, row stride >= N) the
 // product is written into it and it is returned: C = beta * init + A @ B (beta 1: added to it, as
@@ -88,19 +100,6 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   if (!blas_layout(b, lb)) b = b.contiguous(), blas_layout(b, lb);
   Tensor av = detail::broadcast_view(a, full_a), bv = detail::broadcast_view(b, full_b);
   std::vector<int64_t> off_a = batch_offsets(av, batch), off_b = batch_offsets(bv, batch);
-  // Batch items that are not evenly spaced (e.g. heads split out of a (B, T, nh, hs) view:
-  // items b*T*C + h*hs) would need one GEMM call each. Copying such an operand into a
-  // contiguous layout is cheaper than B*nh small calls; only broadcast batch dims (stride 0,
-  // no copy wanted) still fall back to the per-item loop below.
-  int64_t sa = 0, sb = 0;
-  if (!uniform_stride(off_a, sa) && a.dim() > 2 && !a.is_contiguous()) {
-    a = a.contiguous(), blas_layout(a, la);
-    av = detail::broadcast_view(a, full_a), off_a = batch_offsets(av, batch);
-  }
-  if (!uniform_stride(off_b, sb) && b.dim() > 2 && !b.is_contiguous()) {
-    b = b.contiguous(), blas_layout(b, lb);
-    bv = detail::broadcast_view(b, full_b), off_b = batch_offsets(bv, batch);
-  }
   GemmArgs args;
   args.trans_a = la.trans;
   args.trans_b = lb.trans;
@@ -114,6 +113,41 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   const Tensor bias_row = bias.defined() ? bias.contiguous() : Tensor();  // [N] float32
   if (bias_row.defined()) args.bias = bias_row.data_ptr<float>();
   args.activation = activation;
+  int64_t sa = 0, sb = 0;
+  const bool uniform = uniform_stride(off_a, sa) && uniform_stride(off_b, sb);
+  // Heads split out of a (B, T, nh, hs) view (items b*T*C + h*hs) are not evenly spaced, but
+  // their items lie in groups of the last batch dim, two strides each: the CPU's kernel reads
+  // them where they lie (GemmArgs::group). Elsewhere such an operand is copied into a contiguous
+  // layout, cheaper than B*nh small calls; only broadcast batch dims (stride 0, no copy wanted)
+  // still fall back to the per-item loop below.
+  const int64_t group = batch_shape.empty() ? 0 : batch_shape.back();
+  if (!uniform && c.device() == Device::CPU && group > 1 && batch > group &&
+      in_groups(off_a, group, args.stride_a, args.group_stride_a) &&
+      in_groups(off_b, group, args.stride_b, args.group_stride_b)) {
+    args.group = group;
+    args.group_stride_c = group * m * n;
+    if (cpu::gemm_takes_groups(args)) {
+      args.batch = batch;
+      args.a = static_cast<const char*>(av.raw_data()) + off_a[0] * element_size(a.dtype());
+      args.b = static_cast<const char*>(bv.raw_data()) + off_b[0] * element_size(a.dtype());
+      args.c = c.raw_data();
+      backend(c.device()).gemm(args);
+      return c;
+    }
+    args.group = 0;
+    args.stride_a = args.stride_b = args.group_stride_a = args.group_stride_b = 0;
+    args.group_stride_c = 0;
+  }
+  if (!uniform_stride(off_a, sa) && a.dim() > 2 && !a.is_contiguous()) {
+    a = a.contiguous(), blas_layout(a, la);
+    av = detail::broadcast_view(a, full_a), off_a = batch_offsets(av, batch);
+    args.trans_a = la.trans, args.lda = la.ld;
+  }
+  if (!uniform_stride(off_b, sb) && b.dim() > 2 && !b.is_contiguous()) {
+    b = b.contiguous(), blas_layout(b, lb);
+    bv = detail::broadcast_view(b, full_b), off_b = batch_offsets(bv, batch);
+    args.trans_b = lb.trans, args.ldb = lb.ld;
+  }
   // Element offsets become byte addresses: the operands' elements are 4 or 2 bytes.
   const auto* pa = static_cast<const char*>(av.raw_data());
   const auto* pb = static_cast<const char*>(bv.raw_data());
@@ -137,6 +171,22 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   return c;
 }
 
+// Whether t's matrices are stored transposed (column-major: a transposed view of a contiguous
+// tensor), the layout blas_layout reads with a transpose flag.
+bool stored_transposed(const Tensor& t) {
+  return t.dim() >= 2 && t.size(-2) > 1 && t.size(-1) > 1 && t.stride(-2) == 1 &&
+         t.stride(-1) != 1;
+}
+
+// The shape an operand of the product c would have without broadcasting: c's batch dims and the
+// operand's own matrix dims. Equal to the operand's shape when its gradient needs no sum.
+Shape batch_like(const Tensor& operand, const Tensor& c) {
+  Shape shape(c.shape().begin(), c.shape().end() - 2);
+  shape.push_back(operand.size(-2));
+  shape.push_back(operand.size(-1));
+  return shape;
+}
+
 // The differentiable product of two >= 2-D tensors; the result in `out_type` (default: the
 // operands' dtype).
 Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type = std::nullopt) {
@@ -150,11 +200,24 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
   if (!autograd::any_requires_grad({a, b})) return c;
   Tensor as = detail::saved(a), bs = detail::saved(b);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims)
-  return autograd::record("matmul", {a, b}, c, [as, bs, need_a, need_b](const Tensor& grad) {
+  // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims). An operand stored
+  // transposed (k.transpose(-2, -1) in attention's scores) gets its gradient in its own layout:
+  // dB = (dC^T @ A)^T, the same sums, written as B's memory lies, so that the transpose's
+  // backward hands on a contiguous gradient instead of one that must be copied element by
+  // element, across rows, into the layout of what B was viewed from.
+  const bool a_own = stored_transposed(as) && as.shape() == batch_like(as, c);
+  const bool b_own = stored_transposed(bs) && bs.shape() == batch_like(bs, c);
+  return autograd::record("matmul", {a, b}, c,
+                          [as, bs, need_a, need_b, a_own, b_own](const Tensor& grad) {
     const Tensor g = grad.to(as.dtype());  // the operands' dtype (bfloat16 products stay so)
-    Tensor ga = need_a ? sum_to(matmul_nd(g, bs.transpose(-1, -2)), as.shape()) : Tensor();
-    Tensor gb = need_b ? sum_to(matmul_nd(as.transpose(-1, -2), g), bs.shape()) : Tensor();
+    const Tensor gt = g.transpose(-1, -2);
+    Tensor ga, gb;
+    if (need_a)
+      ga = a_own ? matmul_nd(bs, gt).transpose(-1, -2)
+                 : sum_to(matmul_nd(g, bs.transpose(-1, -2)), as.shape());
+    if (need_b)
+      gb = b_own ? matmul_nd(gt, as).transpose(-1, -2)
+                 : sum_to(matmul_nd(as.transpose(-1, -2), g), bs.shape());
     return std::vector<Tensor>{ga, gb};
   }, {as, bs});
 }

@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"
+#include "backends/gemm/tiled_gemm.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/functional.h"
@@ -18,12 +19,13 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Whether the matrices of t [..., rows, cols] lie one fixed stride apart, so a GEMM over all of
-// them is one strided-batched call: true for contiguous tensors and for a KV cache's
-// (B, nh, S, hs) window, false for heads split out of a (B, T, nh, hs) projection.
-bool matrices_evenly_spaced(const Tensor& t) {
+// Whether the matrices of t [..., rows, cols] along its batch dims before `last` lie one fixed
+// stride apart, so a GEMM over all of them is one strided-batched call: true for contiguous
+// tensors and for a KV cache's (B, nh, S, hs) window, false for heads split out of a
+// (B, T, nh, hs) projection, (B, nh, T, hs) -- unless `last` leaves out the heads' dim.
+bool matrices_evenly_spaced(const Tensor& t, int64_t last) {
   int64_t expected = -1;  // the stride the next outer batch dim must have
-  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+  for (int64_t d = last; d >= 0; --d) {
     if (t.size(d) == 1) continue;
     if (expected >= 0 && t.stride(d) != expected) return false;
     expected = t.stride(d) * t.size(d);
@@ -40,8 +42,16 @@ bool rows_in_place(const Tensor& t) {
 }
 
 // t itself when matmul can read it in one call; else one contiguous copy, made here once instead
-// of inside each of the three products (forward and backward) that read it.
-Tensor for_batched_gemm(const Tensor& t) { return matrices_evenly_spaced(t) ? t : t.contiguous(); }
+// of inside each of the three products (forward and backward) that read it. The CPU's kernel
+// reads split heads in place, in groups of the heads' dim (GemmArgs::group), when it computes
+// float32 products in its register tiles.
+Tensor for_batched_gemm(const Tensor& t) {
+  if (matrices_evenly_spaced(t, t.dim() - 3)) return t;
+  const bool in_groups = t.device() == Device::CPU && t.dtype() == DType::Float32 &&
+                         !autocast::is_enabled() && cpu::use_tiled_gemm(t.size(-2), t.size(-1)) &&
+                         t.dim() > 3 && matrices_evenly_spaced(t, t.dim() - 4);
+  return in_groups ? t : t.contiguous();
+}
 
 // Which path each device takes, as measured (docs/guide/performance.md, "On a GPU"):
 // set_fused_attention forces one; by default (kDefault) the GPU fuses bfloat16 attention
@@ -123,7 +133,7 @@ Tensor attend_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Att
   // apart (a KV cache's window) are read in place: no copy of the cache at every step.
   const bool kv_in_place = !autograd::any_requires_grad({q, k, v}) && rows_in_place(k) &&
                            rows_in_place(v) && k.strides() == v.strides() &&
-                           matrices_evenly_spaced(k);
+                           matrices_evenly_spaced(k, k.dim() - 3);
   // [n, T_k, d]: views of k and v in place, else contiguous copies (none when they already are)
   const Tensor k3 = (kv_in_place ? k : k.contiguous()).reshape({n, kv_len, d});
   const Tensor v3 = (kv_in_place ? v : v.contiguous()).reshape({n, kv_len, d});

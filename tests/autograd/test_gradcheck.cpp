@@ -179,10 +179,35 @@ TEST_CASE("gradcheck: matmul in every form") {
       {transposed(3, 4), transposed(4, 2)},     // transposed views -> BLAS trans flags
       {narrowed(3, 4), randn({2, 3, 4}).transpose(1, 2)},
       {randn({2, 3, 4}), randn({4})},           // batched @ vector
+      // heads split out of (B, T, h, hs) projections, read in place in groups of h
+      {randn({2, 5, 3, 4}).transpose(1, 2), randn({2, 6, 3, 4}).transpose(1, 2).transpose(2, 3)},
   };
   for (const auto& [a, b] : cases)
     gradcheck(weighted([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }),
               {a, b}, 1e-2f, 2e-2f, 3e-3f, "matmul " + shape_str(a.shape()) + shape_str(b.shape()));
+}
+
+// matmul hands an operand stored transposed (attention's keys, k.transpose(-2, -1)) its
+// gradient in the operand's own layout, (dS^T q)^T, where a gradient laid out as the view's
+// shape would later be copied across rows into the keys' layout. An identity op whose backward
+// keeps what it receives shows the layout.
+TEST_CASE("matmul's gradient for an operand read transposed is laid out as the operand") {
+  manual_seed(11);
+  Tensor q = randn({2, 3, 5, 4}).requires_grad_(), k = randn({2, 3, 6, 4}).requires_grad_();
+  const Tensor w = randn({2, 3, 5, 6});
+  Tensor seen;
+  const Tensor kt = autograd::record("spy", {k}, k.transpose(-1, -2).detach(),
+                                     [&seen](const Tensor& grad) {
+                                       seen = grad;
+                                       return std::vector<Tensor>{grad.transpose(-1, -2)};
+                                     });
+  (matmul(q, kt) * w).sum().backward();
+  REQUIRE(seen.defined());
+  CHECK(seen.shape() == Shape{2, 3, 4, 6});
+  CHECK(seen.transpose(-1, -2).is_contiguous());  // laid out as k: (2, 3, 6, 4)
+  // dk = dS^T q and dq = dS k, dS = w
+  loom::testing::check_close(k.grad(), matmul(w.transpose(-1, -2), q), 1e-5f, 1e-6f);
+  loom::testing::check_close(q.grad(), matmul(w, k), 1e-5f, 1e-6f);
 }
 
 TEST_CASE("gradcheck: linear (one GEMM from the bias) with and without bias, on strided inputs") {

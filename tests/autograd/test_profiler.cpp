@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/gemm/tiled_gemm.h"
 #include "loom.h"
 #include "test_util.h"
 
@@ -162,4 +163,20 @@ TEST_CASE("profiler: one profile at a time; bad steps for a table are errors") {
   }
   profiler::Profile after;  // the first has ended
   CHECK(profiler::enabled());
+}
+
+// Heads split out of a (B, T, h, hs) projection, (B, h, T, hs): their items are not one stride
+// apart but lie in groups of h (GemmArgs::group). Where the CPU computes float32 products in
+// its register tiles it reads them in place, with no copy, to the same bits as from contiguous
+// copies.
+TEST_CASE("profiler: matmul reads heads split out of a projection without copying them") {
+  manual_seed(12);
+  const Tensor qkv = randn({3, 7, 2, 4, 5});  // (B, T, q|k, h, hs)
+  const Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2);
+  profiler::Profile profile;
+  const Tensor scores = matmul(q, k.transpose(-1, -2));  // (B, h, T, T)
+  profile.stop();
+  CHECK(find_row(profile, "gemm").calls == 1);
+  CHECK(find_row(profile, "copy").calls == (cpu::use_tiled_gemm(7, 7) ? 0 : 2));
+  CHECK(equal(scores, matmul(q.contiguous(), k.contiguous().transpose(-1, -2))));
 }
