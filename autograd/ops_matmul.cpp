@@ -1,5 +1,7 @@
 // matmul with torch.matmul semantics. Every product is one or more cblas/cuBLAS GEMM calls;
 // transposed views are handed to the backend as transpose flags instead of being copied.
+#include <algorithm>
+#include <numeric>
 #include <optional>
 
 #include "autograd/internal.h"
@@ -64,10 +66,29 @@ bool in_groups(const std::vector<int64_t>& offsets, int64_t group, int64_t& stri
   return true;
 }
 
+// Whether a batch of `batch` items lies in groups of `group` (the last batch dim) for A, B and C
+// (C contiguous when off_c is empty) and the CPU's kernel takes it so (cpu::gemm_takes_groups);
+// then args holds the strides and the group (GemmArgs::group), else args' group stays 0.
+bool in_groups(GemmArgs& args, int64_t group, int64_t batch, const std::vector<int64_t>& off_a,
+               const std::vector<int64_t>& off_b, const std::vector<int64_t>& off_c) {
+  if (group < 2 || batch <= group) return false;
+  if (!in_groups(off_a, group, args.stride_a, args.group_stride_a) ||
+      !in_groups(off_b, group, args.stride_b, args.group_stride_b))
+    return false;
+  if (off_c.empty())
+    args.stride_c = args.m * args.n, args.group_stride_c = group * args.m * args.n;
+  else if (!in_groups(off_c, group, args.stride_c, args.group_stride_c))
+    return false;
+  args.group = group;
+  if (!cpu::gemm_takes_groups(args)) args.group = 0;
+  return args.group > 0;
+}
+
 // C = A @ B for A [..., M, K], B [..., K, N] (both >= 2-D, batch dims broadcast). No autograd.
-// With `init` (C's shape: contiguous, or one matrix whose rows are padded, row stride >= N) the
-// product is written into it and it is returned: C = beta * init + A @ B (beta 1: added to it, as
-// a GEMM from a bias; 0: init is only the memory to write). A and B have one dtype, float32 or
+// With `init` (C's shape: contiguous, one matrix whose rows are padded, row stride >= N, or any
+// other layout of whole rows, such as heads interleaved as a projection's (B, T, nh, hs) viewed
+// as (B, nh, T, hs)) the product is written into it and it is returned: C = beta * init + A @ B
+// (beta 1: added to it, as a GEMM from a bias; 0: init is only the memory to write). A and B have one dtype, float32 or
 // bfloat16 (products accumulated in float32 either way); C has init's dtype, else `out_type`,
 // else A's. `bias` (float32 [N], or undefined) is added to every row (GemmArgs::bias): the GEMM
 // starts from it, so no copy of it is made first; then `activation` (GemmArgs::activation).
@@ -95,6 +116,18 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   Shape full_a = batch_shape, full_b = batch_shape;
   full_a.insert(full_a.end(), {m, k});
   full_b.insert(full_b.end(), {k, n});
+  // A padded-row C (one matrix) is written through its row stride. C in another layout of whole
+  // rows (heads interleaved, as a projection's) is written in groups of its last batch dim where
+  // the CPU's tiles take them; otherwise the product goes to a contiguous C, copied in.
+  const bool padded_rows = c.dim() == 2 && c.stride(1) == 1 && c.stride(0) > n;
+  const bool c_laid_out = !c.is_contiguous() && !padded_rows;
+  const auto via_contiguous = [&] {
+    c.copy_(gemm_forward(a, b, beta == 0.0f ? Tensor() : init.contiguous(), c_type, beta, bias,
+                         activation));
+    return c;
+  };
+  if (c_laid_out && (c.dim() < 3 || c.stride(-1) != 1 || c.stride(-2) < n))
+    return via_contiguous();
   MatrixLayout la, lb;
   if (!blas_layout(a, la)) a = a.contiguous(), blas_layout(a, la);
   if (!blas_layout(b, lb)) b = b.contiguous(), blas_layout(b, lb);
@@ -104,10 +137,8 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   args.trans_a = la.trans;
   args.trans_b = lb.trans;
   args.m = m, args.n = n, args.k = k;
-  // A padded-row C (one matrix) is written through its row stride.
-  const bool padded_rows = c.dim() == 2 && c.stride(1) == 1 && c.stride(0) > n;
-  args.lda = la.ld, args.ldb = lb.ld, args.ldc = padded_rows ? c.stride(0) : n;
-  args.stride_c = m * n;
+  args.lda = la.ld, args.ldb = lb.ld;
+  args.ldc = padded_rows || c_laid_out ? c.stride(-2) : n;
   args.beta = init.defined() ? beta : 0.0f;
   args.ab_type = a.dtype(), args.c_type = c_type;
   const Tensor bias_row = bias.defined() ? bias.contiguous() : Tensor();  // [N] float32
@@ -120,24 +151,19 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   // them where they lie (GemmArgs::group). Elsewhere such an operand is copied into a contiguous
   // layout, cheaper than B*nh small calls; only broadcast batch dims (stride 0, no copy wanted)
   // still fall back to the per-item loop below.
+  const std::vector<int64_t> off_c = c_laid_out ? batch_offsets(c, batch) : std::vector<int64_t>{};
   const int64_t group = batch_shape.empty() ? 0 : batch_shape.back();
-  if (!uniform && c.device() == Device::CPU && group > 1 && batch > group &&
-      in_groups(off_a, group, args.stride_a, args.group_stride_a) &&
-      in_groups(off_b, group, args.stride_b, args.group_stride_b)) {
-    args.group = group;
-    args.group_stride_c = group * m * n;
-    if (cpu::gemm_takes_groups(args)) {
-      args.batch = batch;
-      args.a = static_cast<const char*>(av.raw_data()) + off_a[0] * element_size(a.dtype());
-      args.b = static_cast<const char*>(bv.raw_data()) + off_b[0] * element_size(a.dtype());
-      args.c = c.raw_data();
-      backend(c.device()).gemm(args);
-      return c;
-    }
-    args.group = 0;
-    args.stride_a = args.stride_b = args.group_stride_a = args.group_stride_b = 0;
-    args.group_stride_c = 0;
+  if ((!uniform || c_laid_out) && c.device() == Device::CPU &&
+      in_groups(args, group, batch, off_a, off_b, off_c)) {
+    args.batch = batch;
+    args.a = static_cast<const char*>(av.raw_data()) + off_a[0] * element_size(a.dtype());
+    args.b = static_cast<const char*>(bv.raw_data()) + off_b[0] * element_size(b.dtype());
+    args.c = static_cast<char*>(c.raw_data()) + (c_laid_out ? off_c[0] : 0) * element_size(c_type);
+    backend(c.device()).gemm(args);
+    return c;
   }
+  if (c_laid_out) return via_contiguous();
+  args.stride_c = m * n;
   if (!uniform_stride(off_a, sa) && a.dim() > 2 && !a.is_contiguous()) {
     a = a.contiguous(), blas_layout(a, la);
     av = detail::broadcast_view(a, full_a), off_a = batch_offsets(av, batch);
@@ -187,37 +213,84 @@ Shape batch_like(const Tensor& operand, const Tensor& c) {
   return shape;
 }
 
+// Whether t, a float32 CPU tensor of >= 2 batch dims, has whole rows but batch items in no one
+// stride: heads interleaved, as a (B, T, nh, hs) projection's viewed as (B, nh, T, hs).
+bool heads_interleaved(const Tensor& t) {
+  return t.device() == Device::CPU && t.dtype() == DType::Float32 && t.dim() >= 4 &&
+         t.stride(-1) == 1 && !t.is_contiguous() && !stored_transposed(t);
+}
+
+// An empty tensor of `shape` (t's when not given; t's rank) whose memory follows t's, its dims
+// nested in the order of t's strides (torch's preserve_format): for interleaved heads, the
+// gradient is interleaved too, and the view that made the heads takes it back without a copy.
+// Undefined (contiguous, the default) for any other t.
+Tensor laid_out_as(const Tensor& t, Shape shape_of = {}) {
+  if (!heads_interleaved(t)) return Tensor();
+  if (shape_of.empty()) shape_of = t.shape();
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return t.stride(x) > t.stride(y); });
+  Shape shape;
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    shape.push_back(shape_of[static_cast<size_t>(order[i])]);
+    back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return Tensor::empty(shape, t.dtype(), t.device()).permute(back);
+}
+
 // The differentiable product of two >= 2-D tensors; the result in `out_type` (default: the
-// operands' dtype).
-Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type = std::nullopt) {
+// operands' dtype), written into `into` when given (C's shape, any layout gemm_forward writes).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type = std::nullopt,
+                 const Tensor& into = Tensor()) {
   // [..., M, K] @ [K, N]: fold the batch into the rows, one large GEMM instead of many.
-  if (b.dim() == 2 && a.dim() > 2) {
+  if (b.dim() == 2 && a.dim() > 2 && !into.defined()) {
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(b.size(1));
     return matmul_nd(a.reshape({-1, a.size(-1)}), b, out_type).reshape(out_shape);
   }
-  Tensor c = gemm_forward(a.detach(), b.detach(), Tensor(), out_type);
+  // A product whose B has heads interleaved (P V in attention over a projection's values) is
+  // written interleaved as B is: the heads' merge that follows, y.transpose(1, 2).reshape(B, T,
+  // C), is then a view instead of a copy.
+  Tensor c_into = into;
+  if (!c_into.defined() && !out_type && a.is_contiguous() && a.dim() == b.dim() &&
+      std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin())) {
+    Shape shape = a.shape();
+    shape.back() = b.size(-1);
+    c_into = laid_out_as(b, shape);
+  }
+  Tensor c = gemm_forward(a.detach(), b.detach(), c_into, out_type, 0.0f);
   if (!autograd::any_requires_grad({a, b})) return c;
   Tensor as = detail::saved(a), bs = detail::saved(b);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims). An operand stored
-  // transposed (k.transpose(-2, -1) in attention's scores) gets its gradient in its own layout:
-  // dB = (dC^T @ A)^T, the same sums, written as B's memory lies, so that the transpose's
-  // backward hands on a contiguous gradient instead of one that must be copied element by
-  // element, across rows, into the layout of what B was viewed from.
-  const bool a_own = stored_transposed(as) && as.shape() == batch_like(as, c);
-  const bool b_own = stored_transposed(bs) && bs.shape() == batch_like(bs, c);
+  // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims). Each operand gets its
+  // gradient in its own layout, so that the views it came from hand the gradient back without a
+  // copy. One stored transposed (k.transpose(-2, -1) in attention's scores): dB = (dC^T @ A)^T,
+  // the same sums, written as B's memory lies; it used to be copied element by element, across
+  // rows, into the layout of what B was viewed from. Heads interleaved (a projection's): the
+  // gradient interleaved too (laid_out_as), where it used to be copied from contiguous heads.
+  const bool a_own = as.shape() == batch_like(as, c), b_own = bs.shape() == batch_like(bs, c);
+  const bool a_transposed = a_own && stored_transposed(as);
+  const bool b_transposed = b_own && stored_transposed(bs);
   return autograd::record("matmul", {a, b}, c,
-                          [as, bs, need_a, need_b, a_own, b_own](const Tensor& grad) {
+                          [as, bs, need_a, need_b, a_own, b_own, a_transposed,
+                           b_transposed](const Tensor& grad) {
     const Tensor g = grad.to(as.dtype());  // the operands' dtype (bfloat16 products stay so)
     const Tensor gt = g.transpose(-1, -2);
     Tensor ga, gb;
-    if (need_a)
-      ga = a_own ? matmul_nd(bs, gt).transpose(-1, -2)
-                 : sum_to(matmul_nd(g, bs.transpose(-1, -2)), as.shape());
-    if (need_b)
-      gb = b_own ? matmul_nd(gt, as).transpose(-1, -2)
-                 : sum_to(matmul_nd(as.transpose(-1, -2), g), bs.shape());
+    if (need_a && a_transposed)
+      ga = matmul_nd(bs, gt, std::nullopt, laid_out_as(as.transpose(-1, -2))).transpose(-1, -2);
+    else if (need_a)
+      ga = sum_to(matmul_nd(g, bs.transpose(-1, -2), std::nullopt,
+                            a_own ? laid_out_as(as) : Tensor()),
+                  as.shape());
+    if (need_b && b_transposed)
+      gb = matmul_nd(gt, as, std::nullopt, laid_out_as(bs.transpose(-1, -2))).transpose(-1, -2);
+    else if (need_b)
+      gb = sum_to(matmul_nd(as.transpose(-1, -2), g, std::nullopt,
+                            b_own ? laid_out_as(bs) : Tensor()),
+                  bs.shape());
     return std::vector<Tensor>{ga, gb};
   }, {as, bs});
 }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -179,4 +180,53 @@ TEST_CASE("profiler: matmul reads heads split out of a projection without copyin
   CHECK(find_row(profile, "gemm").calls == 1);
   CHECK(find_row(profile, "copy").calls == (cpu::use_tiled_gemm(7, 7) ? 0 : 2));
   CHECK(equal(scores, matmul(q.contiguous(), k.contiguous().transpose(-1, -2))));
+}
+
+// Attention over interleaved heads, as a model runs it: P V is written interleaved as V is, so
+// that the heads' merge, y.transpose(1, 2).reshape(B, T, C), is a view; and q's, k's and v's
+// gradients come interleaved as the views of the projection they came from, which take them
+// back without a copy. Where the tiles do not take the product (one query) it is computed
+// contiguous and copied into the interleaved layout, to the same values.
+TEST_CASE("profiler: attention over interleaved heads copies no head, forward or backward") {
+  manual_seed(13);
+  for (const int64_t queries : {7, 1}) {
+    Tensor qkv = randn({3, 7, 60}).requires_grad_();  // (B, T, 3C), C = 4 heads x 5
+    // (B, T, C) -> (B, h, rows, hs): the last `rows` positions, heads split by views
+    const auto heads = [](const Tensor& t, int64_t rows) {
+      const Tensor last = rows < 7 ? t.narrow(1, 7 - rows, rows) : t;
+      return last.view({3, rows, 4, 5}).transpose(1, 2);
+    };
+    const std::vector<Tensor> parts = qkv.split(20, 2);
+    const Tensor q = heads(parts[0], queries), k = heads(parts[1], 7), v = heads(parts[2], 7);
+    auto profile = std::make_unique<profiler::Profile>();
+    const Tensor p = softmax(matmul(q, k.transpose(-1, -2)), -1);
+    const Tensor y = matmul(p, v);  // (B, h, queries, hs)
+    const Tensor merged = y.transpose(1, 2).reshape({3, queries, 20});
+    const Tensor w = randn({3, queries, 20});
+    (merged * w).sum().backward();
+    profile->stop();
+    const int64_t copies = find_row(*profile, "copy").calls;
+    const int64_t backward_copies = find_row(*profile, "copy", profiler::Pass::Backward).calls;
+    profile.reset();
+    CHECK(y.transpose(1, 2).is_contiguous());
+    CHECK(equal(y, matmul(p.detach(), v.detach().contiguous())));
+    if (queries == 7 && cpu::use_tiled_gemm(7, 7)) {
+      CHECK(copies == 0);
+      // The backward copies only what any use of the split's three parts copies (joining their
+      // gradients, handing the result to the leaf).
+      Tensor plain = qkv.detach().clone().requires_grad_();
+      const std::vector<Tensor> pieces = plain.split(20, 2);
+      profiler::Profile split_only;
+      (pieces[0] + pieces[1] + pieces[2]).sum().backward();
+      split_only.stop();
+      CHECK(backward_copies == find_row(split_only, "copy", profiler::Pass::Backward).calls);
+    }
+    // the gradient against one computed from contiguous heads
+    Tensor qkv2 = qkv.detach().clone().requires_grad_();
+    const std::vector<Tensor> parts2 = qkv2.split(20, 2);
+    const auto heads2 = [&](int64_t i, int64_t rows) { return heads(parts2[i], rows).contiguous(); };
+    const Tensor p2 = softmax(matmul(heads2(0, queries), heads2(1, 7).transpose(-1, -2)), -1);
+    (matmul(p2, heads2(2, 7)).transpose(1, 2).reshape({3, queries, 20}) * w).sum().backward();
+    loom::testing::check_close(qkv.grad(), qkv2.grad(), 1e-5f, 1e-6f);
+  }
 }
