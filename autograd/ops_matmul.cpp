@@ -88,10 +88,11 @@ bool in_groups(GemmArgs& args, int64_t group, int64_t batch, const std::vector<i
 // With `init` (C's shape: contiguous, one matrix whose rows are padded, row stride >= N, or any
 // other layout of whole rows, such as heads interleaved as a projection's (B, T, nh, hs) viewed
 // as (B, nh, T, hs)) the product is written into it and it is returned: C = beta * init + A @ B
-// (beta 1: added to it, as a GEMM from a bias; 0: init is only the memory to write). A and B have one dtype, float32 or
-// bfloat16 (products accumulated in float32 either way); C has init's dtype, else `out_type`,
-// else A's. `bias` (float32 [N], or undefined) is added to every row (GemmArgs::bias): the GEMM
-// starts from it, so no copy of it is made first; then `activation` (GemmArgs::activation).
+// (beta 1: added to it, as a GEMM from a bias; 0: init is only the memory to write). A and B
+// have one dtype, float32 or bfloat16 (products accumulated in float32 either way); C has init's
+// dtype, else `out_type`, else A's. `bias` (float32 [N], or undefined) is added to every row
+// (GemmArgs::bias): the GEMM starts from it, so no copy of it is made first; then `activation`
+// (GemmArgs::activation).
 Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
                     std::optional<DType> out_type = std::nullopt, float beta = 1.0f,
                     const Tensor& bias = Tensor(),
