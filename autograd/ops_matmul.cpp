@@ -69,8 +69,9 @@ bool in_groups(const std::vector<int64_t>& offsets, int64_t group, int64_t& stri
 // Whether a batch of `batch` items lies in groups of `group` (the last batch dim) for A, B and C
 // (C contiguous when off_c is empty) and the CPU's kernel takes it so (cpu::gemm_takes_groups);
 // then args holds the strides and the group (GemmArgs::group), else args' group stays 0.
-bool in_groups(GemmArgs& args, int64_t group, int64_t batch, const std::vector<int64_t>& off_a,
-               const std::vector<int64_t>& off_b, const std::vector<int64_t>& off_c) {
+bool grouped_args(GemmArgs& args, int64_t group, int64_t batch,
+                  const std::vector<int64_t>& off_a, const std::vector<int64_t>& off_b,
+                  const std::vector<int64_t>& off_c) {
   if (group < 2 || batch <= group) return false;
   if (!in_groups(off_a, group, args.stride_a, args.group_stride_a) ||
       !in_groups(off_b, group, args.stride_b, args.group_stride_b))
@@ -155,7 +156,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   const std::vector<int64_t> off_c = c_laid_out ? batch_offsets(c, batch) : std::vector<int64_t>{};
   const int64_t group = batch_shape.empty() ? 0 : batch_shape.back();
   if ((!uniform || c_laid_out) && c.device() == Device::CPU &&
-      in_groups(args, group, batch, off_a, off_b, off_c)) {
+      grouped_args(args, group, batch, off_a, off_b, off_c)) {
     args.batch = batch;
     args.a = static_cast<const char*>(av.raw_data()) + off_a[0] * element_size(a.dtype());
     args.b = static_cast<const char*>(bv.raw_data()) + off_b[0] * element_size(b.dtype());

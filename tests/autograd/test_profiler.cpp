@@ -224,7 +224,9 @@ TEST_CASE("profiler: attention over interleaved heads copies no head, forward or
     // the gradient against one computed from contiguous heads
     Tensor qkv2 = qkv.detach().clone().requires_grad_();
     const std::vector<Tensor> parts2 = qkv2.split(20, 2);
-    const auto heads2 = [&](int64_t i, int64_t rows) { return heads(parts2[i], rows).contiguous(); };
+    const auto heads2 = [&](int64_t i, int64_t rows) {
+      return heads(parts2[i], rows).contiguous();
+    };
     const Tensor p2 = softmax(matmul(heads2(0, queries), heads2(1, 7).transpose(-1, -2)), -1);
     (matmul(p2, heads2(2, 7)).transpose(1, 2).reshape({3, queries, 20}) * w).sum().backward();
     loom::testing::check_close(qkv.grad(), qkv2.grad(), 1e-5f, 1e-6f);
