@@ -87,6 +87,13 @@ inline Tensor column_sums(const Tensor& g, int64_t cols) {
   return out;
 }
 
+// alpha * matmul(a, b, out_dtype) as one differentiable product: alpha is the GEMM's own
+// (GemmArgs::alpha), applied to the sums as they are written, so neither an operand nor the
+// result is scaled in a pass of its own, and the gradients are alpha dC B^T and alpha A^T dC.
+// Attention's scores q k^T / sqrt(d), addmm and baddbmm (ops_matmul.cpp).
+Tensor scaled_matmul(const Tensor& a, const Tensor& b, float alpha,
+                     std::optional<DType> out_dtype = std::nullopt);
+
 // ---- bfloat16 (see "bfloat16" in autograd/ops.h): an op on bfloat16 tensors runs in float32 on
 // the upcast inputs and rounds its result to bfloat16 once. The casts are recorded ops, so the
 // gradient flows back through them with no backward of its own.

@@ -301,15 +301,15 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul(a, b);
 }
 
-// beta * input + alpha * product, where beta = 0 drops input (NaNs included) and the scalings
-// of 1 are not applied, as PyTorch's addmm and baddbmm do.
-static Tensor scaled_sum(const char* name, const Tensor& input, const Tensor& product, float beta,
-                         float alpha) {
+// beta * input + alpha * (a @ b), where beta = 0 drops input (NaNs included) and a beta of 1 is
+// not applied, as PyTorch's addmm and baddbmm do; alpha is the product's own (the GEMM's).
+static Tensor scaled_sum(const char* name, const Tensor& input, const Tensor& a, const Tensor& b,
+                         float beta, float alpha) {
   detail::check_defined(input, name);
-  LOOM_CHECK(broadcast_shapes(input.shape(), product.shape(), name) == product.shape(),
+  const Tensor scaled = detail::scaled_matmul(a, b, alpha);
+  LOOM_CHECK(broadcast_shapes(input.shape(), scaled.shape(), name) == scaled.shape(),
              "{}: input of shape {} does not broadcast to the product's shape {}", name,
-             shape_str(input.shape()), shape_str(product.shape()));
-  const Tensor scaled = alpha == 1.0f ? product : product * alpha;
+             shape_str(input.shape()), shape_str(scaled.shape()));
   if (beta == 0.0f) return scaled;
   return (beta == 1.0f ? input : input * beta) + scaled;
 }
@@ -322,7 +322,7 @@ Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, 
                  batch1.size(2) == batch2.size(1),
              "baddbmm: expected [b, n, k] and [b, k, m] batches, got shapes {} and {}",
              shape_str(batch1.shape()), shape_str(batch2.shape()));
-  return scaled_sum("baddbmm", input, matmul(batch1, batch2), beta, alpha);
+  return scaled_sum("baddbmm", input, batch1, batch2, beta, alpha);
 }
 
 Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, float beta, float alpha) {
@@ -331,7 +331,7 @@ Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, float 
   LOOM_CHECK(mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0),
              "addmm: expected [n, k] and [k, m] matrices, got shapes {} and {}",
              shape_str(mat1.shape()), shape_str(mat2.shape()));
-  return scaled_sum("addmm", input, matmul(mat1, mat2), beta, alpha);
+  return scaled_sum("addmm", input, mat1, mat2, beta, alpha);
 }
 
 }  // namespace loom

@@ -93,11 +93,11 @@ bool grouped_args(GemmArgs& args, int64_t group, int64_t batch,
 // have one dtype, float32 or bfloat16 (products accumulated in float32 either way); C has init's
 // dtype, else `out_type`, else A's. `bias` (float32 [N], or undefined) is added to every row
 // (GemmArgs::bias): the GEMM starts from it, so no copy of it is made first; then `activation`
-// (GemmArgs::activation).
+// (GemmArgs::activation). `alpha` scales the product: C = alpha * A @ B (+ beta * init + bias).
 Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
                     std::optional<DType> out_type = std::nullopt, float beta = 1.0f,
                     const Tensor& bias = Tensor(),
-                    std::optional<UnaryOp> activation = std::nullopt) {
+                    std::optional<UnaryOp> activation = std::nullopt, float alpha = 1.0f) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -125,7 +125,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   const bool c_laid_out = !c.is_contiguous() && !padded_rows;
   const auto via_contiguous = [&] {
     c.copy_(gemm_forward(a, b, beta == 0.0f ? Tensor() : init.contiguous(), c_type, beta, bias,
-                         activation));
+                         activation, alpha));
     return c;
   };
   if (c_laid_out && (c.dim() < 3 || c.stride(-1) != 1 || c.stride(-2) < n))
@@ -141,6 +141,7 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   args.m = m, args.n = n, args.k = k;
   args.lda = la.ld, args.ldb = lb.ld;
   args.ldc = padded_rows || c_laid_out ? c.stride(-2) : n;
+  args.alpha = alpha;
   args.beta = init.defined() ? beta : 0.0f;
   args.ab_type = a.dtype(), args.c_type = c_type;
   const Tensor bias_row = bias.defined() ? bias.contiguous() : Tensor();  // [N] float32
@@ -242,15 +243,16 @@ Tensor laid_out_as(const Tensor& t, Shape shape_of = {}) {
   return Tensor::empty(shape, t.dtype(), t.device()).permute(back);
 }
 
-// The differentiable product of two >= 2-D tensors; the result in `out_type` (default: the
-// operands' dtype), written into `into` when given (C's shape, any layout gemm_forward writes).
+// The differentiable product alpha * a @ b of two >= 2-D tensors; the result in `out_type`
+// (default: the operands' dtype), written into `into` when given (C's shape, any layout
+// gemm_forward writes).
 Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type = std::nullopt,
-                 const Tensor& into = Tensor()) {
+                 const Tensor& into = Tensor(), float alpha = 1.0f) {
   // [..., M, K] @ [K, N]: fold the batch into the rows, one large GEMM instead of many.
   if (b.dim() == 2 && a.dim() > 2 && !into.defined()) {
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(b.size(1));
-    return matmul_nd(a.reshape({-1, a.size(-1)}), b, out_type).reshape(out_shape);
+    return matmul_nd(a.reshape({-1, a.size(-1)}), b, out_type, Tensor(), alpha).reshape(out_shape);
   }
   // A product whose B has heads interleaved (P V in attention over a projection's values) is
   // written interleaved as B is: the heads' merge that follows, y.transpose(1, 2).reshape(B, T,
@@ -262,36 +264,41 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
     shape.back() = b.size(-1);
     c_into = laid_out_as(b, shape);
   }
-  Tensor c = gemm_forward(a.detach(), b.detach(), c_into, out_type, 0.0f);
+  Tensor c = gemm_forward(a.detach(), b.detach(), c_into, out_type, 0.0f, Tensor(), std::nullopt,
+                          alpha);
   if (!autograd::any_requires_grad({a, b})) return c;
   Tensor as = detail::saved(a), bs = detail::saved(b);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  // dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims). Each operand gets its
-  // gradient in its own layout, so that the views it came from hand the gradient back without a
-  // copy. One stored transposed (k.transpose(-2, -1) in attention's scores): dB = (dC^T @ A)^T,
-  // the same sums, written as B's memory lies; it used to be copied element by element, across
-  // rows, into the layout of what B was viewed from. Heads interleaved (a projection's): the
-  // gradient interleaved too (laid_out_as), where it used to be copied from contiguous heads.
+  // dA = alpha dC @ B^T,  dB = alpha A^T @ dC  (summed over broadcast batch dims). Each operand
+  // gets its gradient in its own layout, so that the views it came from hand the gradient back
+  // without a copy. One stored transposed (k.transpose(-2, -1) in attention's scores): dB =
+  // alpha (dC^T @ A)^T, the same sums, written as B's memory lies; it used to be copied element
+  // by element, across rows, into the layout of what B was viewed from. Heads interleaved (a
+  // projection's): the gradient interleaved too (laid_out_as), where it used to be copied from
+  // contiguous heads.
   const bool a_own = as.shape() == batch_like(as, c), b_own = bs.shape() == batch_like(bs, c);
   const bool a_transposed = a_own && stored_transposed(as);
   const bool b_transposed = b_own && stored_transposed(bs);
   return autograd::record("matmul", {a, b}, c,
-                          [as, bs, need_a, need_b, a_own, b_own, a_transposed,
-                           b_transposed](const Tensor& grad) {
+                          [as, bs, need_a, need_b, a_own, b_own, a_transposed, b_transposed,
+                           alpha](const Tensor& grad) {
     const Tensor g = grad.to(as.dtype());  // the operands' dtype (bfloat16 products stay so)
     const Tensor gt = g.transpose(-1, -2);
+    const std::nullopt_t same_type = std::nullopt;
     Tensor ga, gb;
     if (need_a && a_transposed)
-      ga = matmul_nd(bs, gt, std::nullopt, laid_out_as(as.transpose(-1, -2))).transpose(-1, -2);
+      ga = matmul_nd(bs, gt, same_type, laid_out_as(as.transpose(-1, -2)), alpha)
+               .transpose(-1, -2);
     else if (need_a)
-      ga = sum_to(matmul_nd(g, bs.transpose(-1, -2), std::nullopt,
-                            a_own ? laid_out_as(as) : Tensor()),
+      ga = sum_to(matmul_nd(g, bs.transpose(-1, -2), same_type,
+                            a_own ? laid_out_as(as) : Tensor(), alpha),
                   as.shape());
     if (need_b && b_transposed)
-      gb = matmul_nd(gt, as, std::nullopt, laid_out_as(bs.transpose(-1, -2))).transpose(-1, -2);
+      gb = matmul_nd(gt, as, same_type, laid_out_as(bs.transpose(-1, -2)), alpha)
+               .transpose(-1, -2);
     else if (need_b)
-      gb = sum_to(matmul_nd(as.transpose(-1, -2), g, std::nullopt,
-                            b_own ? laid_out_as(bs) : Tensor()),
+      gb = sum_to(matmul_nd(as.transpose(-1, -2), g, same_type,
+                            b_own ? laid_out_as(bs) : Tensor(), alpha),
                   bs.shape());
     return std::vector<Tensor>{ga, gb};
   }, {as, bs});
@@ -470,6 +477,11 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
 Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, std::nullopt); }
 
 Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
+  return detail::scaled_matmul(a, b, 1.0f, out_dtype);
+}
+
+Tensor detail::scaled_matmul(const Tensor& a, const Tensor& b, float alpha,
+                             std::optional<DType> out_dtype) {
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
   LOOM_CHECK(!out_dtype || *out_dtype == DType::Float32 || *out_dtype == DType::BFloat16,
@@ -477,7 +489,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) 
   // Under autocast (autograd/autocast.h) float32 operands are multiplied in bfloat16.
   if (autocast::is_enabled() && is_floating_point(a.dtype()) && is_floating_point(b.dtype()) &&
       (a.dtype() == DType::Float32 || b.dtype() == DType::Float32))
-    return matmul(a.to(autocast::get_dtype()), b.to(autocast::get_dtype()), out_dtype);
+    return scaled_matmul(a.to(autocast::get_dtype()), b.to(autocast::get_dtype()), alpha,
+                         out_dtype);
   if (detail::is_bf16(a) || detail::is_bf16(b)) {
     LOOM_CHECK(a.dtype() == b.dtype(),
                "matmul: operands of dtypes {} and {} (shapes {} and {}); cast one so they match",
@@ -505,7 +518,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) 
   // 1-D operands become [1, K] / [K, 1] matrices, and the extra dim is removed afterwards.
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
-  Tensor c = matmul_nd(a2, b2, out_dtype);
+  Tensor c = matmul_nd(a2, b2, out_dtype, Tensor(), alpha);
   if (b.dim() == 1) c = c.squeeze(-1);
   if (a.dim() == 1) c = c.squeeze(a.dim() == 1 && b.dim() == 1 ? -1 : -2);
   return c;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "autograd/autocast.h"
+#include "autograd/internal.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"
@@ -196,8 +197,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   if (use_fused(q, k, v, options, q.dtype())) return attend_fused(q, k, v, options);
   const int64_t q_len = q.size(-2), k_len = k.size(-2);
-  // Vaswani et al. 2017, eq. 1. Scaling q before the product (as PyTorch) touches T_q*d_k
-  // values instead of T_q*T_k.
+  // Vaswani et al. 2017, eq. 1. The scaling is the product's own (the GEMM's alpha): no pass
+  // over q or the scores to apply it, forward or backward.
   const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(-1)));
   const Tensor keys = for_batched_gemm(k), values = for_batched_gemm(v);
   // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy. Under autocast
@@ -205,7 +206,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // work in float32 anyway, so rounding the scores would only cost two more passes over them.
   const std::optional<DType> scores_dtype =
       autocast::is_enabled() ? std::optional<DType>(DType::Float32) : std::nullopt;
-  Tensor scores = matmul(q * scale, keys.transpose(-2, -1), scores_dtype);  // [..., T_q, T_k]
+  Tensor scores =
+      detail::scaled_matmul(q, keys.transpose(-2, -1), scale, scores_dtype);  // [..., T_q, T_k]
 
   Tensor mask = options.mask;
   // Sec. 3.2.3: "masking out (setting to -inf) all values in the input of the softmax which

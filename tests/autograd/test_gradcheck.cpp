@@ -1,5 +1,6 @@
 // Finite-difference gradient checks for every differentiable op, on several shapes including
 // broadcast operands and non-contiguous (transposed, narrowed, expanded) inputs.
+#include "autograd/internal.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -182,9 +183,19 @@ TEST_CASE("gradcheck: matmul in every form") {
       // heads split out of (B, T, h, hs) projections, read in place in groups of h
       {randn({2, 5, 3, 4}).transpose(1, 2), randn({2, 6, 3, 4}).transpose(1, 2).transpose(2, 3)},
   };
-  for (const auto& [a, b] : cases)
+  for (const auto& [a, b] : cases) {
+    const std::string shapes = shape_str(a.shape()) + shape_str(b.shape());
     gradcheck(weighted([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }),
-              {a, b}, 1e-2f, 2e-2f, 3e-3f, "matmul " + shape_str(a.shape()) + shape_str(b.shape()));
+              {a, b}, 1e-2f, 2e-2f, 3e-3f, "matmul " + shapes);
+    // alpha (a @ b) as the GEMM's own alpha (attention's scores): alpha (a @ b), and
+    // gradients alpha dC B^T and alpha A^T dC through every one of these layouts.
+    loom::testing::check_close(detail::scaled_matmul(a, b, 0.37f), matmul(a, b) * 0.37f, 1e-5f,
+                               1e-6f);
+    gradcheck(weighted([](const std::vector<Tensor>& in) {
+                return detail::scaled_matmul(in[0], in[1], 0.37f);
+              }),
+              {a, b}, 1e-2f, 2e-2f, 3e-3f, "scaled_matmul " + shapes);
+  }
 }
 
 // matmul hands an operand stored transposed (attention's keys, k.transpose(-2, -1)) its
