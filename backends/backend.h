@@ -197,7 +197,9 @@ class Backend {
   void gemm(const GemmArgs& args);
 
   // --- indexing; x is contiguous [outer, n, inner], index int64 ---
-  // out[o, j, i] = x[o, index[j], i]            (index 1-D of length k; out [outer, k, inner])
+  // out[o, j, i] = x[o, index[j], i]            (index 1-D of length k; out [outer, k, inner];
+  //                                              on the CPU, x [n, inner] and out [k, inner] may
+  //                                              be matrices of padded rows, outer 1)
   void index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                     Tensor& out);
   // out[o, index[j], i] += src[o, j, i]         (the backward of index_select)

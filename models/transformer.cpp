@@ -323,8 +323,10 @@ void DecoderCache::reorder(const std::vector<int64_t>& rows) {
   bool same = true;  // every beam continues itself: nothing moves
   for (size_t i = 0; i < rows.size(); ++i) same = same && rows[i] == static_cast<int64_t>(i);
   if (same) return;
+  // Only the host's steps write this cache: the filled positions are all that move.
   self_attention.reorder(
-      tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device()));
+      tensor_i64(rows, {static_cast<int64_t>(rows.size())}).to(src_mask.device()),
+      self_attention.length());
 }
 
 DecoderLayerCache DecoderCache::layer(int64_t l) const {

@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "backends/backend.h"
 #include "core/error.h"
 #include "nn/functional.h"
 
@@ -44,11 +45,16 @@ void KVCache::advance(int64_t count) {
   length_ += count;
 }
 
-void KVCache::reorder(const Tensor& rows) {
+void KVCache::reorder(const Tensor& rows, int64_t positions) {
   LOOM_CHECK(rows.defined() && rows.dtype() == DType::Int64 && rows.shape() == Shape{batch_},
              "KVCache::reorder: expected int64 rows [{}], got {}", batch_,
              rows.defined() ? shape_str(rows.shape()) : "undefined");
+  LOOM_CHECK(positions >= -1 && positions <= capacity_,
+             "KVCache::reorder: positions {} outside [0, capacity {}] (or -1: all)", positions,
+             capacity_);
   NoGradGuard no_grad;
+  if (positions >= 0 && positions < capacity_ && rows.device() == Device::CPU)
+    return reorder_filled(rows, positions);
   // One gather of whole rows of each layer's contiguous storage into a new tensor that replaces
   // it: one pass for keys and values, where gathering the filled positions out of the strided
   // (B, nh, length, hs) views and copying them back took three each.
@@ -56,6 +62,37 @@ void KVCache::reorder(const Tensor& rows) {
     keys_values_[l] = index_select(keys_values_[l], 1, rows);  // (2, B, nh, capacity, hs)
     keys_[l] = keys_values_[l].select(0, 0);
     values_[l] = keys_values_[l].select(0, 1);
+  }
+}
+
+// The filled part of each row only: storage (2, B, nh, capacity, hs) seen as 2 * B * nh rows of
+// capacity * hs, of which the first positions * hs move (one gather of padded rows, read and
+// written in place); the rest of the new storage is never read before a step writes it. In
+// beam search this moves half of what whole rows would, on average over a sentence.
+void KVCache::reorder_filled(const Tensor& rows, int64_t positions) {
+  if (positions == 0) return;  // nothing filled, nothing to move
+  const Tensor r = rows.contiguous();
+  const int64_t* source = r.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch_; ++b)
+    LOOM_CHECK(source[b] >= 0 && source[b] < batch_,
+               "KVCache::reorder: row {} continues from row {}, outside [0, {})", b, source[b],
+               batch_);
+  for (size_t l = 0; l < keys_values_.size(); ++l) {
+    const Tensor& old = keys_values_[l];
+    const int64_t heads = old.size(2), row = capacity_ * old.size(4);
+    std::vector<int64_t> picks;  // (kv, b, h) <- (kv, rows[b], h)
+    for (int64_t kv = 0; kv < 2; ++kv)
+      for (int64_t b = 0; b < batch_; ++b)
+        for (int64_t h = 0; h < heads; ++h) picks.push_back((kv * batch_ + source[b]) * heads + h);
+    const auto count = static_cast<int64_t>(picks.size());
+    Tensor next = Tensor::empty(old.shape(), old.dtype(), old.device());
+    Tensor into = next.view({count, row}).narrow(1, 0, positions * old.size(4));
+    backend(Device::CPU)
+        .index_select(old.view({count, row}).narrow(1, 0, positions * old.size(4)), 1, count,
+                      positions * old.size(4), tensor_i64(picks, {count}), into);
+    keys_values_[l] = next;
+    keys_[l] = next.select(0, 0);
+    values_[l] = next.select(0, 1);
   }
 }
 

@@ -61,12 +61,16 @@ class KVCache {
   // Marks `count` more positions as filled (a model calls this after every layer wrote).
   void advance(int64_t count);
   // Row i continues from row rows[i] (beam search): rows (batch) int64 on the cache's device.
-  void reorder(const Tensor& rows);
+  // Positions [0, positions) move: all `capacity` by default (-1), since a step at a device
+  // position (at_position) writes past length(); length() when only the host's steps wrote,
+  // which on the CPU moves only the filled part of each row.
+  void reorder(const Tensor& rows, int64_t positions = -1);
   // The same cache (shared storage), its layers writing at the device `position` (1) int64 and
   // attending through `mask` (capacity) (see LayerCache), for a step recorded as a CUDA graph.
   KVCache at_position(const Tensor& position, const Tensor& mask) const;
 
  private:
+  void reorder_filled(const Tensor& rows, int64_t positions);  // reorder's CPU path
   // keys_[i] and values_[i] are the two halves of keys_values_[i] (views).
   std::vector<Tensor> keys_values_, keys_, values_;
   int64_t length_ = 0, batch_, capacity_;

@@ -33,6 +33,13 @@ int64_t index_length(const Contract& c, const Tensor& index) {
   return index.numel();
 }
 
+// Whether t is a [rows, cols] matrix whose rows are whole but may lie further apart than cols
+// (a narrow of the columns).
+bool padded_rows(const Tensor& t, int64_t rows, int64_t cols) {
+  return t.dim() == 2 && t.size(0) == rows && t.size(1) == cols &&
+         (cols <= 1 || t.stride(1) == 1) && (rows <= 1 || t.stride(0) >= cols);
+}
+
 }  // namespace
 
 void Backend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
@@ -42,10 +49,20 @@ void Backend::index_select(const Tensor& x, int64_t outer, int64_t n, int64_t in
   const int64_t k = index_length(c, index);
   c.on_device(x, "input");
   c.numel(x, outer * n * inner, "input");
-  c.output(out, x.dtype(), outer * k * inner, "out");
+  // On the CPU, rows picked from one matrix (outer 1) are read and written where they lie when
+  // x and out are matrices of padded rows: the filled prefix of each row of a KV cache, which
+  // its reorder moves (nn/kv_cache.cpp).
+  const bool in_place = device_ == Device::CPU && outer == 1 && padded_rows(x, n, inner) &&
+                        padded_rows(out, k, inner);
+  if (in_place) {
+    c.on_device(out, "out");
+    c.dtype(out, x.dtype(), "out");
+  } else {
+    c.output(out, x.dtype(), outer * k * inner, "out");
+  }
   if (k > 0)
-    run(cpu::index_select, LOOM_CUDA_IMPL(cuda::index_select), contiguous(x), outer, n, inner,
-        contiguous(index), out);
+    run(cpu::index_select, LOOM_CUDA_IMPL(cuda::index_select), in_place ? x : contiguous(x),
+        outer, n, inner, contiguous(index), out);
 }
 
 // index_add's and index_copy's checks: src [outer, k, inner] of out's dtype, out [outer, n,
@@ -138,15 +155,19 @@ int64_t depth(const Tensor& idx, int64_t outer, int64_t inner) {
 }
 
 // A tensor seen as rows of `inner` elements of raw bytes: the kernels that only move whole rows
-// (index_select, index_copy) take every dtype with the same loop, one memcpy per row.
+// (index_select, index_copy) take every dtype with the same loop, one memcpy per row. Rows lie
+// `inner` elements apart, or a matrix's row stride apart (index_select's padded rows).
 struct Rows {
   unsigned char* data;
   size_t bytes;  // of one row
-  unsigned char* operator[](int64_t r) const { return data + r * static_cast<int64_t>(bytes); }
+  int64_t step;  // bytes from one row to the next
+  unsigned char* operator[](int64_t r) const { return data + r * step; }
 };
 Rows rows_of(const Tensor& t, int64_t inner) {
-  return {static_cast<unsigned char*>(t.raw_data()),
-          static_cast<size_t>(inner) * element_size(t.dtype())};
+  const int64_t size = element_size(t.dtype());
+  const bool matrix = t.dim() == 2 && t.size(1) == inner && t.size(0) > 1;
+  return {static_cast<unsigned char*>(t.raw_data()), static_cast<size_t>(inner * size),
+          (matrix ? t.stride(0) : inner) * size};
 }
 
 // Runs loop(in, out) on typed pointers to the data of in and out: float32 or int64, the dtypes

@@ -1348,6 +1348,26 @@ TEST_CASE("cpu index_select and index_add match reference loops, with repeated i
   }
 }
 
+// A KV cache's reorder (nn/kv_cache.cpp) moves the filled prefix of each row: x and out are
+// matrices whose rows lie further apart than they are long, read and written where they lie;
+// what lies between the rows is not touched.
+TEST_CASE("cpu index_select picks rows of padded matrices in place") {
+  const Tensor x_storage = uniform_tensor({6, 10}, -1, 1, 103);
+  const Tensor x = x_storage.narrow(1, 0, 7);  // 6 rows of 7, 10 apart
+  Tensor out_storage = full({4, 12}, 5.0f);
+  Tensor out = out_storage.narrow(1, 0, 7);  // 4 rows of 7, 12 apart
+  kernels().index_select(x, 1, 6, 7, tensor_i64({5, 0, 5, 2}, {4}), out);
+  const std::vector<float> xv = x_storage.to_vector(), ov = out_storage.to_vector();
+  const int64_t picked[] = {5, 0, 5, 2};
+  for (int64_t j = 0; j < 4; ++j)
+    for (int64_t i = 0; i < 12; ++i)
+      CHECK(ov[j * 12 + i] == (i < 7 ? xv[picked[j] * 10 + i] : 5.0f));
+  // A padded out that is not a matrix of the rows asked for is refused, as any wrong out.
+  Tensor short_rows = out_storage.narrow(1, 0, 6);
+  expect_error([&] { kernels().index_select(x, 1, 6, 7, tensor_i64({0}, {1}), short_rows); },
+               {"index_select", "out"});
+}
+
 TEST_CASE("cpu gather and scatter_add match reference loops") {
   struct Extent {
     int64_t outer, n, inner, k;

@@ -65,6 +65,22 @@ TEST_CASE("KVCache: separate keys and values, device positions, beam reordering"
   check_close(cache.keys(1).narrow(0, 0, 1), before.narrow(0, 2, 1), 0.0f, 0.0f, "row 0");
   check_close(cache.keys(1).narrow(0, 2, 1), before.narrow(0, 0, 1), 0.0f, 0.0f, "row 2");
   check_close(cache.layer(1).keys, cache.keys(1), 0.0f, 0.0f, "layer views follow");
+  // Only the filled positions (length() = 2): the same rows there, in one gather on the CPU.
+  nn::KVCache twin(2, 3, 2, 4, 2);  // 2 heads this time: (kv, row, head) move together
+  for (int64_t l = 0; l < 2; ++l) twin.keys(l).copy_(randn({3, 2, 4, 2}));
+  twin.advance(2);
+  const Tensor twin_before = twin.keys(0).clone(), values_before = twin.values(1).clone();
+  twin.reorder(tensor_i64({1, 1, 0}, {3}), twin.length());
+  check_close(twin.keys(0).narrow(2, 0, 2),
+              index_select(twin_before, 0, tensor_i64({1, 1, 0}, {3})).narrow(2, 0, 2), 0.0f,
+              0.0f, "filled keys moved");
+  check_close(twin.values(1).narrow(2, 0, 2),
+              index_select(values_before, 0, tensor_i64({1, 1, 0}, {3})).narrow(2, 0, 2), 0.0f,
+              0.0f, "filled values moved");
+  check_error([&] { twin.reorder(tensor_i64({0, 1, 3}, {3}), 2); },
+              {"KVCache::reorder", "row 2", "from row 3"});
+  check_error([&] { twin.reorder(tensor_i64({0, 1, 2}, {3}), 5); },
+              {"KVCache::reorder", "positions 5", "capacity 4"});
   CHECK_FALSE(nn::LayerCache{}.defined());
   check_error([&] { cache.layer(2); }, {"KVCache", "layer 2"});
   check_error([&] { cache.advance(3); }, {"KVCache", "3 more", "capacity 4"});
