@@ -77,19 +77,21 @@ void KVCache::reorder_filled(const Tensor& rows, int64_t positions) {
     LOOM_CHECK(source[b] >= 0 && source[b] < batch_,
                "KVCache::reorder: row {} continues from row {}, outside [0, {})", b, source[b],
                batch_);
+  // Every layer has the same heads and head size: one list of picks serves them all.
+  const Shape shape = keys_values_.front().shape();  // (2, B, nh, capacity, hs)
+  const int64_t heads = shape[2], row = capacity_ * shape[4], filled = positions * shape[4];
+  std::vector<int64_t> picks;  // (kv, b, h) <- (kv, rows[b], h)
+  for (int64_t kv = 0; kv < 2; ++kv)
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t h = 0; h < heads; ++h) picks.push_back((kv * batch_ + source[b]) * heads + h);
+  const auto count = static_cast<int64_t>(picks.size());
+  const Tensor index = tensor_i64(picks, {count});
   for (size_t l = 0; l < keys_values_.size(); ++l) {
     const Tensor& old = keys_values_[l];
-    const int64_t heads = old.size(2), row = capacity_ * old.size(4);
-    std::vector<int64_t> picks;  // (kv, b, h) <- (kv, rows[b], h)
-    for (int64_t kv = 0; kv < 2; ++kv)
-      for (int64_t b = 0; b < batch_; ++b)
-        for (int64_t h = 0; h < heads; ++h) picks.push_back((kv * batch_ + source[b]) * heads + h);
-    const auto count = static_cast<int64_t>(picks.size());
-    Tensor next = Tensor::empty(old.shape(), old.dtype(), old.device());
-    Tensor into = next.view({count, row}).narrow(1, 0, positions * old.size(4));
+    Tensor next = Tensor::empty(shape, old.dtype(), old.device());
+    Tensor into = next.view({count, row}).narrow(1, 0, filled);
     backend(Device::CPU)
-        .index_select(old.view({count, row}).narrow(1, 0, positions * old.size(4)), 1, count,
-                      positions * old.size(4), tensor_i64(picks, {count}), into);
+        .index_select(old.view({count, row}).narrow(1, 0, filled), 1, count, filled, index, into);
     keys_values_[l] = next;
     keys_[l] = next.select(0, 0);
     values_[l] = next.select(0, 1);

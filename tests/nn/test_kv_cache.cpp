@@ -67,7 +67,10 @@ TEST_CASE("KVCache: separate keys and values, device positions, beam reordering"
   check_close(cache.layer(1).keys, cache.keys(1), 0.0f, 0.0f, "layer views follow");
   // Only the filled positions (length() = 2): the same rows there, in one gather on the CPU.
   nn::KVCache twin(2, 3, 2, 4, 2);  // 2 heads this time: (kv, row, head) move together
-  for (int64_t l = 0; l < 2; ++l) twin.keys(l).copy_(randn({3, 2, 4, 2}));
+  for (int64_t l = 0; l < 2; ++l) {
+    twin.keys(l).copy_(randn({3, 2, 4, 2}));
+    twin.values(l).copy_(randn({3, 2, 4, 2}));
+  }
   twin.advance(2);
   const Tensor twin_before = twin.keys(0).clone(), values_before = twin.values(1).clone();
   twin.reorder(tensor_i64({1, 1, 0}, {3}), twin.length());
