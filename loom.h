@@ -16,6 +16,7 @@
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/packed_weights.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "generation/generation.h"

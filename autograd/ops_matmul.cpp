@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "autograd/internal.h"
+#include "autograd/packed_weights.h"
 
 namespace loom {
 
@@ -377,6 +378,11 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const DType w_low = low ? *low : weight.dtype();
   const Tensor wa = pad ? pad_with_zeros(weight.detach(), 0, w_low)  // [out_p, in]
                         : low ? weight.detach().to(*low) : weight.detach();
+  // W^T [in, out_p] as the product reads it: a transposed view of W, or inside a
+  // PackedWeightsGuard (decoding) a parameter's W^T in rows, copied once for all the guard's
+  // calls rather than by the product on every call (autograd/packed_weights.h).
+  const Tensor packed = pad || low ? Tensor() : detail::packed_weight_t(weight, rows);
+  const Tensor wt = packed.defined() ? packed : wa.t();
   // The GEMM starts from the bias, as torch's addmm: no second pass over the output to add it,
   // and no pass of the BLAS zeroing the output first.
   const DType y_type = low ? *low : DType::Float32;
@@ -384,11 +390,11 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (pad) {  // [rows, out] inside a [rows, out_p] buffer
     Tensor y_p = Tensor::empty({rows, out_p}, y_type, x.device());
     if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, y_type);
-    y = gemm_forward(xa, wa.t(), y_p, y_type, bias.defined() ? 1.0f : 0.0f, Tensor(), activation)
+    y = gemm_forward(xa, wt, y_p, y_type, bias.defined() ? 1.0f : 0.0f, Tensor(), activation)
             .narrow(1, 0, out);
   } else {
     const Tensor b = bias.defined() ? bias.detach() : Tensor();
-    y = gemm_forward(xa, wa.t(), Tensor(), y_type, 0.0f, b, activation);  // [rows, out]
+    y = gemm_forward(xa, wt, Tensor(), y_type, 0.0f, b, activation);  // [rows, out]
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
     LOOM_CHECK(!activation, "linear: internal error: a fused activation needs no gradient");

@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/packed_weights.h"
 #include "core/error.h"
 
 namespace loom::generation {
@@ -81,6 +82,7 @@ std::vector<Hypothesis> beam_search(const BeamDecoder& decoder, int64_t batch, i
                                     float length_penalty) {
   check_beam_search(batch, vocab, bos_id, max_len, beam, length_penalty);
   NoGradGuard no_grad;
+  PackedWeightsGuard packed;  // the same weights every step: each transposed once
   const int64_t B = batch, k = beam, R = B * k, V = vocab;
   const double alpha = length_penalty;
 

@@ -312,8 +312,13 @@ bool use_tiled_gemm(int64_t m, int64_t n) {
   return kTileLanes >= 16 && m > 1 && n > 1;
 }
 
+// Whether gemm_tiled's product of m rows by a transposed B [n, k] is gemm_few_rows's.
+static bool few_rows(int64_t m, int64_t n) { return m <= kFewRows && n >= 4 * m; }
+
+bool copies_transposed_b(int64_t m, int64_t n) { return use_tiled_gemm(m, n) && !few_rows(m, n); }
+
 void gemm_tiled(const GemmArgs& g) {
-  if (g.trans_b && g.m <= kFewRows && g.n >= 4 * g.m) return gemm_few_rows(g);
+  if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
   // op(B) is read in place when it is [k, n] row-major with rows of whole vectors.
   const bool b_in_place = !g.trans_b && n == npad;

@@ -92,6 +92,12 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
 // 8-float vectors it only ties, so BLAS keeps them.
 bool use_tiled_gemm(int64_t m, int64_t n);
 
+// Whether cpu::gemm copies a transposed B [n, k] into rows on every call of a product of m
+// rows: gemm_tiled's blocks, not a few rows' product (which reads B where it lies) nor BLAS's or
+// gemv's. What a loop that multiplies by the same weights keeps from call to call
+// (autograd/packed_weights.h).
+bool copies_transposed_b(int64_t m, int64_t n);
+
 // Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no
 // activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
 // the OpenMP threads (with fewer items than threads, each item's rows or columns cut among

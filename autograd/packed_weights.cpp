@@ -1,0 +1,81 @@
+// PackedWeightsGuard (packed_weights.h): per thread, how many guards are open and the copies of
+// W^T they hold.
+#include "autograd/packed_weights.h"
+
+#include <vector>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "backends/gemm/tiled_gemm.h"
+
+namespace loom {
+namespace {
+
+// One weight's copy: the weight as it was seen (holding its storage, so no other tensor can
+// take its address while the copy lives), its version then, and W^T.
+struct PackedWeight {
+  Tensor weight;
+  uint64_t version;
+  Tensor weight_t;
+};
+
+struct PackedWeights {
+  int open = 0;  // guards open on this thread
+  std::vector<PackedWeight> copies;
+};
+
+PackedWeights& packed_weights() {
+  thread_local PackedWeights state;
+  return state;
+}
+
+// The same view of the same data: address, shape and strides.
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.data_ptr<float>() == b.data_ptr<float>() && a.shape() == b.shape() &&
+         a.strides() == b.strides();
+}
+
+// W^T [in, out] in rows of whole vectors and one more: out rounded up to whole vectors would
+// put the rows of a power-of-two width (256, 1,024) in the same few sets of the L1 cache, as
+// tiled_gemm.cpp's kRowSkew says of the rows it copies.
+Tensor transposed_copy(const Tensor& weight) {
+  const int64_t out = weight.size(0), in = weight.size(1);
+  const int64_t row = cpu::tile_gemm_padded(out) + cpu::kTileLanes;
+  Tensor rows = zeros({in, row}, DType::Float32, weight.device());
+  Tensor weight_t = rows.narrow(1, 0, out);
+  weight_t.copy_(weight.detach().t());
+  return weight_t;
+}
+
+}  // namespace
+
+PackedWeightsGuard::PackedWeightsGuard() { ++packed_weights().open; }
+
+PackedWeightsGuard::~PackedWeightsGuard() {
+  PackedWeights& state = packed_weights();
+  if (--state.open == 0) state.copies.clear();
+}
+
+int64_t PackedWeightsGuard::cached() {
+  return static_cast<int64_t>(packed_weights().copies.size());
+}
+
+Tensor detail::packed_weight_t(const Tensor& weight, int64_t rows) {
+  PackedWeights& state = packed_weights();
+  if (state.open == 0 || autograd::grad_mode_enabled() || weight.device() != Device::CPU ||
+      weight.dtype() != DType::Float32 || weight.dim() != 2 || !weight.requires_grad() ||
+      !cpu::copies_transposed_b(rows, weight.size(0)))
+    return Tensor();
+  for (PackedWeight& copy : state.copies) {
+    if (!same_view(copy.weight, weight)) continue;
+    if (copy.version != weight.version()) {  // changed in place since: copied again
+      copy.weight_t = transposed_copy(weight);
+      copy.version = weight.version();
+    }
+    return copy.weight_t;
+  }
+  state.copies.push_back({weight, weight.version(), transposed_copy(weight)});
+  return state.copies.back().weight_t;
+}
+
+}  // namespace loom
