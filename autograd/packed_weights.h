@@ -15,9 +15,9 @@
 // A copy is checked against the weight's version counter on every use, so a weight changed in
 // place (an optimizer's step, copy_) is copied again rather than read stale; what the counter
 // cannot see (writes through data_ptr) is the caller's to avoid while the guard is open. The
-// copies are freed when the outermost guard of the thread closes. On a GPU, in bfloat16, for a
-// single row (a matrix-vector product) and for a few rows (which read W where it lies), nothing
-// is copied: products run as without the guard.
+// copies are freed when the outermost guard of the thread closes. While gradients are recorded,
+// on a GPU, in bfloat16, for a single row (a matrix-vector product) and for a few rows (which
+// read W where it lies), nothing is copied: products run as without the guard.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +41,8 @@ namespace detail {
 
 // For linear(x, weight) with `rows` rows of x: W^T [in, out] as a view of the guard's copy of
 // `weight` [out, in] (made on first use, again after an in-place change), or an undefined
-// Tensor where the product reads the weight as it is (no guard open, a weight that is not a
-// float32 CPU parameter, or a product that would not copy it).
+// Tensor where the product reads the weight as it is (no guard open, gradients being recorded,
+// a weight that is not a float32 CPU parameter, or a product that would not copy it).
 Tensor packed_weight_t(const Tensor& weight, int64_t rows);
 
 }  // namespace detail
