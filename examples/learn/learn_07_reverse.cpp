@@ -224,9 +224,14 @@ int main(int argc, char** argv) try {
               static_cast<long long>(attended[0]), static_cast<long long>(attended[1]),
               static_cast<long long>(attended[2]), out.c_str(), grid_png.c_str(),
               masks_png.c_str());
+  // Beam search never scores below greedy; where both find the same sentence, their scores
+  // differ only by rounding (4 rows against 1 in the products), so they are compared to 1e-4,
+  // as tests/models/test_transformer_decode.cpp does.
+  const auto at_least = [](float beam, float greedy) { return beam >= greedy - 1e-4f; };
   const bool ok = loss_value < 0.1f &&
                   trained[1].tokens == std::vector<int64_t>{8, 6, 4, 9, 3, 5} &&
-                  early[1].score >= early[0].score && trained[1].score >= trained[0].score &&
+                  at_least(early[1].score, early[0].score) &&
+                  at_least(trained[1].score, trained[0].score) &&
                   on_mirror > 0.5f && std::abs(by_hand - bleu) < 1e-6 && walk_diff == 0.0f &&
                   future == 0.0f && attended == std::vector<int64_t>{36, 21, 24};
   return ok ? 0 : 1;
