@@ -44,6 +44,15 @@ inline Timing time_steps(const std::function<void()>& step, int steps, int warmu
   return {median(times), *min, *max};
 }
 
+// c = a @ b by OpenBLAS's cblas_sgemm directly (float32, contiguous 2-D a [m, k], b [k, n] and
+// c [m, n]): what the machine's BLAS reaches, beside loom's matmul.
+inline void blas_matmul(const Tensor& a, const Tensor& b, Tensor& c) {
+  const auto m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1));
+  const auto n = static_cast<int>(b.size(1));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data_ptr<float>(), k,
+              b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+}
+
 // time_steps(step, steps), and with `profile` (a benchmark's --profile) the timed steps under
 // the profiler (core/profiler.h): a table of where their time went, per op and pass, printed on
 // stderr under the title `what` (stdout keeps its one JSON line). The profiler's clock reads

@@ -248,15 +248,20 @@ inline double detr_training_flops(const models::DETRConfig& c, int64_t batch, in
 }
 
 // The machine's limit, measured in this process before the case: the GFLOP/s of the fastest of
-// 20 float32 1024 x 1024 x 1024 products (bench/ops sgemm's), after 3 untimed ones. The fastest,
-// not the median: a limit is what the machine can do, and the probe's first products in a fresh
-// process (thread pool, clock speed) can be slow enough to move a median of a short run.
+// 20 float32 1024 x 1024 x 1024 products (bench/ops sgemm's), after 3 untimed ones, by loom's
+// matmul and by OpenBLAS's cblas_sgemm, whichever is faster: on some CPUs one is, on others the
+// other (AMD EPYC: loom's, 2026-12-01; Intel Sapphire Rapids: OpenBLAS's, 280-290 against
+// 230-240, 2026-12-02). The fastest, not the median: a limit is what the machine can do, and the
+// probe's first products in a fresh process (thread pool, clock speed) can be slow enough to
+// move a median of a short run.
 inline double sgemm_gflops(int reps = 20) {
   constexpr int64_t n = 1024;
   manual_seed(0);
   const Tensor a = randn({n, n}), b = randn({n, n});
-  const Timing t = time_steps([&] { matmul(a, b); }, reps, 3);
-  return 2.0 * n * n * n / t.min_s / 1e9;
+  Tensor c = Tensor::empty({n, n});
+  const Timing loom_time = time_steps([&] { matmul(a, b); }, reps, 3);
+  const Timing blas_time = time_steps([&] { blas_matmul(a, b, c); }, reps, 3);
+  return 2.0 * n * n * n / std::min(loom_time.min_s, blas_time.min_s) / 1e9;
 }
 
 }  // namespace loom::bench

@@ -2,7 +2,8 @@
 // the tensor ops a PyTorch user reaches for.
 //   ops                      all cases, human-readable
 //   ops CASE [--steps N] [--threads T]   one JSON line, the keys of bench/reference/bench.py CASE:
-//     sgemm                  matmul of two 1024x1024 float32 matrices
+//     sgemm                  matmul of two 1024x1024 float32 matrices ("gflops"), and the same
+//                            product by cblas_sgemm ("cblas_gflops": the machine's BLAS)
 //     einsum topk index cumsum
 //                            one op on a [256, 1024] float32 x (and y): einsum("ij,kj->ik", x, y);
 //                            topk(x, 10) along the last dim; x.index({rows}) with 256 int64 row
@@ -26,11 +27,14 @@ double gflops(double seconds) { return 2.0 * kN * kN * kN / seconds / 1e9; }
 void sgemm_json(int steps) {
   manual_seed(0);
   Tensor a = randn({kN, kN}), b = randn({kN, kN});
+  Tensor c = Tensor::empty({kN, kN});
   auto t = time_steps([&] { matmul(a, b); }, steps);
+  auto blas = time_steps([&] { bench::blas_matmul(a, b, c); }, steps);
   bench::JsonLine("sgemm")
       .add("n", kN)
       .times(t)
       .add("gflops", gflops(t.median_s), 2)
+      .add("cblas_gflops", gflops(blas.median_s), 2)
       .add("steps", steps)
       .add("warmup", bench::kWarmup)
       .threads()
@@ -61,11 +65,8 @@ void all_cases(int steps) {
   manual_seed(0);
   Tensor a = randn({kN, kN}), b = randn({kN, kN});
   auto loom_mm = time_steps([&] { matmul(a, b); }, steps);
-  std::vector<float> c(kN * kN);
-  auto blas_mm = time_steps([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data_ptr<float>(),
-                kN, b.data_ptr<float>(), kN, 0.0f, c.data(), kN);
-  }, steps);
+  Tensor c = Tensor::empty({kN, kN});
+  auto blas_mm = time_steps([&] { bench::blas_matmul(a, b, c); }, steps);
   auto loom_mm_t = time_steps([&] { matmul(a, b.t()); }, steps);
   fmt::print("matmul 1024^3        loom {:7.1f} GFLOP/s   cblas_sgemm {:7.1f} GFLOP/s   "
              "ratio {:.3f}\n",

@@ -1048,6 +1048,11 @@ std::vector<GemmCase> tiled_gemm_cases() {
       // blocks of 96
       {true, false, 300, 192, 600, 1, 0.5f, 1.0f, false, 1},
       {false, true, 150, 530, 64, 1, 1.0f, 0.0f, false, 3},
+      // rows of op(B) a multiple of 4 KiB apart (1024 floats) copied though they are whole
+      // vectors: A read in place over k in 2 blocks; a transposed A's 2 row blocks copied, each
+      // passed over op(B)'s blocks copied again
+      {false, false, 40, 992, 520, 1, 1.0f, 0.5f, false, 32},
+      {true, false, 140, 1024, 130, 1, 0.5f, 1.0f, false, 0},
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
       {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
