@@ -28,7 +28,7 @@
 namespace loom::cpu {
 
 // The floats of one vector register: 16 where the build targets AVX-512 (-march=native on such
-// a CPU; 32 registers, so a tile of 8 x 2 accumulators never spills), else 8 (AVX2; GCC splits
+// a CPU; 32 registers, so a tile of 12 x 2 accumulators never spills), else 8 (AVX2; GCC splits
 // a vector into halves where the target has only 128-bit registers).
 #ifdef __AVX512F__
 constexpr int64_t kTileLanes = 16;
