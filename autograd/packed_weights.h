@@ -2,7 +2,9 @@
 // Linear's product x W^T of more than a few rows copies W^T into rows on every call, in blocks
 // (backends/gemm/tiled_gemm.h: its kernel reads op(B) row by row); inside this guard a Linear
 // whose weight is a parameter keeps that copy, W^T [in, out] made once, for the guard's life,
-// so a decode transposes each weight once rather than once per token. Beam search and
+// so a decode transposes each weight once rather than once per token (the product may still
+// copy blocks of the kept W^T into its buffer, a plain copy where a transpose was, as it does
+// for a product of at most 128 rows: tiled_gemm.cpp's read_about_once). Beam search and
 // generation open one around their loops; a program that runs its own loop of forward passes
 // with fixed weights (evaluation, serving) can too:
 //

@@ -164,6 +164,19 @@ constexpr int64_t kSmallOperand = 16 * 1024;
 // place and 237-240 copied, 6400 x 1024 x 256 at 211-227 and 238-244; at other strides reading
 // in place was 0-10% faster than copying (6400 x 512 x 128: 253-258 against 233).
 constexpr bool conflicting_stride(int64_t ld) { return ld % 1024 == 0; }
+// op(B) that at most kOnePassRows rows of A pass over (11 tiles), and that is not small, is
+// copied too: each of its blocks is then read from memory about once, and read where it lies,
+// as short segments of rows far apart, its lines came one miss at a time, where the copy asks
+// for a row's lines together and the tiles then read a buffer in order. On 2 Sapphire Rapids
+// cores: vit-fmnist's weight gradient 128 x 512 x 6400 (TN) 159-171 -> 199-208 GFLOP/s in the
+// step, swin-fmnist's 64 x 256 x 12544 127 -> 149-153; beam-4's 128-row products over the
+// copies of W^T that PackedWeightsGuard keeps made its decoding 171-184 -> 160-165 ms (read in
+// place, they were slower than copying W^T transposed on every call). From 512 rows on, reading
+// in place is faster again (vit's 512 x 128 x 6400: 205-214 against 198-203).
+constexpr int64_t kOnePassRows = 128;
+constexpr bool read_about_once(int64_t rows, int64_t b_floats) {
+  return rows <= kOnePassRows && b_floats > kSmallOperand;
+}
 
 // Products of at most kFewRows rows times a transposed B take gemm_few_rows, which computes C^T
 // kFewRowsPanel rows at a time (a panel of 128 x 32 floats, 16 KiB).
@@ -335,8 +348,9 @@ void gemm_tiled(const GemmArgs& g) {
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
   // op(B) is read in place when it is [k, n] row-major with rows of whole vectors, at a stride
-  // that spreads its rows over the cache's sets.
-  const bool b_in_place = !g.trans_b && n == npad && !conflicting_stride(g.ldb);
+  // that spreads its rows over the cache's sets, and many rows of A pass over each block.
+  const bool b_in_place = !g.trans_b && n == npad && !conflicting_stride(g.ldb) &&
+                          !read_about_once(m, k * n);
   const auto* a_data = static_cast<const float*>(g.a);
   const auto* b_data = static_cast<const float*>(g.b);
   auto* c_data = static_cast<float*>(g.c);

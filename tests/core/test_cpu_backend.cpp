@@ -1053,6 +1053,10 @@ std::vector<GemmCase> tiled_gemm_cases() {
       // passed over op(B)'s blocks copied again
       {false, false, 40, 992, 520, 1, 1.0f, 0.5f, false, 32},
       {true, false, 140, 1024, 130, 1, 0.5f, 1.0f, false, 0},
+      // at most 128 rows of A over a large op(B) of whole-vector rows: op(B) copied as well
+      // (read about once), under a copied transposed A and under an A read in place
+      {true, false, 100, 256, 700, 1, 1.0f, 0.5f, false, 0},
+      {false, false, 128, 64, 300, 2, 1.0f, 0.0f, false, 1},
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
       {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
