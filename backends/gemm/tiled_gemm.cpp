@@ -433,8 +433,9 @@ void gemm_tiled(const GemmArgs& g) {
         };
         if (a_copied) {
           // Each of A's row blocks copied once, passed over every block of op(B). Where op(B)
-          // is copied too, its blocks are copied again for each of A's: a plain copy of at most
-          // as many floats as A's block, where A's is a transpose.
+          // is copied too, its blocks are copied again for each of A's row blocks (rows / 128
+          // times, a plain copy) rather than A's again for each of op(B)'s blocks (a transpose,
+          // once per n_block columns).
           for (int64_t r = 0; r < rows; r += a_rows) {
             const int64_t count = std::min(a_rows, rows - r);
             const TileOperand a = a_block(r, count);
