@@ -36,7 +36,8 @@ inline const char* kAchievedHelp =
     "; flops_per_step: GFLOP of the step's matrix products and convolutions (forward + "
     "backward, 2 per multiply-add, counted from the config as bench.py --flops counts them), "
     "gflops_per_s at the median step, and on the CPU sgemm_gflops (a 1024^3 sgemm probe run "
-    "first, loom's matmul or cblas_sgemm, whichever is faster) and sgemm_share = gflops_per_s / sgemm_gflops";
+    "first, loom's matmul or cblas_sgemm, whichever is faster) and sgemm_share = "
+    "gflops_per_s / sgemm_gflops";
 inline const char* kProfileHelp =
     "print on stderr where the timed steps' time went: per op (kernel) and pass (forward, "
     "backward, optimizer), calls, ms per step, share of the step, GFLOP/s of the products, "
