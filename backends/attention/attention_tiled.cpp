@@ -73,7 +73,7 @@ bool probabilities(const cpu::AttentionRows& rows, int64_t b, int64_t i, float* 
   float l = 0.0f;
 #pragma omp simd reduction(+ : l)
   for (int64_t j = 0; j < visible; ++j) {
-    s[j] = cpu::exp_f(s[j] - m);
+    s[j] = cpu::exp_nonpositive_f(s[j] - m);
     l += s[j];
   }
   lse = m + std::log(l);

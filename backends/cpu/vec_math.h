@@ -27,12 +27,13 @@ LOOM_VEC_INLINE float bits_to_float(int32_t bits) {
 // e^x with about 1 ulp error (Cephes expf): x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6
 // polynomial, 2^n built in the exponent bits. Results below FLT_MIN flush to 0 (the C library
 // returns denormals there), so exp(-inf) == 0 exactly, as masked softmax needs.
-LOOM_VEC_INLINE float exp_f(float x) {
-  constexpr float kHi = 88.72283935546875f, kLo = -87.33654022216797f;  // ln(FLT_MAX), ln(FLT_MIN)
-  // x clamped to [kLo, kHi]. A NaN fails `x > kLo` and becomes kLo, which keeps the float->int
-  // conversion below defined; the last line returns the NaN.
-  float xc = x > kLo ? x : kLo;
-  xc = xc < kHi ? xc : kHi;
+// exp_f's range ends, ln(FLT_MAX) and ln(FLT_MIN), and its first step for an argument xc clamped
+// to [kExpLo, kExpHi]: e^r and n.
+constexpr float kExpHi = 88.72283935546875f, kExpLo = -87.33654022216797f;
+struct ExpParts {
+  float er, n;  // e^xc = er * 2^n
+};
+LOOM_VEC_INLINE ExpParts exp_parts_f(float xc) {
   const float n = std::nearbyint(xc * 1.44269504088896341f);  // round(x / ln2)
   // ln2 split in two so that n * ln2_hi is exact.
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -42,19 +43,51 @@ LOOM_VEC_INLINE float exp_f(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  // At x == kHi, n == 128 does not fit the exponent field: scale by 2^floor(n/2), then by
-  // 2^(n - floor(n/2)). (Both products are exact but the last, below FLT_MIN, so any split of n
-  // gives the same bits; the shift, unlike n / 2, needs no correction for negative n. With the
-  // clamp above, written so, the function is 24% faster than with n / 2 and a separate NaN
-  // select, and each of the 2^32 results is the same to the bit: checked when it was written.)
+  return {p * r * r + r + 1.0f, n};
+}
+// er * 2^n for n in [-126, 128]. At x == kExpHi, n == 128 does not fit the exponent field:
+// scale by 2^floor(n/2), then by 2^(n - floor(n/2)). (Both products are exact but the last,
+// below FLT_MIN, so any split of n gives the same bits; the shift, unlike n / 2, needs no
+// correction for negative n.)
+LOOM_VEC_INLINE float times_two_to_f(float er, float n) {
   const int32_t n_int = static_cast<int32_t>(n), n_half = n_int >> 1;
   const float scale1 = bits_to_float((n_half + 127) << 23);
   const float scale2 = bits_to_float((n_int - n_half + 127) << 23);
-  float y = er * scale1 * scale2;
-  y = x < kLo ? 0.0f : y;
-  y = x > kHi ? std::numeric_limits<float>::infinity() : y;
+  return er * scale1 * scale2;
+}
+LOOM_VEC_INLINE float exp_f(float x) {
+  // x clamped to [kExpLo, kExpHi]. A NaN fails `x > kExpLo` and becomes kExpLo, which keeps the
+  // float->int conversion defined; the last line returns the NaN. (With the clamp written so,
+  // and the split scale, the function is 24% faster than with n / 2 and a separate NaN select,
+  // and each of the 2^32 results is the same to the bit: checked when it was written.)
+  float xc = x > kExpLo ? x : kExpLo;
+  xc = xc < kExpHi ? xc : kExpHi;
+  const auto [er, n] = exp_parts_f(xc);
+  float y = times_two_to_f(er, n);
+  y = x < kExpLo ? 0.0f : y;
+  y = x > kExpHi ? std::numeric_limits<float>::infinity() : y;
   return x != x ? x : y;  // NaN stays NaN
+}
+
+// exp_f for the arguments that softmax (x - max x) and the normal density (-x^2 / 2) give: x <= 0,
+// or NaN. The same bits as exp_f for every such x (all 2^31 checked), with the upper end's
+// steps left out: no clamp at kExpHi and no inf, and n in [-126, 0] is one exact factor 2^n.
+// GELU's forward ran 37% faster on a Sapphire Rapids core, its backward 25%. A positive x is
+// outside its contract: beyond kExpHi its n does not fit an int.
+LOOM_VEC_INLINE float exp_nonpositive_f(float x) {
+  const float xc = x > kExpLo ? x : kExpLo;  // a NaN becomes kExpLo, returned as NaN below
+  const auto [er, n] = exp_parts_f(xc);
+  const float y = er * bits_to_float((static_cast<int32_t>(n) + 127) << 23);
+  return x != x ? x : (x < kExpLo ? 0.0f : y);
+}
+
+// exp_f for x >= 0, or NaN (tanh's e^{2|x|}): the same bits for every such x (all 2^31
+// checked), without the lower end's clamp and its flush to 0. GPT-2's tanh GELU ran 13% faster.
+LOOM_VEC_INLINE float exp_nonnegative_f(float x) {
+  const float xc = x < kExpHi ? x : kExpHi;  // a NaN becomes kExpHi, returned as NaN below
+  const auto [er, n] = exp_parts_f(xc);
+  const float y = times_two_to_f(er, n);
+  return x != x ? x : (x > kExpHi ? std::numeric_limits<float>::infinity() : y);
 }
 
 // tanh: odd polynomial near 0 (Cephes tanhf, |x| < 0.625), else 1 - 2 / (e^{2|x|} + 1), which
@@ -68,7 +101,7 @@ LOOM_VEC_INLINE float tanh_f(float x) {
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
   const float small = p * z * x + x;
-  const float big_abs = 1.0f - 2.0f / (exp_f(2.0f * ax) + 1.0f);
+  const float big_abs = 1.0f - 2.0f / (exp_nonnegative_f(2.0f * ax) + 1.0f);
   const float big = x < 0.0f ? -big_abs : big_abs;
   return ax < 0.625f ? small : big;  // NaN: both branches are NaN
 }
@@ -100,7 +133,7 @@ struct NormalCdfPdf {
 };
 LOOM_VEC_INLINE NormalCdfPdf normal_cdf_pdf_f(float x) {
   const float ax = std::fabs(x) * 0.70710678118654752f;
-  const float e = exp_f(-ax * ax);  // e^{-x^2/2}
+  const float e = exp_nonpositive_f(-ax * ax);  // e^{-x^2/2}
   const float q = 0.5f * (erfc_poly_f(ax) * e);  // P(Z > |x|)
   return {x < 0.0f ? q : 1.0f - q, 0.3989422804014327f * e};
 }

@@ -76,7 +76,7 @@ LOOM_FLATTEN float log_sum_exp(const float* x, int64_t n) {
   const float m = cpu::max_of(x, n);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < n; ++c) sum += cpu::exp_f(x[c] - m);
+  for (int64_t c = 0; c < n; ++c) sum += cpu::exp_nonpositive_f(x[c] - m);
   return m + std::log(sum);
 }
 

@@ -40,7 +40,7 @@ LOOM_FLATTEN void softmax_row(const float* x, int64_t n, bool log, float* y) {
   float sum = 0.0f;
   if (log) {
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) sum += cpu::exp_f(x[j] - m);
+    for (int64_t j = 0; j < n; ++j) sum += cpu::exp_nonpositive_f(x[j] - m);
     const float lse = m + std::log(sum);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) y[j] = x[j] - lse;
@@ -48,7 +48,7 @@ LOOM_FLATTEN void softmax_row(const float* x, int64_t n, bool log, float* y) {
   }
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
-    y[j] = cpu::exp_f(x[j] - m);
+    y[j] = cpu::exp_nonpositive_f(x[j] - m);
     sum += y[j];
   }
   const float inv = 1.0f / sum;
@@ -75,7 +75,7 @@ LOOM_FLATTEN void softmax_columns(const float* x, int64_t n, int64_t inner, int6
     float* out = y + j * inner + i0;
 #pragma omp simd
     for (int64_t i = 0; i < w; ++i) {
-      const float e = cpu::exp_f(row[i] - m[i]);
+      const float e = cpu::exp_nonpositive_f(row[i] - m[i]);
       sum[i] += e;
       if (!log) out[i] = e;
     }
