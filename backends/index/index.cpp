@@ -1,8 +1,10 @@
 // The indexing kernels (index.h): Backend's checks, then the CPU loops.
 // Every index is checked against [0, n) before any element moves. The two accumulating kernels
 // may hit the same output element from different j, so they are parallelised over o or over
-// columns i (each thread owns whole output columns), never over j.
+// columns i (each thread owns whole output columns), never over j. index_copy into one matrix
+// (outer 1) writes its rows in parallel when no index repeats.
 #include <cstring>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/contract.h"
@@ -85,8 +87,19 @@ void Backend::index_add(const Tensor& src, int64_t outer, int64_t n, int64_t inn
 
 void Backend::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                          const Tensor& index, Tensor& out) {
-  if (check_index_update(Contract{device_, "index_copy", /*takes_bfloat16=*/true}, src, outer, n,
-                         inner, index, out) > 0)
+  const Contract c{device_, "index_copy", /*takes_bfloat16=*/true};
+  // On the CPU, rows written into one matrix (outer 1) of padded rows are written where they
+  // lie: the filled prefixes of a KV cache's rows, which its reorder moves (nn/kv_cache.cpp).
+  int64_t k = 0;
+  if (device_ == Device::CPU && outer == 1 && padded_rows(out, n, inner)) {
+    c.extents(outer, n, inner);
+    k = index_length(c, index);
+    c.on_device(out, "out");
+    c.input(src, out.dtype(), k * inner, "src");
+  } else {
+    k = check_index_update(c, src, outer, n, inner, index, out);
+  }
+  if (k > 0)
     run(cpu::index_copy, LOOM_CUDA_IMPL(cuda::index_copy), contiguous(src), outer, n, inner,
         contiguous(index), out);
 }
@@ -170,6 +183,16 @@ Rows rows_of(const Tensor& t, int64_t inner) {
           (matrix ? t.stride(0) : inner) * size};
 }
 
+// Whether no value of index[0, k) (each in [0, n)) repeats.
+bool distinct(const int64_t* index, int64_t k, int64_t n) {
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t j = 0; j < k; ++j) {
+    if (seen[static_cast<size_t>(index[j])]) return false;
+    seen[static_cast<size_t>(index[j])] = true;
+  }
+  return true;
+}
+
 // Runs loop(in, out) on typed pointers to the data of in and out: float32 or int64, the dtypes
 // of the kernels that add or pick single elements.
 template <class Loop>
@@ -239,6 +262,14 @@ void cpu::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
   const int64_t* index = checked_index(idx, n, "index_copy");
   if (outer * k * inner == 0) return;
   const Rows from = rows_of(src, inner), to = rows_of(out, inner);
+  if (outer == 1 && distinct(index, k, n)) {  // each row of one matrix written once: in parallel
+    cpu::parallel_for(0, k, std::max<int64_t>(1, cpu::kGrainCheap / inner),
+                      [=](int64_t b, int64_t e) {
+                        for (int64_t j = b; j < e; ++j)
+                          std::memcpy(to[index[j]], from[j], to.bytes);
+                      });
+    return;
+  }
   cpu::parallel_for(0, outer, std::max<int64_t>(1, cpu::kGrainCheap / (k * inner)),
                     [=](int64_t b, int64_t e) {
                       for (int64_t o = b; o < e; ++o)

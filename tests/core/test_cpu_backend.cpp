@@ -1411,6 +1411,39 @@ TEST_CASE("cpu index_select picks rows of padded matrices in place") {
                {"index_select", "out"});
 }
 
+// index_copy writes rows into a padded matrix where they lie (a KV cache's reorder, in place).
+// Distinct indices are written in parallel; with a repeated index the last row still wins.
+TEST_CASE("cpu index_copy writes rows of padded matrices in place, in parallel when distinct") {
+  const Tensor src = uniform_tensor({3, 7}, -1, 1, 107);
+  const std::vector<float> sv = src.to_vector();
+  for (const std::vector<int64_t>& rows : {std::vector<int64_t>{4, 0, 2},
+                                           std::vector<int64_t>{1, 3, 1}}) {
+    Tensor out_storage = full({5, 10}, 5.0f);
+    Tensor out = out_storage.narrow(1, 0, 7);  // 5 rows of 7, 10 apart
+    kernels().index_copy(src, 1, 5, 7, tensor_i64(rows, {3}), out);
+    const std::vector<float> ov = out_storage.to_vector();
+    for (int64_t r = 0; r < 5; ++r) {
+      int64_t written = -1;  // the last j with rows[j] == r
+      for (int64_t j = 0; j < 3; ++j)
+        if (rows[static_cast<size_t>(j)] == r) written = j;
+      for (int64_t i = 0; i < 10; ++i)
+        CHECK(ov[r * 10 + i] == (written >= 0 && i < 7 ? sv[written * 7 + i] : 5.0f));
+    }
+  }
+  // Many rows, so that the parallel loop splits them: each lands where its index says.
+  const Tensor many = uniform_tensor({4000, 9}, -1, 1, 109);
+  std::vector<int64_t> reversed(4000);
+  for (int64_t j = 0; j < 4000; ++j) reversed[static_cast<size_t>(j)] = 3999 - j;
+  Tensor wide = zeros({4000, 16});
+  Tensor into = wide.narrow(1, 0, 9);
+  kernels().index_copy(many, 1, 4000, 9, tensor_i64(reversed, {4000}), into);
+  check_close(into, index_select(many, 0, tensor_i64(reversed, {4000})), 0.0f, 0.0f, "reversed");
+  CHECK(wide.narrow(1, 9, 7).abs().max().item() == 0.0f);  // the padding untouched
+  Tensor short_rows = full({5, 10}, 5.0f).narrow(1, 0, 6);
+  expect_error([&] { kernels().index_copy(src, 1, 5, 7, tensor_i64({0}, {1}), short_rows); },
+               {"index_copy"});
+}
+
 TEST_CASE("cpu gather and scatter_add match reference loops") {
   struct Extent {
     int64_t outer, n, inner, k;

@@ -80,6 +80,23 @@ TEST_CASE("KVCache: separate keys and values, device positions, beam reordering"
   check_close(twin.values(1).narrow(2, 0, 2),
               index_select(values_before, 0, tensor_i64({1, 1, 0}, {3})).narrow(2, 0, 2), 0.0f,
               0.0f, "filled values moved");
+  // In place: two rows that swap (each the other's source, set aside first), one that continues
+  // itself, one that copies another; the positions past the filled ones are not touched.
+  nn::KVCache beams(1, 4, 2, 5, 3);  // 1 layer, 4 rows, 2 heads, capacity 5, head_dim 3
+  beams.keys(0).copy_(randn({4, 2, 5, 3}));
+  beams.values(0).copy_(randn({4, 2, 5, 3}));
+  beams.advance(3);
+  const Tensor keys_then = beams.keys(0).clone(), values_then = beams.values(0).clone();
+  const Tensor swap = tensor_i64({1, 0, 2, 1}, {4});
+  beams.reorder(swap, beams.length());
+  check_close(beams.keys(0).narrow(2, 0, 3), index_select(keys_then, 0, swap).narrow(2, 0, 3),
+              0.0f, 0.0f, "keys, rows swapped in place");
+  check_close(beams.values(0).narrow(2, 0, 3),
+              index_select(values_then, 0, swap).narrow(2, 0, 3), 0.0f, 0.0f, "values");
+  check_close(beams.keys(0).narrow(2, 3, 2), keys_then.narrow(2, 3, 2), 0.0f, 0.0f, "unfilled");
+  beams.reorder(tensor_i64({0, 1, 2, 3}, {4}), beams.length());  // nobody moves
+  check_close(beams.keys(0).narrow(2, 0, 3), index_select(keys_then, 0, swap).narrow(2, 0, 3),
+              0.0f, 0.0f, "keys, every row continuing itself");
   check_error([&] { twin.reorder(tensor_i64({0, 1, 3}, {3}), 2); },
               {"KVCache::reorder", "row 2", "from row 3"});
   check_error([&] { twin.reorder(tensor_i64({0, 1, 2}, {3}), 5); },
