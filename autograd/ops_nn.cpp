@@ -1,6 +1,7 @@
 // Fused neural-network ops: layer_norm, softmax cross-entropy and dropout. Fusing them keeps
 // one pass over memory (and numerical stability) where the composite would take several.
 #include "autograd/internal.h"
+#include "core/rng.h"
 
 namespace loom {
 
@@ -174,8 +175,15 @@ Tensor dropout(const Tensor& x, float p, bool training) {
   LOOM_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability {} outside [0, 1]", p);
   if (!training || p == 0.0f) return x;
   if (p == 1.0f) return x * 0.0f;
-  Tensor keep = ge(rand(x.shape(), x.device()), scalar_tensor(p, x.device()));
-  return x * (keep * (1.0f / (1.0f - p)));
+  // x * (ge(rand(x.shape()), p) * (1 / (1 - p))), the mask drawn and applied in one pass
+  // (Backend::dropout): the same uniforms, from the same counters, and the same bits.
+  Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
+  Tensor mask = Tensor::empty(x.shape(), DType::Float32, x.device());
+  Generator& generator = default_generator();
+  backend(x.device()).dropout(x, p, generator.seed(), generator.reserve(x.numel()), out, mask);
+  return autograd::record("dropout", {x}, out, [mask](const Tensor& grad) {
+    return std::vector<Tensor>{grad * mask};  // d(x * mask)/dx
+  });
 }
 
 }  // namespace loom

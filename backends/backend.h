@@ -239,6 +239,11 @@ class Backend {
   // --- random numbers: element i uses Philox counter (offset + i), key seed ---
   void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset);  // [0, 1)
   void rand_normal(Tensor& out, uint64_t seed, uint64_t offset);   // N(0, 1)
+  // Inverted dropout of float32 x in one pass: mask[i] = (u_i >= p) / (1 - p), with u_i the
+  // uniform of counter offset + i (rand_uniform's), and out = x * mask; p in [0, 1). The same
+  // bits as x * (ge(rand, p) * (1 / (1 - p))).
+  void dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& out,
+               Tensor& mask);
   // int64 out: 63 random bits per element, uniform on [0, 2^63) (randperm's sort keys).
   void rand_bits(Tensor& out, uint64_t seed, uint64_t offset);
   // int64 out [rows, samples]: draws with replacement from the categories of each row of

@@ -21,6 +21,16 @@ __global__ void rand_normal_kernel(float* out, int64_t n, uint64_t seed, uint64_
   LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = philox_normal(offset + i, seed); }
 }
 
+// dropout's mask and output from rand_uniform's uniforms, as the CPU computes them.
+__global__ void dropout_kernel(const float* x, int64_t n, float p, float scale, uint64_t seed,
+                               uint64_t offset, float* out, float* mask) {
+  LOOM_GRID_STRIDE_LOOP(i, n) {
+    const float m = philox_uniform(offset + i, seed) >= p ? scale : 0.0f;
+    mask[i] = m;
+    out[i] = x[i] * m;
+  }
+}
+
 __global__ void rand_bits_kernel(int64_t* out, int64_t n, uint64_t seed, uint64_t offset) {
   LOOM_GRID_STRIDE_LOOP(i, n) { out[i] = philox_bits63(offset + i, seed); }
 }
@@ -69,6 +79,16 @@ void rand_uniform(Tensor& out, uint64_t seed, uint64_t offset) {
 
 void rand_normal(Tensor& out, uint64_t seed, uint64_t offset) {
   launch_rand_normal(out.data_ptr<float>(), out.numel(), seed, offset, stream());
+}
+
+void dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& out,
+             Tensor& mask) {
+  const int64_t n = x.numel();
+  dropout_kernel<<<grid_for(n), kBlock, 0, stream()>>>(x.data_ptr<float>(), n, p,
+                                                       1.0f / (1.0f - p), seed, offset,
+                                                       out.data_ptr<float>(),
+                                                       mask.data_ptr<float>());
+  LOOM_CUDA_CHECK_LAUNCH();
 }
 
 void rand_bits(Tensor& out, uint64_t seed, uint64_t offset) {

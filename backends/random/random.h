@@ -20,14 +20,21 @@ using RandomKernel = void(Tensor& out, uint64_t seed, uint64_t offset);
 using MultinomialKernel = void(const Tensor& weights, uint64_t seed, uint64_t offset,
                                Tensor& out);
 
+// Backend::dropout: x, out and mask contiguous float32 of x's element count (at least one),
+// p in [0, 1).
+using DropoutKernel = void(const Tensor& x, float p, uint64_t seed, uint64_t offset,
+                           Tensor& out, Tensor& mask);
+
 namespace cpu {
 RandomKernel rand_uniform, rand_normal, rand_bits;
 MultinomialKernel multinomial;
+DropoutKernel dropout;
 }  // namespace cpu
 
 namespace cuda {
 RandomKernel rand_uniform, rand_normal, rand_bits;
 MultinomialKernel multinomial;
+DropoutKernel dropout;
 }  // namespace cuda
 
 }  // namespace loom

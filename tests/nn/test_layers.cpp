@@ -3,6 +3,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "backends/backend.h"
 #include "nn_golden.h"
 
 using namespace loom;
@@ -314,6 +315,36 @@ TEST_CASE("Dropout is inverted, seeded, and the identity in evaluation") {
   drop.eval();
   check_close(drop.forward(x), x, 0.0f, 0.0f, "eval dropout");
   check_error([] { nn::Dropout(1.5f); }, {"Dropout", "1.5"});
+}
+
+// loom::dropout draws its mask and applies it in one kernel (Backend::dropout). Its definition is
+// the composite x * (ge(rand(shape), p) * (1 / (1 - p))): the same values and gradients to the
+// bit, from the same generator counters (the next draw after either is the same), for a strided x
+// and sizes around the kernel's 64-value chunks.
+TEST_CASE("dropout is x * (ge(rand, p) / (1 - p)) to the bit, drawn and applied in one pass") {
+  for (const int64_t n : {int64_t{1}, int64_t{63}, int64_t{65}, int64_t{5000}}) {
+    const float p = 0.3f;
+    const Tensor x = randn({2, n}).t();  // [n, 2], not contiguous
+    manual_seed(11);
+    const Tensor keep = ge(rand({n, 2}), scalar_tensor(p)) * (1.0f / (1.0f - p));
+    const Tensor want = x * keep;
+    const float next_after_composite = rand({1}).item();
+    manual_seed(11);
+    Tensor xg = x.detach().requires_grad_(true);
+    const Tensor got = dropout(xg, p, true);
+    CHECK(rand({1}).item() == next_after_composite);
+    CHECK(got.shape() == x.shape());
+    CHECK(got.to_vector() == want.to_vector());  // bit for bit: no tolerance
+    const Tensor g = randn({n, 2});
+    got.backward(g);
+    CHECK(xg.grad().to_vector() == (g * keep).to_vector());
+  }
+  const Tensor three = randn({3});
+  Tensor out = Tensor::empty({3}), mask = Tensor::empty({3}), short_mask = Tensor::empty({2});
+  check_error([&] { backend(Device::CPU).dropout(three, 0.5f, 1, 0, out, short_mask); },
+              {"dropout", "mask"});
+  check_error([&] { backend(Device::CPU).dropout(three, 1.0f, 1, 0, out, mask); },
+              {"dropout", "probability 1"});
 }
 
 TEST_CASE("sinusoidal positional encoding is Vaswani's formula") {
