@@ -127,19 +127,25 @@ void philox_uniform_block(uint64_t first, uint64_t seed, float* y) {
 }
 #endif
 
-// y[0, count) = philox_uniform(first + i, seed): AVX-512 blocks where they fit.
+// y[i] = philox_uniform(first + i, seed) for i in [from, to).
+void plain_uniforms(uint64_t first, uint64_t seed, int64_t from, int64_t to, float* y) {
+#pragma omp simd
+  for (int64_t i = from; i < to; ++i) y[i] = philox_uniform(first + static_cast<uint64_t>(i), seed);
+}
+
+// y[0, count) = philox_uniform(first + i, seed): in AVX-512 blocks where the build has them.
 void uniforms(uint64_t first, uint64_t seed, int64_t count, float* y) {
   int64_t i = 0;
 #ifdef __AVX512F__
   for (; i + kPhiloxBlock <= count; i += kPhiloxBlock) {
     const uint64_t block = first + static_cast<uint64_t>(i);
-    if (static_cast<uint32_t>(block) > UINT32_MAX - (kPhiloxBlock - 1))
-      break;  // a block whose counters cross into the next high word: the plain loop below
-    philox_uniform_block(block, seed, y + i);
+    if (static_cast<uint32_t>(block) <= UINT32_MAX - (kPhiloxBlock - 1))
+      philox_uniform_block(block, seed, y + i);
+    else  // the block whose counters cross into the next high word
+      plain_uniforms(first, seed, i, i + kPhiloxBlock, y);
   }
 #endif
-#pragma omp simd
-  for (int64_t j = i; j < count; ++j) y[j] = philox_uniform(first + static_cast<uint64_t>(j), seed);
+  plain_uniforms(first, seed, i, count, y);
 }
 
 }  // namespace
