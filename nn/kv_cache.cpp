@@ -86,11 +86,13 @@ void KVCache::reorder_filled(const Tensor& rows, int64_t positions) {
   const int64_t heads = shape[2], row = capacity_ * shape[4], filled = positions * shape[4];
   std::vector<int64_t> from, to;  // (kv, rows[b], h) -> (kv, b, h) for each b that moves
   for (int64_t kv = 0; kv < 2; ++kv)
-    for (int64_t b = 0; b < batch_; ++b)
-      for (int64_t h = 0; h < heads && source[b] != b; ++h) {
+    for (int64_t b = 0; b < batch_; ++b) {
+      if (source[b] == b) continue;  // this beam continues itself
+      for (int64_t h = 0; h < heads; ++h) {
         from.push_back((kv * batch_ + source[b]) * heads + h);
         to.push_back((kv * batch_ + b) * heads + h);
       }
+    }
   if (to.empty()) return;  // every beam continues itself
   const auto moves = static_cast<int64_t>(to.size()), units = 2 * batch_ * heads;
   const Tensor from_index = tensor_i64(from, {moves}), to_index = tensor_i64(to, {moves});

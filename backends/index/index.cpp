@@ -3,6 +3,7 @@
 // may hit the same output element from different j, so they are parallelised over o or over
 // columns i (each thread owns whole output columns), never over j. index_copy into one matrix
 // (outer 1) writes its rows in parallel when no index repeats.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -183,14 +184,13 @@ Rows rows_of(const Tensor& t, int64_t inner) {
           (matrix ? t.stride(0) : inner) * size};
 }
 
-// Whether no value of index[0, k) (each in [0, n)) repeats.
-bool distinct(const int64_t* index, int64_t k, int64_t n) {
-  std::vector<bool> seen(static_cast<size_t>(n), false);
-  for (int64_t j = 0; j < k; ++j) {
-    if (seen[static_cast<size_t>(index[j])]) return false;
-    seen[static_cast<size_t>(index[j])] = true;
-  }
-  return true;
+// Whether no value of index[0, k) repeats (a sorted copy: the cost follows k, not the size of
+// the dim indexed).
+bool distinct(const int64_t* index, int64_t k) {
+  std::vector<int64_t> sorted(static_cast<size_t>(k));
+  std::copy_n(index, k, sorted.begin());
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
 }
 
 // Runs loop(in, out) on typed pointers to the data of in and out: float32 or int64, the dtypes
@@ -262,7 +262,7 @@ void cpu::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
   const int64_t* index = checked_index(idx, n, "index_copy");
   if (outer * k * inner == 0) return;
   const Rows from = rows_of(src, inner), to = rows_of(out, inner);
-  if (outer == 1 && distinct(index, k, n)) {  // each row of one matrix written once: in parallel
+  if (outer == 1 && distinct(index, k)) {  // each row of one matrix written once: in parallel
     cpu::parallel_for(0, k, std::max<int64_t>(1, cpu::kGrainCheap / inner),
                       [=](int64_t b, int64_t e) {
                         for (int64_t j = b; j < e; ++j)
