@@ -19,7 +19,9 @@ and bench/results/<date>-<host>.md, the Markdown table (a sitting of fewer than 
 adds "-quick" to the names; a later sitting of the same day adds its time, -HHMM, and keeps the
 earlier one): loom and PyTorch ms per step, the ratio (PyTorch's time over loom's: above 1, loom
 is faster), the step's GFLOP, loom's GFLOP/s and its share of the sgemm peak measured minutes
-earlier. --readme also puts that table into README.md
+earlier. Where OpenBLAS does not know the CPU and fell back to its oldest kernels, the sitting
+names the family the CPU can run in OPENBLAS_CORETYPE first (scripts/openblas_core.py), for
+both sides, and the table says so. --readme also puts that table into README.md
 between the lines `<!-- bench:begin -->` and `<!-- bench:end -->`. A case that fails on one
 side is reported as failed in the table (and the script exits 1 at the end).
 """
@@ -32,6 +34,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from openblas_core import suggested_coretype
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (case, loom's benchmark program and its extra flags, what one "step" is, whether the PyTorch
@@ -81,7 +85,8 @@ def machine():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     return {"host": socket.gethostname(), "cpu": cpu, "cores": os.cpu_count(),
-            "os": platform.platform(), "loom_commit": commit}
+            "os": platform.platform(), "loom_commit": commit,
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "")}
 
 
 def fmt_ms(x, ran=True):
@@ -97,7 +102,9 @@ def table(sitting):
         f"{sitting['steps']} steps after 3 warm-ups. sgemm peak (`bench/ops sgemm`, 1024³, the "
         f"faster of loom's matmul and OpenBLAS's cblas_sgemm): "
         f"**{peak:.1f} GFLOP/s**" + (f" (PyTorch's: {sitting['torch_sgemm_gflops']:.1f})"
-                                     if sitting.get("torch_sgemm_gflops") else "") + ".",
+                                     if sitting.get("torch_sgemm_gflops") else "") + "."
+        + (f" OpenBLAS ran its {m['openblas_coretype']} kernels (`OPENBLAS_CORETYPE`; "
+           f"{sitting['coretype_why']})." if m.get("openblas_coretype") else ""),
         "",
         "| case | step | loom ms | PyTorch ms | PyTorch / loom | GFLOP per step "
         "| loom GFLOP/s | share of sgemm peak |",
@@ -146,6 +153,9 @@ def main():
     if not os.path.isfile(os.path.join(bench, "ops")):
         sys.exit("bench_sitting: build/bench/ops not found: run scripts/bench.sh (it builds)")
 
+    coretype = suggested_coretype()
+    if coretype:  # OpenBLAS fell back to SSE3 kernels on a CPU it does not know
+        os.environ["OPENBLAS_CORETYPE"] = coretype
     now = datetime.datetime.now()
     name = f"{now:%Y-%m-%d}-{socket.gethostname()}" + ("-quick" if steps < 10 else "")
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
@@ -161,7 +171,11 @@ def main():
         print(f"[{time.time() - started:6.0f} s] {msg}", flush=True)
 
     sitting = {"date": f"{now:%Y-%m-%d %H:%M}", "quick": args.quick, "steps": steps,
-               "threads": args.threads, "machine": machine(), "cases": []}
+               "threads": args.threads, "machine": machine(), "cases": [],
+               "coretype_why": "set by the sitting: OpenBLAS does not know this CPU"
+               if coretype else "set in the environment"}
+    if coretype:
+        say(f"OpenBLAS does not know this CPU: OPENBLAS_CORETYPE={coretype} for both sides")
     sgemm = run_json([os.path.join(bench, "ops"), "sgemm"] + t, log)
     if not sgemm:
         sys.exit(f"bench_sitting: build/bench/ops sgemm failed (see {out}.log)")

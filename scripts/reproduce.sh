@@ -15,11 +15,13 @@
 # --crop-padding, ...; for translation and bert also to build/bench/dump_data, which writes the
 # data the twin trains on from the flags that shape it). gpt-fortunes is byte-level on both
 # sides. Each run's output goes to out-reproduce/TASK-{loom,pytorch}.log, loom's checkpoint and
-# curves to out-reproduce/TASK-loom/.
+# curves to out-reproduce/TASK-loom/. On a CPU that OpenBLAS does not know (it then falls back to
+# its SSE3 kernels, and PyTorch's products with it), OPENBLAS_CORETYPE is set for both sides to
+# the family the CPU can run (scripts/openblas_core.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 2
 case $1 in -h|--help) usage 0 ;; esac
 task=$1
@@ -61,6 +63,11 @@ out=out-reproduce
 mkdir -p "$out"
 rm -rf "${out:?}/$task-loom"
 [ $side = 1 ] && threads=1
+coretype=$(/usr/bin/python3 scripts/openblas_core.py)
+if [ -n "$coretype" ]; then
+  export OPENBLAS_CORETYPE=$coretype
+  echo "reproduce: OpenBLAS does not know this CPU: OPENBLAS_CORETYPE=$coretype for both sides"
+fi
 common=(--minutes "$minutes" --threads "$threads" --seed "$seed")
 loom_cmd=(build/examples/"${loom[@]}" "${common[@]}" --out "$out/$task-loom" "${recipe[@]}")
 twin_cmd=(/usr/bin/python3 bench/reference/train.py "${twin[@]}" "${common[@]}" "${recipe[@]}")
