@@ -2,6 +2,8 @@
 // parameter's W^T made once, with the same results as without it.
 #include "autograd/packed_weights.h"
 
+#include <utility>
+
 #include "backends/gemm/tiled_gemm.h"
 #include "test_util.h"
 
@@ -30,10 +32,12 @@ int64_t copies_expected(int64_t rows, int64_t out) {
 TEST_CASE("PackedWeightsGuard: linear with a weight's copy equals linear without, one copy") {
   manual_seed(3);
   NoGradGuard no_grad;
-  // Widths of whole vectors and not (100: the copy's rows are padded), bias or none, GELU fused.
-  for (const int64_t out : {768, 100}) {
-    const Params p = parameters(out, 256);
-    const Tensor x = randn({128, 256});
+  // Widths of whole vectors and not (100: the copy's rows are padded), inputs of whole 8 x 8
+  // blocks and not (99: the copy's last rows are transposed element by element), bias or none,
+  // GELU fused.
+  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{768, 256}, {100, 256}, {100, 99}}) {
+    const Params p = parameters(out, in);
+    const Tensor x = randn({128, in});
     const Tensor y = linear(x, p.weight, p.bias), y_plain = linear(x, p.weight, Tensor());
     const Tensor y_gelu = linear_activation(x, p.weight, p.bias, UnaryOp::Gelu);
     {
@@ -83,4 +87,26 @@ TEST_CASE("PackedWeightsGuard: no copy where the product reads the weight as it 
   const Tensor y = linear(randn({64, 128}), p.weight, p.bias);
   CHECK(y.requires_grad());
   CHECK(PackedWeightsGuard::cached() == 0);
+}
+
+TEST_CASE("PackedWeightsGuard: the kept W^T is the weight transposed, with zeros in its padding") {
+  if (!cpu::copies_transposed_b(128, 100)) return;  // a build without AVX-512 keeps no copy
+  manual_seed(6);
+  NoGradGuard no_grad;
+  PackedWeightsGuard packed;
+  // 100 x 99: neither side a whole number of 8 x 8 blocks; 768 x 256: rows of W^T over threads.
+  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{100, 99}, {768, 256}}) {
+    const Params p = parameters(out, in);
+    const Tensor weight_t = detail::packed_weight_t(p.weight, 128);  // [in, out] of padded rows
+    REQUIRE(weight_t.defined());
+    CHECK(weight_t.shape() == Shape{in, out});
+    CHECK(weight_t.equal(p.weight.detach().t()));
+    const int64_t row = weight_t.stride(0);
+    CHECK(row >= cpu::tile_gemm_padded(out));
+    const float* data = weight_t.data_ptr<float>();
+    int64_t nonzero = 0;
+    for (int64_t r = 0; r < in; ++r)
+      for (int64_t c = out; c < row; ++c) nonzero += data[r * row + c] != 0.0f;
+    CHECK(nonzero == 0);
+  }
 }
