@@ -2,12 +2,10 @@
 // W^T they hold.
 #include "autograd/packed_weights.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "backends/cpu/loops.h"
 #include "backends/gemm/tiled_gemm.h"
 
 namespace loom {
@@ -39,29 +37,15 @@ bool same_view(const Tensor& a, const Tensor& b) {
 
 // W^T [in, out] in rows of whole vectors and one more: out rounded up to whole vectors would
 // put the rows of a power-of-two width (256, 1,024) in the same few sets of the L1 cache, as
-// tiled_gemm.cpp's kRowSkew says of the rows it copies. One pass: pack_b transposes W in 8 x 8
-// register blocks and writes the zeros after column `out` (no garbage reaches the products'
-// padded lanes). It is called for 16 rows of W^T at a time, the blocks spread over the threads:
-// W's 16 columns are then one cache line of each of its rows, read once, and W^T's 16 rows are
-// written from start to end (one call for all rows of W^T would read a line of W and write a
-// line of W^T in halves, at different times).
+// tiled_gemm.cpp's kRowSkew says of the rows it copies. One pass over the threads: W transposed
+// in 8 x 8 register blocks, zeros after column `out` (no garbage reaches the products' padded
+// lanes).
 Tensor transposed_copy(const Tensor& weight) {
   const Tensor w = weight.detach().contiguous();  // [out, in]
   const int64_t out = w.size(0), in = w.size(1);
   const int64_t row = cpu::tile_gemm_padded(out) + cpu::kTileLanes;
   Tensor rows = Tensor::empty({in, row}, DType::Float32, weight.device());
-  const float* src = w.data_ptr<float>();
-  float* dst = rows.data_ptr<float>();
-  constexpr int64_t kRows = 16;  // rows of W^T a call: one 64-byte line of each row of W
-  const int64_t blocks = (in + kRows - 1) / kRows;
-  cpu::parallel_for(0, blocks, std::max<int64_t>(1, cpu::kGrainCheap / (kRows * row)),
-                    [&](int64_t first, int64_t last) {
-                      for (int64_t b = first; b < last; ++b) {
-                        const int64_t p0 = b * kRows, p1 = std::min(in, p0 + kRows);
-                        cpu::pack_b(src + p0, in, /*transposed=*/true, out, p1 - p0,
-                                    dst + p0 * row, row);
-                      }
-                    });
+  cpu::pack_b_transposed(w.data_ptr<float>(), in, out, in, rows.data_ptr<float>(), row);
   return rows.narrow(1, 0, out);
 }
 

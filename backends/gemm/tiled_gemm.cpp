@@ -280,6 +280,20 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
   }
 }
 
+void pack_b_transposed(const float* b, int64_t ldb, int64_t columns, int64_t k, float* dst,
+                       int64_t ld_dst) {
+  constexpr int64_t kRows = 16;  // dst's rows a call: one 64-byte line of each row of B
+  const int64_t blocks = (k + kRows - 1) / kRows;
+  parallel_for(0, blocks, std::max<int64_t>(1, kGrainCheap / (kRows * ld_dst)),
+               [&](int64_t first, int64_t last) {
+                 for (int64_t block = first; block < last; ++block) {
+                   const int64_t p0 = block * kRows, rows = std::min(k, p0 + kRows) - p0;
+                   pack_b(b + p0, ldb, /*transposed=*/true, columns, rows, dst + p0 * ld_dst,
+                          ld_dst);
+                 }
+               });
+}
+
 namespace {
 
 // A product of a few rows times a transposed B: a decoding step's Linear, x W^T for the few

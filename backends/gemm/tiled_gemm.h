@@ -84,6 +84,14 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, i
 void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64_t k,
             float* dst, int64_t ld_dst);
 
+// pack_b of a whole transposed B [columns, k] (row stride ldb) into dst [k, ld_dst], over the
+// threads: 16 of dst's rows a call, so that each call reads one 64-byte line of each of B's
+// rows once and writes its rows of dst from start to end (one call for all of dst would read a
+// line of B and write a line of dst in halves, at different times). What PackedWeightsGuard
+// keeps of a weight (autograd/packed_weights.h).
+void pack_b_transposed(const float* b, int64_t ldb, int64_t columns, int64_t k, float* dst,
+                       int64_t ld_dst);
+
 // Whether cpu::gemm computes a float32 product of m x n with gemm_tiled: not a single row or
 // column (those are matrix-vector products, gemm.cpp's gemv), and built with 16-float vectors.
 // There it beats OpenBLAS at every shape of the models' steps (2 cores, 2026-11-30:
