@@ -211,7 +211,7 @@ def main():
         for row in rows:
             sitting["cases"].append(row)
             say(f"{case} ({row['step']}): loom {fmt_ms(row['loom_ms'])} ms, PyTorch "
-                f"{fmt_ms(row['torch_ms'])} ms, {row['gflop'] or '?'} GFLOP")
+                f"{fmt_ms(row['torch_ms'], row['twin'])} ms, {row['gflop'] or '?'} GFLOP")
     sitting["seconds"] = round(time.time() - started, 1)
 
     text = table(sitting)
