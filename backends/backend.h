@@ -58,7 +58,6 @@
 #include <cstdint>
 #include <cstddef>
 #include <memory>
-#include <source_location>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -336,13 +335,14 @@ class Backend {
   // A kernel's CUDA implementation as run() takes it (LOOM_CUDA_IMPL(cuda::name): the function
   // or nullptr) and, unseen, the function that called run(): the public method, whose name
   // labels the kernel's time in the profiler (core/profiler.h). The default argument is
-  // evaluated where the conversion happens, in the caller.
+  // evaluated where the conversion happens, in the caller: __builtin_FUNCTION() (GCC and clang)
+  // is there the caller's name, as std::source_location::current() would be its location, which
+  // clang 14 with GCC 12's library does not have (it needs clang 15's builtin).
   template <class Kernel>
   struct CudaKernel {
-    CudaKernel(Kernel* f, std::source_location at = std::source_location::current())
-        : kernel(f), caller(at.function_name()) {}
-    CudaKernel(std::nullptr_t, std::source_location at = std::source_location::current())
-        : kernel(nullptr), caller(at.function_name()) {}
+    CudaKernel(Kernel* f, const char* at = __builtin_FUNCTION()) : kernel(f), caller(at) {}
+    CudaKernel(std::nullptr_t, const char* at = __builtin_FUNCTION())
+        : kernel(nullptr), caller(at) {}
     Kernel* kernel;
     const char* caller;
   };
