@@ -155,7 +155,10 @@ void shifted_copy(const float* image, int64_t height, int64_t width, int64_t out
 
 void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t width,
             const WindowGeometry& w, float pad_value, Tensor& cols) {
-  const auto [out_h, out_w, kk, positions] = columns_of(w, height, width);
+  // Plain variables, not a structured binding: the lambda below captures them, which clang
+  // allows only from version 16 (scripts/fuzz.sh builds with Debian's clang 14).
+  const Columns c = columns_of(w, height, width);
+  const int64_t out_h = c.out_h, out_w = c.out_w, kk = c.taps, positions = c.positions;
   const float* xp = x.data_ptr<float>();
   float* cp = cols.data_ptr<float>();
   // Stride 1 with the padding that keeps the width (a 3x3 kernel with padding 1, ...).
@@ -193,7 +196,8 @@ void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t
 
 void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int64_t width,
             const WindowGeometry& w, Tensor& x) {
-  const auto [out_h, out_w, kk, positions] = columns_of(w, height, width);
+  const Columns c = columns_of(w, height, width);  // plain variables, as in im2col
+  const int64_t out_h = c.out_h, out_w = c.out_w, kk = c.taps, positions = c.positions;
   const float* cp = cols.data_ptr<float>();
   float* xp = x.data_ptr<float>();
   parallel_for_each(layout.planes(), kk * positions, [&](int64_t task) {
