@@ -335,9 +335,9 @@ class Backend {
   // A kernel's CUDA implementation as run() takes it (LOOM_CUDA_IMPL(cuda::name): the function
   // or nullptr) and, unseen, the function that called run(): the public method, whose name
   // labels the kernel's time in the profiler (core/profiler.h). The default argument is
-  // evaluated where the conversion happens, in the caller: __builtin_FUNCTION() (GCC and clang)
-  // is there the caller's name, as std::source_location::current() would be its location, which
-  // clang 14 with GCC 12's library does not have (it needs clang 15's builtin).
+  // evaluated where the conversion happens, in the caller, so __builtin_FUNCTION() (GCC and
+  // clang) gives the caller's name. std::source_location::current() would too, but clang 14 with
+  // GCC 12's library does not have it (it needs clang 15's builtin).
   template <class Kernel>
   struct CudaKernel {
     CudaKernel(Kernel* f, const char* at = __builtin_FUNCTION()) : kernel(f), caller(at) {}
