@@ -90,7 +90,6 @@ TEST_CASE("PackedWeightsGuard: no copy where the product reads the weight as it 
 }
 
 TEST_CASE("PackedWeightsGuard: the kept W^T is the weight transposed, with zeros in its padding") {
-  if (!cpu::copies_transposed_b(128, 100)) return;  // a build without AVX-512 keeps no copy
   manual_seed(6);
   NoGradGuard no_grad;
   PackedWeightsGuard packed;
@@ -98,6 +97,10 @@ TEST_CASE("PackedWeightsGuard: the kept W^T is the weight transposed, with zeros
   for (const auto& [out, in] : {std::pair<int64_t, int64_t>{100, 99}, {768, 256}}) {
     const Params p = parameters(out, in);
     const Tensor weight_t = detail::packed_weight_t(p.weight, 128);  // [in, out] of padded rows
+    if (!cpu::copies_transposed_b(128, out)) {  // a build without AVX-512 keeps no copy
+      CHECK_FALSE(weight_t.defined());
+      continue;
+    }
     REQUIRE(weight_t.defined());
     CHECK(weight_t.shape() == Shape{in, out});
     CHECK(weight_t.equal(p.weight.detach().t()));
