@@ -157,6 +157,14 @@ constexpr int64_t kRowSkew = 16;
 // from one item to the next. vit-fmnist's attention products, 14.6-15.1 ms a step instead of
 // 16.0-17.4.
 constexpr int64_t kSmallOperand = 16 * 1024;
+// A larger transposed A is read where it lies too when a part of C spans at most
+// kNarrowColumns columns (two tiles): each row of A then passes under one or two tiles, and the
+// copy, a transpose of every row, costs more than the reads in order save. Weight gradients of
+// 64 or 128 outputs per part, on 2 Zen 5 cores: swin-fmnist's 256 x 64 x 12,544 TN 228 -> 252
+// GFLOP/s and 192 x 64 x 12,544 289 -> 329, detr-fmnist's 128 x 128 x 512 TN 299 -> 320
+// (columns cut in two parts of 64); at four tiles and more, copying stays as fast or faster
+// (768 x 256 x 2,048: 338 copied, 312 in place).
+constexpr int64_t kNarrowColumns = 4 * kTileLanes;
 // op(B) stored in rows a multiple of 4 KiB apart (1024 floats, 2048, ...) is copied, though its
 // rows are whole vectors: such rows start at the same offset within a page, so the lines of a
 // block read where it lies fall in the same few sets of the caches and evict one another. On 2
@@ -398,7 +406,7 @@ void gemm_tiled(const GemmArgs& g) {
   const int64_t k_block = (k + k_blocks - 1) / k_blocks, tile_columns = 2 * kTileLanes;
   const int64_t n_block =
       std::min(npad, std::max<int64_t>(kBlockFloats / k_block / tile_columns, 1) * tile_columns);
-  const bool a_copied = g.trans_a && m * k > kSmallOperand;
+  const bool a_copied = g.trans_a && m * k > kSmallOperand && col_chunk > kNarrowColumns;
   const int64_t a_rows = a_copied ? kBlockRowsA : m;
 #pragma omp parallel if (units > 1 && threads > 1)
   {

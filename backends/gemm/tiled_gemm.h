@@ -15,7 +15,8 @@
 // path for every float32 product (gemm.cpp), cuts a product into cache blocks around it: a
 // block of op(B)'s rows and columns stays in the L2 cache while the row tiles pass over it,
 // and a transposed A is copied to rows first, so that its elements are read in order (a small
-// one, as attention's gradients have, is read where it lies: it stays in the cache). A
+// one, as attention's gradients have, is read where it lies: it stays in the cache; so is one
+// that only a narrow part of C, two tiles of columns, passes over). A
 // product of a few rows times a transposed B (a decoding step's x W^T) is computed as C^T =
 // W op(A)^T, so that the weight is read where it lies rather than copied on every call.
 #pragma once
@@ -111,7 +112,8 @@ bool copies_transposed_b(int64_t m, int64_t n);
 // the OpenMP threads (with fewer items than threads, each item's rows or columns cut among
 // them). Blocks of op(B) are copied into row-major buffers of whole vectors when B is
 // transposed (8 x 8 blocks transposed in registers) or its rows are not whole vectors; blocks
-// of a transposed A are copied to rows the same way. A bias is added as the first block of k
+// of a transposed A are copied to rows the same way (unless it is small, or a part of C spans
+// at most two tiles of columns). A bias is added as the first block of k
 // writes each tile, not in a pass over C of its own.
 void gemm_tiled(const GemmArgs& g);
 

@@ -1073,7 +1073,11 @@ std::vector<GemmCase> tiled_gemm_cases() {
       {false, false, 33, 512, 600, 1, 1.0f, 0.0f, false, 0},
       {true, true, 300, 90, 700, 1, 1.0f, 0.5f, false, 2},  // rows cut among threads (m > n)
       {true, false, 19, 600, 620, 2, -1.0f, 0.0f, true, 0},
-      {true, false, 150, 40, 1024, 1, 1.0f, 0.5f, false, 0},  // A copied in blocks of 512
+      {true, false, 150, 100, 1024, 1, 1.0f, 0.5f, false, 0},  // A copied in blocks of 512
+      // a large transposed A read where it lies under parts of C at most 64 columns wide: 40
+      // columns; 128 cut in two parts of 64 (2 threads) or three of 48 (3 threads)
+      {true, false, 150, 40, 1024, 1, 1.0f, 0.5f, false, 0},
+      {true, false, 128, 128, 520, 1, -1.0f, 1.0f, false, 1},
       // a small transposed A (at most 16K floats) read where it lies, over blocks of k, with
       // op(B) read in place (rows of whole vectors) or copied
       {true, false, 16, 96, 1000, 2, 1.0f, 0.5f, false, 1},
