@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from openblas_core import suggested_coretype
+from openblas_core import narrower_than_cpu, suggested_coretype
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (case, loom's benchmark program and its extra flags, what one "step" is, whether the PyTorch
@@ -170,12 +170,21 @@ def main():
     def say(msg):
         print(f"[{time.time() - started:6.0f} s] {msg}", flush=True)
 
+    # An environment's choice stands, but a table measured under narrower kernels than the CPU
+    # runs says so: PyTorch's side is then slower than the machine allows.
+    wider = narrower_than_cpu(os.environ.get("OPENBLAS_CORETYPE", ""))
+    why = "set in the environment" + (
+        f"; this CPU runs OpenBLAS's {wider} kernels, under which PyTorch's products are faster "
+        f"(OPENBLAS_CORETYPE={wider} bash scripts/bench.sh)" if wider else "")
     sitting = {"date": f"{now:%Y-%m-%d %H:%M}", "quick": args.quick, "steps": steps,
                "threads": args.threads, "machine": machine(), "cases": [],
                "coretype_why": "set by the sitting: OpenBLAS does not know this CPU"
-               if coretype else "set in the environment"}
+               if coretype else why}
     if coretype:
         say(f"OpenBLAS does not know this CPU: OPENBLAS_CORETYPE={coretype} for both sides")
+    if wider:
+        say(f"OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} holds OpenBLAS (and PyTorch's "
+            f"products) to AVX2 on a CPU that runs its {wider} kernels; the table says so")
     sgemm = run_json([os.path.join(bench, "ops"), "sgemm"] + t, log)
     if not sgemm:
         sys.exit(f"bench_sitting: build/bench/ops sgemm failed (see {out}.log)")

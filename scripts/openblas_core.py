@@ -38,16 +38,34 @@ def cpu_flags():
     return set(line.split(":", 1)[-1].split())
 
 
-def suggested_coretype():
-    """The family for OPENBLAS_CORETYPE where OpenBLAS fell back to Prescott, else ""."""
-    if os.environ.get("OPENBLAS_CORETYPE") or openblas_corename() != "Prescott":
-        return ""
+def widest_coretype():
+    """The family of OpenBLAS's widest kernels this CPU runs: SkylakeX, Haswell or ""."""
     flags = cpu_flags()
     if {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"} <= flags:
         return "SkylakeX"
     if {"avx2", "fma"} <= flags:
         return "Haswell"
     return ""
+
+
+def suggested_coretype():
+    """The family for OPENBLAS_CORETYPE where OpenBLAS fell back to Prescott, else ""."""
+    if os.environ.get("OPENBLAS_CORETYPE") or openblas_corename() != "Prescott":
+        return ""
+    return widest_coretype()
+
+
+# OpenBLAS's families of AVX2 kernels (256-bit vectors).
+AVX2_FAMILIES = {"haswell", "zen"}
+
+
+def narrower_than_cpu(coretype):
+    """The wider family this CPU runs where `coretype` (OPENBLAS_CORETYPE as set) names AVX2
+    kernels on a CPU with AVX-512, else "": an environment may hold OpenBLAS to AVX2 (some of
+    this project's machines do), which halves PyTorch's products where OpenBLAS's AVX-512
+    kernels run (on a Zen 5 EPYC, cblas_sgemm 170-180 GFLOP/s against 310-330)."""
+    widest = widest_coretype()
+    return widest if coretype.lower() in AVX2_FAMILIES and widest == "SkylakeX" else ""
 
 
 if __name__ == "__main__":
