@@ -137,16 +137,10 @@ void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
 constexpr int kMaxTileRows = kTileLanes == 16 ? 12 : 6;
 
 // gemm_tiled's cache blocks: the shared dimension cut into equal blocks of at most kMaxBlockK,
-// and op(B)'s block, as many columns as fit kBlockFloats (256 KiB, a quarter of a Zen 5 core's
+// and op(B)'s block, as many columns as fit kBlockFloats (128 KiB, an eighth of a Zen core's
 // L2 cache), in whole tiles of two vectors; a transposed A is copied kBlockRowsA rows at a time
 // (256 KiB at most). Tuned on 2 Zen 5 cores over the shapes of the models' steps and 1024^3.
-// Each block of op(B)'s columns reads A's rows again, so blocks twice as wide as the 128 KiB of
-// before read them half as often: in-process A/B, 2026-12-02, one thread (two), ViT's 6400 x
-// 512 x 128 115 -> 129 GFLOP/s (242 -> 254), 6400 x 128 x 512 137 -> 150 (294 -> 308), BERT's
-// 4096 x 1024 x 256 NT 143 -> 150 (298 -> 306); 512 KiB blocks were no faster at one thread
-// and 2-6% slower at two. The width of a block changes no sum: each element of C is the same
-// blocks of k, added in the same order.
-constexpr int64_t kMaxBlockK = 512, kBlockFloats = 64 * 1024, kBlockRowsA = 128;
+constexpr int64_t kMaxBlockK = 512, kBlockFloats = 32 * 1024, kBlockRowsA = 128;
 // The copied A's rows are kRowSkew floats longer than a block of k: a tile reads R of them side
 // by side and the 8 x 8 transposes write 8, and rows a power of two apart (blocks of 512 or 256,
 // as a model's 4,096 tokens give) would fall in the same few sets of the L1 cache and evict one

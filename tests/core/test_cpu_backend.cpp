@@ -1083,8 +1083,8 @@ std::vector<GemmCase> tiled_gemm_cases() {
       {true, false, 16, 96, 1000, 2, 1.0f, 0.5f, false, 1},
       {true, false, 15, 50, 1000, 1, -1.0f, 0.0f, false, 0},
       // B read in place: each row block of a transposed A copied once, passed over 2 column
-      // blocks of 192 (one thread)
-      {true, false, 300, 384, 600, 1, 0.5f, 1.0f, false, 1},
+      // blocks of 96
+      {true, false, 300, 192, 600, 1, 0.5f, 1.0f, false, 1},
       {false, true, 150, 530, 64, 1, 1.0f, 0.0f, false, 3},
       // rows of op(B) a multiple of 4 KiB apart (1024 floats) copied though they are whole
       // vectors and more than 128 rows pass over them: A read in place over k in 2 blocks; a
