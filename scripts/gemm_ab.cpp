@@ -4,7 +4,9 @@
 // file calls cpu::gemm_tiled of each on the same operands, in alternating order, many times:
 // on a shared 2-core machine whose speed moves 30% within minutes, two builds timed minutes
 // apart compare the minutes, not the builds; timed in turns within one process they meet the
-// same minutes. Run with the same build on both sides, the medians differed by at most 3%.
+// same minutes. The same object file on both sides gave medians 1-3% apart; the same source
+// compiled from two copies, up to 6% on some shapes (where the code lands): a smaller
+// difference decides nothing.
 //
 //   gemm_ab [--threads N] [--reps R] [--rotate W] SHAPE...
 //   SHAPE: [BATCH*]MxNxK[:AB], AB one of NN (default), NT, TN, TT (op(A), op(B) transposed)
