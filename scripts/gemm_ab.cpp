@@ -79,9 +79,21 @@ Shape parse_shape(const std::string& text) {
   return s;
 }
 
-// The median of the sorted times, as GFLOP/s.
-double rate(const std::vector<double>& sorted_seconds, double gflop, bool median) {
-  return gflop / sorted_seconds[median ? sorted_seconds.size() / 2 : 0];
+// Seconds of one call of `run`.
+template <class Run>
+double seconds(const Run& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// GFLOP/s at the median and at the fastest of the times (sorted here).
+struct Rates {
+  double median, fastest;
+};
+Rates rates(std::vector<double> times, double gflop) {
+  std::sort(times.begin(), times.end());
+  return {gflop / times[times.size() / 2], gflop / times.front()};
 }
 
 }  // namespace
@@ -125,39 +137,31 @@ int main(int argc, char** argv) {
     g.a = a.data(), g.lda = s.trans_a ? s.m : s.k, g.stride_a = s.m * s.k;
     g.ldb = s.trans_b ? s.k : s.n, g.stride_b = s.k * s.n;
     g.ldc = s.n, g.stride_c = s.m * s.n;
+    loom::GemmArgs g_before = g, g_after = g;
+    g_before.c = c_before.data(), g_after.c = c_after.data();
+    const auto run_before = [&] {
+      loom_before::cpu::gemm_tiled(reinterpret_cast<const loom_before::GemmArgs&>(g_before));
+    };
+    const auto run_after = [&] {
+      loom_after::cpu::gemm_tiled(reinterpret_cast<const loom_after::GemmArgs&>(g_after));
+    };
     std::vector<double> before, after;
     for (int rep = 0; rep < reps; ++rep) {
-      g.b = b.data() + rep % rotate * b_size;
-      loom::GemmArgs g_before = g, g_after = g;
-      g_before.c = c_before.data(), g_after.c = c_after.data();
+      g_before.b = g_after.b = b.data() + rep % rotate * b_size;
       // Each build goes first every other time: the second of two runs finds the operands in
       // the cache.
-      const auto time = [](auto&& run) {
-        const auto start = std::chrono::steady_clock::now();
-        run();
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      };
-      const auto run_before = [&] {
-        loom_before::cpu::gemm_tiled(reinterpret_cast<const loom_before::GemmArgs&>(g_before));
-      };
-      const auto run_after = [&] {
-        loom_after::cpu::gemm_tiled(reinterpret_cast<const loom_after::GemmArgs&>(g_after));
-      };
       if (rep % 2 == 0) {
-        before.push_back(time(run_before));
-        after.push_back(time(run_after));
+        before.push_back(seconds(run_before));
+        after.push_back(seconds(run_after));
       } else {
-        after.push_back(time(run_after));
-        before.push_back(time(run_before));
+        after.push_back(seconds(run_after));
+        before.push_back(seconds(run_before));
       }
     }
-    std::sort(before.begin(), before.end());
-    std::sort(after.begin(), after.end());
     const double gflop = 2.0 * s.batch * s.m * s.n * s.k / 1e9;
+    const Rates was = rates(before, gflop), is = rates(after, gflop);
     const bool same = std::memcmp(c_before.data(), c_after.data(), c_before.size() * 4) == 0;
-    std::printf("%-26s %8.1f (%7.1f) %8.1f (%7.1f) %8.3f  %s\n", s.text.c_str(),
-                rate(before, gflop, true), rate(before, gflop, false), rate(after, gflop, true),
-                rate(after, gflop, false), rate(after, gflop, true) / rate(before, gflop, true),
-                same ? "yes" : "NO");
+    std::printf("%-26s %8.1f (%7.1f) %8.1f (%7.1f) %8.3f  %s\n", s.text.c_str(), was.median,
+                was.fastest, is.median, is.fastest, is.median / was.median, same ? "yes" : "NO");
   }
 }

@@ -113,8 +113,8 @@ bool copies_transposed_b(int64_t m, int64_t n);
 // them). Blocks of op(B) are copied into row-major buffers of whole vectors when B is
 // transposed (8 x 8 blocks transposed in registers) or its rows are not whole vectors; blocks
 // of a transposed A are copied to rows the same way (unless it is small, or a part of C spans
-// at most two tiles of columns). A bias is added as the first block of k
-// writes each tile, not in a pass over C of its own.
+// at most two tiles of columns). A bias is added as the first block of k writes each tile, not
+// in a pass over C of its own.
 void gemm_tiled(const GemmArgs& g);
 
 }  // namespace loom::cpu
