@@ -2,6 +2,7 @@
 #include "generation/beam_search.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -37,23 +38,45 @@ struct Candidate {
   int64_t beam, token;
 };
 
-// The `keep` largest entries of row[0, vocab), largest first, ties to the lower index (as
-// torch.topk / argmax pick the first): one pass that keeps a short sorted list. (Sorting an
-// index array of the whole vocabulary for every beam at every step cost more than the
-// decoder's own arithmetic for small models.)
+}  // namespace
+
+// One pass that keeps a short sorted list. (Sorting an index array of the whole vocabulary for
+// every beam at every step cost more than the decoder's own arithmetic for small models.) Once
+// the list is full, a value must beat its worst to enter, which few do: so the row is compared
+// with the worst kept a block of kBlock values at a time (vector comparisons into a bit mask),
+// and only the values whose bit is set are offered, in order (each is compared again with the
+// worst, which may have risen within the block). Nothing compares above NaN, so this agrees
+// with offering every value in turn on rows with NaN too.
 void top_tokens(const float* row, int64_t vocab, size_t keep, std::vector<int64_t>& out) {
   out.clear();
-  for (int64_t v = 0; v < vocab; ++v) {
+  if (keep == 0) return;
+  const auto offer = [&](int64_t v) {  // v enters the list if it beats the worst kept
     const float x = row[v];
     if (out.size() == keep) {
-      if (!(x > row[out.back()])) continue;  // no better than the worst kept (or NaN)
+      if (!(x > row[out.back()])) return;  // no better than the worst kept (or NaN)
       out.pop_back();
     }
     auto pos = out.end();  // after every kept value >= x: those have lower indices
     while (pos != out.begin() && row[*(pos - 1)] < x) --pos;
     out.insert(pos, v);
+  };
+  constexpr int64_t kBlock = 32;  // one bit each in `above`
+  int64_t v = 0;
+  for (; v + kBlock <= vocab; v += kBlock) {
+    if (out.size() < keep) {
+      for (int64_t i = v; i < v + kBlock; ++i) offer(i);
+      continue;
+    }
+    const float worst = row[out.back()];
+    uint32_t above = 0;  // bit i: row[v + i] beats the worst kept when the block begins
+#pragma omp simd reduction(| : above)
+    for (int64_t i = 0; i < kBlock; ++i) above |= static_cast<uint32_t>(row[v + i] > worst) << i;
+    for (; above != 0; above &= above - 1) offer(v + std::countr_zero(above));
   }
+  for (; v < vocab; ++v) offer(v);
 }
+
+namespace {
 
 // The `count` best candidates of one sentence, best first (ties: lower beam, then lower token):
 // the best `count` of each live beam's row, merged.

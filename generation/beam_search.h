@@ -57,4 +57,9 @@ std::vector<Hypothesis> beam_search(const BeamDecoder& decoder, int64_t batch, i
                                     int64_t bos_id, int64_t eos_id, int64_t max_len,
                                     int64_t beam = 1, float length_penalty = 0.0f);
 
+// The `keep` largest entries of row[0, vocab) into out, largest first, ties to the lower index
+// (as torch.topk and argmax pick the first): beam_search's choice of each beam's candidates,
+// declared here for its tests.
+void top_tokens(const float* row, int64_t vocab, size_t keep, std::vector<int64_t>& out);
+
 }  // namespace loom::generation

@@ -1,7 +1,10 @@
 // generation/beam_search.h on its own, with a stand-in model whose next-token probabilities
 // depend only on the last token: beam search finds what greedy search misses, and the checks
 // name the search. (The Transformer's side: tests/models/test_transformer_decode.cpp.)
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "generation/beam_search.h"
@@ -11,6 +14,7 @@ using namespace loom;
 using namespace loom::testing;
 using generation::beam_search;
 using generation::BeamDecoder;
+using generation::top_tokens;
 
 namespace {
 
@@ -57,4 +61,43 @@ TEST_CASE("beam_search rejects bad arguments and logits of the wrong shape, nami
   expect_error([&] { beam_search(model, 1, 4, 0, 3, 2, 5); }, {"beam_search", "beam 5"});
   expect_error([&] { beam_search(model, 1, 4, 0, 3, 2, 1, -1.0f); }, {"length_penalty -1"});
   expect_error([&] { beam_search(model, 1, 3, 0, 2, 2); }, {"beam_search", "[1,4]", "[1,3]"});
+}
+
+// top_tokens against the plain definition, a stable sort of all indices by value, largest first:
+// rows of every length around its blocks of 32 (and the 1,000 of the benchmark's vocabulary),
+// values with many ties, and rising rows, where every block has a value that enters.
+TEST_CASE("top_tokens keeps the largest values, ties to the lower index, as a stable sort") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> level(0, 20);  // few distinct values: many ties
+  std::vector<int64_t> got;
+  for (int64_t vocab : {1, 2, 31, 32, 33, 64, 95, 1000})
+    for (bool rising : {false, true})
+      for (size_t keep : {size_t{1}, size_t{2}, size_t{8}}) {
+        if (keep > static_cast<size_t>(vocab)) continue;
+        std::vector<float> row(static_cast<size_t>(vocab));
+        for (size_t v = 0; v < row.size(); ++v)
+          row[v] = rising ? 0.01f * static_cast<float>(v) : 0.5f * static_cast<float>(level(rng));
+        std::vector<int64_t> order(row.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return row[static_cast<size_t>(a)] > row[static_cast<size_t>(b)];
+        });
+        order.resize(keep);
+        top_tokens(row.data(), vocab, keep, got);
+        CAPTURE(vocab);
+        CAPTURE(rising);
+        CAPTURE(keep);
+        CHECK(got == order);
+      }
+}
+
+TEST_CASE("top_tokens passes over NaN once its list is full, in a skipped block or not") {
+  std::vector<float> row(100, 0.0f);
+  row[3] = 2.0f;
+  row[40] = std::nanf("");  // in a block with nothing above the worst kept
+  row[70] = std::nanf("");  // in a block that holds a better value, at 71
+  row[71] = 1.0f;
+  std::vector<int64_t> got;
+  top_tokens(row.data(), 100, 2, got);
+  CHECK(got == std::vector<int64_t>{3, 71});
 }
