@@ -26,6 +26,7 @@
 
 #include "backends/attention/attention.h"
 #include "backends/attention/attention_cpu.h"
+#include "backends/cpu/loops.h"
 #include "backends/cpu/vec_math.h"
 #include "backends/gemm/tiled_gemm.h"
 
@@ -97,7 +98,7 @@ void cpu::attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor
   {
     // V with rows padded to dpad (when d is not a multiple of 8), K^T, the scores, and O.
     std::vector<float> vs(tk * dpad), kt(d * tkpad), s(tq * tkpad), o(tq * dpad);
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) nowait
     for (int64_t b = 0; b < a.n; ++b) {
       const float* vb = rows_padded(vd + b * a.kv_stride, tk, d, dpad, vs);
       cpu::pack_b(kd + b * a.kv_stride, d, /*transposed=*/true, tk, d, kt.data(), tkpad);  // K^T
@@ -246,10 +247,9 @@ void cpu::attention_forward_decoding(const Tensor& q, const Tensor& k, const Ten
   const DecodeProblem problem = decode_problem_for(d);
   // A thread is worth starting for a few problems' keys and values, not for one.
   const bool parallel = a.n > 1 && a.n * tk * d >= 16 * 1024;
-#pragma omp parallel if (parallel)
-  {
+  cpu::parallel_region(parallel, [&] {
     std::vector<float> scores(tk);
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t b = 0; b < a.n; ++b) {
       const float* kb = kd + b * a.kv_stride;
       const float* vb = vd + b * a.kv_stride;
@@ -262,7 +262,7 @@ void cpu::attention_forward_decoding(const Tensor& q, const Tensor& k, const Ten
         }
       problem(rows, b, qd, kb, vb, od, lse_data, scores.data());
     }
-  }
+  });
 }
 
 void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -283,7 +283,7 @@ void cpu::attention_backward_tiled(const Tensor& dout, const Tensor& q, const Te
     std::vector<float> qs(tq * dpad), gs(tq * dpad), ks(tk * dpad);
     std::vector<float> kt(d * tkpad), vt(d * tkpad), p(tq * tkpad), dprob(tq * tkpad);
     std::vector<float> dqs(tq * dpad), dks(tk * dpad), dvs(tk * dpad);
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) nowait
     for (int64_t b = 0; b < a.n; ++b) {
       const int64_t qo = b * tq * d, kvo = b * tk * d;
       const float* qb = rows_padded(qd + qo, tq, d, dpad, qs);

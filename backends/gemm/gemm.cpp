@@ -122,21 +122,23 @@ void add_bias_rows(const GemmArgs& g) {
   const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
   const bool bf16 = g.c_type == DType::BFloat16;
   // One row (a decoding step's Linear) stays on this thread: a team costs more than the row.
-#pragma omp parallel for collapse(2) schedule(static) if (g.batch * g.m * g.n >= cpu::kGrainCheap)
-  for (int64_t b = 0; b < g.batch; ++b)
-    for (int64_t r = 0; r < g.m; ++r) {
-      const int64_t row = b * g.stride_c + r * ldc;
-      for (int64_t j = 0; j < g.n; ++j) {
-        if (bf16) {
-          auto* c = static_cast<BFloat16*>(g.c) + row;
-          const float old = g.beta == 0.0f ? 0.0f : g.beta * static_cast<float>(c[j]);
-          c[j] = BFloat16(old + static_cast<float>(BFloat16(g.bias[j])));
-        } else {
-          float* c = static_cast<float*>(g.c) + row;
-          c[j] = (g.beta == 0.0f ? 0.0f : g.beta * c[j]) + g.bias[j];
+  cpu::parallel_region(g.batch * g.m * g.n >= cpu::kGrainCheap, [&] {
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int64_t b = 0; b < g.batch; ++b)
+      for (int64_t r = 0; r < g.m; ++r) {
+        const int64_t row = b * g.stride_c + r * ldc;
+        for (int64_t j = 0; j < g.n; ++j) {
+          if (bf16) {
+            auto* c = static_cast<BFloat16*>(g.c) + row;
+            const float old = g.beta == 0.0f ? 0.0f : g.beta * static_cast<float>(c[j]);
+            c[j] = BFloat16(old + static_cast<float>(BFloat16(g.bias[j])));
+          } else {
+            float* c = static_cast<float*>(g.c) + row;
+            c[j] = (g.beta == 0.0f ? 0.0f : g.beta * c[j]) + g.bias[j];
+          }
         }
       }
-    }
+  });
 }
 
 // One row-major cblas_sgemm call: C = alpha op(A) op(B) + beta C, C being m x n.

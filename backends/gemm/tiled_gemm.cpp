@@ -323,13 +323,12 @@ void gemm_few_rows(const GemmArgs& g) {
       std::clamp<int64_t>(wanted, 1, std::max<int64_t>(n / (4 * kMaxTileRows), 1));
   const int64_t chunk = rows_per_part(n, parts);  // C^T's rows a part
   const int64_t units = g.batch * parts;
-#pragma omp parallel if (units > 1 && threads > 1)
-  {
+  parallel_region(units > 1 && threads > 1, [&] {
     // op(A)^T [k, mpad]; a panel of C^T [kFewRowsPanel, mpad], then of C [m, kFewRowsPanel].
     float* a_transposed = scratch(0, k * mpad);
     float* panel = scratch(1, 2 * kFewRowsPanel * mpad);
     float* c_rows = panel + kFewRowsPanel * mpad;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t u = 0; u < units; ++u) {
       const int64_t i = u / parts, first = u % parts * chunk;
       const int64_t last = std::min(n, first + chunk);
@@ -352,7 +351,7 @@ void gemm_few_rows(const GemmArgs& g) {
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -408,11 +407,10 @@ void gemm_tiled(const GemmArgs& g) {
       std::min(npad, std::max<int64_t>(kBlockFloats / k_block / tile_columns, 1) * tile_columns);
   const bool a_copied = g.trans_a && m * k > kSmallOperand && col_chunk > kNarrowColumns;
   const int64_t a_rows = a_copied ? kBlockRowsA : m;
-#pragma omp parallel if (units > 1 && threads > 1)
-  {
+  parallel_region(units > 1 && threads > 1, [&] {
     float* b_buffer = b_in_place ? nullptr : scratch(0, k_block * n_block);
     float* a_buffer = a_copied ? scratch(1, (k_block + kRowSkew) * a_rows) : nullptr;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t u = 0; u < units; ++u) {
       const int64_t i = u / parts, part = u % parts;  // item i: rows and columns of C
       const int64_t r0 = part / col_parts * row_chunk, rows = std::min(m, r0 + row_chunk) - r0;
@@ -482,7 +480,7 @@ void gemm_tiled(const GemmArgs& g) {
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace loom::cpu

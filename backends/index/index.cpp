@@ -152,8 +152,10 @@ const int64_t* checked_index(const Tensor& idx, int64_t n, const char* op) {
   const int64_t count = idx.numel();
   bool bad = false;
   const bool parallel = count > 4 * cpu::kGrainCheap;
-#pragma omp parallel for reduction(|| : bad) schedule(static) if (parallel)
-  for (int64_t j = 0; j < count; ++j) bad = bad || index[j] < 0 || index[j] >= n;
+  cpu::parallel_region(parallel, [&] {
+#pragma omp for reduction(|| : bad) schedule(static) nowait
+    for (int64_t j = 0; j < count; ++j) bad = bad || index[j] < 0 || index[j] >= n;
+  });
   if (!bad) return index;
   for (int64_t j = 0; j < count; ++j)
     LOOM_CHECK(index[j] >= 0 && index[j] < n,

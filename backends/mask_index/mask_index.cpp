@@ -91,13 +91,15 @@ std::vector<int64_t> chunk_counts(const Tensor& x, const Chunks& chunks) {
   std::vector<int64_t> counts(static_cast<size_t>(chunks.count), 0);
   const int64_t numel = x.numel();
   with_elements(x, [&](const auto* v) {
-#pragma omp parallel for schedule(static) if (chunks.count > 1)
-    for (int64_t c = 0; c < chunks.count; ++c) {
-      const int64_t end = std::min(numel, (c + 1) * chunks.size);
-      int64_t n = 0;
-      for (int64_t i = c * chunks.size; i < end; ++i) n += is_nonzero(v[i]);
-      counts[static_cast<size_t>(c)] = n;
-    }
+    cpu::parallel_region(chunks.count > 1, [&] {
+#pragma omp for schedule(static) nowait
+      for (int64_t c = 0; c < chunks.count; ++c) {
+        const int64_t end = std::min(numel, (c + 1) * chunks.size);
+        int64_t n = 0;
+        for (int64_t i = c * chunks.size; i < end; ++i) n += is_nonzero(v[i]);
+        counts[static_cast<size_t>(c)] = n;
+      }
+    });
   });
   return counts;
 }
@@ -113,24 +115,26 @@ Tensor cpu::nonzero(const Tensor& x, const Shape& shape, bool flat) {
   Tensor out = Tensor::empty(flat ? Shape{count} : Shape{count, dims}, DType::Int64, Device::CPU);
   int64_t* to = out.data_ptr<int64_t>();
   with_elements(x, [&](const auto* v) {
-#pragma omp parallel for schedule(static) if (chunks.count > 1)
-    for (int64_t c = 0; c < chunks.count; ++c) {
-      int64_t row = starts[static_cast<size_t>(c)];
-      const int64_t end = std::min(numel, (c + 1) * chunks.size);
-      for (int64_t i = c * chunks.size; i < end; ++i) {
-        if (!is_nonzero(v[i])) continue;
-        if (flat) {
-          to[row++] = i;
-          continue;
+    cpu::parallel_region(chunks.count > 1, [&] {
+#pragma omp for schedule(static) nowait
+      for (int64_t c = 0; c < chunks.count; ++c) {
+        int64_t row = starts[static_cast<size_t>(c)];
+        const int64_t end = std::min(numel, (c + 1) * chunks.size);
+        for (int64_t i = c * chunks.size; i < end; ++i) {
+          if (!is_nonzero(v[i])) continue;
+          if (flat) {
+            to[row++] = i;
+            continue;
+          }
+          int64_t rest = i;  // row-major coordinates of i, last dim first
+          for (int64_t d = dims - 1; d >= 0; --d) {
+            to[row * dims + d] = rest % shape[d];
+            rest /= shape[d];
+          }
+          ++row;
         }
-        int64_t rest = i;  // row-major coordinates of i, last dim first
-        for (int64_t d = dims - 1; d >= 0; --d) {
-          to[row * dims + d] = rest % shape[d];
-          rest /= shape[d];
-        }
-        ++row;
       }
-    }
+    });
   });
   return out;
 }

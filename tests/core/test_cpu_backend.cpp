@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/caching_allocator.h"
 #include "backends/config.h"
+#include "backends/cpu/loops.h"
 #include "backends/cpu/vec_math.h"
 #include "backends/gemm/tiled_gemm.h"
 #include "core/rng.h"
@@ -306,6 +307,30 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 // =================================================================== memory, copy, fill
+
+// parallel_region runs its body on every thread of a team, or once on the calling thread
+// without one; a `#pragma omp for nowait` inside covers its range exactly once either way.
+TEST_CASE("parallel_region: a team or the calling thread alone, the loop inside covered once") {
+  for (bool parallel : {false, true}) {
+    CAPTURE(parallel);
+    std::vector<int> hits(1000, 0);
+    int bodies = 0;
+    bool inside_team = false;
+    cpu::parallel_region(parallel, [&] {
+#pragma omp atomic
+      ++bodies;
+      if (omp_in_parallel()) {
+#pragma omp atomic write
+        inside_team = true;
+      }
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < 1000; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+    CHECK(bodies == (parallel ? omp_get_max_threads() : 1));
+    CHECK(inside_team == (parallel && omp_get_max_threads() > 1));
+  }
+}
 
 TEST_CASE("cpu allocate returns 64-byte aligned, distinct blocks, even for 0 bytes") {
   for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}}) {
