@@ -1,6 +1,8 @@
 // The loop machinery shared by the CPU kernels:
 //   * parallel_for: splits a range into one contiguous chunk per OpenMP thread, and stays on the
 //     calling thread when the range is small (starting a team costs microseconds).
+//   * parallel_region: a region for kernels that share out their own loop (`omp for`), or the
+//     body alone on the calling thread, without the team of one that `if (false)` starts.
 //   * StridedIter: walks N same-shaped operands with arbitrary strides (0 for broadcast dims)
 //     as a sequence of 1-D "runs" along the innermost dimension, after merging dimensions that
 //     are laid out contiguously with respect to each other. A kernel only writes the body of a
