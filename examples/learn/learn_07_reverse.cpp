@@ -125,7 +125,10 @@ int main(int argc, char** argv) try {
   manual_seed(0);
   models::Transformer model(c);
   optim::Adam opt(model.parameters(), 1e-3f, 0.9f, 0.98f, 1e-9f);  // sec. 5.3
-  float loss_value = 0.0f;
+  // The last 50 steps' mean loss: one batch's loss can jump tenfold for a step (a batch of
+  // harder sequences, Adam's large steps under the schedule), and where it does depends on the
+  // order of the float sums, which differs from build to build.
+  float loss_value = 0.0f, recent_loss = 0.0f;
   // Decoded after 110 of the 400 steps, while the model still hesitates: greedy search commits
   // to one token at a time and beam search keeps four prefixes, so they can part ways.
   std::vector<models::Translation> early;
@@ -139,6 +142,7 @@ int main(int argc, char** argv) try {
     loss.backward();
     opt.step();
     loss_value = loss.item();
+    if (step >= 350) recent_loss += loss_value / 50.0f;
     if (step % 100 == 0 || step == 399) std::printf("step %3d  loss %.4f\n", step, loss_value);
     if (step + 1 == 110) early = decode(model, "after 110 steps");
   }
@@ -228,7 +232,7 @@ int main(int argc, char** argv) try {
   // differ only by rounding (4 rows against 1 in the products), so they are compared to 1e-4,
   // as tests/models/test_transformer_decode.cpp does.
   const auto at_least = [](float beam, float greedy) { return beam >= greedy - 1e-4f; };
-  const bool ok = loss_value < 0.1f &&
+  const bool ok = recent_loss < 0.1f &&
                   trained[1].tokens == std::vector<int64_t>{8, 6, 4, 9, 3, 5} &&
                   at_least(early[1].score, early[0].score) &&
                   at_least(trained[1].score, trained[0].score) &&
