@@ -125,14 +125,15 @@ int main(int argc, char** argv) try {
   manual_seed(0);
   models::Transformer model(c);
   optim::Adam opt(model.parameters(), 1e-3f, 0.9f, 0.98f, 1e-9f);  // sec. 5.3
-  // The last 50 steps' mean loss: one batch's loss can jump tenfold for a step (a batch of
-  // harder sequences, Adam's large steps under the schedule), and where it does depends on the
-  // order of the float sums, which differs from build to build.
+  // The claim reads the last kRecent steps' mean loss: one batch's loss can jump tenfold for a
+  // step (a batch of harder sequences, Adam's large steps under the schedule), and where it does
+  // depends on the order of the float sums, which differs from build to build.
+  constexpr int kSteps = 400, kRecent = 50;
   float loss_value = 0.0f, recent_loss = 0.0f;
   // Decoded after 110 of the 400 steps, while the model still hesitates: greedy search commits
   // to one token at a time and beam search keeps four prefixes, so they can part ways.
   std::vector<models::Translation> early;
-  for (int step = 0; step < 400; ++step) {
+  for (int step = 0; step < kSteps; ++step) {
     opt.set_lr(optim::noam_lr(step + 1, c.d_model, 60, 1.0f));
     const learn::ReverseBatch b = learn::reverse_batch(32);  // sources and their reversals
     // Teacher forcing: the decoder reads bos + answer and predicts answer + eos.
@@ -142,8 +143,9 @@ int main(int argc, char** argv) try {
     loss.backward();
     opt.step();
     loss_value = loss.item();
-    if (step >= 350) recent_loss += loss_value / 50.0f;
-    if (step % 100 == 0 || step == 399) std::printf("step %3d  loss %.4f\n", step, loss_value);
+    if (step >= kSteps - kRecent) recent_loss += loss_value / kRecent;
+    if (step % 100 == 0 || step == kSteps - 1)
+      std::printf("step %3d  loss %.4f\n", step, loss_value);
     if (step + 1 == 110) early = decode(model, "after 110 steps");
   }
 
