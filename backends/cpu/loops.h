@@ -1,6 +1,7 @@
 // The loop machinery shared by the CPU kernels:
 //   * parallel_for: splits a range into one contiguous chunk per OpenMP thread, and stays on the
 //     calling thread when the range is small (starting a team costs microseconds).
+//   * parallel_for_items: the same over the elements of a list of items (tensors) as one range.
 //   * parallel_region: a region for kernels that share out their own loop (`omp for`), or the
 //     body alone on the calling thread, without the team of one that `if (false)` starts.
 //   * StridedIter: walks N same-shaped operands with arbitrary strides (0 for broadcast dims)
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backends/backend.h"
@@ -74,6 +76,26 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
     const int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
     if (b < e) fn(b, e);
   }
+}
+
+// Calls fn(item, begin, end) on disjoint stretches [begin, end) of items' elements that cover
+// every item's [0, sizes[item]): the items as one range, their sizes end to end, cut into one
+// chunk per thread as parallel_for cuts it. A list of tensors (a model's hundred-odd parameters
+// in a multi-tensor optimizer step) then costs one parallel region, not one per tensor, and its
+// small tensors (biases, norms) are shared out with the large. fn must not throw.
+template <class Fn>
+void parallel_for_items(std::span<const int64_t> sizes, int64_t grain, const Fn& fn) {
+  std::vector<int64_t> starts(sizes.size() + 1, 0);  // item i: [starts[i], starts[i + 1])
+  for (size_t i = 0; i < sizes.size(); ++i) starts[i + 1] = starts[i] + sizes[i];
+  parallel_for(0, starts.back(), grain, [&](int64_t begin, int64_t end) {
+    // The last item that starts at or before `begin` (skipping empty ones), then each in turn.
+    auto item = std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1;
+    for (; begin < end; ++item) {
+      const int64_t stop = std::min(end, starts[item + 1]);
+      if (stop > begin) fn(static_cast<size_t>(item), begin - starts[item], stop - starts[item]);
+      begin = std::max(begin, stop);
+    }
+  });
 }
 
 // Calls fn(i) for every i in [0, count): items of `work` cheap elements each (an image plane, a

@@ -869,6 +869,32 @@ TEST_CASE("cpu reduce matches reference loops along the middle axis, ties to the
   }
 }
 
+TEST_CASE("cpu::parallel_for_items visits every element of every item once, on any thread count") {
+  // Empty items first, between and last; items smaller than a chunk and larger; a total above
+  // the grain so that the chunks of two or three threads start inside items.
+  const std::vector<int64_t> sizes = {0, 5, 0, 40000, 1, 0, 70001, 3, 0};
+  const int saved = get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    set_num_threads(threads);
+    std::vector<std::vector<int>> visits;
+    for (int64_t n : sizes) visits.emplace_back(static_cast<size_t>(n), 0);
+    std::vector<int> calls(sizes.size(), 0);
+    cpu::parallel_for_items(sizes, 1000, [&](size_t item, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ++visits[item][static_cast<size_t>(i)];
+#pragma omp atomic
+      ++calls[item];
+    });
+    for (size_t item = 0; item < sizes.size(); ++item) {
+      CAPTURE(item);
+      CHECK(std::count(visits[item].begin(), visits[item].end(), 1) == sizes[item]);
+      CHECK((calls[item] > 0) == (sizes[item] > 0));  // never called with nothing to do
+      CHECK(calls[item] <= threads);
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST_CASE("cpu column sums (a bias's gradient) are the same on one thread or two") {
   // reduce(Sum) of [n, inner] over n, outer 1: the rows in chunks fixed by n alone
   // (cpu::column_sums_by_chunks), so the thread count cannot change a bit of the sums. Fewer

@@ -104,6 +104,30 @@ TEST_CASE("sum_of_squares_multi is the double sum of x^2 over every tensor, any 
   CHECK(out.item() == 0.0f);
 }
 
+TEST_CASE("sum_of_squares_multi gives the same bits on one thread or three, over many tensors") {
+  // A model's list: many small tensors (biases, norms) and a few large ones, 1.1 million
+  // elements in all, so that the blocks are shared among the threads.
+  using loom::testing::philox_tensor;
+  std::vector<Tensor> xs;
+  double want = 0.0;
+  for (int i = 0; i < 150; ++i) {
+    const int64_t n = i % 10 == 0 ? 70001 + i : 3 + 37 * i;
+    xs.push_back(philox_tensor({n}, 200 + i));
+    for (float v : xs.back().to_vector()) want += double(v) * v;
+  }
+  const int saved = get_num_threads();
+  std::vector<float> got;
+  for (int threads : {1, 3}) {
+    set_num_threads(threads);
+    Tensor out = Tensor::empty({}, DType::Float32, Device::CPU);
+    cpu_backend().sum_of_squares_multi(xs, out);
+    got.push_back(out.item());
+  }
+  set_num_threads(saved);
+  CHECK(got[0] == got[1]);
+  CHECK(got[0] == doctest::Approx(want).epsilon(1e-7));
+}
+
 TEST_CASE("scale_multi scales every tensor in place like mul_") {
   using loom::testing::philox_tensor;
   std::vector<Tensor> xs = {philox_tensor({3}, 1), philox_tensor({0}, 2),
