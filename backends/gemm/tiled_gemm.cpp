@@ -186,6 +186,61 @@ constexpr bool read_about_once(int64_t rows, int64_t b_floats) {
   return rows <= kOnePassRows && b_floats > kSmallOperand;
 }
 
+// The shared dimension's cache blocks: k in equal blocks of at most kMaxBlockK. Each element of
+// C adds its blocks' sums in order, so the blocks fix the result's bits.
+int64_t block_of_k(int64_t k) {
+  const int64_t blocks = (k + kMaxBlockK - 1) / kMaxBlockK;
+  return (k + blocks - 1) / blocks;
+}
+
+// How gemm_tiled cuts each item's C among the threads when there are fewer items than threads
+// (a large product is one item): a part of C's rows reads all of op(B), a part of its columns
+// all of op(A), so the longer side is cut first: rows in whole tiles (at least four each),
+// columns in whole vectors (at least two each).
+struct CutOfC {
+  int64_t row_parts, col_parts;
+};
+CutOfC cut_of_c(const GemmArgs& g, int64_t threads) {
+  const int64_t wanted = (threads + g.batch - 1) / g.batch;
+  const int64_t most_row_parts = std::max<int64_t>(g.m / (4 * kMaxTileRows), 1);
+  const int64_t most_col_parts = std::max<int64_t>(tile_gemm_padded(g.n) / kTileLanes / 2, 1);
+  const auto fewest = [&](int64_t have, int64_t most) {  // the other side's parts for `wanted`
+    return std::clamp<int64_t>((wanted + have - 1) / have, 1, most);
+  };
+  if (g.m > g.n) {
+    const int64_t rows = std::min(wanted, most_row_parts);
+    return {rows, fewest(rows, most_col_parts)};
+  }
+  const int64_t columns = std::min(wanted, most_col_parts);
+  return {fewest(columns, most_row_parts), columns};
+}
+
+// Whether one product (a batch of one) has its k cut among the threads rather than its C: each
+// thread takes a run of k's blocks (those of kMaxBlockK) for the whole of C. A weight's gradient
+// dW = dY^T X over a batch's thousands of tokens is such a product: C is small and k long. With
+// C cut, each thread reads all of one operand (and, transposed, copies it); with k cut, each
+// reads its own blocks of both, but every block past the first run is written to a buffer of
+// C's size and added to C afterwards (see gemm_tiled). The floats moved per thread decide:
+//   C cut in row_parts x col_parts:  A / row_parts + B / col_parts
+//   k cut:                           (A + B) / threads + 2 C (blocks past the first run)
+// and a tie goes to the split of k, which also copies A's blocks once instead of per part.
+// Measured alone on 2 Sapphire Rapids cores (scripts/gemm_ab.sh, 2026-12-03, several runs):
+// swin-fmnist's weight gradients 64 x 64 x 12544 (TN) 1.16-1.31x as fast, 64 x 256 x 12544
+// 1.05-1.18x, bert's and gpt's 256 x 256 x 4096 1.04-1.16x, and the gradients of a few
+// outputs over many positions (detr-fmnist's first convolution, 32 x 9 x 32768 NT) 1.8-2.0x;
+// vit-fmnist's 512 x 128 x 6400, whose rows are cut without copying A twice, ran 4% slower
+// split, and the rule keeps its rows cut.
+// alpha 1 only: a block's buffer then holds its sums as they are (alpha * sums could round a
+// tiny negative sum to -0, which adds to C differently from the sums in registers).
+bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
+  const int64_t k_block = block_of_k(g.k), blocks = (g.k + k_block - 1) / k_block;
+  if (g.batch != 1 || threads < 2 || g.alpha != 1.0f || blocks < threads) return false;
+  const double a = static_cast<double>(g.m) * g.k, b = static_cast<double>(g.n) * g.k;
+  const double c = static_cast<double>(g.m) * g.n;
+  const int64_t later = blocks - (blocks + threads - 1) / threads;  // blocks past the first run
+  return (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts;
+}
+
 // Products of at most kFewRows rows times a transposed B take gemm_few_rows, which computes C^T
 // kFewRowsPanel rows at a time (a panel of 128 x 32 floats, 16 KiB).
 constexpr int64_t kFewRows = 32, kFewRowsPanel = 128;
@@ -365,6 +420,12 @@ static bool few_rows(int64_t m, int64_t n) { return m <= kFewRows && n >= 4 * m;
 
 bool copies_transposed_b(int64_t m, int64_t n) { return use_tiled_gemm(m, n) && !few_rows(m, n); }
 
+bool gemm_tiled_splits_k(const GemmArgs& g) {
+  if (g.trans_b && few_rows(g.m, g.n)) return false;
+  const int64_t threads = max_threads();
+  return splits_k(g, threads, cut_of_c(g, threads));
+}
+
 void gemm_tiled(const GemmArgs& g) {
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
@@ -377,36 +438,139 @@ void gemm_tiled(const GemmArgs& g) {
   auto* c_data = static_cast<float*>(g.c);
   // A stored [m, k], or [k, m] when transposed: element (r, p) of op(A) read where it lies.
   const int64_t a_row = g.trans_a ? 1 : g.lda, a_col = g.trans_a ? g.lda : 1;
-  // Fewer items than threads (a large product is one item): each item is cut into parts. A
-  // part of C's rows reads all of op(B), a part of its columns all of op(A), so the longer side
-  // is cut first: rows in whole tiles (at least four each), columns in whole vectors (at least
-  // two each).
   const int64_t threads = max_threads(), vectors = npad / kTileLanes;
-  const int64_t wanted = (threads + g.batch - 1) / g.batch;
-  const int64_t most_row_parts = std::max<int64_t>(m / (4 * kMaxTileRows), 1);
-  const int64_t most_col_parts = std::max<int64_t>(vectors / 2, 1);
-  const auto fewest = [&](int64_t have, int64_t most) {  // the other side's parts for `wanted`
-    return std::clamp<int64_t>((wanted + have - 1) / have, 1, most);
-  };
-  int64_t row_parts, col_parts;
-  if (m > n) {
-    row_parts = std::min(wanted, most_row_parts);
-    col_parts = fewest(row_parts, most_col_parts);
-  } else {
-    col_parts = std::min(wanted, most_col_parts);
-    row_parts = fewest(col_parts, most_row_parts);
-  }
+  const CutOfC cut = cut_of_c(g, threads);
+  const int64_t row_parts = cut.row_parts, col_parts = cut.col_parts;
   const int64_t col_chunk = (vectors + col_parts - 1) / col_parts * kTileLanes;
   const int64_t row_chunk = rows_per_part(m, row_parts);
   const int64_t parts = row_parts * col_parts, units = g.batch * parts;
   // The cache blocks: k_block of the shared dimension by n_block columns of op(B), a_rows rows
   // of op(A) (all of them, read in place, when A is not transposed).
-  const int64_t k_blocks = (k + kMaxBlockK - 1) / kMaxBlockK;
-  const int64_t k_block = (k + k_blocks - 1) / k_blocks, tile_columns = 2 * kTileLanes;
+  const int64_t k_block = block_of_k(k), tile_columns = 2 * kTileLanes;
   const int64_t n_block =
       std::min(npad, std::max<int64_t>(kBlockFloats / k_block / tile_columns, 1) * tile_columns);
-  const bool a_copied = g.trans_a && m * k > kSmallOperand && col_chunk > kNarrowColumns;
+  const bool split_k = splits_k(g, threads, cut);
+  const int64_t c_columns = split_k ? n : col_chunk;  // the columns of C a thread passes over
+  const bool a_copied = g.trans_a && m * k > kSmallOperand && c_columns > kNarrowColumns;
   const int64_t a_rows = a_copied ? kBlockRowsA : m;
+  // Where block p of k goes: C itself (the first block from beta * C + bias, a later one added
+  // to what the earlier wrote), or, in a split of k, a buffer of its own (below).
+  struct Destination {
+    float* c;
+    int64_t ldc;
+    float beta;
+    const float* bias;
+  };
+  // Item i's rows [r0, r0 + rows) and columns [c0, c1) of C over the blocks of k from
+  // p_begin to p_end, block p written where dest(i, r0, p) says.
+  const auto multiply = [&](int64_t i, int64_t r0, int64_t rows, int64_t c0, int64_t c1,
+                            int64_t p_begin, int64_t p_end, float* b_buffer, float* a_buffer,
+                            const auto& dest) {
+    const float* a_item = a_data + g.offset_a(i) + r0 * a_row;
+    const float* b_item = b_data + g.offset_b(i);
+    for (int64_t p = p_begin; p < p_end; p += k_block) {
+      const int64_t depth = std::min(k_block, k - p);
+      const Destination to = dest(i, r0, p);
+      // op(A)'s rows [r, r + count) of this block of k: where they lie, or transposed into
+      // rows in 8 x 8 register blocks.
+      const auto a_block = [&](int64_t r, int64_t count) -> TileOperand {
+        const float* a = a_item + r * a_row + p * a_col;
+        if (!a_copied) return {a, a_row, a_col};
+        pack_b(a, g.lda, true, depth, count, a_buffer, depth + kRowSkew);
+        return {a_buffer, depth + kRowSkew, 1};
+      };
+      // op(B)'s columns [first, first + columns) of this block of k, and their row stride:
+      // where they lie, or copied as [depth, padded] with zeros after `columns`.
+      using Block = std::pair<const float*, int64_t>;
+      const auto b_block = [&](int64_t first, int64_t columns) -> Block {
+        if (b_in_place) return {b_item + p * g.ldb + first, g.ldb};
+        const int64_t ldb = tile_gemm_padded(columns);
+        pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb, g.trans_b,
+               columns, depth, b_buffer, ldb);
+        return {b_buffer, ldb};
+      };
+      const auto columns_at = [&](int64_t first) { return std::min(c1, first + n_block) - first; };
+      const auto tiles = [&](int64_t r, int64_t count, TileOperand a, int64_t first,
+                             int64_t columns, const float* b, int64_t ldb) {
+        tile_gemm(count, columns, depth, a, b, ldb, to.c + r * to.ldc + first, to.ldc, g.alpha,
+                  to.beta, bias_from(to.bias, first));
+      };
+      if (a_copied) {
+        // Each of A's row blocks copied once, passed over every block of op(B). Where op(B)
+        // is copied too, its blocks are copied again for each of A's row blocks (rows / 128
+        // times, a plain copy) rather than A's again for each of op(B)'s blocks (a transpose,
+        // once per n_block columns).
+        for (int64_t r = 0; r < rows; r += a_rows) {
+          const int64_t count = std::min(a_rows, rows - r);
+          const TileOperand a = a_block(r, count);
+          for (int64_t first = c0; first < c1; first += n_block) {
+            const int64_t columns = columns_at(first);
+            const auto [b, ldb] = b_block(first, columns);
+            tiles(r, count, a, first, columns, b, ldb);
+          }
+        }
+      } else {
+        // op(B)'s block stays in the cache while every row tile of the part passes over it.
+        for (int64_t first = c0; first < c1; first += n_block) {
+          const int64_t columns = columns_at(first);
+          const auto [b, ldb] = b_block(first, columns);
+          for (int64_t r = 0; r < rows; r += a_rows) {
+            const int64_t count = std::min(a_rows, rows - r);
+            tiles(r, count, a_block(r, count), first, columns, b, ldb);
+          }
+        }
+      }
+    }
+  };
+  // Block p of item i written into C: the first block from beta * C + bias, a later one added
+  // to what the earlier ones wrote (beta 1, and no bias again).
+  const auto into_c = [&](int64_t i, int64_t r0, int64_t p) -> Destination {
+    return {c_data + g.offset_c(i) + r0 * g.ldc, g.ldc, p == 0 ? g.beta : 1.0f,
+            p == 0 ? g.bias : nullptr};
+  };
+
+  if (split_k) {
+    // One item whose k is many blocks long and whose C is small: each thread takes a run of
+    // the blocks of k for the whole of C (see kSplitK). The first run goes into C as above;
+    // each block of a later run into a buffer of its own, as alpha times its sums alone; then
+    // C adds those buffers in the order of their blocks, so that every element of C adds the
+    // same blocks in the same order as one thread would have: the same bits.
+    const int64_t blocks = (k + k_block - 1) / k_block;
+    const int64_t first_later = (blocks + threads - 1) / threads;  // run 0: [0, first_later)
+    const int64_t buffers = blocks - first_later, slot = m * n;
+    thread_local std::vector<float> later;  // kept from call to call, as the allocator would
+    later.resize(static_cast<size_t>(buffers * slot));
+    float* later_data = later.data();  // (the workers see the calling thread's buffer)
+    const auto into_buffer = [&](int64_t, int64_t, int64_t p) -> Destination {
+      return {later_data + (p / k_block - first_later) * slot, n, 0.0f, nullptr};
+    };
+    parallel_region(true, [&] {
+      float* b_buffer = b_in_place ? nullptr : scratch(0, k_block * n_block);
+      float* a_buffer = a_copied ? scratch(1, (k_block + kRowSkew) * a_rows) : nullptr;
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < threads; ++t) {
+        const int64_t b0 = t == 0 ? 0 : first_later + (t - 1) * buffers / (threads - 1);
+        const int64_t b1 = t == 0 ? first_later : first_later + t * buffers / (threads - 1);
+        if (t == 0)
+          multiply(0, 0, m, 0, n, 0, b1 * k_block, b_buffer, a_buffer, into_c);
+        else
+          multiply(0, 0, m, 0, n, b0 * k_block, std::min(k, b1 * k_block), b_buffer, a_buffer,
+                   into_buffer);
+      }
+      // (the loop's barrier: every block's sums are written)
+#pragma omp for schedule(static) nowait
+      for (int64_t r = 0; r < m; ++r) {
+        float* c = c_data + r * g.ldc;
+        for (int64_t j = 0; j < buffers; ++j) {
+          const float* add = later_data + j * slot + r * n;
+#pragma omp simd
+          for (int64_t col = 0; col < n; ++col) c[col] = add[col] + c[col];
+        }
+      }
+    });
+    return;
+  }
+
   parallel_region(units > 1 && threads > 1, [&] {
     float* b_buffer = b_in_place ? nullptr : scratch(0, k_block * n_block);
     float* a_buffer = a_copied ? scratch(1, (k_block + kRowSkew) * a_rows) : nullptr;
@@ -422,63 +586,7 @@ void gemm_tiled(const GemmArgs& g) {
         if (k * n <= kSmallOperand)
           prefetch_rows(b_data + g.offset_b(i + 1), g.trans_b ? n : k, g.trans_b ? k : n, g.ldb);
       }
-      const float* a_item = a_data + g.offset_a(i) + r0 * a_row;
-      const float* b_item = b_data + g.offset_b(i);
-      float* c_item = c_data + g.offset_c(i) + r0 * g.ldc;
-      // A later block of k adds to what the earlier ones wrote (beta 1, and no bias again).
-      for (int64_t p = 0; p < k; p += k_block) {
-        const int64_t depth = std::min(k_block, k - p);
-        const float beta = p == 0 ? g.beta : 1.0f;
-        const float* bias = p == 0 ? g.bias : nullptr;
-        // op(A)'s rows [r, r + count) of this block of k: where they lie, or transposed into
-        // rows in 8 x 8 register blocks.
-        const auto a_block = [&](int64_t r, int64_t count) -> TileOperand {
-          const float* a = a_item + r * a_row + p * a_col;
-          if (!a_copied) return {a, a_row, a_col};
-          pack_b(a, g.lda, true, depth, count, a_buffer, depth + kRowSkew);
-          return {a_buffer, depth + kRowSkew, 1};
-        };
-        // op(B)'s columns [first, first + columns) of this block of k, and their row stride:
-        // where they lie, or copied as [depth, padded] with zeros after `columns`.
-        using Block = std::pair<const float*, int64_t>;
-        const auto b_block = [&](int64_t first, int64_t columns) -> Block {
-          if (b_in_place) return {b_item + p * g.ldb + first, g.ldb};
-          const int64_t ldb = tile_gemm_padded(columns);
-          pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb, g.trans_b,
-                 columns, depth, b_buffer, ldb);
-          return {b_buffer, ldb};
-        };
-        const auto columns_at = [&](int64_t first) {
-          return std::min(c1, first + n_block) - first;
-        };
-        if (a_copied) {
-          // Each of A's row blocks copied once, passed over every block of op(B). Where op(B)
-          // is copied too, its blocks are copied again for each of A's row blocks (rows / 128
-          // times, a plain copy) rather than A's again for each of op(B)'s blocks (a transpose,
-          // once per n_block columns).
-          for (int64_t r = 0; r < rows; r += a_rows) {
-            const int64_t count = std::min(a_rows, rows - r);
-            const TileOperand a = a_block(r, count);
-            for (int64_t first = c0; first < c1; first += n_block) {
-              const int64_t columns = columns_at(first);
-              const auto [b, ldb] = b_block(first, columns);
-              tile_gemm(count, columns, depth, a, b, ldb, c_item + r * g.ldc + first, g.ldc,
-                        g.alpha, beta, bias_from(bias, first));
-            }
-          }
-        } else {
-          // op(B)'s block stays in the cache while every row tile of the part passes over it.
-          for (int64_t first = c0; first < c1; first += n_block) {
-            const int64_t columns = columns_at(first);
-            const auto [b, ldb] = b_block(first, columns);
-            for (int64_t r = 0; r < rows; r += a_rows) {
-              const int64_t count = std::min(a_rows, rows - r);
-              tile_gemm(count, columns, depth, a_block(r, count), b, ldb,
-                        c_item + r * g.ldc + first, g.ldc, g.alpha, beta, bias_from(bias, first));
-            }
-          }
-        }
-      }
+      multiply(i, r0, rows, c0, c1, 0, k, b_buffer, a_buffer, into_c);
     }
   });
 }

@@ -1039,6 +1039,17 @@ int64_t b_extent(const GemmArgs& g) {
   return std::max<int64_t>(g.stride_b * g.batch, (g.trans_b ? g.n : g.k) * g.ldb);
 }
 
+// Random operands for a case's geometry g: A, B, a bias row and C's starting values, from seeds
+// seed, seed + 1, ...
+struct GemmOperands {
+  std::vector<float> a, b, bias, c0;
+};
+GemmOperands random_operands(const GemmCase& c, const GemmArgs& g, uint64_t seed) {
+  return {uniform_values(c.batch * g.stride_a, -1, 1, seed),
+          uniform_values(b_extent(g), -1, 1, seed + 1), uniform_values(c.n, -2, 2, seed + 2),
+          uniform_values(c.batch * g.stride_c, -1, 1, seed + 3)};
+}
+
 // Runs one case through `gemm` (Backend::gemm, or one of the CPU's product paths) on operands
 // with the case's strides, and checks C against the definition.
 void check_gemm_case(const GemmCase& c, const std::function<void(const GemmArgs&)>& gemm,
@@ -1146,6 +1157,11 @@ std::vector<GemmCase> tiled_gemm_cases() {
       // (read about once), under a copied transposed A and under an A read in place
       {true, false, 100, 256, 700, 1, 1.0f, 0.5f, false, 0},
       {false, false, 128, 64, 300, 2, 1.0f, 0.0f, false, 1},
+      // one product of a small C over a long k (a weight's gradient over many tokens; a few
+      // outputs' gradient over many positions): its blocks of k cut among the threads
+      {true, false, 64, 64, 3000, 1, 1.0f, 0.5f, false, 0},
+      {false, true, 9, 40, 5000, 1, 1.0f, 0.0f, false, 1},
+      {true, false, 40, 200, 2600, 1, 1.0f, 1.0f, false, 3},
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
       {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
@@ -1168,6 +1184,37 @@ TEST_CASE("cpu gemm_tiled (loom's own product kernel) matches the definition") {
       check_gemm_case(c, cpu::gemm_tiled, "gemm_tiled");
     }
   set_num_threads(threads);
+}
+
+// One product whose C is small and whose k is long has its blocks of k cut among the threads
+// (gemm_tiled_splits_k): each element of C must still add the same blocks in the same order,
+// so the product is the same to the bit as on one thread, where nothing is cut.
+TEST_CASE("cpu gemm_tiled cutting k among threads gives the bits of one thread") {
+  const int threads = get_num_threads();
+  int64_t split = 0;
+  for (const GemmCase& c : tiled_gemm_cases()) {
+    CAPTURE(c.m);
+    CAPTURE(c.n);
+    CAPTURE(c.k);
+    GemmArgs g = gemm_geometry(c);
+    const GemmOperands x = random_operands(c, g, 93);
+    g.a = x.a.data(), g.b = x.b.data(), g.bias = x.bias.data();
+    std::vector<std::vector<float>> results;
+    for (int t : {1, 2, 3}) {
+      set_num_threads(t);
+      std::vector<float> out = x.c0;
+      g.c = out.data();
+      if (t == 1) CHECK_FALSE(cpu::gemm_tiled_splits_k(g));
+      split += cpu::gemm_tiled_splits_k(g);
+      cpu::gemm_tiled(g);
+      results.push_back(std::move(out));
+    }
+    for (size_t t = 1; t < results.size(); ++t)
+      CHECK(std::memcmp(results[t].data(), results[0].data(), results[0].size() * sizeof(float)) ==
+            0);
+  }
+  set_num_threads(threads);
+  CHECK(split >= 6);  // the three long products above, on two threads and on three
 }
 
 // A batch in groups (GemmArgs::group): attention's heads split out of a projection, item
@@ -1249,11 +1296,10 @@ TEST_CASE("cpu gemm_tiled adds a bias as it writes C, to the bit as a pass befor
       CAPTURE(c.ta);
       CAPTURE(c.tb);
       GemmArgs g = gemm_geometry(c);
-      const std::vector<float> a = uniform_values(c.batch * g.stride_a, -1, 1, 83);
-      const std::vector<float> b = uniform_values(b_extent(g), -1, 1, 84);
-      const std::vector<float> bias = uniform_values(c.n, -2, 2, 85);
-      const std::vector<float> c0 = uniform_values(c.batch * g.stride_c, -1, 1, 86);
-      g.a = a.data(), g.b = b.data();
+      const GemmOperands x = random_operands(c, g, 83);
+      const std::vector<float>& bias = x.bias;
+      const std::vector<float>& c0 = x.c0;
+      g.a = x.a.data(), g.b = x.b.data();
       // C started from the bias, then the product added to it.
       std::vector<float> two_passes = c0;
       for (int64_t i = 0; i < c.batch; ++i)
