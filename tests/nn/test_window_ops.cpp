@@ -37,6 +37,28 @@ std::vector<float> im2col_by_definition(const Tensor& x, const WindowGeometry& w
   return cols;
 }
 
+// col2im by its definition: each pixel of x[n, c] the float sum, from 0, of the columns' values
+// that read it, tap after tap (i, then j), as the kernels add them.
+std::vector<float> col2im_by_definition(const Tensor& cols, int64_t h, int64_t wd,
+                                        const WindowGeometry& w) {
+  const int64_t planes = cols.size(0) * cols.size(1);
+  const int64_t out_h = w.output_size(0, h), out_w = w.output_size(1, wd);
+  const std::vector<float> cv = cols.to_vector();
+  std::vector<float> x(static_cast<size_t>(planes * h * wd), 0.0f);
+  size_t next = 0;  // cols in order: plane, tap, position
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t i = 0; i < w.kernel[0]; ++i)
+      for (int64_t j = 0; j < w.kernel[1]; ++j)
+        for (int64_t oh = 0; oh < out_h; ++oh)
+          for (int64_t ow = 0; ow < out_w; ++ow, ++next) {
+            const int64_t r = oh * w.stride[0] + i * w.dilation[0] - w.padding[0];
+            const int64_t c = ow * w.stride[1] + j * w.dilation[1] - w.padding[1];
+            if (r >= 0 && r < h && c >= 0 && c < wd)
+              x[static_cast<size_t>((p * h + r) * wd + c)] += cv[next];
+          }
+  return x;
+}
+
 // Ioffe & Szegedy 2015, Algorithm 1, in ops: the reference the fused kernel must equal.
 Tensor batch_norm_in_ops(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   const Shape channel{1, x.size(1), 1, 1}, dims{0, 2, 3};
@@ -58,8 +80,10 @@ TEST_CASE("im2col is its definition for strides, padding and dilation; col2im it
     CHECK(cols.shape() == Shape({2, 3, w.kernel[0] * w.kernel[1],
                                  w.output_size(0, 6) * w.output_size(1, 7)}));
     CHECK(cols.to_vector() == im2col_by_definition(x, w, -2.5f));
-    // <col2im(c), x> == <c, im2col(x)> for any c and x (padding reading 0).
+    // <col2im(c), x> == <c, im2col(x)> for any c and x (padding reading 0); and col2im adds
+    // each pixel's values tap after tap, to the bit.
     const Tensor c = randn(cols.shape());
+    CHECK(col2im(c, 6, 7, w).to_vector() == col2im_by_definition(c, 6, 7, w));
     const double lhs = sum(col2im(c, 6, 7, w) * x).item();
     const double rhs = sum(c * im2col(x, w)).item();
     CHECK(std::fabs(lhs - rhs) < 1e-3 * (1.0 + std::fabs(rhs)));
