@@ -231,14 +231,17 @@ CutOfC cut_of_c(const GemmArgs& g, int64_t threads) {
 // vit-fmnist's 512 x 128 x 6400, whose rows are cut without copying A twice, ran 4% slower
 // split, and the rule keeps its rows cut.
 // alpha 1 only: a block's buffer then holds its sums as they are (alpha * sums could round a
-// tiny negative sum to -0, which adds to C differently from the sums in registers).
+// tiny negative sum to -0, which adds to C differently from the sums in registers). The
+// buffers, kept by the calling thread from call to call, hold at most kSplitKBuffer floats.
+constexpr double kSplitKBuffer = 4 * 1024 * 1024;  // 16 MiB
 bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
   const int64_t k_block = block_of_k(g.k), blocks = (g.k + k_block - 1) / k_block;
   if (g.batch != 1 || threads < 2 || g.alpha != 1.0f || blocks < threads) return false;
   const double a = static_cast<double>(g.m) * g.k, b = static_cast<double>(g.n) * g.k;
   const double c = static_cast<double>(g.m) * g.n;
   const int64_t later = blocks - (blocks + threads - 1) / threads;  // blocks past the first run
-  return (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts;
+  return c * later <= kSplitKBuffer &&
+         (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts;
 }
 
 // Products of at most kFewRows rows times a transposed B take gemm_few_rows, which computes C^T
