@@ -534,9 +534,9 @@ void gemm_tiled(const GemmArgs& g) {
 
   if (split_k) {
     // One item whose k is many blocks long and whose C is small: each thread takes a run of
-    // the blocks of k for the whole of C (see kSplitK). The first run goes into C as above;
-    // each block of a later run into a buffer of its own, as alpha times its sums alone; then
-    // C adds those buffers in the order of their blocks, so that every element of C adds the
+    // the blocks of k for the whole of C (see splits_k). The first run goes into C as above;
+    // each block of a later run into a buffer of its own, its sums alone (alpha is 1); then C
+    // adds those buffers in the order of their blocks, so that every element of C adds the
     // same blocks in the same order as one thread would have: the same bits.
     const int64_t blocks = (k + k_block - 1) / k_block;
     const int64_t first_later = (blocks + threads - 1) / threads;  // run 0: [0, first_later)
