@@ -215,6 +215,17 @@ CutOfC cut_of_c(const GemmArgs& g, int64_t threads) {
   return {fewest(columns, most_row_parts), columns};
 }
 
+// A split of k's runs: `blocks` blocks of k, the first thread's run [0, first_later), the
+// other threads' runs cut evenly from the rest (gemm_tiled), whose sums go to buffers.
+struct RunsOfK {
+  int64_t blocks, first_later;
+  int64_t later() const { return blocks - first_later; }
+};
+RunsOfK runs_of_k(int64_t k, int64_t k_block, int64_t threads) {
+  const int64_t blocks = (k + k_block - 1) / k_block;
+  return {blocks, (blocks + threads - 1) / threads};
+}
+
 // Whether one product (a batch of one) has its k cut among the threads rather than its C: each
 // thread takes a run of k's blocks (those of kMaxBlockK) for the whole of C. A weight's gradient
 // dW = dY^T X over a batch's thousands of tokens is such a product: C is small and k long. With
@@ -235,11 +246,11 @@ CutOfC cut_of_c(const GemmArgs& g, int64_t threads) {
 // buffers, kept by the calling thread from call to call, hold at most kSplitKBuffer floats.
 constexpr double kSplitKBuffer = 4 * 1024 * 1024;  // 16 MiB
 bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
-  const int64_t k_block = block_of_k(g.k), blocks = (g.k + k_block - 1) / k_block;
-  if (g.batch != 1 || threads < 2 || g.alpha != 1.0f || blocks < threads) return false;
+  const RunsOfK runs = runs_of_k(g.k, block_of_k(g.k), threads);
+  if (g.batch != 1 || threads < 2 || g.alpha != 1.0f || runs.blocks < threads) return false;
   const double a = static_cast<double>(g.m) * g.k, b = static_cast<double>(g.n) * g.k;
   const double c = static_cast<double>(g.m) * g.n;
-  const int64_t later = blocks - (blocks + threads - 1) / threads;  // blocks past the first run
+  const int64_t later = runs.later();  // blocks past the first run
   return c * later <= kSplitKBuffer &&
          (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts;
 }
@@ -538,9 +549,8 @@ void gemm_tiled(const GemmArgs& g) {
     // each block of a later run into a buffer of its own, its sums alone (alpha is 1); then C
     // adds those buffers in the order of their blocks, so that every element of C adds the
     // same blocks in the same order as one thread would have: the same bits.
-    const int64_t blocks = (k + k_block - 1) / k_block;
-    const int64_t first_later = (blocks + threads - 1) / threads;  // run 0: [0, first_later)
-    const int64_t buffers = blocks - first_later, slot = m * n;
+    const RunsOfK runs = runs_of_k(k, k_block, threads);
+    const int64_t first_later = runs.first_later, buffers = runs.later(), slot = m * n;
     thread_local std::vector<float> later;  // kept from call to call, as the allocator would
     later.resize(static_cast<size_t>(buffers * slot));
     float* later_data = later.data();  // (the workers see the calling thread's buffer)

@@ -110,8 +110,9 @@ bool copies_transposed_b(int64_t m, int64_t n);
 // Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no
 // activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
 // the OpenMP threads (with fewer items than threads, each item's rows or columns cut among
-// them; one item whose C is small and whose k is long, its blocks of k). Blocks of op(B) are copied into row-major buffers of whole vectors when B is
-// transposed (8 x 8 blocks transposed in registers) or its rows are not whole vectors; blocks
+// them; one item whose C is small and whose k is long, its blocks of k). Blocks of op(B) are
+// copied into row-major buffers of whole vectors when B is transposed (8 x 8 blocks
+// transposed in registers) or its rows are not whole vectors; blocks
 // of a transposed A are copied to rows the same way (unless it is small, or a part of C spans
 // at most two tiles of columns). A bias is added as the first block of k writes each tile, not
 // in a pass over C of its own.
