@@ -201,6 +201,25 @@ Tensor gemm_forward(Tensor a, Tensor b, const Tensor& init = Tensor(),
   return c;
 }
 
+// y [rows, out] = x [rows, in] W^T + bias, then the activation, with W^T in the panels
+// [panels, in, width] that a PackedWeightsGuard keeps (GemmArgs::b_panel): float32, on the CPU.
+Tensor gemm_by_panels(Tensor x, const Tensor& panels, int64_t out, const Tensor& bias,
+                      std::optional<UnaryOp> activation) {
+  if (x.stride(1) != 1 || x.stride(0) < x.size(1)) x = x.contiguous();
+  const int64_t rows = x.size(0);
+  Tensor y = Tensor::empty({rows, out}, DType::Float32, x.device());
+  GemmArgs args;
+  args.m = rows, args.n = out, args.k = x.size(1);
+  args.a = x.data_ptr<float>(), args.lda = x.stride(0);
+  args.b = panels.data_ptr<float>(), args.ldb = panels.stride(0), args.b_panel = panels.size(2);
+  args.c = y.data_ptr<float>(), args.ldc = out;
+  const Tensor bias_row = bias.defined() ? bias.contiguous() : Tensor();
+  if (bias_row.defined()) args.bias = bias_row.data_ptr<float>();
+  args.activation = activation;
+  backend(y.device()).gemm(args);
+  return y;
+}
+
 // Whether t's matrices are stored transposed (column-major: a transposed view of a contiguous
 // tensor), the layout blas_layout reads with a transpose flag.
 bool stored_transposed(const Tensor& t) {
@@ -379,10 +398,10 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const Tensor wa = pad ? pad_with_zeros(weight.detach(), 0, w_low)  // [out_p, in]
                         : low ? weight.detach().to(*low) : weight.detach();
   // W^T [in, out_p] as the product reads it: a transposed view of W, or inside a
-  // PackedWeightsGuard (decoding) a parameter's W^T in rows, copied once for all the guard's
-  // calls rather than by the product on every call (autograd/packed_weights.h).
-  const Tensor packed = pad || low ? Tensor() : detail::packed_weight_t(weight, rows);
-  const Tensor wt = packed.defined() ? packed : wa.t();
+  // PackedWeightsGuard (decoding) a parameter's W^T in panels, made once for all the guard's
+  // calls rather than copied in blocks by the product on every call (autograd/packed_weights.h).
+  const Tensor panels = pad || low ? Tensor() : detail::packed_weight(weight, rows);
+  const Tensor wt = wa.t();
   // The GEMM starts from the bias, as torch's addmm: no second pass over the output to add it,
   // and no pass of the BLAS zeroing the output first.
   const DType y_type = low ? *low : DType::Float32;
@@ -394,7 +413,8 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
             .narrow(1, 0, out);
   } else {
     const Tensor b = bias.defined() ? bias.detach() : Tensor();
-    y = gemm_forward(xa, wt, Tensor(), y_type, 0.0f, b, activation);  // [rows, out]
+    y = panels.defined() ? gemm_by_panels(xa, panels, out, b, activation)  // [rows, out]
+                         : gemm_forward(xa, wt, Tensor(), y_type, 0.0f, b, activation);
   }
   if (autograd::any_requires_grad({x2, weight, bias})) {
     LOOM_CHECK(!activation, "linear: internal error: a fused activation needs no gradient");

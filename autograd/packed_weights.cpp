@@ -1,7 +1,8 @@
 // PackedWeightsGuard (packed_weights.h): per thread, how many guards are open and the copies of
-// W^T they hold.
+// W^T in panels they hold.
 #include "autograd/packed_weights.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "autograd/node.h"
@@ -12,11 +13,11 @@ namespace loom {
 namespace {
 
 // One weight's copy: the weight as it was seen (holding its storage, so no other tensor can
-// take its address while the copy lives), its version then, and W^T.
+// take its address while the copy lives), its version then, and W^T in panels.
 struct PackedWeight {
   Tensor weight;
   uint64_t version;
-  Tensor weight_t;
+  Tensor panels;
 };
 
 struct PackedWeights {
@@ -35,18 +36,15 @@ bool same_view(const Tensor& a, const Tensor& b) {
          a.strides() == b.strides();
 }
 
-// W^T [in, out] in rows of whole vectors and one more: out rounded up to whole vectors would
-// put the rows of a power-of-two width (256, 1,024) in the same few sets of the L1 cache, as
-// tiled_gemm.cpp's kRowSkew says of the rows it copies. One pass over the threads: W transposed
-// in 8 x 8 register blocks, zeros after column `out` (no garbage reaches the products' padded
-// lanes).
-Tensor transposed_copy(const Tensor& weight) {
+// W^T in panels, [panels, in, cpu::panel_columns()] (GemmArgs::b_panel), zeros past column
+// `out` of the last panel: W's rows transposed a panel at a time, over the threads.
+Tensor panels_of(const Tensor& weight) {
   const Tensor w = weight.detach().contiguous();  // [out, in]
   const int64_t out = w.size(0), in = w.size(1);
-  const int64_t row = cpu::tile_gemm_padded(out) + cpu::kTileLanes;
-  Tensor rows = Tensor::empty({in, row}, DType::Float32, weight.device());
-  cpu::pack_b_transposed(w.data_ptr<float>(), in, out, in, rows.data_ptr<float>(), row);
-  return rows.narrow(1, 0, out);
+  const int64_t width = cpu::panel_columns(), count = (out + width - 1) / width;
+  Tensor panels = Tensor::empty({count, in, width}, DType::Float32, weight.device());
+  cpu::pack_panels(w.data_ptr<float>(), in, out, in, panels.data_ptr<float>());
+  return panels;
 }
 
 }  // namespace
@@ -59,25 +57,41 @@ PackedWeightsGuard::~PackedWeightsGuard() {
 }
 
 int64_t PackedWeightsGuard::cached() {
-  return static_cast<int64_t>(packed_weights().copies.size());
+  const std::vector<PackedWeight>& copies = packed_weights().copies;
+  return std::count_if(copies.begin(), copies.end(),
+                       [](const PackedWeight& copy) { return copy.panels.defined(); });
 }
 
-Tensor detail::packed_weight_t(const Tensor& weight, int64_t rows) {
+void PackedWeightsGuard::keep(const Tensor& weight) {
+  PackedWeights& state = packed_weights();
+  if (state.open == 0 || !weight.defined() || weight.device() != Device::CPU ||
+      weight.dtype() != DType::Float32 || weight.dim() != 2)
+    return;
+  for (const PackedWeight& copy : state.copies)
+    if (same_view(copy.weight, weight)) return;
+  state.copies.push_back({weight, weight.version(), Tensor()});  // packed at its first use
+}
+
+Tensor detail::packed_weight(const Tensor& weight, int64_t rows) {
   PackedWeights& state = packed_weights();
   if (state.open == 0 || autograd::grad_mode_enabled() || weight.device() != Device::CPU ||
-      weight.dtype() != DType::Float32 || weight.dim() != 2 || !weight.requires_grad() ||
-      !cpu::copies_transposed_b(rows, weight.size(0)))
+      weight.dtype() != DType::Float32 || weight.dim() != 2 || weight.size(1) == 0 ||
+      !cpu::use_tiled_gemm(rows, weight.size(0)))
     return Tensor();
   for (PackedWeight& copy : state.copies) {
     if (!same_view(copy.weight, weight)) continue;
-    if (copy.version != weight.version()) {  // changed in place since: copied again
-      copy.weight_t = transposed_copy(weight);
+    // Used again (or kept): packed now, or again after an in-place change.
+    if (!copy.panels.defined() || copy.version != weight.version()) {
+      copy.panels = panels_of(weight);
       copy.version = weight.version();
     }
-    return copy.weight_t;
+    return copy.panels;
   }
-  state.copies.push_back({weight, weight.version(), transposed_copy(weight)});
-  return state.copies.back().weight_t;
+  // A parameter's first use: noted, and read as it is. Packing costs about as much as the
+  // product copies of it, and a weight used once in the guard (an encoder's, run once per
+  // decoding) would pay it for nothing.
+  if (weight.requires_grad()) state.copies.push_back({weight, weight.version(), Tensor()});
+  return Tensor();
 }
 
 }  // namespace loom

@@ -105,7 +105,7 @@ std::vector<Hypothesis> beam_search(const BeamDecoder& decoder, int64_t batch, i
                                     float length_penalty) {
   check_beam_search(batch, vocab, bos_id, max_len, beam, length_penalty);
   NoGradGuard no_grad;
-  PackedWeightsGuard packed;  // the same weights every step: each transposed once
+  PackedWeightsGuard packed;  // the same weights every step: each packed once
   const int64_t B = batch, k = beam, R = B * k, V = vocab;
   const double alpha = length_penalty;
 

@@ -74,7 +74,7 @@ void check_generate_options(const GenerateOptions& options, const char* op) {
 std::vector<int64_t> generate_tokens(std::vector<int64_t> prompt, const GenerateOptions& options,
                                      const NextTokenLogits& next_token_logits) {
   check_generate_options(options);
-  PackedWeightsGuard packed;  // the same weights every token: each transposed once
+  PackedWeightsGuard packed;  // the same weights every token: each packed once
   std::vector<int64_t> tokens = std::move(prompt);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const std::vector<float> logits = next_token_logits(tokens);

@@ -41,7 +41,7 @@ std::vector<Translation> beam_search(Transformer& model,
                                      float length_penalty) {
   check_arguments(model, srcs, bos_id, max_len, beam, length_penalty);
   nn::EvalGuard eval(model);  // evaluation mode, no gradients; the caller's mode afterwards
-  PackedWeightsGuard packed;  // the encoder's and every step's weights, each transposed once
+  PackedWeightsGuard packed;  // every step's weights packed once (the encoder's, used once: not)
   const TransformerConfig& c = model.config();
   const int64_t B = static_cast<int64_t>(srcs.size());
 

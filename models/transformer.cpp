@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/packed_weights.h"
 #include "core/error.h"
 #include "models/model_size.h"
 #include "nn/functional.h"
@@ -357,6 +358,7 @@ DecoderCache Transformer::start_decoding(const Tensor& src, int64_t capacity, in
   for (const auto& layer : *dec) {
     const auto& sa = *layer->self_attn;
     cache.self_qkv_weight.push_back(cat({sa.q->weight, sa.k->weight, sa.v->weight}, 0));
+    PackedWeightsGuard::keep(cache.self_qkv_weight.back());  // in a decode's guard: packed once
     cache.self_qkv_bias.push_back(cat({sa.q->bias, sa.k->bias, sa.v->bias}, 0));
     // The memory's keys and values, contiguous once, so no step copies them for its products.
     const auto& ca = *layer->cross_attn;

@@ -59,6 +59,16 @@ void Backend::gemm(const GemmArgs& g) {
              "gemm: an empty product (k = 0) into a bfloat16 result is not supported on cuda "
              "(m={} n={})",
              g.m, g.n);
+  // A B in panels: read by loom's CPU kernel only (tiled_gemm.h), in its panels' width.
+  const int64_t panel = cpu::panel_columns();
+  LOOM_CHECK(g.b_panel == 0 ||
+                 (device_ == Device::CPU && g.b_panel == panel && !g.trans_b &&
+                  g.ab_type == DType::Float32 && g.c_type == DType::Float32 && g.batch == 1 &&
+                  g.group == 0 && g.ldb >= g.k * g.b_panel && cpu::use_tiled_gemm(g.m, g.n)),
+             "gemm: B in panels of {} columns (ldb {}) is read by the CPU's tiles only, for a "
+             "float32 product of one item, not transposed, in panels of {} columns, ldb >= k * "
+             "{}, m and n > 1 (got {} x {} x {}, {}, batch {})",
+             g.b_panel, g.ldb, panel, panel, g.m, g.n, g.k, device_name(device_), g.batch);
   if (g.group > 0 && !(device_ == Device::CPU && cpu::gemm_takes_groups(g))) {
     for (int64_t o = 0; o < g.batch / g.group; ++o)
       run(cpu::gemm, LOOM_CUDA_IMPL(cuda::gemm), g.group_args(o));
@@ -384,7 +394,9 @@ void cpu::gemm(const GemmArgs& g) {
   const int64_t ldc = g.m == 1 ? std::max(g.ldc, g.n) : g.ldc;
   if (g.k == 0) return scale_output(g, ldc);
 
-  // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
+  // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k], or in panels
+  // (Backend::gemm checked them: read by the tiles as they lie).
+  if (g.b_panel > 0) return cpu::gemm_tiled(g);
   std::vector<float> a_buffer, b_buffer;
   const BlasOperand a = legal_operand({static_cast<const float*>(g.a), g.trans_a ? g.k : g.m,
                                    g.trans_a ? g.m : g.k, g.lda, g.stride_a},

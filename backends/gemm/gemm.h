@@ -28,6 +28,13 @@ struct GemmArgs {
   int64_t lda = 0, stride_a = 0;
   const void* b = nullptr;
   int64_t ldb = 0, stride_b = 0;
+  // B in panels (0: in rows, as lda/ldb say): op(B) [k, n] stored as its columns in panels of
+  // b_panel each, panel j holding columns [j * b_panel, (j + 1) * b_panel) as a [k, b_panel]
+  // row-major block at b + j * ldb (zeros past column n), not transposed. What a
+  // PackedWeightsGuard keeps of a weight (autograd/packed_weights.h): the columns a tile of C
+  // reads at one step of k lie side by side, and a panel's k steps follow one another in memory.
+  // CPU, float32, batch 1 only; b_panel is cpu::panel_columns().
+  int64_t b_panel = 0;
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   // Items in groups of `group` (0: one group of all), for batches that no single stride reaches:

@@ -77,22 +77,29 @@ float start_of(float c, float beta, const float* bias) {
     c[j] = lanes[j] + start_of(c[j], out.beta, bias_from(bias, j));
 }
 
+// Which operand of a tile comes from memory, read once, so that the tile requests its lines
+// ahead: none, A's rows (TileOperand::streamed), or B's rows (a panel of a B in panels).
+enum class Stream { kNone, kA, kB };
+
 // How far ahead along k a streamed A's rows are requested (four cache lines), and how often
-// (once a line).
-constexpr int64_t kStreamAhead = 64, kStreamEvery = 64 / sizeof(float);
+// (once a line); how many rows ahead a streamed B's are (a panel's rows are two lines each,
+// requested every step of k).
+constexpr int64_t kStreamAhead = 64, kStreamEvery = 64 / sizeof(float), kStreamRowsAhead = 16;
 
 // C[R x (V vectors)] = A[R x K] B[K x (V vectors)]: R rows of A, each element broadcast, times
 // V vectors of each row of B (leading dim ldb), summed over K in R * V registers; then written
-// as `out` says. kStreamed: A.streamed (its rows' lines requested ahead).
-template <int R, int V, bool kStreamed>
+// as `out` says. S: the operand whose lines are requested ahead, if any.
+template <int R, int V, Stream S>
 void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64_t ldc,
           const TileOutput& out) {
   constexpr int64_t lanes = kTileLanes;
   Vec acc[R][V] = {};
   for (int64_t k = 0; k < K; ++k) {
-    if constexpr (kStreamed)
+    if constexpr (S == Stream::kA)
       if (k % kStreamEvery == 0)
         for (int r = 0; r < R; ++r) __builtin_prefetch(A.data + r * A.row + k + kStreamAhead);
+    if constexpr (S == Stream::kB)
+      for (int v = 0; v < V; ++v) __builtin_prefetch(B + (k + kStreamRowsAhead) * ldb + v * lanes);
     Vec b[V];
     for (int v = 0; v < V; ++v) load(b[v], B + k * ldb + v * lanes);
     for (int r = 0; r < R; ++r) {
@@ -107,26 +114,28 @@ void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64
 }
 
 // R rows of C across its N columns: two vectors at a time, then one if that is all that is left.
-template <int R, bool kStreamed>
+template <int R, Stream S>
 void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb, float* C,
                int64_t ldc, float alpha, float beta, const float* bias) {
   constexpr int64_t lanes = kTileLanes;
   for (int64_t n = 0; n < N; n += 2 * lanes) {
     const TileOutput out{N - n, alpha, beta, bias_from(bias, n)};
     if (N - n > lanes)
-      tile<R, 2, kStreamed>(K, A, B + n, ldb, C + n, ldc, out);
+      tile<R, 2, S>(K, A, B + n, ldb, C + n, ldc, out);
     else
-      tile<R, 1, kStreamed>(K, A, B + n, ldb, C + n, ldc, out);
+      tile<R, 1, S>(K, A, B + n, ldb, C + n, ldc, out);
   }
 }
 
 template <int R>
 void tile_rows(int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb, float* C,
-               int64_t ldc, float alpha, float beta, const float* bias) {
+               int64_t ldc, float alpha, float beta, const float* bias, bool b_streamed) {
   if (A.streamed && A.col == 1)
-    tile_rows<R, true>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
+    tile_rows<R, Stream::kA>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
+  else if (b_streamed)
+    tile_rows<R, Stream::kB>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
   else
-    tile_rows<R, false>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
+    tile_rows<R, Stream::kNone>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
 }
 
 // The most rows a tile takes: R * 2 accumulators, two vectors of B and a broadcast must fit the
@@ -255,6 +264,9 @@ bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
          (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts;
 }
 
+// The columns of one panel of a B in panels (GemmArgs::b_panel): a tile's two vectors.
+constexpr int64_t kPanelColumns = 2 * kTileLanes;
+
 // Products of at most kFewRows rows times a transposed B take gemm_few_rows, which computes C^T
 // kFewRowsPanel rows at a time (a panel of 128 x 32 floats, 16 KiB).
 constexpr int64_t kFewRows = 32, kFewRowsPanel = 128;
@@ -267,22 +279,23 @@ int64_t rows_per_part(int64_t length, int64_t parts) {
 
 // R rows of C (1 <= R <= kMaxTileRows), by tile_rows<R>.
 void tile_rows(int R, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
-               float* C, int64_t ldc, float alpha, float beta, const float* bias) {
+               float* C, int64_t ldc, float alpha, float beta, const float* bias,
+               bool b_streamed) {
   switch (R) {
-    case 1: return tile_rows<1>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-    case 2: return tile_rows<2>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-    case 3: return tile_rows<3>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-    case 4: return tile_rows<4>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-    case 5: return tile_rows<5>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-    case 6: return tile_rows<6>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
+    case 1: return tile_rows<1>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+    case 2: return tile_rows<2>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+    case 3: return tile_rows<3>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+    case 4: return tile_rows<4>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+    case 5: return tile_rows<5>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+    case 6: return tile_rows<6>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
     default:
       if constexpr (kMaxTileRows > 6) {
-        if (R == 7) return tile_rows<7>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-        if (R == 8) return tile_rows<8>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-        if (R == 9) return tile_rows<9>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-        if (R == 10) return tile_rows<10>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-        if (R == 11) return tile_rows<11>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
-        if (R == 12) return tile_rows<12>(N, K, A, B, ldb, C, ldc, alpha, beta, bias);
+        if (R == 7) return tile_rows<7>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+        if (R == 8) return tile_rows<8>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+        if (R == 9) return tile_rows<9>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+        if (R == 10) return tile_rows<10>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+        if (R == 11) return tile_rows<11>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
+        if (R == 12) return tile_rows<12>(N, K, A, B, ldb, C, ldc, alpha, beta, bias, b_streamed);
       }
   }
 }
@@ -315,7 +328,8 @@ void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst)
 }  // namespace
 
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
-               float* C, int64_t ldc, float alpha, float beta, const float* bias) {
+               float* C, int64_t ldc, float alpha, float beta, const float* bias,
+               bool b_streamed) {
   // The M rows in `groups` of nearly equal size (e.g. 50 rows: 5 tiles of 10 rows rather than
   // 4 of 12 and a last one of 2, whose few accumulators would leave the vector units waiting on
   // each other).
@@ -324,7 +338,7 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, i
   for (int64_t t = 0; t < groups; ++t) {
     const int64_t rows = M / groups + (t < M % groups ? 1 : 0);
     tile_rows(static_cast<int>(rows), N, K, {A.data + m * A.row, A.row, A.col, A.streamed}, B,
-              ldb, C + m * ldc, ldc, alpha, beta, bias);
+              ldb, C + m * ldc, ldc, alpha, beta, bias, b_streamed);
     m += rows;
   }
 }
@@ -357,18 +371,21 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
   }
 }
 
-void pack_b_transposed(const float* b, int64_t ldb, int64_t columns, int64_t k, float* dst,
-                       int64_t ld_dst) {
-  constexpr int64_t kRows = 16;  // dst's rows a call: one 64-byte line of each row of B
-  const int64_t blocks = (k + kRows - 1) / kRows;
-  parallel_for(0, blocks, std::max<int64_t>(1, kGrainCheap / (kRows * ld_dst)),
-               [&](int64_t first, int64_t last) {
-                 for (int64_t block = first; block < last; ++block) {
-                   const int64_t p0 = block * kRows, rows = std::min(k, p0 + kRows) - p0;
-                   pack_b(b + p0, ldb, /*transposed=*/true, columns, rows, dst + p0 * ld_dst,
-                          ld_dst);
-                 }
-               });
+int64_t panel_columns() { return kPanelColumns; }
+
+int64_t panels_size(int64_t n, int64_t k) {
+  return (n + kPanelColumns - 1) / kPanelColumns * k * kPanelColumns;
+}
+
+void pack_panels(const float* w, int64_t ldw, int64_t n, int64_t k, float* dst) {
+  const int64_t panels = (n + kPanelColumns - 1) / kPanelColumns, ld = k * kPanelColumns;
+  parallel_for(0, panels, std::max<int64_t>(1, kGrainCheap / ld), [&](int64_t first, int64_t last) {
+    for (int64_t j = first; j < last; ++j) {
+      const int64_t column = j * kPanelColumns;
+      pack_b(w + column * ldw, ldw, /*transposed=*/true, std::min(kPanelColumns, n - column), k,
+             dst + j * ld, kPanelColumns);
+    }
+  });
 }
 
 namespace {
@@ -432,10 +449,13 @@ bool use_tiled_gemm(int64_t m, int64_t n) {
 // Whether gemm_tiled's product of m rows by a transposed B [n, k] is gemm_few_rows's.
 static bool few_rows(int64_t m, int64_t n) { return m <= kFewRows && n >= 4 * m; }
 
-bool copies_transposed_b(int64_t m, int64_t n) { return use_tiled_gemm(m, n) && !few_rows(m, n); }
+// Whether gemm_tiled sums all of k at once rather than in blocks: a few rows' product with B
+// in panels, as gemm_few_rows does with B in rows, so that the panels a PackedWeightsGuard keeps
+// give the same bits as the weight read where it lies.
+static bool sums_all_of_k(const GemmArgs& g) { return g.b_panel > 0 && few_rows(g.m, g.n); }
 
 bool gemm_tiled_splits_k(const GemmArgs& g) {
-  if (g.trans_b && few_rows(g.m, g.n)) return false;
+  if ((g.trans_b && few_rows(g.m, g.n)) || sums_all_of_k(g)) return false;
   const int64_t threads = max_threads();
   return splits_k(g, threads, cut_of_c(g, threads));
 }
@@ -443,10 +463,12 @@ bool gemm_tiled_splits_k(const GemmArgs& g) {
 void gemm_tiled(const GemmArgs& g) {
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
-  // op(B) is read in place when it is [k, n] row-major with rows of whole vectors, at a stride
-  // that spreads its rows over the cache's sets, and many rows of A pass over each block.
-  const bool b_in_place = !g.trans_b && n == npad && !conflicting_stride(g.ldb) &&
-                          !read_about_once(m, k * n);
+  // op(B) is read in place when it is in panels, or [k, n] row-major with rows of whole vectors,
+  // at a stride that spreads its rows over the cache's sets, and many rows of A pass over each
+  // block.
+  const bool panels = g.b_panel > 0;
+  const bool b_in_place = panels || (!g.trans_b && n == npad && !conflicting_stride(g.ldb) &&
+                                     !read_about_once(m, k * n));
   const auto* a_data = static_cast<const float*>(g.a);
   const auto* b_data = static_cast<const float*>(g.b);
   auto* c_data = static_cast<float*>(g.c);
@@ -455,15 +477,21 @@ void gemm_tiled(const GemmArgs& g) {
   const int64_t threads = max_threads(), vectors = npad / kTileLanes;
   const CutOfC cut = cut_of_c(g, threads);
   const int64_t row_parts = cut.row_parts, col_parts = cut.col_parts;
-  const int64_t col_chunk = (vectors + col_parts - 1) / col_parts * kTileLanes;
+  // A part's columns: whole vectors, or whole panels.
+  const int64_t part_step = panels ? kPanelColumns / kTileLanes : 1;
+  const int64_t col_chunk =
+      ((vectors + col_parts - 1) / col_parts + part_step - 1) / part_step * part_step * kTileLanes;
   const int64_t row_chunk = rows_per_part(m, row_parts);
   const int64_t parts = row_parts * col_parts, units = g.batch * parts;
-  // The cache blocks: k_block of the shared dimension by n_block columns of op(B), a_rows rows
-  // of op(A) (all of them, read in place, when A is not transposed).
-  const int64_t k_block = block_of_k(k), tile_columns = 2 * kTileLanes;
+  // The cache blocks: k_block of the shared dimension by n_block columns of op(B) (one panel of
+  // a B in panels), a_rows rows of op(A) (all of them, read in place, when A is not transposed).
+  const bool all_of_k = sums_all_of_k(g);
+  const int64_t k_block = all_of_k ? k : block_of_k(k), tile_columns = 2 * kTileLanes;
   const int64_t n_block =
-      std::min(npad, std::max<int64_t>(kBlockFloats / k_block / tile_columns, 1) * tile_columns);
-  const bool split_k = splits_k(g, threads, cut);
+      panels ? kPanelColumns
+             : std::min(npad, std::max<int64_t>(kBlockFloats / k_block / tile_columns, 1) *
+                                  tile_columns);
+  const bool split_k = !all_of_k && splits_k(g, threads, cut);
   const int64_t c_columns = split_k ? n : col_chunk;  // the columns of C a thread passes over
   const bool a_copied = g.trans_a && m * k > kSmallOperand && c_columns > kNarrowColumns;
   const int64_t a_rows = a_copied ? kBlockRowsA : m;
@@ -494,9 +522,12 @@ void gemm_tiled(const GemmArgs& g) {
         return {a_buffer, depth + kRowSkew, 1};
       };
       // op(B)'s columns [first, first + columns) of this block of k, and their row stride:
-      // where they lie, or copied as [depth, padded] with zeros after `columns`.
+      // where they lie (in their panel), or copied as [depth, padded] with zeros after
+      // `columns`.
       using Block = std::pair<const float*, int64_t>;
       const auto b_block = [&](int64_t first, int64_t columns) -> Block {
+        if (panels) return {b_item + first / kPanelColumns * g.ldb + p * kPanelColumns,
+                            kPanelColumns};
         if (b_in_place) return {b_item + p * g.ldb + first, g.ldb};
         const int64_t ldb = tile_gemm_padded(columns);
         pack_b(b_item + (g.trans_b ? first * g.ldb + p : p * g.ldb + first), g.ldb, g.trans_b,
@@ -507,7 +538,7 @@ void gemm_tiled(const GemmArgs& g) {
       const auto tiles = [&](int64_t r, int64_t count, TileOperand a, int64_t first,
                              int64_t columns, const float* b, int64_t ldb) {
         tile_gemm(count, columns, depth, a, b, ldb, to.c + r * to.ldc + first, to.ldc, g.alpha,
-                  to.beta, bias_from(to.bias, first));
+                  to.beta, bias_from(to.bias, first), /*b_streamed=*/panels);
       };
       if (a_copied) {
         // Each of A's row blocks copied once, passed over every block of op(B). Where op(B)

@@ -74,10 +74,12 @@ struct TileOperand {
 // C[M x N] = alpha A[M x K] B[K x N] + (beta C + bias), B and C row-major with leading dims ldb
 // and ldc; beta 0 reads no C, and bias (N floats added to every row, or null) is added as each
 // tile is written. B's rows are read in whole vectors, tile_gemm_padded(N) floats each (what
-// lies past column N only reaches lanes that are not written).
+// lies past column N only reaches lanes that are not written). `b_streamed`: B's rows come from
+// memory, one after another (a panel of a B in panels, GemmArgs::b_panel), so each step of k
+// requests the lines of a row a few ahead.
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f,
-               const float* bias = nullptr);
+               const float* bias = nullptr, bool b_streamed = false);
 
 // op(B) [k, columns] into dst [k, ld_dst] (ld_dst >= columns), zeros after column `columns`:
 // B stored [k, columns] (row stride ldb), or [columns, k] when `transposed` (then transposed in
@@ -85,27 +87,28 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, i
 void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64_t k,
             float* dst, int64_t ld_dst);
 
-// pack_b of a whole transposed B [columns, k] (row stride ldb) into dst [k, ld_dst], over the
-// threads: 16 of dst's rows a call, so that each call reads one 64-byte line of each of B's
-// rows once and writes its rows of dst from start to end (one call for all of dst would read a
-// line of B and write a line of dst in halves, at different times). What PackedWeightsGuard
-// keeps of a weight (autograd/packed_weights.h).
-void pack_b_transposed(const float* b, int64_t ldb, int64_t columns, int64_t k, float* dst,
-                       int64_t ld_dst);
+// The columns of one panel of a B in panels (GemmArgs::b_panel): the two vectors of a tile of
+// the library's build (a function, not a constant: a file built for other vectors, as the tests
+// may be, still sees the library's width).
+int64_t panel_columns();
+
+// The floats of W [n, k] as op(B) = W^T in panels: k rows of every panel, padded columns too.
+int64_t panels_size(int64_t n, int64_t k);
+
+// W [n, k] (row stride ldw), a Linear's weight [out, in], as op(B) = W^T [k, n] in panels
+// (GemmArgs::b_panel = panel_columns(), ldb = k * panel_columns()): panel j, W's rows from
+// j * panel_columns() on, transposed into [k, panel_columns()] by pack_b, at dst + j * ldb, zeros
+// past column n (no garbage reaches a tile's padded lanes). The panels are spread over the
+// threads. What PackedWeightsGuard keeps of a weight (autograd/packed_weights.h).
+void pack_panels(const float* w, int64_t ldw, int64_t n, int64_t k, float* dst);
 
 // Whether cpu::gemm computes a float32 product of m x n with gemm_tiled: not a single row or
 // column (those are matrix-vector products, gemm.cpp's gemv), and built with 16-float vectors.
 // There it beats OpenBLAS at every shape of the models' steps (2 cores, 2026-11-30:
 // attention's batches at 200-400 GFLOP/s against 140-235; the Linear layers' 512 x 128 x 128
 // to 6400 x 512 x 128 at 250-380 against 175-205; 1024^3 at 255-340 against 190-210); in
-// 8-float vectors it only ties, so BLAS keeps them.
+// 8-float vectors it only ties, so BLAS keeps them. Only these products read a B in panels.
 bool use_tiled_gemm(int64_t m, int64_t n);
-
-// Whether cpu::gemm copies a transposed B [n, k] into rows on every call of a product of m
-// rows: gemm_tiled's blocks, not a few rows' product (which reads B where it lies) nor BLAS's or
-// gemv's. What a loop that multiplies by the same weights keeps from call to call
-// (autograd/packed_weights.h).
-bool copies_transposed_b(int64_t m, int64_t n);
 
 // Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no
 // activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
@@ -114,7 +117,8 @@ bool copies_transposed_b(int64_t m, int64_t n);
 // copied into row-major buffers of whole vectors when B is transposed (8 x 8 blocks
 // transposed in registers) or its rows are not whole vectors; blocks
 // of a transposed A are copied to rows the same way (unless it is small, or a part of C spans
-// at most two tiles of columns). A bias is added as the first block of k writes each tile, not
+// at most two tiles of columns). A B in panels (GemmArgs::b_panel) is read where it lies, a
+// panel's block of k at a time. A bias is added as the first block of k writes each tile, not
 // in a pass over C of its own.
 void gemm_tiled(const GemmArgs& g);
 
