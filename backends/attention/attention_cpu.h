@@ -1,10 +1,11 @@
 // What the CPU's attention kernels share (attention.cpp's reference, attention_tiled.cpp): the
-// dot product of a score, and for query row i of problem b, the keys it sees, its mask row and
-// the dropout factors z_ij.
+// dot product of a score and the sums of a vector's lanes, and for query row i of problem b, the
+// keys it sees, its mask row and the dropout factors z_ij.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backends/attention/attention.h"
@@ -22,6 +23,56 @@ inline float dot(const float* a, const float* b, int64_t d) {
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
   return s;
+}
+
+// The sum of v's lanes, halves added to halves in registers (4 steps for 16 lanes, not 15
+// additions in turn): the decoding kernel's scores (attention_tiled.cpp).
+// Vectors of 4, 8 and 16 floats (GCC's vector extension: the same types as tiled_gemm.h's
+// VectorOf<4>, <8> and <16>).
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+inline float sum_lanes(const Vec4& v) { return (v[0] + v[2]) + (v[1] + v[3]); }
+inline float sum_lanes(const Vec8& v) {
+  return sum_lanes(Vec4{__builtin_shufflevector(v, v, 0, 1, 2, 3) +
+                        __builtin_shufflevector(v, v, 4, 5, 6, 7)});
+}
+inline float sum_lanes(const Vec16& v) {
+  return sum_lanes(Vec8{__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                        __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)});
+}
+
+// The lane sums of 16 vectors of 16 floats at once, sums[j] = sum_lanes(p[j]) to the bit: the
+// same halves added to halves in the same order, two vectors' halves side by side in each
+// addition (45 shuffles and additions, where 16 sums one at a time take about 130). A template
+// so that a build of 8-float vectors, which never calls it, does not compile its shuffles; no
+// vector by value, so that files built for other vectors (the tests) share its calling
+// convention.
+template <class V16>
+void sum_lanes_16(const V16 (&p)[16], float* sums) {
+  V16 h[8];  // lanes 0-7: p[2a]'s halves added; 8-15: p[2a + 1]'s
+  for (int a = 0; a < 8; ++a)
+    h[a] = __builtin_shufflevector(p[2 * a], p[2 * a + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18,
+                                   19, 20, 21, 22, 23) +
+           __builtin_shufflevector(p[2 * a], p[2 * a + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25,
+                                   26, 27, 28, 29, 30, 31);
+  V16 q[4];  // four lanes each of p[4b] ... p[4b + 3]: their 8-lane halves' halves added
+  for (int b = 0; b < 4; ++b)
+    q[b] = __builtin_shufflevector(h[2 * b], h[2 * b + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18,
+                                   19, 24, 25, 26, 27) +
+           __builtin_shufflevector(h[2 * b], h[2 * b + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21,
+                                   22, 23, 28, 29, 30, 31);
+  V16 t[2];  // two lanes each of p[8e] ... p[8e + 7]: v[0] + v[2] and v[1] + v[3] of their four
+  for (int e = 0; e < 2; ++e)
+    t[e] = __builtin_shufflevector(q[2 * e], q[2 * e + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20,
+                                   21, 24, 25, 28, 29) +
+           __builtin_shufflevector(q[2 * e], q[2 * e + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19,
+                                   22, 23, 26, 27, 30, 31);
+  const V16 r = __builtin_shufflevector(t[0], t[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                        24, 26, 28, 30) +
+                __builtin_shufflevector(t[0], t[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23,
+                                        25, 27, 29, 31);
+  std::memcpy(sums, &r, sizeof r);
 }
 
 struct AttentionRows {

@@ -139,22 +139,7 @@ namespace {
 // A vector register of floats (cpu::kTileLanes of them), as tiled_gemm's kernel holds them.
 constexpr int64_t kLanes = cpu::kTileLanes;
 using Vec = cpu::VectorOf<kLanes>::type;
-using cpu::load;
-
-// The sum of v's lanes, halves added to halves in registers (4 steps for 16 lanes, not 15
-// additions in turn); Vec is one of the two wider types (inline: the other is unused).
-using Vec4 = cpu::VectorOf<4>::type;
-using Vec8 = cpu::VectorOf<8>::type;
-using Vec16 = cpu::VectorOf<16>::type;
-inline float sum_lanes(const Vec4& v) { return (v[0] + v[2]) + (v[1] + v[3]); }
-inline float sum_lanes(const Vec8& v) {
-  return sum_lanes(Vec4{__builtin_shufflevector(v, v, 0, 1, 2, 3) +
-                        __builtin_shufflevector(v, v, 4, 5, 6, 7)});
-}
-inline float sum_lanes(const Vec16& v) {
-  return sum_lanes(Vec8{__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-                        __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)});
-}
+using cpu::load, cpu::sum_lanes, cpu::sum_lanes_16;
 
 // The largest head dim, in vectors, whose query and output rows the decoding kernel holds in
 // registers (8: 128 floats with AVX-512).
@@ -174,7 +159,21 @@ void decode_problem(const cpu::AttentionRows& rows, int64_t b, const float* qd, 
     const int64_t visible = rows.visible(i);
     Vec q[V], row;
     for (int v = 0; v < V; ++v) load(q[v], qi + v * kLanes);
-    for (int64_t j = 0; j < visible; ++j) {  // q_i . k_j
+    int64_t j = 0;
+    if constexpr (kLanes == 16)
+      for (; j + 16 <= visible; j += 16) {  // 16 keys' scores, their lanes summed together
+        Vec products[16];
+        for (int key = 0; key < 16; ++key) {
+          const float* kj = kb + (j + key) * d;
+          products[key] = Vec{};
+          for (int v = 0; v < V; ++v) {
+            load(row, kj + v * kLanes);
+            products[key] += q[v] * row;
+          }
+        }
+        sum_lanes_16(products, s + j);
+      }
+    for (; j < visible; ++j) {  // q_i . k_j
       const float* kj = kb + j * d;
       Vec products = {};
       for (int v = 0; v < V; ++v) {

@@ -4,12 +4,14 @@
 // masks, lengths that fit no tile, T_q != T_k, dropout (the same Philox draw, so bit for bit the
 // same keep pattern), bfloat16, a fully blocked row (NaN), finite differences, errors, dispatch.
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "autograd/node.h"
+#include "backends/attention/attention_cpu.h"
 #include "core/profiler.h"
 #include "test_util.h"
 
@@ -299,6 +301,33 @@ TEST_CASE("the CPU's tiled attention kernels give the reference kernels' values 
   }
 }
 
+// The decoding kernel sums the lanes of 16 keys' products at once (sum_lanes_16); each score
+// must be the bits of summing that key's lanes alone (sum_lanes), so that a key's score does not
+// depend on whether it falls in a block of 16. Values of mixed sizes make the order matter.
+TEST_CASE("sum_lanes_16 gives each vector's sum_lanes, to the bit") {
+  int64_t wrong = 0, order_matters = 0;
+  for (uint64_t trial = 0; trial < 50; ++trial) {
+    cpu::Vec16 p[16];
+    for (int j = 0; j < 16; ++j)
+      for (int l = 0; l < 16; ++l) {
+        const uint64_t counter = (trial * 16 + static_cast<uint64_t>(j)) * 16 + l;
+        const float x = philox_uniform(counter, 8) - 0.5f;
+        p[j][l] = x * std::ldexp(1.0f, static_cast<int>(philox_uniform(counter, 9) * 40) - 20);
+      }
+    float sums[16];
+    cpu::sum_lanes_16(p, sums);
+    for (int j = 0; j < 16; ++j) {
+      const float one = cpu::sum_lanes(p[j]);
+      wrong += std::memcmp(&sums[j], &one, sizeof one) != 0;
+      float in_turn = 0.0f;  // the lanes added one after another: another order
+      for (int l = 0; l < 16; ++l) in_turn += p[j][l];
+      order_matters += in_turn != one;
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(order_matters > 0);  // the values tell the orders apart
+}
+
 TEST_CASE("the CPU's decoding attention kernel gives the reference kernel's values") {
   struct Case {
     int64_t n, q_len, kv_len, head_dim, capacity;
@@ -310,7 +339,9 @@ TEST_CASE("the CPU's decoding attention kernel gives the reference kernel's valu
   // window whose matrices lie `capacity` rows apart, or contiguous; head dims that fill no
   // vector (7) and ones that do (64); one key; causal with the queries last; dropout; a mask
   // with one query's every key blocked (NaN).
+  // 37 keys: two blocks of 16 scored together and 5 one by one.
   for (const Case& c : {Case{6, 1, 13, 64, 20, true, 0.0f, false},
+                        Case{4, 1, 37, 32, 40, false, 0.0f, false},
                         Case{5, 4, 24, 64, 24, false, 0.0f, true},
                         Case{3, 8, 21, 7, 30, true, 0.3f, false},
                         Case{4, 2, 1, 16, 9, false, 0.0f, false},
