@@ -18,7 +18,9 @@
 // one, as attention's gradients have, is read where it lies: it stays in the cache; so is one
 // that only a narrow part of C, two tiles of columns, passes over). A
 // product of a few rows times a transposed B (a decoding step's x W^T) is computed as C^T =
-// W op(A)^T, so that the weight is read where it lies rather than copied on every call.
+// W op(A)^T, so that the weight is read where it lies rather than copied on every call; inside a
+// PackedWeightsGuard the weight comes as W^T in panels (GemmArgs::b_panel), which the tiles read
+// where they lie, a panel's rows one after another.
 #pragma once
 
 #include <cstdint>
