@@ -41,8 +41,8 @@ bool same_view(const Tensor& a, const Tensor& b) {
 Tensor panels_of(const Tensor& weight) {
   const Tensor w = weight.detach().contiguous();  // [out, in]
   const int64_t out = w.size(0), in = w.size(1);
-  const int64_t width = cpu::panel_columns(), count = (out + width - 1) / width;
-  Tensor panels = Tensor::empty({count, in, width}, DType::Float32, weight.device());
+  Tensor panels = Tensor::empty({cpu::panel_count(out), in, cpu::panel_columns()}, DType::Float32,
+                                weight.device());
   cpu::pack_panels(w.data_ptr<float>(), in, out, in, panels.data_ptr<float>());
   return panels;
 }

@@ -159,29 +159,23 @@ void decode_problem(const cpu::AttentionRows& rows, int64_t b, const float* qd, 
     const int64_t visible = rows.visible(i);
     Vec q[V], row;
     for (int v = 0; v < V; ++v) load(q[v], qi + v * kLanes);
-    int64_t j = 0;
-    if constexpr (kLanes == 16)
-      for (; j + 16 <= visible; j += 16) {  // 16 keys' scores, their lanes summed together
-        Vec products[16];
-        for (int key = 0; key < 16; ++key) {
-          const float* kj = kb + (j + key) * d;
-          products[key] = Vec{};
-          for (int v = 0; v < V; ++v) {
-            load(row, kj + v * kLanes);
-            products[key] += q[v] * row;
-          }
-        }
-        sum_lanes_16(products, s + j);
-      }
-    for (; j < visible; ++j) {  // q_i . k_j
+    const auto products_with = [&](int64_t j) {  // q_i * k_j, lane by lane, summed over V
       const float* kj = kb + j * d;
       Vec products = {};
       for (int v = 0; v < V; ++v) {
         load(row, kj + v * kLanes);
         products += q[v] * row;
       }
-      s[j] = sum_lanes(products);
-    }
+      return products;
+    };
+    int64_t j = 0;
+    if constexpr (kLanes == 16)
+      for (; j + 16 <= visible; j += 16) {  // 16 keys' scores, their lanes summed together
+        Vec products[16];
+        for (int key = 0; key < 16; ++key) products[key] = products_with(j + key);
+        sum_lanes_16(products, s + j);
+      }
+    for (; j < visible; ++j) s[j] = sum_lanes(products_with(j));  // q_i . k_j
     if (!probabilities(rows, b, i, s, lse_data[b * tq + i])) {
       std::fill(oi, oi + d, kNaN);
       continue;

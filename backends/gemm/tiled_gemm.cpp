@@ -373,19 +373,18 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
 
 int64_t panel_columns() { return kPanelColumns; }
 
-int64_t panels_size(int64_t n, int64_t k) {
-  return (n + kPanelColumns - 1) / kPanelColumns * k * kPanelColumns;
-}
+int64_t panel_count(int64_t n) { return (n + kPanelColumns - 1) / kPanelColumns; }
 
 void pack_panels(const float* w, int64_t ldw, int64_t n, int64_t k, float* dst) {
-  const int64_t panels = (n + kPanelColumns - 1) / kPanelColumns, ld = k * kPanelColumns;
-  parallel_for(0, panels, std::max<int64_t>(1, kGrainCheap / ld), [&](int64_t first, int64_t last) {
+  const int64_t ld = k * kPanelColumns;
+  const auto pack = [&](int64_t first, int64_t last) {  // panels [first, last)
     for (int64_t j = first; j < last; ++j) {
       const int64_t column = j * kPanelColumns;
       pack_b(w + column * ldw, ldw, /*transposed=*/true, std::min(kPanelColumns, n - column), k,
              dst + j * ld, kPanelColumns);
     }
-  });
+  };
+  parallel_for(0, panel_count(n), std::max<int64_t>(1, kGrainCheap / ld), pack);
 }
 
 namespace {

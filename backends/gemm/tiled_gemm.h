@@ -94,8 +94,8 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
 // may be, still sees the library's width).
 int64_t panel_columns();
 
-// The floats of W [n, k] as op(B) = W^T in panels: k rows of every panel, padded columns too.
-int64_t panels_size(int64_t n, int64_t k);
+// The panels of n columns (the last one padded with zeros).
+int64_t panel_count(int64_t n);
 
 // W [n, k] (row stride ldw), a Linear's weight [out, in], as op(B) = W^T [k, n] in panels
 // (GemmArgs::b_panel = panel_columns(), ldb = k * panel_columns()): panel j, W's rows from

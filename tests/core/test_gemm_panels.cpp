@@ -79,7 +79,8 @@ TEST_CASE("cpu gemm reads a B in panels as the same product with B in rows, to t
     const std::vector<float> w = uniform_values(c.n * c.k, -1, 1, 12);
     const std::vector<float> bias = uniform_values(c.n, -2, 2, 13);
     const std::vector<float> y0 = uniform_values(c.m * c.n, -1, 1, 14);
-    std::vector<float> panels(static_cast<size_t>(cpu::panels_size(c.n, c.k)));
+    const int64_t floats = cpu::panel_count(c.n) * c.k * cpu::panel_columns();
+    std::vector<float> panels(static_cast<size_t>(floats));
     cpu::pack_panels(w.data(), c.k, c.n, c.k, panels.data());
     if (!cpu::use_tiled_gemm(c.m, c.n)) {  // a build without AVX-512 (BLAS) reads no panels
       CHECK_THROWS_AS(product(c, x, w, panels, bias, y0, true), Error);
@@ -100,9 +101,9 @@ TEST_CASE("cpu pack_panels lays W^T out in panels of two vectors, zeros past the
   // 100 x 99: a last panel of 4 columns, and neither side a whole number of 8 x 8 blocks.
   const int64_t n = 100, k = 99, width = cpu::panel_columns();
   const std::vector<float> w = uniform_values(n * k, -1, 1, 21);
-  const int64_t count = (n + width - 1) / width;
-  REQUIRE(cpu::panels_size(n, k) == count * k * width);
-  std::vector<float> panels(static_cast<size_t>(cpu::panels_size(n, k)), 7.0f);
+  const int64_t count = cpu::panel_count(n);
+  REQUIRE(count == (n + width - 1) / width);  // 100 columns: the last panel part padding
+  std::vector<float> panels(static_cast<size_t>(count * k * width), 7.0f);
   cpu::pack_panels(w.data(), k, n, k, panels.data());
   int64_t wrong = 0;
   for (int64_t j = 0; j < count; ++j)
@@ -116,7 +117,8 @@ TEST_CASE("cpu pack_panels lays W^T out in panels of two vectors, zeros past the
 }
 
 TEST_CASE("Backend::gemm rejects a B in panels that the CPU's tiles cannot read, naming it") {
-  std::vector<float> x(8 * 64, 1.0f), panels(static_cast<size_t>(cpu::panels_size(64, 64)), 1.0f);
+  const int64_t floats = cpu::panel_count(64) * 64 * cpu::panel_columns();
+  std::vector<float> x(8 * 64, 1.0f), panels(static_cast<size_t>(floats), 1.0f);
   std::vector<float> y(8 * 64, 0.0f);
   const auto args = [&] {
     GemmArgs g;
