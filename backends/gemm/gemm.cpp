@@ -259,9 +259,14 @@ void gemm_bfloat16(const GemmArgs& g) {
 }
 
 // Matrix-vector products stream the matrix once, so they are paced by memory, not by
-// arithmetic: each thread takes at least kGemvGrain of the matrix's elements (512 KiB), below
-// which starting a second thread costs more than it saves.
-constexpr int64_t kGemvGrain = 128 * 1024;
+// arithmetic: each thread takes at least kGemvGrain of the matrix's elements (128 KiB), below
+// which starting a second thread costs more than it saves. A generated token's weights come
+// from the L3 cache or memory, where one thread streams about 25 GB/s and two about 45: on 2
+// cores (2026-12-03), gpt-mini-generate's 768 x 256 and 256 x 256 products on two threads
+// instead of one made it 108-114 -> 100-104 ms, in alternation. (A grain of 512 KiB had been
+// chosen on matrices timed alone, which the cache keeps: 256 x 256, 8 us on two threads
+// against 4 on one.) Each row's or column's sum is one thread's, however many: the same bits.
+constexpr int64_t kGemvGrain = 32 * 1024;
 
 // out[j * out_step] = alpha * (v . M[j, 0..len)) + beta * out[j * out_step] for j in
 // [begin, end): dot products of a contiguous vector with the rows of M (row stride ld). beta 0
