@@ -3,6 +3,7 @@
 // the same on every run, for every thread count, and on the CPU and the GPU.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -60,28 +61,24 @@ LOOM_HOST_DEVICE int64_t philox_bits63(uint64_t counter, uint64_t seed) {
 }
 
 // The global generator: a seed plus a running offset. Each random op reserves `n` counters.
+// The offset is taken atomically, so that random ops in several threads at once (a program's
+// own threads, each sampling its generation) get blocks of their own; which block each gets
+// then depends on their order, as with PyTorch's generator. Seeding is one thread's affair.
 class Generator {
  public:
-  void manual_seed(uint64_t seed) {
-    seed_ = seed;
-    offset_ = 0;
-  }
+  void manual_seed(uint64_t seed) { set_state(seed, 0); }
   uint64_t seed() const { return seed_; }
-  uint64_t offset() const { return offset_; }
+  uint64_t offset() const { return offset_.load(std::memory_order_relaxed); }
   void set_state(uint64_t seed, uint64_t offset) {
     seed_ = seed;
-    offset_ = offset;
+    offset_.store(offset, std::memory_order_relaxed);
   }
   // Returns the first counter of a block of n fresh counters.
-  uint64_t reserve(uint64_t n) {
-    const uint64_t first = offset_;
-    offset_ += n;
-    return first;
-  }
+  uint64_t reserve(uint64_t n) { return offset_.fetch_add(n, std::memory_order_relaxed); }
 
  private:
   uint64_t seed_ = 0x5eed;
-  uint64_t offset_ = 0;
+  std::atomic<uint64_t> offset_{0};
 };
 
 Generator& default_generator();

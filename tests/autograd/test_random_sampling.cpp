@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "test_util.h"
 
@@ -31,6 +33,33 @@ double variance_of(const std::vector<float>& v) {
 }
 
 }  // namespace
+
+// Random ops in several threads at once (a program's own threads, each sampling) take blocks of
+// the one generator's counters that never overlap: each block's first counter is taken
+// atomically. Two threads, a million blocks each, of 1 to 3 counters. (With the offset read
+// and written back in two steps, most runs lost some of the updates.)
+TEST_CASE("the global generator hands threads drawing at once blocks that never overlap") {
+  manual_seed(5);
+  constexpr int kBlocks = 2000000;
+  std::vector<std::pair<uint64_t, uint64_t>> blocks(kBlocks);  // [first, first + n)
+  Generator& generator = default_generator();
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+  for (int i = 0; i < kBlocks; ++i) {
+    const uint64_t n = 1 + static_cast<uint64_t>(i % 3);
+    blocks[static_cast<size_t>(i)] = {generator.reserve(n), n};
+  }
+  std::sort(blocks.begin(), blocks.end());
+  uint64_t next = 0, total = 0;  // sorted, the blocks tile [0, total): no gap, no overlap
+  bool tiled = true;
+  for (const auto& [first, n] : blocks) {
+    tiled = tiled && first == next;
+    next = first + n;
+    total += n;
+  }
+  CHECK(tiled);
+  CHECK(next == total);
+  CHECK(generator.offset() == total);
+}
 
 TEST_CASE("randperm: a permutation, uniform over positions, repeatable under manual_seed") {
   manual_seed(21);
