@@ -19,19 +19,32 @@
 
 namespace loom::nn {
 
+// A model already in evaluation mode throughout is left as it is: threads that decode with one
+// model at once, each under its own guard (a program's `#pragma omp parallel for` over its
+// inputs), then write nothing they share.
 class EvalGuard {
  public:
-  explicit EvalGuard(Module& module) : module_(module), was_training_(module.is_training()) {
-    module_.eval();
+  explicit EvalGuard(Module& module)
+      : module_(module), was_training_(module.is_training()), switched_(any_training(module)) {
+    if (switched_) module_.eval();
   }
-  ~EvalGuard() { module_.train(was_training_); }
+  ~EvalGuard() {
+    if (switched_) module_.train(was_training_);
+  }
   EvalGuard(const EvalGuard&) = delete;
   EvalGuard& operator=(const EvalGuard&) = delete;
 
  private:
+  // Whether `module` or any module under it is in training mode.
+  static bool any_training(Module& module) {
+    bool any = false;
+    module.apply([&any](Module& m) { any = any || m.is_training(); });
+    return any;
+  }
+
   NoGradGuard no_grad_;
   Module& module_;
-  bool was_training_;
+  bool was_training_, switched_;
 };
 
 }  // namespace loom::nn

@@ -332,6 +332,33 @@ TEST_CASE("parallel_region: a team or the calling thread alone, the loop inside 
   }
 }
 
+// A program may call loom from its own OpenMP team (a `#pragma omp parallel for` over its
+// inputs). parallel_region's loop must then still cover the calling thread's range whole, on that
+// thread: without a region of its own, its `omp for` would share the loop out among the caller's
+// team, whose other threads are inside other calls.
+TEST_CASE("parallel_region inside the caller's own team: each thread's loop covered whole") {
+  for (bool parallel : {false, true}) {
+    CAPTURE(parallel);
+    std::vector<std::vector<int>> hits(2, std::vector<int>(1000, 0));
+    std::vector<int> bodies(2, 0);
+#pragma omp parallel num_threads(2)
+    {
+      const int t = omp_get_thread_num();
+      cpu::parallel_region(parallel, [&] {
+#pragma omp atomic
+        ++bodies[static_cast<size_t>(t)];
+#pragma omp for schedule(static) nowait
+        for (int64_t i = 0; i < 1000; ++i) ++hits[static_cast<size_t>(t)][static_cast<size_t>(i)];
+      });
+    }
+    for (int t = 0; t < 2; ++t) {
+      CAPTURE(t);
+      CHECK(std::all_of(hits[t].begin(), hits[t].end(), [](int h) { return h == 1; }));
+      CHECK(bodies[static_cast<size_t>(t)] >= 1);
+    }
+  }
+}
+
 TEST_CASE("cpu allocate returns 64-byte aligned, distinct blocks, even for 0 bytes") {
   for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}}) {
     void* p = kernels().allocate(bytes);

@@ -200,6 +200,30 @@ TEST_CASE("translate_batch equals translating each sentence alone, greedy and be
   }
 }
 
+// A program may translate from its own OpenMP team, one model shared by the threads (in
+// evaluation mode already, so that EvalGuard writes nothing they share): each sentence gets the
+// tokens it gets alone. Before loom's loops ran in a team of their own there, an `omp for` in
+// them shared its range out among the program's threads, which were inside other calls.
+TEST_CASE("translating from a program's own OpenMP threads gives each sentence its own tokens") {
+  auto owner = random_model(37);
+  Transformer& model = *owner;
+  model.eval();
+  std::vector<std::vector<int64_t>> srcs;
+  for (int64_t n : {6, 3, 8, 5, 7, 4, 9, 2}) srcs.push_back(random_ids(n, 3, 13));
+  for (int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    std::vector<std::vector<int64_t>> alone, together(srcs.size());
+    for (const auto& src : srcs) alone.push_back(model.translate(src, kBos, kEos, 9, beam));
+    const auto count = static_cast<int64_t>(srcs.size());
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (int64_t i = 0; i < count; ++i)
+      together[static_cast<size_t>(i)] =
+          model.translate(srcs[static_cast<size_t>(i)], kBos, kEos, 9, beam);
+    for (size_t i = 0; i < srcs.size(); ++i) CHECK_MESSAGE(together[i] == alone[i], "sentence " << i);
+  }
+  CHECK_FALSE(model.is_training());
+}
+
 TEST_CASE("Decoding stops at max_len when eos is never produced, and at eos otherwise") {
   auto owner = random_model(41);
   Transformer& model = *owner;
