@@ -340,13 +340,10 @@ TEST_CASE("parallel_region inside the caller's own team: each thread's loop cove
   for (bool parallel : {false, true}) {
     CAPTURE(parallel);
     std::vector<std::vector<int>> hits(2, std::vector<int>(1000, 0));
-    std::vector<int> bodies(2, 0);
 #pragma omp parallel num_threads(2)
     {
       const int t = omp_get_thread_num();
       cpu::parallel_region(parallel, [&] {
-#pragma omp atomic
-        ++bodies[static_cast<size_t>(t)];
 #pragma omp for schedule(static) nowait
         for (int64_t i = 0; i < 1000; ++i) ++hits[static_cast<size_t>(t)][static_cast<size_t>(i)];
       });
@@ -354,7 +351,6 @@ TEST_CASE("parallel_region inside the caller's own team: each thread's loop cove
     for (int t = 0; t < 2; ++t) {
       CAPTURE(t);
       CHECK(std::all_of(hits[t].begin(), hits[t].end(), [](int h) { return h == 1; }));
-      CHECK(bodies[static_cast<size_t>(t)] >= 1);
     }
   }
 }

@@ -219,7 +219,8 @@ TEST_CASE("translating from a program's own OpenMP threads gives each sentence i
     for (int64_t i = 0; i < count; ++i)
       together[static_cast<size_t>(i)] =
           model.translate(srcs[static_cast<size_t>(i)], kBos, kEos, 9, beam);
-    for (size_t i = 0; i < srcs.size(); ++i) CHECK_MESSAGE(together[i] == alone[i], "sentence " << i);
+    for (size_t i = 0; i < srcs.size(); ++i)
+      CHECK_MESSAGE(together[i] == alone[i], "sentence " << i);
   }
   CHECK_FALSE(model.is_training());
 }
