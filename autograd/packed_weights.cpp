@@ -47,6 +47,19 @@ Tensor panels_of(const Tensor& weight) {
   return panels;
 }
 
+// Drops the copies of weights that nothing else holds any more: a decoding's stacked projections
+// once it has ended, the parameters of a model that is gone. A guard kept open around many
+// decodings (a program translating a test set, batch after batch) would otherwise keep every
+// decoding's copies until it closes. Only this handle holds such a weight's TensorImpl, and only
+// that TensorImpl its storage, so no tensor of the program can reach the data, and the address
+// the copy guarded may be reused.
+void drop_unreachable(std::vector<PackedWeight>& copies) {
+  std::erase_if(copies, [](const PackedWeight& copy) {
+    return copy.weight.impl_ptr().use_count() == 1 &&
+           copy.weight.impl()->storage().use_count() == 1;
+  });
+}
+
 }  // namespace
 
 PackedWeightsGuard::PackedWeightsGuard() { ++packed_weights().open; }
@@ -69,6 +82,7 @@ void PackedWeightsGuard::keep(const Tensor& weight) {
     return;
   for (const PackedWeight& copy : state.copies)
     if (same_view(copy.weight, weight)) return;
+  drop_unreachable(state.copies);
   state.copies.push_back({weight, weight.version(), Tensor()});  // packed at its first use
 }
 
@@ -90,7 +104,10 @@ Tensor detail::packed_weight(const Tensor& weight, int64_t rows) {
   // A parameter's first use: noted, and read as it is. Packing costs about as much as the
   // product copies of it, and a weight used once in the guard (an encoder's, run once per
   // decoding) would pay it for nothing.
-  if (weight.requires_grad()) state.copies.push_back({weight, weight.version(), Tensor()});
+  if (weight.requires_grad()) {
+    drop_unreachable(state.copies);
+    state.copies.push_back({weight, weight.version(), Tensor()});
+  }
   return Tensor();
 }
 

@@ -21,9 +21,12 @@
 // the weight's version counter on every use, so a weight changed in place (an optimizer's step,
 // copy_) is packed again rather than read stale; what the counter cannot see (writes through
 // data_ptr) is the caller's to avoid while the guard is open. The copies are freed when the
-// outermost guard of the thread closes. While gradients are recorded, on a GPU, in bfloat16,
-// for a single row (a matrix-vector product) and where the build's products do not use loom's
-// tiles (without AVX-512: OpenBLAS), nothing is packed: products run as without the guard.
+// outermost guard of the thread closes, and a copy of a weight that nothing else holds any more
+// (a finished decoding's stacked projections, a model that is gone) is dropped before a new one
+// is noted, so that one guard can stay open around a whole test set's decodings. While
+// gradients are recorded, on a GPU, in bfloat16, for a single row (a matrix-vector product) and
+// where the build's products do not use loom's tiles (without AVX-512: OpenBLAS), nothing is
+// packed: products run as without the guard.
 #pragma once
 
 #include <cstdint>

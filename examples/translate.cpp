@@ -85,6 +85,7 @@ int main(int argc, char** argv) try {
     fmt::print(stderr, "wrote {}\n", attention);
     attention.clear();  // the first sentence only
   };
+  PackedWeightsGuard packed;  // fixed weights for every line: each packed once for them all
   if (!text.empty()) {
     translate(text);
   } else {

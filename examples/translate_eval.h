@@ -63,6 +63,9 @@ inline double split_bleu(models::Transformer& model, const data::BPETokenizer& t
       count > 0 ? std::min(examples.size(), static_cast<size_t>(count)) : examples.size();
   std::vector<std::string> hyps;
   std::vector<std::string> refs;
+  // The weights are fixed for every batch: packed once for them all (autograd/packed_weights.h),
+  // not once per batch.
+  PackedWeightsGuard packed;
   for (size_t s = 0; s < n; s += 32) {
     std::vector<std::vector<int64_t>> srcs;
     for (size_t i = s; i < std::min(n, s + 32); ++i) srcs.push_back(examples[i].src);

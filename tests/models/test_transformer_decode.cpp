@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/packed_weights.h"
+#include "backends/gemm/tiled_gemm.h"
 #include "models/beam_search.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
@@ -83,6 +85,13 @@ std::vector<int64_t> random_ids(int64_t n, int64_t lo, int64_t hi) {
   for (float x : u)
     ids.push_back(lo + std::min<int64_t>(hi - lo - 1, static_cast<int64_t>(x * (hi - lo))));
   return ids;
+}
+
+// Four random sources of 4, 7, 2 and 5 ids, none of them pad, bos or eos.
+std::vector<std::vector<int64_t>> four_sources() {
+  std::vector<std::vector<int64_t>> srcs;
+  for (int64_t n : {4, 7, 2, 5}) srcs.push_back(random_ids(n, 3, 13));
+  return srcs;
 }
 
 }  // namespace
@@ -189,14 +198,40 @@ TEST_CASE("gnmt_length_penalty is GNMT's eq. 14 and beam scores are log P / lp(|
 TEST_CASE("translate_batch equals translating each sentence alone, greedy and beam") {
   auto owner = random_model(31);
   Transformer& model = *owner;
-  std::vector<std::vector<int64_t>> srcs;
-  for (int64_t n : {4, 7, 2, 5}) srcs.push_back(random_ids(n, 3, 13));
+  const std::vector<std::vector<int64_t>> srcs = four_sources();
   for (int64_t beam : {1, 3}) {
     const auto batch = model.translate_batch(srcs, kBos, kEos, 9, beam, 0.6f);
     REQUIRE(batch.size() == srcs.size());
     for (size_t i = 0; i < srcs.size(); ++i)
       CHECK_MESSAGE(batch[i] == model.translate(srcs[i], kBos, kEos, 9, beam, 0.6f),
                     "beam " << beam << " sentence " << i);
+  }
+}
+
+// A program translating batch after batch (a test set's BLEU, translate's lines) keeps one
+// PackedWeightsGuard open around them all: the encoder's weights are packed too, from the second
+// batch on, the tokens stay those without the guard, and each finished decoding's stacked
+// projections are dropped, so the copies do not grow with the number of batches.
+TEST_CASE("One PackedWeightsGuard around many translations: the same tokens, bounded copies") {
+  auto owner = random_model(43);
+  Transformer& model = *owner;
+  const std::vector<std::vector<int64_t>> srcs = four_sources();
+  for (int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    const auto want = model.translate_batch(srcs, kBos, kEos, 9, beam, 0.6f);
+    std::vector<int64_t> cached;  // after each batch
+    {
+      PackedWeightsGuard packed;
+      for (int batch = 0; batch < 4; ++batch) {
+        CHECK(model.translate_batch(srcs, kBos, kEos, 9, beam, 0.6f) == want);
+        cached.push_back(PackedWeightsGuard::cached());
+      }
+    }
+    if (cpu::use_tiled_gemm(srcs.size() * beam, model.config().d_model))  // loom's tiles pack
+      CHECK(cached[1] > cached[0]);  // the encoder's weights, at their second use
+    CHECK(cached[2] == cached[1]);
+    CHECK(cached[3] == cached[1]);
+    CHECK(PackedWeightsGuard::cached() == 0);
   }
 }
 
