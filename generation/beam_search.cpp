@@ -128,7 +128,10 @@ std::vector<Hypothesis> beam_search(const BeamDecoder& decoder, int64_t batch, i
     LOOM_CHECK(logits.dim() == 2 && logits.size(0) == R && logits.size(1) == V,
                "beam_search: the model's step gave logits of shape {}, expected {}",
                shape_str(logits.shape()), shape_str({R, V}));
-    const std::vector<float> logp = log_softmax(logits, 1).to_vector();
+    // Read where the host can: on the CPU the kernel's own output, not a copy of it.
+    const Tensor logp_host =
+        log_softmax(logits, 1).to(Device::CPU).to(DType::Float32).contiguous();
+    const float* logp = logp_host.data_ptr<float>();
     const bool last = t + 1 == max_len;
     std::vector<int64_t> source_row(static_cast<size_t>(R));
     std::vector<double> new_score(static_cast<size_t>(R), kNegInf);
@@ -141,7 +144,7 @@ std::vector<Hypothesis> beam_search(const BeamDecoder& decoder, int64_t batch, i
                                             score.begin() + static_cast<std::ptrdiff_t>(first + k));
       // 2k candidates always leave k that do not end in eos.
       const auto candidates =
-          best_candidates(logp.data() + b * k * V, V, beam_scores, static_cast<size_t>(2 * k));
+          best_candidates(logp + b * k * V, V, beam_scores, static_cast<size_t>(2 * k));
       int64_t live = 0;
       for (size_t rank = 0; rank < candidates.size() && live < k; ++rank) {
         const Candidate& cand = candidates[rank];

@@ -34,6 +34,30 @@ BeamDecoder markov_model(int& reorders) {
           [&reorders](const std::vector<int64_t>&) { ++reorders; }};
 }
 
+// A stand-in over `vocab` tokens whose logits for row r depend on its sentence (rows are
+// sentence-major, `beam` to a sentence; the first is sentence `first`) and newest token: a row of
+// a fixed random table. A sentence gets the same logits searched in any batch.
+BeamDecoder table_model(int64_t first, int64_t beam, int64_t vocab) {
+  static const std::vector<float> table = [vocab] {
+    std::mt19937 gen(17);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> t(static_cast<size_t>(64 * vocab));
+    for (float& x : t) x = normal(gen);
+    return t;
+  }();
+  return {[first, beam, vocab](const std::vector<int64_t>& tokens) {
+            std::vector<float> logits;
+            for (size_t r = 0; r < tokens.size(); ++r) {
+              const int64_t sentence = first + static_cast<int64_t>(r) / beam;
+              const int64_t row = (sentence * 7919 + tokens[r] * 31) % 64;
+              logits.insert(logits.end(), table.begin() + row * vocab,
+                            table.begin() + (row + 1) * vocab);
+            }
+            return tensor(logits, {static_cast<int64_t>(tokens.size()), vocab});
+          },
+          [](const std::vector<int64_t>&) {}};
+}
+
 }  // namespace
 
 TEST_CASE("beam_search: beam 2 finds B eos, which greedy search misses by taking A first") {
@@ -100,4 +124,24 @@ TEST_CASE("top_tokens passes over NaN once its list is full, in a skipped block 
   std::vector<int64_t> got;
   top_tokens(row.data(), 100, 2, got);
   CHECK(got == std::vector<int64_t>{3, 71});
+}
+
+// A search of many sentences (40 x 4 beams over 1000 tokens, the step's log-probabilities read
+// where the kernel wrote them) gives each sentence what it gets searched alone.
+TEST_CASE("beam_search over many sentences gives each sentence what it gets alone") {
+  const int64_t sentences = 40, vocab = 1000, bos = 0, eos = 1, max_len = 6;
+  for (int64_t beam : {1, 4}) {
+    CAPTURE(beam);
+    const auto together =
+        beam_search(table_model(0, beam, vocab), sentences, vocab, bos, eos, max_len, beam, 0.6f);
+    REQUIRE(together.size() == static_cast<size_t>(sentences));
+    for (int64_t b = 0; b < sentences; ++b) {
+      const auto alone =
+          beam_search(table_model(b, beam, vocab), 1, vocab, bos, eos, max_len, beam, 0.6f)[0];
+      const auto& got = together[static_cast<size_t>(b)];
+      CHECK_MESSAGE(got.tokens == alone.tokens, "sentence " << b);
+      CHECK(got.log_prob == alone.log_prob);
+      CHECK(got.finished == alone.finished);
+    }
+  }
 }
