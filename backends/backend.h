@@ -5,7 +5,8 @@
 //   * Every tensor is defined and on the backend's device; float32 unless stated (int64 for
 //     indices and targets; copy, fill, where, comparisons, reductions and index kernels also
 //     take int64 data). bfloat16 tensors are taken by copy (any dtype to any), fill, gemm
-//     (GemmArgs), index_copy, add_layer_norm's residual, and as any operand of unary,
+//     (GemmArgs), index_copy, move_rows (on the CPU), add_layer_norm's residual, and as any
+//     operand of unary,
 //     unary_backward and the arithmetic
 //     binary ops, which compute in float32 and round a bfloat16 result once (the CPU on float32
 //     copies, CUDA in its kernels): the other ops on them compute in float32 (autograd/ops.h).
@@ -25,7 +26,7 @@
 //   softmax/        softmax and log_softmax, forward and backward
 //   scan/           running sums and products along the middle axis (cumsum, cumprod)
 //   gemm/           matrix products (GemmArgs): OpenBLAS, cuBLAS and a kernel for a few rows
-//   index/          index_select, index_add, index_copy, gather, scatter_add, scatter
+//   index/          index_select, index_add, index_copy, move_rows, gather, scatter_add, scatter
 //   sort/           sort and topk along the middle axis (values and indices)
 //   mask_index/     the positions of advanced indexing: nonzero, and index tensors combined
 //                   into flat positions (Tensor::index with tensors)
@@ -208,6 +209,13 @@ class Backend {
   //                                              with repeated indices one of the rows wins)
   void index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
                   Tensor& out);
+  // rows to[j] of out [n, inner] become what rows from[j] held, in place: every row is read
+  // before any is written, as out.index_copy_(0, to, out.index_select(0, from)); with repeated
+  // to[j] one of the rows wins. On the CPU, in any dtype, out may be a matrix of padded rows
+  // (as index_copy's), and a row is copied aside first only where its source is itself written
+  // (a KV cache's reorder, nn/kv_cache.cpp: mostly beams that continue a beam that stays); on a
+  // GPU, float32 or int64, every row goes through a copy aside.
+  void move_rows(const Tensor& from, const Tensor& to, int64_t n, int64_t inner, Tensor& out);
   // out[o, j, i] = x[o, index[o, j, i], i]      (index [outer, k, inner], like torch.gather)
   void gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
               Tensor& out);

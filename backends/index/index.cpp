@@ -5,6 +5,7 @@
 // (outer 1) writes its rows in parallel when no index repeats.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "backends/backend.h"
@@ -103,6 +104,33 @@ void Backend::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t in
   if (k > 0)
     run(cpu::index_copy, LOOM_CUDA_IMPL(cuda::index_copy), contiguous(src), outer, n, inner,
         contiguous(index), out);
+}
+
+void Backend::move_rows(const Tensor& from, const Tensor& to, int64_t n, int64_t inner,
+                        Tensor& out) {
+  // On the CPU a kernel of its own, which moves rows as bytes (any dtype); on a GPU index_select
+  // and then index_copy, through a copy of every source row (float32 or int64).
+  const bool on_cpu = device_ == Device::CPU;
+  const Contract c{device_, "move_rows", /*takes_bfloat16=*/on_cpu};
+  c.extents(1, n, inner);
+  const int64_t k = index_length(c, from);
+  LOOM_CHECK(index_length(c, to) == k, "move_rows: {} rows to move from but {} to move to", k,
+             to.numel());
+  if (on_cpu) {
+    c.on_device(out, "out");
+    const bool whole = out.is_contiguous() && out.numel() == n * inner;
+    LOOM_CHECK(padded_rows(out, n, inner) || whole,
+               "move_rows: out (shape {}, strides {}) is not {} rows of {} elements",
+               shape_str(out.shape()), shape_str(out.strides()), n, inner);
+    Tensor rows = padded_rows(out, n, inner) ? out : out.view({n, inner});
+    if (k > 0) run(cpu::move_rows, nullptr, contiguous(from), contiguous(to), n, inner, rows);
+    return;
+  }
+  c.output(out, out.dtype(), n * inner, "out");
+  if (k == 0) return;
+  Tensor aside = Tensor::empty({k, inner}, out.dtype(), device_);  // every source, then written
+  index_select(out, 1, n, inner, from, aside);
+  index_copy(aside, 1, n, inner, to, out);
 }
 
 void Backend::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& index,
@@ -278,6 +306,64 @@ void cpu::index_copy(const Tensor& src, int64_t outer, int64_t n, int64_t inner,
                         for (int64_t j = 0; j < k; ++j)  // in order: the last of repeats wins
                           std::memcpy(to[o * n + index[j]], from[o * k + j], to.bytes);
                     });
+}
+
+void cpu::move_rows(const Tensor& from_idx, const Tensor& to_idx, int64_t n, int64_t inner,
+                    Tensor& out) {
+  const int64_t k = from_idx.numel();
+  const int64_t* from = checked_index(from_idx, n, "move_rows");
+  const int64_t* to = checked_index(to_idx, n, "move_rows");
+  const Rows rows = rows_of(out, inner);
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrainCheap / std::max<int64_t>(inner, 1));
+  // Moves j in `moves` through a copy of their sources taken before any of them writes.
+  const auto through_aside = [&](const std::vector<int64_t>& moves, bool in_order) {
+    const auto count = static_cast<int64_t>(moves.size());
+    std::unique_ptr<unsigned char[]> aside(new unsigned char[count * rows.bytes]);
+    unsigned char* kept = aside.get();
+    const int64_t* move = moves.data();
+    cpu::parallel_for(0, count, grain, [=](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m)
+        std::memcpy(kept + m * rows.bytes, rows[from[move[m]]], rows.bytes);
+    });
+    const auto write = [=](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m)
+        std::memcpy(rows[to[move[m]]], kept + m * rows.bytes, rows.bytes);
+    };
+    if (in_order)
+      write(0, count);  // the last of repeated destinations wins
+    else
+      cpu::parallel_for(0, count, grain, write);
+  };
+  std::vector<int64_t> moves;
+  if (!distinct(to, k)) {  // a row written twice: every move in order, from copies
+    for (int64_t j = 0; j < k; ++j) moves.push_back(j);
+    return through_aside(moves, /*in_order=*/true);
+  }
+  // Each row written once. A move may write its row once no move still to come reads it, and
+  // then copies its source where it lies: waves of such moves, each over the threads. (A beam
+  // search's reorder is chains, a beam continuing the beam before it whose row continues
+  // another: a few waves.) What is left after the last wave are cycles, moved through copies.
+  std::vector<int32_t> readers(static_cast<size_t>(n), 0);  // moves still to come reading a row
+  for (int64_t j = 0; j < k; ++j)
+    if (from[j] != to[j]) {  // (a row onto itself is no move at all)
+      moves.push_back(j);
+      ++readers[static_cast<size_t>(from[j])];
+    }
+  std::vector<int64_t> wave, rest;
+  while (!moves.empty()) {
+    wave.clear();
+    rest.clear();
+    for (int64_t j : moves) (readers[static_cast<size_t>(to[j])] == 0 ? wave : rest).push_back(j);
+    if (wave.empty()) break;  // cycles only
+    const int64_t* ready = wave.data();
+    cpu::parallel_for(0, static_cast<int64_t>(wave.size()), grain, [=](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m)
+        std::memcpy(rows[to[ready[m]]], rows[from[ready[m]]], rows.bytes);
+    });
+    for (int64_t j : wave) --readers[static_cast<size_t>(from[j])];
+    moves.swap(rest);
+  }
+  if (!moves.empty()) through_aside(moves, /*in_order=*/false);
 }
 
 void cpu::gather(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& idx,

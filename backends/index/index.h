@@ -3,6 +3,7 @@
 //   index_select  out[o, j, i] = x[o, index[j], i]             index [k]
 //   index_add     out[o, index[j], i] += src[o, j, i]          (the backward of index_select)
 //   index_copy    out[o, index[j], i] = src[o, j, i]           (any element type, bfloat16 too)
+//   move_rows     out[to[j], i] = out[from[j], i], in place      (every row read before any write)
 //   gather        out[o, j, i] = x[o, index[o, j, i], i]       index [outer, k, inner]
 //   scatter_add   out[o, index[o, j, i], i] += src[o, j, i]    (the backward of gather)
 //   scatter       out[o, index[o, j, i], i] = src[o, j, i]     (torch.scatter: one write wins)
@@ -24,6 +25,12 @@ using IndexKernel = void(const Tensor& x, int64_t outer, int64_t n, int64_t inne
 
 namespace cpu {
 IndexKernel index_select, index_add, index_copy, gather, scatter_add, scatter;
+}  // namespace cpu
+
+namespace cpu {
+// Backend::move_rows on the CPU, after its checks: out a matrix of n rows of inner elements
+// (padded rows too), from and to contiguous, of one length k > 0.
+void move_rows(const Tensor& from, const Tensor& to, int64_t n, int64_t inner, Tensor& out);
 }  // namespace cpu
 
 namespace cuda {

@@ -1568,6 +1568,64 @@ TEST_CASE("cpu index_copy writes rows of padded matrices in place, in parallel w
                {"index_copy"});
 }
 
+// move_rows moves rows of a matrix in place as index_select and then index_copy would: a source
+// that is itself overwritten is read as it was (a cycle, a chain), one source serves several
+// rows, a row moved onto itself stays, and with a repeated destination the last move wins; in a
+// matrix of padded rows (a KV cache's filled prefixes) the padding is untouched.
+TEST_CASE("cpu move_rows equals index_select then index_copy, in place, padded rows too") {
+  struct Moves {
+    std::vector<int64_t> from, to;
+  };
+  const int64_t n = 6, inner = 5;
+  const auto index = [](const std::vector<int64_t>& v) {
+    return tensor_i64(v, {static_cast<int64_t>(v.size())});
+  };
+  for (const Moves& m : {Moves{{1, 2, 0}, {0, 1, 2}},          // a cycle
+                         Moves{{0, 0, 3}, {1, 2, 4}},          // beams continuing others
+                         Moves{{3, 5, 1, 4}, {3, 1, 0, 5}},    // a chain, a row onto itself
+                         Moves{{1, 4, 5, 0}, {2, 5, 2, 3}}}) {  // destination 2 twice
+    for (const bool padded : {false, true}) {
+      CAPTURE(padded);
+      Tensor storage = uniform_tensor({n, padded ? 8 : inner}, -1, 1, 113);
+      Tensor out = padded ? storage.narrow(1, 0, inner) : storage;
+      const Tensor before = out.clone(), padding = storage.narrow(1, inner, padded ? 3 : 0).clone();
+      Tensor expected = before.clone();
+      expected.index_copy_(0, index(m.to), index_select(before, 0, index(m.from)));
+      kernels().move_rows(index(m.from), index(m.to), n, inner, out);
+      check_close(out, expected, 0.0f, 0.0f, "moved");
+      check_close(storage.narrow(1, inner, padded ? 3 : 0), padding, 0.0f, 0.0f, "padding");
+    }
+  }
+  // Many rows, so that the parallel loops split them: every row reversed (each source written,
+  // all through the copy aside), then every other row taking its neighbour's (none aside); and
+  // bfloat16 rows, moved as bytes.
+  const int64_t many = 4000;
+  std::vector<int64_t> reversed(many), all(many), odd, even;
+  for (int64_t j = 0; j < many; ++j) {
+    reversed[static_cast<size_t>(j)] = many - 1 - j;
+    all[static_cast<size_t>(j)] = j;
+    (j % 2 ? odd : even).push_back(j);
+  }
+  for (const DType type : {DType::Float32, DType::BFloat16}) {
+    for (const auto& [from, to] : {std::pair{all, reversed}, std::pair{even, odd}}) {
+      Tensor wide = uniform_tensor({many, 16}, -1, 1, 127).to(type);
+      Tensor rows = wide.narrow(1, 0, 9);
+      const Tensor before = rows.to(DType::Float32);  // exact: the reference moves floats
+      Tensor expected = before.clone();
+      expected.index_copy_(0, index(to), index_select(before, 0, index(from)));
+      kernels().move_rows(index(from), index(to), many, 9, rows);
+      check_close(rows.to(DType::Float32), expected, 0.0f, 0.0f, "many");
+    }
+  }
+  Tensor out = zeros({6, 5});
+  expect_error([&] { kernels().move_rows(index({0, 6}), index({1, 2}), 6, 5, out); },
+               {"move_rows", "index 6", "size 6"});
+  expect_error([&] { kernels().move_rows(index({0, 1, 2}), index({3, 4}), 6, 5, out); },
+               {"move_rows", "3 rows to move from but 2"});
+  expect_error([&] { kernels().move_rows(index({0}), index({1}), 7, 5, out); },
+               {"move_rows", "out"});
+}
+
 TEST_CASE("cpu gather and scatter_add match reference loops") {
   struct Extent {
     int64_t outer, n, inner, k;
