@@ -342,15 +342,18 @@ void cpu::move_rows(const Tensor& from_idx, const Tensor& to_idx, int64_t n, int
   // Each row written once. A move may write its row once no move still to come reads it, and
   // then copies its source where it lies: waves of such moves, each over the threads. (A beam
   // search's reorder is chains, a beam continuing the beam before it whose row continues
-  // another: a few waves.) What is left after the last wave are cycles, moved through copies.
+  // another: a few waves.) What is left after the last wave, cycles or what a long chain would
+  // take more than kMostWaves waves to finish (each wave passes over every move left), is moved
+  // through copies: none of its sources has been written yet.
   std::vector<int32_t> readers(static_cast<size_t>(n), 0);  // moves still to come reading a row
   for (int64_t j = 0; j < k; ++j)
     if (from[j] != to[j]) {  // (a row onto itself is no move at all)
       moves.push_back(j);
       ++readers[static_cast<size_t>(from[j])];
     }
+  constexpr int kMostWaves = 8;
   std::vector<int64_t> wave, rest;
-  while (!moves.empty()) {
+  for (int waves = 0; waves < kMostWaves && !moves.empty(); ++waves) {
     wave.clear();
     rest.clear();
     for (int64_t j : moves) (readers[static_cast<size_t>(to[j])] == 0 ? wave : rest).push_back(j);

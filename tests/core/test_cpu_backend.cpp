@@ -1597,8 +1597,9 @@ TEST_CASE("cpu move_rows equals index_select then index_copy, in place, padded r
     }
   }
   // Many rows, so that the parallel loops split them: every row reversed (each source written,
-  // all through the copy aside), then every other row taking its neighbour's (none aside); and
-  // bfloat16 rows, moved as bytes.
+  // all through the copy aside), every other row taking its neighbour's (none aside), and every
+  // row but the first taking the one before it (a chain longer than the waves go: the rest
+  // through the copy aside); and bfloat16 rows, moved as bytes.
   const int64_t many = 4000;
   std::vector<int64_t> reversed(many), all(many), odd, even;
   for (int64_t j = 0; j < many; ++j) {
@@ -1606,8 +1607,10 @@ TEST_CASE("cpu move_rows equals index_select then index_copy, in place, padded r
     all[static_cast<size_t>(j)] = j;
     (j % 2 ? odd : even).push_back(j);
   }
+  const std::vector<int64_t> head(all.begin(), all.end() - 1), tail(all.begin() + 1, all.end());
   for (const DType type : {DType::Float32, DType::BFloat16}) {
-    for (const auto& [from, to] : {std::pair{all, reversed}, std::pair{even, odd}}) {
+    for (const auto& [from, to] :
+         {std::pair{all, reversed}, std::pair{even, odd}, std::pair{head, tail}}) {
       Tensor wide = uniform_tensor({many, 16}, -1, 1, 127).to(type);
       Tensor rows = wide.narrow(1, 0, 9);
       const Tensor before = rows.to(DType::Float32);  // exact: the reference moves floats
