@@ -60,6 +60,12 @@ void drop_unreachable(std::vector<PackedWeight>& copies) {
   });
 }
 
+// Notes `weight` for packing (at its next use), after dropping what no one can reach.
+void note(PackedWeights& state, const Tensor& weight) {
+  drop_unreachable(state.copies);
+  state.copies.push_back({weight, weight.version(), Tensor()});
+}
+
 }  // namespace
 
 PackedWeightsGuard::PackedWeightsGuard() { ++packed_weights().open; }
@@ -82,8 +88,7 @@ void PackedWeightsGuard::keep(const Tensor& weight) {
     return;
   for (const PackedWeight& copy : state.copies)
     if (same_view(copy.weight, weight)) return;
-  drop_unreachable(state.copies);
-  state.copies.push_back({weight, weight.version(), Tensor()});  // packed at its first use
+  note(state, weight);  // packed at its first use
 }
 
 Tensor detail::packed_weight(const Tensor& weight, int64_t rows) {
@@ -104,10 +109,7 @@ Tensor detail::packed_weight(const Tensor& weight, int64_t rows) {
   // A parameter's first use: noted, and read as it is. Packing costs about as much as the
   // product copies of it, and a weight used once in the guard (an encoder's, run once per
   // decoding) would pay it for nothing.
-  if (weight.requires_grad()) {
-    drop_unreachable(state.copies);
-    state.copies.push_back({weight, weight.version(), Tensor()});
-  }
+  if (weight.requires_grad()) note(state, weight);
   return Tensor();
 }
 

@@ -118,11 +118,11 @@ void Backend::move_rows(const Tensor& from, const Tensor& to, int64_t n, int64_t
              to.numel());
   if (on_cpu) {
     c.on_device(out, "out");
-    const bool whole = out.is_contiguous() && out.numel() == n * inner;
-    LOOM_CHECK(padded_rows(out, n, inner) || whole,
+    const bool matrix = padded_rows(out, n, inner);
+    LOOM_CHECK(matrix || (out.is_contiguous() && out.numel() == n * inner),
                "move_rows: out (shape {}, strides {}) is not {} rows of {} elements",
                shape_str(out.shape()), shape_str(out.strides()), n, inner);
-    Tensor rows = padded_rows(out, n, inner) ? out : out.view({n, inner});
+    Tensor rows = matrix ? out : out.view({n, inner});
     if (k > 0) run(cpu::move_rows, nullptr, contiguous(from), contiguous(to), n, inner, rows);
     return;
   }

@@ -38,14 +38,11 @@ BeamDecoder markov_model(int& reorders) {
 // sentence-major, `beam` to a sentence; the first is sentence `first`) and newest token: a row of
 // a fixed random table. A sentence gets the same logits searched in any batch.
 BeamDecoder table_model(int64_t first, int64_t beam, int64_t vocab) {
-  static const std::vector<float> table = [vocab] {
-    std::mt19937 gen(17);
-    std::normal_distribution<float> normal(0.0f, 3.0f);
-    std::vector<float> t(static_cast<size_t>(64 * vocab));
-    for (float& x : t) x = normal(gen);
-    return t;
-  }();
-  return {[first, beam, vocab](const std::vector<int64_t>& tokens) {
+  std::mt19937 gen(17);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> table(static_cast<size_t>(64 * vocab));
+  for (float& x : table) x = normal(gen);
+  return {[first, beam, vocab, table](const std::vector<int64_t>& tokens) {
             std::vector<float> logits;
             for (size_t r = 0; r < tokens.size(); ++r) {
               const int64_t sentence = first + static_cast<int64_t>(r) / beam;
