@@ -15,6 +15,8 @@ import sys
 # The twin's quality keys, in the order they are shown (the others describe the run).
 METRICS = ["test_accuracy", "val_loss", "bits_per_byte", "ap", "ap50", "ap75", "val_bleu",
            "test_bleu", "val_mlm_accuracy", "val_nsp_accuracy"]
+# The words of those keys that loom's trainers print in capitals (train_detr's "AP50").
+ACRONYMS = {"ap", "ap50", "ap75", "bleu", "mlm", "nsp"}
 
 
 def loom_row(log, code):
@@ -36,7 +38,7 @@ def loom_row(log, code):
 
 def show(key, value):
     """A metric as loom's trainers print it: accuracies in percent, the rest to 4 decimals."""
-    name = key.replace("_", " ")
+    name = " ".join(w.upper() if w in ACRONYMS else w for w in key.split("_"))
     return f"{name} {100 * value:.2f}%" if key.endswith("accuracy") else f"{name} {value:.4f}"
 
 
