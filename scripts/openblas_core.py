@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Prints the OPENBLAS_CORETYPE a measuring script should set on this machine, or nothing.
 
-    /usr/bin/python3 scripts/openblas_core.py        # e.g. "SkylakeX", or an empty line
+    /usr/bin/python3 scripts/openblas_core.py             # e.g. "SkylakeX", or an empty line
+    /usr/bin/python3 scripts/openblas_core.py --narrower  # see narrower_than_cpu below
 
 OpenBLAS (Debian's is built for every x86 family) picks its kernels by CPU model when it loads.
 A model newer than the library, such as the Intel Xeon of family 6 model 207 (Emerald Rapids)
@@ -69,4 +70,8 @@ def narrower_than_cpu(coretype):
 
 
 if __name__ == "__main__":
-    print(suggested_coretype())
+    import sys
+    if sys.argv[1:] == ["--narrower"]:  # the wider family, where the environment holds to AVX2
+        print(narrower_than_cpu(os.environ.get("OPENBLAS_CORETYPE", "")))
+    else:
+        print(suggested_coretype())

@@ -17,11 +17,13 @@
 # sides. Each run's output goes to out-reproduce/TASK-{loom,pytorch}.log, loom's checkpoint and
 # curves to out-reproduce/TASK-loom/. On a CPU that OpenBLAS does not know (it then falls back to
 # its SSE3 kernels, and PyTorch's products with it), OPENBLAS_CORETYPE is set for both sides to
-# the family the CPU can run (scripts/openblas_core.py).
+# the family the CPU can run (scripts/openblas_core.py); where the environment holds OpenBLAS to
+# its AVX2 kernels on a CPU with AVX-512, the script says so (PyTorch's side is then slower than
+# the machine allows; set OPENBLAS_CORETYPE to the wider family it names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 2
 case $1 in -h|--help) usage 0 ;; esac
 task=$1
@@ -67,6 +69,11 @@ coretype=$(/usr/bin/python3 scripts/openblas_core.py)
 if [ -n "$coretype" ]; then
   export OPENBLAS_CORETYPE=$coretype
   echo "reproduce: OpenBLAS does not know this CPU: OPENBLAS_CORETYPE=$coretype for both sides"
+fi
+wider=$(/usr/bin/python3 scripts/openblas_core.py --narrower)
+if [ -n "$wider" ]; then
+  echo "reproduce: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE holds PyTorch's products to AVX2; this" \
+    "CPU runs OpenBLAS's $wider kernels (OPENBLAS_CORETYPE=$wider bash scripts/reproduce.sh ...)"
 fi
 common=(--minutes "$minutes" --threads "$threads" --seed "$seed")
 loom_cmd=(build/examples/"${loom[@]}" "${common[@]}" --out "$out/$task-loom" "${recipe[@]}")
