@@ -186,13 +186,13 @@ def main():
     if wider:
         say(f"OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} holds OpenBLAS (and PyTorch's "
             f"products) to AVX2 on a CPU that runs its {wider} kernels; the table says so")
-    def probe(when):
+    def probe(when, key):
         """The faster of loom's and OpenBLAS's 1024^3 product (bench/flops.h's probe takes the
-        same), in GFLOP/s."""
+        same), in GFLOP/s; the probe's JSON line is kept in sitting[key]."""
         sgemm = run_json([os.path.join(bench, "ops"), "sgemm"] + t, log)
         if not sgemm:
             sys.exit(f"bench_sitting: build/bench/ops sgemm failed (see {out}.log)")
-        sitting["sgemm" if when == "start" else "sgemm_" + when] = sgemm
+        sitting[key] = sgemm
         rate = max(sgemm["gflops"], sgemm.get("cblas_gflops", 0))
         say(f"sgemm at the {when}: {rate:.1f} GFLOP/s (loom {sgemm['gflops']:.1f}, "
             f"cblas_sgemm {sgemm.get('cblas_gflops', 0):.1f})")
@@ -201,7 +201,7 @@ def main():
     # The machine's limit is probed at the start and again at the end, and the peak is the
     # faster of the two: on a shared VM one probe can fall into a neighbour's burst (one read
     # 175 GFLOP/s between two of 360), which would overstate every share in the table.
-    start_rate = probe("start")
+    start_rate = probe("start", "sgemm")
     torch_sgemm = run_json(py + ["sgemm"] + t, log)
     if torch_sgemm:
         sitting["torch_sgemm_gflops"] = torch_sgemm["gflops"]
@@ -230,7 +230,7 @@ def main():
             sitting["cases"].append(row)
             say(f"{case} ({row['step']}): loom {fmt_ms(row['loom_ms'])} ms, PyTorch "
                 f"{fmt_ms(row['torch_ms'], row['twin'])} ms, {row['gflop'] or '?'} GFLOP")
-    sitting["sgemm_gflops"] = max(start_rate, probe("end"))
+    sitting["sgemm_gflops"] = max(start_rate, probe("end", "sgemm_end"))
     sitting["seconds"] = round(time.time() - started, 1)
 
     text = table(sitting)
