@@ -67,32 +67,53 @@ Tensor batch_norm_in_ops(const Tensor& x, const Tensor& weight, const Tensor& bi
   return (x - mu) * rsqrt(var + eps) * weight.reshape(channel) + bias.reshape(channel);
 }
 
+// im2col against its definition on images [2, 3, height, width]; col2im as its adjoint, and to
+// the bit as its definition adds; both with the batch last.
+void check_columns(const WindowGeometry& w, int64_t height, int64_t width) {
+  INFO("image " << height << "x" << width << ", kernel " << w.kernel[0] << "x" << w.kernel[1]
+                << " stride " << w.stride[0] << "," << w.stride[1] << " padding "
+                << w.padding[0] << "," << w.padding[1] << " dilation " << w.dilation[0] << ","
+                << w.dilation[1]);
+  const Tensor x = randn({2, 3, height, width});
+  const Tensor cols = im2col(x, w, -2.5f);
+  CHECK(cols.shape() == Shape({2, 3, w.kernel[0] * w.kernel[1],
+                               w.output_size(0, height) * w.output_size(1, width)}));
+  CHECK(cols.to_vector() == im2col_by_definition(x, w, -2.5f));
+  // <col2im(c), x> == <c, im2col(x)> for any c and x (padding reading 0); and col2im adds
+  // each pixel's values tap after tap, to the bit.
+  const Tensor c = randn(cols.shape());
+  CHECK(col2im(c, height, width, w).to_vector() == col2im_by_definition(c, height, width, w));
+  const double lhs = sum(col2im(c, height, width, w) * x).item();
+  const double rhs = sum(c * im2col(x, w)).item();
+  CHECK(std::fabs(lhs - rhs) < 1e-3 * (1.0 + std::fabs(rhs)));
+  // With the batch last, the same columns as [C, kh*kw, N, L], and col2im reads them so.
+  const Tensor last = im2col(x, w, -2.5f, /*batch_last=*/true);
+  CHECK(last.to_vector() == cols.permute({1, 2, 0, 3}).contiguous().to_vector());
+  CHECK(col2im(c.permute({1, 2, 0, 3}).contiguous(), height, width, w, true).to_vector() ==
+        col2im(c, height, width, w).to_vector());
+}
+
 }  // namespace
 
 TEST_CASE("im2col is its definition for strides, padding and dilation; col2im its adjoint") {
   manual_seed(71);
-  for (const WindowGeometry& w : kWindowCases) {
-    INFO("kernel " << w.kernel[0] << "x" << w.kernel[1] << " stride " << w.stride[0] << ","
-                   << w.stride[1] << " padding " << w.padding[0] << "," << w.padding[1]
-                   << " dilation " << w.dilation[0] << "," << w.dilation[1]);
-    const Tensor x = randn({2, 3, 6, 7});
-    const Tensor cols = im2col(x, w, -2.5f);
-    CHECK(cols.shape() == Shape({2, 3, w.kernel[0] * w.kernel[1],
-                                 w.output_size(0, 6) * w.output_size(1, 7)}));
-    CHECK(cols.to_vector() == im2col_by_definition(x, w, -2.5f));
-    // <col2im(c), x> == <c, im2col(x)> for any c and x (padding reading 0); and col2im adds
-    // each pixel's values tap after tap, to the bit.
-    const Tensor c = randn(cols.shape());
-    CHECK(col2im(c, 6, 7, w).to_vector() == col2im_by_definition(c, 6, 7, w));
-    const double lhs = sum(col2im(c, 6, 7, w) * x).item();
-    const double rhs = sum(c * im2col(x, w)).item();
-    CHECK(std::fabs(lhs - rhs) < 1e-3 * (1.0 + std::fabs(rhs)));
-    // With the batch last, the same columns as [C, kh*kw, N, L], and col2im reads them so.
-    const Tensor last = im2col(x, w, -2.5f, /*batch_last=*/true);
-    CHECK(last.to_vector() == cols.permute({1, 2, 0, 3}).contiguous().to_vector());
-    CHECK(col2im(c.permute({1, 2, 0, 3}).contiguous(), 6, 7, w, true).to_vector() ==
-          col2im(c, 6, 7, w).to_vector());
-  }
+  for (const WindowGeometry& w : kWindowCases) check_columns(w, 6, 7);
+}
+
+TEST_CASE("im2col and col2im through the image's phases: strided windows over long rows") {
+  // Windows whose positions per row are the row's pixels over the stride, 16 or more: the CPU
+  // reads and adds them through the image's phases (window.cpp). DETR's 3 x 3 convolution of
+  // stride 2 over even and odd sizes (an odd size leaves a phase a column or row past the
+  // image), dilated, strided along one dim only, and a stride of 3; the last one's rows are too
+  // short for the phases and go through the maps.
+  manual_seed(72);
+  const WindowGeometry detr{{3, 3}, {2, 2}, {1, 1}, {1, 1}};
+  check_columns(detr, 32, 32);
+  check_columns(detr, 9, 33);
+  check_columns({{3, 3}, {2, 2}, {2, 2}, {2, 2}}, 7, 33);
+  check_columns({{2, 3}, {1, 3}, {1, 1}, {2, 1}}, 5, 47);
+  check_columns({{3, 1}, {3, 1}, {1, 0}, {1, 1}}, 10, 20);
+  check_columns(detr, 16, 16);
 }
 
 TEST_CASE("max_pool2d: a NaN wins its window, the first of equal maxima gives the index") {
