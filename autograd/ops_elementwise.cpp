@@ -144,10 +144,12 @@ Tensor bias_unary_op(UnaryOp op, const char* name, const Tensor& x, const Tensor
           const Tensor dx = unary_grad_graph(op, name, g, xs + bs, Tensor(), 0.0f, 0.0f);
           return std::vector<Tensor>{dx, need_b ? sum_to(dx, bs.shape()) : Tensor()};
         }
+        // dx, and db summed in float32 in the same pass (Backend::bias_unary_backward).
         Tensor dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
-        backend(xs.device()).bias_unary_backward(op, g, xs, broadcast_view(bs, xs.shape()), dx);
-        const Tensor db = need_b ? detail::column_sums(dx, bs.size(0)).to(bs.dtype()) : Tensor();
-        return std::vector<Tensor>{dx, db};
+        Tensor db = need_b ? Tensor::empty({bs.size(0)}, DType::Float32, xs.device()) : Tensor();
+        backend(xs.device()).bias_unary_backward(op, g, xs, broadcast_view(bs, xs.shape()), dx,
+                                                 db);
+        return std::vector<Tensor>{dx, need_b ? db.to(bs.dtype()) : Tensor()};
       },
       {xs, bs});
 }

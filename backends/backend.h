@@ -140,9 +140,12 @@ class Backend {
   // broadcast view of a [cols] bias is the use); op is one whose derivative reads its input
   // (relu, gelu, gelu_tanh, ...). x, bias and out are float32 or bfloat16, computed in float32.
   void bias_unary(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor& out);
-  // out = grad * op'(x + bias), the same operands.
+  // out = grad * op'(x + bias), the same operands; and, when dbias is defined (float32, one
+  // element per column of out's last dim), the bias's gradient: out's sums over every leading
+  // position, as reduce sums them (ReduceOp::Sum). On the CPU, for contiguous float32 operands
+  // and a broadcast bias row, in the same pass as out (the same bits as the two kernels).
   void bias_unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& bias,
-                           Tensor& out);
+                           Tensor& out, Tensor& dbias);
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
   // dst += alpha * src (same shape, both contiguous): gradient accumulation, optimizers.
   void axpy(float alpha, const Tensor& src, Tensor& dst);

@@ -99,13 +99,38 @@ void Backend::bias_unary(UnaryOp op, const Tensor& x, const Tensor& bias, Tensor
   if (out.numel() > 0) run(cpu::bias_unary, LOOM_CUDA_IMPL(cuda::bias_unary), op, x, bias, out);
 }
 
+namespace {
+// A [rows, cols] broadcast view of one bias row: stride 1 along the last dim, 0 along the others.
+bool is_bias_row(const Tensor& bias) {
+  if (bias.dim() == 0) return false;
+  const int64_t last = bias.dim() - 1;
+  for (int64_t d = 0; d < last; ++d)
+    if (bias.strides()[d] != 0 && bias.size(d) > 1) return false;
+  return bias.size(last) == 1 || bias.strides()[last] == 1;
+}
+}  // namespace
+
 void Backend::bias_unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x,
-                                  const Tensor& bias, Tensor& out) {
+                                  const Tensor& bias, Tensor& out, Tensor& dbias) {
   const Contract c{device_, "bias_unary_backward", /*takes_bfloat16=*/true};
   check_bias_unary(c, op, {{&grad, "grad"}, {&x, "input"}, {&bias, "bias"}}, out);
-  if (out.numel() > 0)
-    run(cpu::bias_unary_backward, LOOM_CUDA_IMPL(cuda::bias_unary_backward), op, grad, x, bias,
-        out);
+  const int64_t cols = out.dim() == 0 ? 1 : out.size(-1);
+  const int64_t rows = cols > 0 ? out.numel() / cols : 0;
+  if (dbias.defined()) c.output(dbias, DType::Float32, cols, "dbias");
+  if (out.numel() == 0) {
+    if (dbias.defined()) fill(dbias, 0.0);  // sums of no rows
+    return;
+  }
+  const bool float32 = grad.dtype() == DType::Float32 && x.dtype() == DType::Float32 &&
+                       bias.dtype() == DType::Float32 && out.dtype() == DType::Float32;
+  if (dbias.defined() && device_ == Device::CPU && float32 && grad.is_contiguous() &&
+      x.is_contiguous() && out.is_contiguous() && is_bias_row(bias))
+    return run(cpu::bias_unary_backward_sums, nullptr, op, grad.data_ptr<float>(),
+               x.data_ptr<float>(), bias.data_ptr<float>(), rows, cols, out.data_ptr<float>(),
+               dbias.data_ptr<float>());
+  run(cpu::bias_unary_backward, LOOM_CUDA_IMPL(cuda::bias_unary_backward), op, grad, x, bias,
+      out);
+  if (dbias.defined()) reduce(ReduceOp::Sum, contiguous(out), 1, rows, cols, dbias);
 }
 
 // ---------------------------------------------------------------------------- binary

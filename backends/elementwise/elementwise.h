@@ -59,6 +59,11 @@ using AxpyKernel = void(float alpha, const Tensor& src, Tensor& dst);
 
 namespace cpu {
 LOOM_ELEMENTWISE_KERNELS
+// bias_unary_backward and the bias's gradient in one pass (Backend::bias_unary_backward): grad,
+// x and out contiguous float32 [rows, cols], bias [cols]; dbias [cols] the column sums of out,
+// summed as cpu::reduce sums a [rows, cols] float32 over its rows (column_sums_by_chunks).
+void bias_unary_backward_sums(UnaryOp op, const float* grad, const float* x, const float* bias,
+                              int64_t rows, int64_t cols, float* out, float* dbias);
 // x = op(x) in place over `batch` float32 matrices [rows, cols] with row stride ld, `stride`
 // elements apart: GemmArgs::activation over a product's C, by the unary loops' math.
 void unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,

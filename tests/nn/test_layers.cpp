@@ -199,6 +199,41 @@ TEST_CASE("bias_gelu, bias_gelu_tanh and bias_relu give act(x + bias) as the two
                {"bias_unary", "reads its output"});
 }
 
+TEST_CASE("bias_unary_backward with dbias: the bias's gradient in the same pass, to the bit") {
+  // On the CPU, contiguous float32 operands and a broadcast bias row take one pass that sums the
+  // columns as it writes dx; it must equal the kernel alone followed by reduce's column sums
+  // (what the backward ran before), bit for bit, whatever the rows (one chunk of rows, many).
+  manual_seed(35);
+  Backend& be = backend(Device::CPU);
+  for (const UnaryOp op : {UnaryOp::Gelu, UnaryOp::GeluTanh, UnaryOp::Relu}) {
+    for (const Shape& shape : {Shape{300, 70}, Shape{3, 40, 33}, Shape{1, 16}}) {
+      CAPTURE(unary_op_name(op));
+      CAPTURE(shape_str(shape));
+      const int64_t cols = shape.back(), rows = shape_numel(shape) / cols;
+      const Tensor g = randn(shape), x = randn(shape) * 3.0f, b = randn({cols});
+      const Tensor bias = b.reshape({1, cols}).expand({rows, cols}).reshape(shape);
+      Tensor dx = Tensor::empty(shape), db = Tensor::empty({cols});
+      be.bias_unary_backward(op, g, x, bias, dx, db);
+      Tensor dx_alone = Tensor::empty(shape), none, db_alone = Tensor::empty({cols});
+      be.bias_unary_backward(op, g, x, bias, dx_alone, none);
+      be.reduce(ReduceOp::Sum, dx_alone, 1, rows, cols, db_alone);
+      CHECK(dx.to_vector() == dx_alone.to_vector());
+      CHECK(db.to_vector() == db_alone.to_vector());
+      // A strided gradient takes the two kernels; the same numbers.
+      const Tensor g_strided = g.reshape({rows, cols}).t().contiguous().t().reshape(shape);
+      Tensor dx2 = Tensor::empty(shape), db2 = Tensor::empty({cols});
+      be.bias_unary_backward(op, g_strided, x, bias, dx2, db2);
+      CHECK(dx2.to_vector() == dx.to_vector());
+      CHECK(db2.to_vector() == db.to_vector());
+    }
+  }
+  // dbias must be float32 with one element per column.
+  const Tensor m = randn({4, 8});
+  Tensor out = Tensor::empty({4, 8}), wrong = Tensor::empty({7});
+  expect_error([&] { be.bias_unary_backward(UnaryOp::Gelu, m, m, m, out, wrong); },
+               {"bias_unary_backward", "dbias"});
+}
+
 TEST_CASE("linear_activation is act(linear(x)): one fused GEMM without autograd, two ops with") {
   manual_seed(34);
   const Tensor w = randn({6, 5}), b = randn({6});
