@@ -209,6 +209,10 @@ struct Phases {
   int64_t sh, sw, height, width;  // the strides, and each phase's rows and columns
   int64_t size() const { return height * width; }
   int64_t count() const { return sh * sw; }
+  // The columns of phase column b (0 <= b < sw) that lie inside an image `image_width` wide.
+  int64_t columns_inside(int64_t b, int64_t image_width) const {
+    return (image_width - b + sw - 1) / sw;
+  }
 };
 Phases phases_of(const WindowGeometry& w, int64_t height, int64_t width) {
   const int64_t sh = w.stride[0], sw = w.stride[1];
@@ -219,14 +223,16 @@ bool uses_phases(const WindowGeometry& w, int64_t height, int64_t width, const C
          c.out_w == phases_of(w, height, width).width;
 }
 
-// Where tap offset o (i * dh - ph along the rows, j * dw - pw along the columns) reads at stride
-// s: its phase, o mod s, and the shift of that phase, floor(o / s).
-struct PhaseShift {
-  int64_t phase, shift;
+// Where tap (i, j) reads: its phase (o_r mod sh, o_c mod sw), at `offset` floats into the
+// buffer of split_phases, moved down floor(o_r / sh) rows and right floor(o_c / sw) columns.
+struct TapInPhases {
+  int64_t offset, down, right;
 };
-PhaseShift phase_shift(int64_t o, int64_t s) {
-  const int64_t phase = ((o % s) + s) % s;
-  return {phase, (o - phase) / s};
+TapInPhases tap_in_phases(const WindowGeometry& w, const Phases& ph, int64_t i, int64_t j) {
+  const auto phase_of = [](int64_t o, int64_t s) { return ((o % s) + s) % s; };
+  const int64_t o_r = i * w.dilation[0] - w.padding[0], o_c = j * w.dilation[1] - w.padding[1];
+  const int64_t a = phase_of(o_r, ph.sh), b = phase_of(o_c, ph.sw);
+  return {(a * ph.sw + b) * ph.size(), (o_r - a) / ph.sh, (o_c - b) / ph.sw};
 }
 
 // Every phase of one plane into `phases` (phase (a, b) at (a * sw + b) * size()), pad_value for
@@ -236,7 +242,7 @@ void split_phases(const float* image, int64_t height, int64_t width, const Phase
   for (int64_t a = 0; a < ph.sh; ++a)
     for (int64_t b = 0; b < ph.sw; ++b) {
       float* phase = phases + (a * ph.sw + b) * ph.size();
-      const int64_t columns = (width - b + ph.sw - 1) / ph.sw;  // inside the image
+      const int64_t columns = ph.columns_inside(b, width);
       for (int64_t r = 0; r < ph.height; ++r) {
         float* out = phase + r * ph.width;
         const int64_t row = r * ph.sh + a;
@@ -259,7 +265,7 @@ void join_phases(const float* phases, const Phases& ph, int64_t height, int64_t 
     for (int64_t b = 0; b < ph.sw; ++b) {
       const float* in = phases + (a * ph.sw + b) * ph.size() + r * ph.width;
       float* out = image + row * width + b;
-      const int64_t columns = (width - b + ph.sw - 1) / ph.sw;
+      const int64_t columns = ph.columns_inside(b, width);
       for (int64_t c = 0; c < columns; ++c) out[c * ph.sw] = in[c];
     }
   }
@@ -301,11 +307,9 @@ void im2col(const Tensor& x, const ColumnLayout& layout, int64_t height, int64_t
       split_phases(xp + p * height * width, height, width, ph, pad_value, buffer.data());
       for (int64_t i = 0; i < w.kernel[0]; ++i)
         for (int64_t j = 0; j < w.kernel[1]; ++j) {
-          const PhaseShift rs = phase_shift(i * w.dilation[0] - w.padding[0], ph.sh);
-          const PhaseShift cs = phase_shift(j * w.dilation[1] - w.padding[1], ph.sw);
-          const float* phase = buffer.data() + (rs.phase * ph.sw + cs.phase) * ph.size();
-          shifted_copy(phase, ph.height, ph.width, out_h, rs.shift, cs.shift, pad_value,
-                       cp + layout.row(p, i * w.kernel[1] + j, kk) * positions);
+          const TapInPhases t = tap_in_phases(w, ph, i, j);
+          shifted_copy(buffer.data() + t.offset, ph.height, ph.width, out_h, t.down, t.right,
+                       pad_value, cp + layout.row(p, i * w.kernel[1] + j, kk) * positions);
         }
     });
     return;
@@ -369,11 +373,9 @@ void col2im(const Tensor& cols, const ColumnLayout& layout, int64_t height, int6
       buffer.assign(static_cast<size_t>(ph.count() * ph.size()), 0.0f);
       for (int64_t i = 0; i < w.kernel[0]; ++i)  // tap after tap, as the maps add them
         for (int64_t j = 0; j < w.kernel[1]; ++j) {
-          const PhaseShift rs = phase_shift(i * w.dilation[0] - w.padding[0], ph.sh);
-          const PhaseShift cs = phase_shift(j * w.dilation[1] - w.padding[1], ph.sw);
-          float* phase = buffer.data() + (rs.phase * ph.sw + cs.phase) * ph.size();
-          shifted_add(cp + layout.row(p, i * w.kernel[1] + j, kk) * positions, out_h, rs.shift,
-                      cs.shift, phase, ph.height, ph.width);
+          const TapInPhases t = tap_in_phases(w, ph, i, j);
+          shifted_add(cp + layout.row(p, i * w.kernel[1] + j, kk) * positions, out_h, t.down,
+                      t.right, buffer.data() + t.offset, ph.height, ph.width);
         }
       join_phases(buffer.data(), ph, height, width, xp + p * height * width);
     });

@@ -219,7 +219,7 @@ TEST_CASE("bias_unary_backward with dbias: the bias's gradient in the same pass,
       be.reduce(ReduceOp::Sum, dx_alone, 1, rows, cols, db_alone);
       CHECK(dx.to_vector() == dx_alone.to_vector());
       CHECK(db.to_vector() == db_alone.to_vector());
-      // A strided gradient takes the two kernels; the same numbers.
+      // A strided gradient (of more than one row) takes the two kernels; the same numbers.
       const Tensor g_strided = g.reshape({rows, cols}).t().contiguous().t().reshape(shape);
       Tensor dx2 = Tensor::empty(shape), db2 = Tensor::empty({cols});
       be.bias_unary_backward(op, g_strided, x, bias, dx2, db2);
