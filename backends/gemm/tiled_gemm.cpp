@@ -93,7 +93,11 @@ template <int R, int V, Stream S>
 void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64_t ldc,
           const TileOutput& out) {
   constexpr int64_t lanes = kTileLanes;
-  Vec acc[R][V] = {};
+  // The accumulators, zeroed one by one: written "= {}", GCC 12 cleared the array in memory
+  // with a call to memset (1.5 KiB for 12 x 2) before every tile, 1-4% of the products' time.
+  Vec acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = Vec{};
   for (int64_t k = 0; k < K; ++k) {
     if constexpr (S == Stream::kA)
       if (k % kStreamEvery == 0)
