@@ -77,6 +77,40 @@ float start_of(float c, float beta, const float* bias) {
     c[j] = lanes[j] + start_of(c[j], out.beta, bias_from(bias, j));
 }
 
+// How put_whole starts C before a whole tile's sums are added, as put does for alpha 1: from
+// nothing, from the bias row (0 + bias, as put adds it), or from beta * C.
+enum class Start { kZero, kBias, kScaledC };
+
+// The R x V vectors of a tile whose every lane is a column of C, with alpha 1, written as put
+// writes them, the same operations in the same order, but with the case decided once for the
+// tile rather than per vector: the accumulators then stay in registers to the end (a loop of
+// puts kept them in an array in memory, stored after the products and read back, and cleared
+// before them).
+template <int R, int V, Start K>
+[[gnu::always_inline]] inline void put_whole(const Vec (&acc)[R][V], float* C, int64_t ldc,
+                                             const TileOutput& out) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      float* c = C + r * ldc + v * kTileLanes;
+      Vec value = acc[r][v];
+      if constexpr (K != Start::kZero) {
+        Vec old = {};
+        if constexpr (K == Start::kScaledC) {
+          load(old, c);
+          old *= out.beta;
+        } else {
+          Vec b;
+          load(b, out.bias + v * kTileLanes);
+          old += b;
+        }
+        value += old;
+      }
+      store(c, value);
+    }
+}
+
 // Which operand of a tile comes from memory, read once, so that the tile requests its lines
 // ahead: none, A's rows (TileOperand::streamed), or B's rows (a panel of a B in panels).
 enum class Stream { kNone, kA, kB };
@@ -96,7 +130,9 @@ void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64
   // The accumulators, zeroed one by one: written "= {}", GCC 12 cleared the array in memory
   // with a call to memset (1.5 KiB for 12 x 2) before every tile, 1-4% of the products' time.
   Vec acc[R][V];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) acc[r][v] = Vec{};
   for (int64_t k = 0; k < K; ++k) {
     if constexpr (S == Stream::kA)
@@ -111,9 +147,24 @@ void tile(int64_t K, TileOperand A, const float* B, int64_t ldb, float* C, int64
       for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
     }
   }
+  // A whole tile (every lane a column of C) with alpha 1, as most are, is written straight from
+  // the registers (put_whole); any other through put, vector by vector, from a copy in memory
+  // (put's loop indexes the copy, so acc itself is only read at fixed places and stays in
+  // registers).
+  if (out.columns >= V * lanes && out.alpha == 1.0f) {
+    if (out.beta == 0.0f)
+      return out.bias == nullptr ? put_whole<R, V, Start::kZero>(acc, C, ldc, out)
+                                 : put_whole<R, V, Start::kBias>(acc, C, ldc, out);
+    if (out.bias == nullptr) return put_whole<R, V, Start::kScaledC>(acc, C, ldc, out);
+  }
+  Vec sums[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) sums[r][v] = acc[r][v];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V && v * lanes < out.columns; ++v)
-      put(C + r * ldc + v * lanes, bias_from(out.bias, v * lanes), acc[r][v],
+      put(C + r * ldc + v * lanes, bias_from(out.bias, v * lanes), sums[r][v],
           out.columns - v * lanes, out);
 }
 
