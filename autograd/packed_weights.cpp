@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "backends/gemm/tiled_gemm.h"
+#include "core/profiler.h"
 
 namespace loom {
 namespace {
@@ -39,6 +40,7 @@ bool same_view(const Tensor& a, const Tensor& b) {
 // W^T in panels, [panels, in, cpu::panel_columns()] (GemmArgs::b_panel), zeros past column
 // `out` of the last panel: W's rows transposed a panel at a time, over the threads.
 Tensor panels_of(const Tensor& weight) {
+  profiler::Scope scope("pack_weight");  // a kernel of its own in a profile
   const Tensor w = weight.detach().contiguous();  // [out, in]
   const int64_t out = w.size(0), in = w.size(1);
   Tensor panels = Tensor::empty({cpu::panel_count(out), in, cpu::panel_columns()}, DType::Float32,

@@ -7,13 +7,14 @@
 //   }
 //
 // What is timed: every kernel call (Backend::run, the one place each backend method hands its
-// work to a device, names the scope after the method: "gemm", "softmax", "unary Gelu") and
-// every RecordFunction a program opens. Time goes to the OUTERMOST scope open on the thread, so
-// nothing is counted twice: a kernel inside a RecordFunction is part of the RecordFunction's
-// row, and a kernel that calls another kernel is one row. The pass of a row is the thread's
-// current one: Backward while the autograd engine runs backward (autograd/engine.cpp), Optimizer
-// inside a PassGuard that says so (the benchmarks' optimizer steps), Forward otherwise. What no
-// scope covers (shape logic, allocation, the graph's bookkeeping) is the profile's "other".
+// work to a device, names the scope after the method: "gemm", "softmax", "unary Gelu"), a
+// PackedWeightsGuard's copy of a weight in panels ("pack_weight") and every RecordFunction a
+// program opens. Time goes to the OUTERMOST scope open on the thread, so nothing is counted
+// twice: a kernel inside a RecordFunction is part of the RecordFunction's row, and a kernel
+// that calls another kernel is one row. The pass of a row is the thread's current one:
+// Backward while the autograd engine runs backward (autograd/engine.cpp), Optimizer inside a
+// PassGuard that says so (the benchmarks' optimizer steps), Forward otherwise. What no scope
+// covers (shape logic, allocation, the graph's bookkeeping) is the profile's "other".
 //
 // Off, it costs one relaxed atomic load per kernel call (enabled()). On, a steady_clock read at
 // each end of a scope and one locked map update. The time is the calling thread's: on the CPU

@@ -141,6 +141,21 @@ TEST_CASE("profiler: time goes to the outermost scope, so nested scopes count on
   CHECK(p.key_averages().size() == 2);
 }
 
+TEST_CASE("profiler: a PackedWeightsGuard's packing of a weight is a row of its own") {
+  // Decoding packs each weight once for its steps (autograd/packed_weights.h): that copy is
+  // part of the step's time and is named, not left in the time outside kernels.
+  const Tensor w = randn({256, 128}).requires_grad_(), x = randn({64, 128});
+  NoGradGuard no_grad;
+  PackedWeightsGuard packed;
+  profiler::Profile p;
+  for (int i = 0; i < 3; ++i) linear(x, w, Tensor());  // packed at the second use, once
+  p.stop();
+  const int64_t packs = cpu::use_tiled_gemm(64, 256) ? 1 : 0;  // AVX-512 builds pack
+  CHECK(find_row(p, "pack_weight").calls == packs);
+  CHECK(find_row(p, "gemm").calls == 3);
+  CHECK(PackedWeightsGuard::cached() == packs);
+}
+
 TEST_CASE("profiler: the table lists each row, the time outside kernels and the total") {
   const Tensor a = randn({4, 3}), b = randn({3, 5});
   profiler::Profile p;
