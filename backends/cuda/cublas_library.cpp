@@ -9,7 +9,7 @@
 // pointer that dlsym finds in libcublas at the first call; the library is opened once, by its
 // path in the toolkit loom was built with, else by its soname through the usual search
 // (LD_LIBRARY_PATH, the loader's cache). loom_cuda does not link cuBLAS, so these are the
-// definitions the linker finds. (TensorFlow's cuBLAS stubs take the same approach.)
+// definitions the linker finds.
 //
 // The CUDA emulator (tests/cuda/emulator) defines these functions itself and skips this file.
 #include <cublas_v2.h>
