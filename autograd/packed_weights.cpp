@@ -1,8 +1,9 @@
-// PackedWeightsGuard (packed_weights.h): per thread, how many guards are open and the copies of
-// W^T in panels they hold.
+// PackedWeightsGuard (packed_weights.h): how many guards are open, on any thread, and the copies
+// of W^T in panels they hold, one set for the process under a mutex.
 #include "autograd/packed_weights.h"
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 #include "autograd/node.h"
@@ -21,14 +22,19 @@ struct PackedWeight {
   Tensor panels;
 };
 
+// Shared by every thread, so that threads decoding with one model at once (translate_batch's
+// groups, models/beam_search.cpp; a program's own team) read one copy of each weight, not one
+// each: the cache holds one set of copies instead of several. Every use takes the mutex, a few
+// tens of nanoseconds beside a product of microseconds; a weight is packed under it, once.
 struct PackedWeights {
-  int open = 0;  // guards open on this thread
+  std::mutex mutex;
+  int open = 0;  // guards open, on any thread
   std::vector<PackedWeight> copies;
 };
 
 PackedWeights& packed_weights() {
-  thread_local PackedWeights state;
-  return state;
+  static PackedWeights* const state = new PackedWeights();  // never destroyed: used at exit
+  return *state;
 }
 
 // The same view of the same data: address, shape and strides.
@@ -70,35 +76,45 @@ void note(PackedWeights& state, const Tensor& weight) {
 
 }  // namespace
 
-PackedWeightsGuard::PackedWeightsGuard() { ++packed_weights().open; }
+PackedWeightsGuard::PackedWeightsGuard() {
+  PackedWeights& state = packed_weights();
+  std::lock_guard lock(state.mutex);
+  ++state.open;
+}
 
 PackedWeightsGuard::~PackedWeightsGuard() {
   PackedWeights& state = packed_weights();
+  std::lock_guard lock(state.mutex);
   if (--state.open == 0) state.copies.clear();
 }
 
 int64_t PackedWeightsGuard::cached() {
-  const std::vector<PackedWeight>& copies = packed_weights().copies;
-  return std::count_if(copies.begin(), copies.end(),
+  PackedWeights& state = packed_weights();
+  std::lock_guard lock(state.mutex);
+  return std::count_if(state.copies.begin(), state.copies.end(),
                        [](const PackedWeight& copy) { return copy.panels.defined(); });
 }
 
 void PackedWeightsGuard::keep(const Tensor& weight) {
-  PackedWeights& state = packed_weights();
-  if (state.open == 0 || !weight.defined() || weight.device() != Device::CPU ||
-      weight.dtype() != DType::Float32 || weight.dim() != 2)
+  if (!weight.defined() || weight.device() != Device::CPU || weight.dtype() != DType::Float32 ||
+      weight.dim() != 2)
     return;
+  PackedWeights& state = packed_weights();
+  std::lock_guard lock(state.mutex);
+  if (state.open == 0) return;
   for (const PackedWeight& copy : state.copies)
     if (same_view(copy.weight, weight)) return;
   note(state, weight);  // packed at its first use
 }
 
 Tensor detail::packed_weight(const Tensor& weight, int64_t rows) {
-  PackedWeights& state = packed_weights();
-  if (state.open == 0 || autograd::grad_mode_enabled() || weight.device() != Device::CPU ||
+  if (autograd::grad_mode_enabled() || weight.device() != Device::CPU ||
       weight.dtype() != DType::Float32 || weight.dim() != 2 || weight.size(1) == 0 ||
       !cpu::use_tiled_gemm(rows, weight.size(0)))
     return Tensor();
+  PackedWeights& state = packed_weights();
+  std::lock_guard lock(state.mutex);
+  if (state.open == 0) return Tensor();
   for (PackedWeight& copy : state.copies) {
     if (!same_view(copy.weight, weight)) continue;
     // Used again (or kept): packed now, or again after an in-place change.

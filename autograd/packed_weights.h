@@ -20,10 +20,13 @@
 // Weights that are not parameters can be marked as fixed with keep(). A copy is checked against
 // the weight's version counter on every use, so a weight changed in place (an optimizer's step,
 // copy_) is packed again rather than read stale; what the counter cannot see (writes through
-// data_ptr) is the caller's to avoid while the guard is open. The copies are freed when the
-// outermost guard of the thread closes, and a copy of a weight that nothing else holds any more
-// (a finished decoding's stacked projections, a model that is gone) is dropped before a new one
-// is noted, so that one guard can stay open around a whole test set's decodings. While
+// data_ptr) is the caller's to avoid while the guard is open. The copies are the process's, one
+// set for all threads (threads decoding with one model at once read one copy of each weight,
+// and the cache holds one set rather than one per thread): they serve every thread while any
+// guard is open, on any thread, and are freed when the last open guard closes. A copy of a
+// weight that nothing else holds any more (a finished decoding's stacked projections, a model
+// that is gone) is dropped before a new one is noted, so that one guard can stay open around a
+// whole test set's decodings. While
 // gradients are recorded, on a GPU, in bfloat16, for a single row (a matrix-vector product) and
 // where the build's products do not use loom's tiles (without AVX-512: OpenBLAS), nothing is
 // packed: products run as without the guard.
@@ -42,13 +45,13 @@ class PackedWeightsGuard {
   PackedWeightsGuard(const PackedWeightsGuard&) = delete;
   PackedWeightsGuard& operator=(const PackedWeightsGuard&) = delete;
 
-  // How many weights this thread's open guards hold packed copies of (0 with none open).
+  // How many weights the open guards hold packed copies of (0 with none open).
   static int64_t cached();
 
-  // Marks `weight` [out, in], a tensor that is not a parameter, as fixed while this thread's
-  // guards are open, so that its products are packed too, from its first use: a decoder's
-  // projections stacked once per decoding (models/transformer.cpp's DecoderCache). Nothing when
-  // no guard is open. Only what is marked is packed: the guard never packs an activation that
+  // Marks `weight` [out, in], a tensor that is not a parameter, as fixed while guards are
+  // open, so that its products are packed too, from its first use: a decoder's projections
+  // stacked once per decoding (models/transformer.cpp's DecoderCache). Nothing when no guard is
+  // open. Only what is marked is packed: the guard never packs an activation that
   // happens to be a product's operand.
   static void keep(const Tensor& weight);
 };

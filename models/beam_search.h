@@ -20,7 +20,9 @@ using Translation = generation::Hypothesis;
 // Decodes every source (each non-empty, at most the model's max_len ids; padded with pad_id
 // into one batch) with beam search of width `beam` (1 = greedy), up to max_len new tokens.
 // eos_id may lie outside the vocabulary (never produced: every sentence gets max_len tokens).
-// Runs the model in evaluation mode (restored afterwards), without gradients.
+// Runs the model in evaluation mode (restored afterwards), without gradients. On the CPU with
+// several threads, the sentences are decoded in one group per thread, each a batch of its own,
+// where every group gets at least 32 rows (sentences x beam): the same tokens.
 std::vector<Translation> beam_search(Transformer& model,
                                      const std::vector<std::vector<int64_t>>& srcs, int64_t bos_id,
                                      int64_t eos_id, int64_t max_len, int64_t beam = 1,

@@ -240,7 +240,8 @@ class Transformer : public nn::Module {
   // Returns the generated tokens without bos_id and eos_id. (models/beam_search.h)
   std::vector<int64_t> translate(const std::vector<int64_t>& src, int64_t bos_id, int64_t eos_id,
                                  int64_t max_len, int64_t beam = 1, float length_penalty = 0.0f);
-  // Many sentences decoded together in one batch (same rules per sentence).
+  // Many sentences decoded together in one batch (same rules per sentence); on the CPU with
+  // several threads and enough rows, in one group of sentences per thread (beam_search.cpp).
   std::vector<std::vector<int64_t>> translate_batch(const std::vector<std::vector<int64_t>>& srcs,
                                                     int64_t bos_id, int64_t eos_id, int64_t max_len,
                                                     int64_t beam = 1, float length_penalty = 0.0f);

@@ -132,6 +132,44 @@ TEST_CASE("PackedWeightsGuard::keep packs a tensor that is not a parameter from 
   CHECK(PackedWeightsGuard::cached() == 0);
 }
 
+// The copies are the process's: threads that multiply by one weight at once (decoding groups,
+// models/beam_search.cpp) read one copy of it, whichever thread opened the guard, and two threads'
+// guards that overlap free the copies when the last of them closes.
+TEST_CASE("PackedWeightsGuard: the threads of a team share one copy of each weight") {
+  manual_seed(8);
+  const Params p = parameters(256, 128);
+  const Tensor x = randn({32, 128});
+  Tensor want;
+  {
+    NoGradGuard no_grad;
+    want = linear(x, p.weight, p.bias);
+  }
+  const int64_t one = packed_expected(32, 256);
+  std::vector<int> same(4, 0);
+  {
+    PackedWeightsGuard packed;  // opened by the calling thread, which multiplies nothing
+#pragma omp parallel for num_threads(4) schedule(static, 1)
+    for (int t = 0; t < 4; ++t) {
+      if (t == 0) continue;  // (thread 0 is the calling thread)
+      NoGradGuard no_grad;  // per thread, as grad mode is
+      bool all = true;
+      for (int i = 0; i < 3; ++i) all = all && same_bits(linear(x, p.weight, p.bias), want);
+      same[static_cast<size_t>(t)] = all ? 1 : 0;
+    }
+    CHECK(PackedWeightsGuard::cached() == one);  // one copy, not one per thread, nor none
+  }
+  CHECK(same == std::vector<int>{0, 1, 1, 1});
+  CHECK(PackedWeightsGuard::cached() == 0);
+  // Guards opened by the team's threads alone: all closed at the end of the region.
+#pragma omp parallel num_threads(2)
+  {
+    NoGradGuard no_grad;
+    PackedWeightsGuard packed;
+    for (int i = 0; i < 3; ++i) linear(x, p.weight, p.bias);
+  }
+  CHECK(PackedWeightsGuard::cached() == 0);
+}
+
 TEST_CASE("PackedWeightsGuard: the panels are W^T, two vectors of columns each, zeros past out") {
   manual_seed(6);
   NoGradGuard no_grad;

@@ -208,6 +208,34 @@ TEST_CASE("translate_batch equals translating each sentence alone, greedy and be
   }
 }
 
+// On the CPU, translate_batch cuts the sentences into one group per thread, each decoded as a
+// batch of its own (models/beam_search.cpp), when every group gets at least 32 rows (sentences x
+// beams): the groups' tokens, in order, are one batch's. 100 sentences give two groups on two
+// threads and three, uneven, on three or more; beam 3's 300 rows give up to nine.
+TEST_CASE("translate_batch cut among threads gives the tokens of one batch on one thread") {
+  auto owner = random_model(47);
+  Transformer& model = *owner;
+  model.train();  // decoding switches to evaluation mode once, for all the groups
+  std::vector<std::vector<int64_t>> srcs;
+  for (int i = 0; i < 100; ++i) srcs.push_back(random_ids(2 + i % 7, 3, 13));
+  const int saved = get_num_threads();
+  for (int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    set_num_threads(1);
+    const auto whole = model.translate_batch(srcs, kBos, kEos, 9, beam, 0.6f);
+    REQUIRE(whole.size() == srcs.size());
+    for (int threads : {2, 3, 8}) {
+      CAPTURE(threads);
+      set_num_threads(threads);
+      const auto cut = model.translate_batch(srcs, kBos, kEos, 9, beam, 0.6f);
+      REQUIRE(cut.size() == srcs.size());
+      for (size_t i = 0; i < srcs.size(); ++i) CHECK_MESSAGE(cut[i] == whole[i], "sentence " << i);
+    }
+  }
+  set_num_threads(saved);
+  CHECK(model.is_training());  // the caller's mode, restored once after all the groups
+}
+
 // A program translating batch after batch (a test set's BLEU, translate's lines) keeps one
 // PackedWeightsGuard open around them all: the encoder's weights are packed too, from the second
 // batch on, the tokens stay those without the guard, and each finished decoding's stacked
