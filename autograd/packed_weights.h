@@ -26,10 +26,9 @@
 // guard is open, on any thread, and are freed when the last open guard closes. A copy of a
 // weight that nothing else holds any more (a finished decoding's stacked projections, a model
 // that is gone) is dropped before a new one is noted, so that one guard can stay open around a
-// whole test set's decodings. While
-// gradients are recorded, on a GPU, in bfloat16, for a single row (a matrix-vector product) and
-// where the build's products do not use loom's tiles (without AVX-512: OpenBLAS), nothing is
-// packed: products run as without the guard.
+// whole test set's decodings. While gradients are recorded, on a GPU, in bfloat16, for a single
+// row (a matrix-vector product) and where the build's products do not use loom's tiles (without
+// AVX-512: OpenBLAS), nothing is packed: products run as without the guard.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +50,8 @@ class PackedWeightsGuard {
   // Marks `weight` [out, in], a tensor that is not a parameter, as fixed while guards are
   // open, so that its products are packed too, from its first use: a decoder's projections
   // stacked once per decoding (models/transformer.cpp's DecoderCache). Nothing when no guard is
-  // open. Only what is marked is packed: the guard never packs an activation that
-  // happens to be a product's operand.
+  // open. Only what is marked is packed: the guard never packs an activation that happens to be
+  // a product's operand.
   static void keep(const Tensor& weight);
 };
 
