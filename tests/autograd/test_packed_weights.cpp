@@ -139,9 +139,13 @@ TEST_CASE("PackedWeightsGuard: the threads of a team share one copy of each weig
   manual_seed(8);
   const Params p = parameters(256, 128);
   const Tensor x = randn({32, 128});
+  // What a thread of a team computes without a guard (single-threaded, as loom's kernels are
+  // inside a team: the bits of a product cut among threads need not be the same in every build).
   Tensor want;
+#pragma omp parallel num_threads(2)
   {
     NoGradGuard no_grad;
+#pragma omp single
     want = linear(x, p.weight, p.bias);
   }
   const int64_t one = packed_expected(32, 256);
