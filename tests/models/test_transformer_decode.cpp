@@ -211,7 +211,7 @@ TEST_CASE("translate_batch equals translating each sentence alone, greedy and be
 // On the CPU, translate_batch cuts the sentences into one group per thread, each decoded as a
 // batch of its own (models/beam_search.cpp), when every group gets at least 32 rows (sentences x
 // beams): the groups' tokens, in order, are one batch's. 100 sentences give two groups on two
-// threads and three, uneven, on three or more; beam 3's 300 rows give up to nine.
+// threads and three, uneven, on three or more; beam 3's 300 rows give one a thread, up to nine.
 TEST_CASE("translate_batch cut among threads gives the tokens of one batch on one thread") {
   auto owner = random_model(47);
   Transformer& model = *owner;
