@@ -152,7 +152,8 @@ class Profile {
   double wall_seconds() const;   // from the start to stop() (or to now while running)
   double other_seconds() const;  // wall_seconds() minus the time in every row, at least 0
   // The rows as a table, per step of `steps`: op, pass, calls, ms, share of the wall time and,
-  // for ops that report FLOPs, GFLOP/s; then "other" and the total.
+  // for ops that report FLOPs, GFLOP/s; then "other", the total and, when products ran, their
+  // GFLOP per step with their own time and GFLOP/s (the step's rate if nothing else took time).
   std::string table(int64_t steps = 1) const;
   // The products (the gemm rows) by shape and pass, longest total time first, and as a table
   // of the `most` longest per step of `steps`: shape, pass, calls, ms, share of the wall time

@@ -167,6 +167,10 @@ TEST_CASE("profiler: the table lists each row, the time outside kernels and the 
   CHECK(table.find("other (outside kernels)") != std::string::npos);
   CHECK(table.find("total") != std::string::npos);
   CHECK(table.find("0.5") != std::string::npos);  // one call over 2 steps: 0.5 calls per step
+  // The products' FLOPs per step (2 * 4 * 3 * 5 / 2 steps = 60) and their own rate.
+  CHECK(table.find("the products' kernels did 0.0000 GFLOP per step in ") != std::string::npos);
+  CHECK(table.find("GFLOP/s alone") != std::string::npos);
+  CHECK(find_row(p, "gemm").flops == 120);
 }
 
 TEST_CASE("profiler: one profile at a time; bad steps for a table are errors") {
