@@ -8,10 +8,13 @@
 // compiled from two copies, up to 6% on some shapes (where the code lands): a smaller
 // difference decides nothing.
 //
-//   gemm_ab [--threads N] [--reps R] [--rotate W] SHAPE...
+//   gemm_ab [--threads N] [--reps R] [--rotate W] [--cold] SHAPE...
 //   SHAPE: [BATCH*]MxNxK[:AB], AB one of NN (default), NT, TN, TT (op(A), op(B) transposed)
 //   --rotate W: W copies of B, a different one each call (a weight that comes from the L3
 //               cache or memory, as a decoding step's do), else one B the cache keeps
+//   --cold: before each call the threads write 64 MiB elsewhere, so that both operands come
+//           from memory, as a step's activations and gradients can (the caches keep them
+//           across calls otherwise)
 #include <omp.h>
 
 #include <algorithm>
@@ -50,7 +53,7 @@ struct Shape {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "gemm_ab: %s\nusage: gemm_ab [--threads N] [--reps R] [--rotate W] "
+               "gemm_ab: %s\nusage: gemm_ab [--threads N] [--reps R] [--rotate W] [--cold] "
                "[BATCH*]MxNxK[:NN|NT|TN|TT]...\n",
                why);
   std::exit(2);
@@ -100,6 +103,7 @@ Rates rates(std::vector<double> times, double gflop) {
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 200, rotate = 1;
+  bool cold = false;
   std::vector<Shape> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -115,13 +119,24 @@ int main(int argc, char** argv) {
       reps = value();
     else if (arg == "--rotate")
       rotate = value();
+    else if (arg == "--cold")
+      cold = true;
     else
       shapes.push_back(parse_shape(arg));
   }
   if (shapes.empty()) usage("no shapes");
   omp_set_num_threads(threads);
-  std::printf("%d threads, %d calls each, median (fastest) GFLOP/s; B %s\n", threads, reps,
-              rotate > 1 ? "rotated among copies" : "one copy");
+  std::printf("%d threads, %d calls each, median (fastest) GFLOP/s; B %s%s\n", threads, reps,
+              rotate > 1 ? "rotated among copies" : "one copy",
+              cold ? "; operands from memory (--cold)" : "");
+  // --cold's buffer, written by every thread before each call (not timed).
+  std::vector<float> evict(cold ? 16 * 1024 * 1024 : 0);
+  const auto evict_caches = [&] {
+    if (!cold) return;
+    const auto size = static_cast<int64_t>(evict.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < size; ++i) evict[i] += 1.0f;
+  };
   std::printf("%-26s %18s %18s %8s  %s\n", "shape", "before", "after", "after/", "same bits");
   std::mt19937 random(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -150,12 +165,16 @@ int main(int argc, char** argv) {
       g_before.b = g_after.b = b.data() + rep % rotate * b_size;
       // Each build goes first every other time: the second of two runs finds the operands in
       // the cache.
+      const auto timed = [&](const auto& run, std::vector<double>& times) {
+        evict_caches();
+        times.push_back(seconds(run));
+      };
       if (rep % 2 == 0) {
-        before.push_back(seconds(run_before));
-        after.push_back(seconds(run_after));
+        timed(run_before, before);
+        timed(run_after, after);
       } else {
-        after.push_back(seconds(run_after));
-        before.push_back(seconds(run_before));
+        timed(run_after, after);
+        timed(run_before, before);
       }
     }
     const double gflop = 2.0 * s.batch * s.m * s.n * s.k / 1e9;

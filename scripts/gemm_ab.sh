@@ -3,7 +3,7 @@
 # process: a git revision's file ("before") and the working tree's ("after"), each product timed
 # under both in alternating order (scripts/gemm_ab.cpp says why: the machine's noise).
 #
-#   bash scripts/gemm_ab.sh [--rev REV] [--threads N] [--reps R] [--rotate W] [SHAPE...]
+#   bash scripts/gemm_ab.sh [--rev REV] [--threads N] [--reps R] [--rotate W] [--cold] [SHAPE...]
 #   bash scripts/gemm_ab.sh --rev HEAD~1 6400x512x128 512x128x6400:TN 512*50x50x32:NT
 #
 # REV defaults to HEAD (the working tree's uncommitted change against the last commit). SHAPE
@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --rev) rev=${2:?--rev needs a revision}; shift 2 ;;
     --threads|--reps|--rotate) options+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --cold) options+=("$1"); shift ;;
     -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) shapes+=("$1"); shift ;;
   esac
