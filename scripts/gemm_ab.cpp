@@ -13,8 +13,9 @@
 //   --rotate W: W copies of B, a different one each call (a weight that comes from the L3
 //               cache or memory, as a decoding step's do), else one B the cache keeps
 //   --cold: before each call the threads write 64 MiB elsewhere, so that both operands come
-//           from memory, as a step's activations and gradients can (the caches keep them
-//           across calls otherwise)
+//           from memory (the caches keep them across calls otherwise); a training step's
+//           operands lie between the two, partly in the L3 cache, so a gain here alone is
+//           checked in the step (docs/guide/performance.md, 2026-12-06)
 #include <omp.h>
 
 #include <algorithm>
