@@ -38,6 +38,11 @@ struct Tallies {
   std::map<std::pair<ProductShape, Pass>, Tally> products;  // the products again, by shape
   std::set<std::string, std::less<>> names;  // RecordFunction's names, kept for the rows' keys
   bool profiling = false;                    // a Profile exists
+  // The union of the timed scopes' intervals over all threads: how many are open now, since
+  // when at least one has been, and the seconds covered before that.
+  int open = 0;
+  std::chrono::steady_clock::time_point open_since;
+  double covered = 0;
 };
 
 Tallies& tallies() {
@@ -96,13 +101,23 @@ const char* pass_name(Pass pass) {
   return "?";
 }
 
+std::chrono::steady_clock::time_point Scope::opened() {
+  Tallies& t = tallies();
+  std::lock_guard lock(t.mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (t.open++ == 0) t.open_since = now;
+  return now;
+}
+
 void Scope::finish() {
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const auto end = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(end - start_).count();
   Tallies& t = tallies();
   std::lock_guard lock(t.mutex);
   t.rows[{name_, detail_, detail::t_state.pass}].add(1, seconds, flops_);
   if (shape_.batch > 0) t.products[{shape_, detail::t_state.pass}].add(1, seconds, flops_);
+  if (t.open > 0 && --t.open == 0)
+    t.covered += std::chrono::duration<double>(end - t.open_since).count();
 }
 
 std::string ProductShape::str() const {
@@ -131,6 +146,8 @@ Profile::Profile() : start_(std::chrono::steady_clock::now()) {
   t.profiling = true;
   t.rows.clear();
   t.products.clear();
+  t.covered = 0;
+  t.open_since = start_;  // a scope still open from before counts from here
   detail::g_enabled.store(true, std::memory_order_relaxed);
 }
 
@@ -176,11 +193,17 @@ double Profile::wall_seconds() const {
   return std::chrono::duration<double>(end - start_).count();
 }
 
-double Profile::other_seconds() const {
-  double in_rows = 0;
-  for (const Row& row : key_averages()) in_rows += row.seconds;
-  return std::max(0.0, wall_seconds() - in_rows);
+double Profile::covered_seconds() const {
+  const auto end = running_ ? std::chrono::steady_clock::now() : stop_;
+  Tallies& t = tallies();
+  std::lock_guard lock(t.mutex);
+  double covered = t.covered;  // and the part of an interval still open
+  if (t.open > 0 && end > t.open_since)
+    covered += std::chrono::duration<double>(end - t.open_since).count();
+  return covered;
 }
+
+double Profile::other_seconds() const { return std::max(0.0, wall_seconds() - covered_seconds()); }
 
 std::string Profile::table(int64_t steps) const {
   LOOM_CHECK(steps > 0, "profiler::Profile::table: steps must be positive, got {}", steps);
@@ -189,7 +212,9 @@ std::string Profile::table(int64_t steps) const {
   const auto share = [&](double seconds) { return wall > 0 ? 100.0 * seconds / wall : 0.0; };
   std::string out = table_header("op");
   double flops = 0, product_seconds = 0;  // the products' (the rows that count FLOPs)
+  double in_rows = 0;
   for (const Row& row : key_averages()) {
+    in_rows += row.seconds;
     flops += row.flops;
     if (row.flops > 0) product_seconds += row.seconds;
     out += table_line(row.name, row, per_step, wall);
@@ -207,6 +232,15 @@ std::string Profile::table(int64_t steps) const {
         "the products' kernels did {:.4f} GFLOP per step in {:.3f} ms: {:.1f} GFLOP/s alone\n",
         flops / 1e9 / per_step, product_seconds * 1e3 / per_step,
         product_seconds > 0 ? flops / 1e9 / product_seconds : 0.0);
+  // Scopes open on several threads at once: the rows' times are summed over the threads. (A
+  // percent of slack: one thread's rows and its covered time differ only by rounding.)
+  const double covered = covered_seconds();
+  if (in_rows > 1.01 * covered)
+    out += fmt::format(
+        "the rows overlap: kernels ran on several threads at once ({:.3f} ms per step in all, "
+        "{:.1f}\nthreads busy on average while any was): each row sums its threads' times, and a "
+        "rate is\none thread's\n",
+        in_rows * 1e3 / per_step, covered > 0 ? in_rows / covered : 0.0);
   return out;
 }
 

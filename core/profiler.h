@@ -17,8 +17,14 @@
 // covers (shape logic, allocation, the graph's bookkeeping) is the profile's "other".
 //
 // Off, it costs one relaxed atomic load per kernel call (enabled()). On, a steady_clock read at
-// each end of a scope and one locked map update. The time is the calling thread's: on the CPU
+// each end of a scope and two locked updates. The time is the calling thread's: on the CPU
 // the kernel's run, on CUDA only its launch (the device runs it later, asynchronously).
+//
+// A program that calls loom from several threads at once (beam search's groups of sentences,
+// models/beam_search.cpp) has scopes open on several threads together: each row then sums its
+// calls' times over the threads, so the rows can add up to more than the wall time. "other"
+// is the wall time during which no scope was open on any thread, and the table says when the
+// rows overlapped.
 #pragma once
 
 #include <atomic>
@@ -68,7 +74,7 @@ class Scope {
     if (!enabled()) return;
     entered_ = true;
     active_ = detail::t_state.depth++ == 0;
-    if (active_) start_ = std::chrono::steady_clock::now();
+    if (active_) start_ = opened();
   }
   ~Scope() {
     if (!entered_) return;
@@ -87,6 +93,7 @@ class Scope {
   void describe_product(const ProductShape& shape) { shape_ = shape; }
 
  private:
+  static std::chrono::steady_clock::time_point opened();  // now, counted as one more open
   void finish();
   const char* name_;
   const char* detail_ = nullptr;
@@ -149,11 +156,15 @@ class Profile {
   void stop();  // the profiler off; the tallies and the wall time stay readable
   // The rows, longest total time first.
   std::vector<Row> key_averages() const;
-  double wall_seconds() const;   // from the start to stop() (or to now while running)
-  double other_seconds() const;  // wall_seconds() minus the time in every row, at least 0
+  double wall_seconds() const;  // from the start to stop() (or to now while running)
+  // The wall time during which a scope was open on at least one thread: the rows' summed time
+  // when one thread calls loom, less when several ran scopes at once.
+  double covered_seconds() const;
+  double other_seconds() const;  // wall_seconds() minus covered_seconds(), at least 0
   // The rows as a table, per step of `steps`: op, pass, calls, ms, share of the wall time and,
   // for ops that report FLOPs, GFLOP/s; then "other", the total and, when products ran, their
-  // GFLOP per step with their own time and GFLOP/s (the step's rate if nothing else took time).
+  // GFLOP per step with their own time and GFLOP/s (the step's rate if nothing else took time);
+  // and, when scopes ran on several threads at once, how much the rows overlapped.
   std::string table(int64_t steps = 1) const;
   // The products (the gemm rows) by shape and pass, longest total time first, and as a table
   // of the `most` longest per step of `steps`: shape, pass, calls, ms, share of the wall time

@@ -1,10 +1,14 @@
 // The profiler (core/profiler.h): which calls it records, under which name and pass, and that
-// it records nothing when off. No test reads a time: only calls, names, passes and FLOPs.
+// it records nothing when off. No test reads a time: only calls, names, passes and FLOPs, and
+// how the times of scopes that were open together relate.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <latch>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/gemm/tiled_gemm.h"
@@ -170,7 +174,31 @@ TEST_CASE("profiler: the table lists each row, the time outside kernels and the 
   // The products' FLOPs per step (2 * 4 * 3 * 5 / 2 steps = 60) and their own rate.
   CHECK(table.find("the products' kernels did 0.0000 GFLOP per step in ") != std::string::npos);
   CHECK(table.find("GFLOP/s alone") != std::string::npos);
+  CHECK(table.find("overlap") == std::string::npos);  // one thread: the rows are the time
   CHECK(find_row(p, "gemm").flops == 120);
+  CHECK(p.covered_seconds() == doctest::Approx(find_row(p, "gemm").seconds).epsilon(0.01));
+}
+
+// A program that calls loom from its own threads (beam search's groups of sentences): the rows
+// sum every thread's time, while "other" is the time no scope was open on any thread.
+TEST_CASE("profiler: scopes open on several threads at once overlap, and the table says so") {
+  profiler::Profile p;
+  std::latch both_open(2);
+  const auto block = [&] {
+    profiler::RecordFunction scope("block");
+    both_open.arrive_and_wait();  // from here both scopes are open together for 20 ms at least
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  std::thread other(block);
+  block();
+  other.join();
+  p.stop();
+  const profiler::Row row = find_row(p, "block");
+  CHECK(row.calls == 2);
+  CHECK(p.covered_seconds() <= row.seconds - 0.019);  // the 20 ms together count once
+  CHECK(p.covered_seconds() <= p.wall_seconds());
+  CHECK(p.other_seconds() == doctest::Approx(p.wall_seconds() - p.covered_seconds()));
+  CHECK(p.table(1).find("the rows overlap") != std::string::npos);
 }
 
 TEST_CASE("profiler: one profile at a time; bad steps for a table are errors") {
