@@ -55,7 +55,8 @@
 //    shape ops), checking its arguments first (LOOM_CHECK, with a message that names the op
 //    and the shapes or values at fault). If it takes one tensor, its method form makes 4
 //    (core/tensor.h + autograd/tensor_methods.cpp; the rule is stated in core/tensor.h). No
-//    backend file changes. roll in ops_shape.cpp is the worked example: narrow + cat, no kernel.
+//    backend file changes. roll in ops_shape.cpp (along one dim) is the worked example: narrow +
+//    cat, no kernel.
 // 2. A new unary function (elementwise, one input): 3 files, as the recipe at the top of
 //    backends/unary_math.h says: its entry in that table (the one host+device table of each
 //    function and its derivative from which the CPU and CUDA loops are instantiated; the

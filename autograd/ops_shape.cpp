@@ -416,16 +416,56 @@ Tensor roll(const Tensor& x, int64_t shift, int64_t dim) {
   return cat({x.narrow(d, n - s, s), x.narrow(d, 0, n - s)}, d);
 }
 
-// One roll after another, along each dims[i] by shifts[i].
+// Along several dims at once: the same values as one roll after another, but each element
+// copied once, and a backward of its own (the exercise's second way, docs/learn/02-autograd.md).
+// Rolled one dim at a time, a roll along two dims (Swin's cyclic shift) passed over the tensor
+// twice forward and about ten times backward (each narrow's gradient is a tensor of zeros with
+// the piece copied in, and the pieces are then added). Here the output is cut, along each
+// rolled dim, into the part that comes from the end of x and the part that comes from its
+// start: 2^D blocks for D rolled dims, each one copy of a block of x; the gradient is the roll
+// of the output's gradient by the opposite shifts, made the same way.
 Tensor roll(const Tensor& x, std::vector<int64_t> shifts, std::vector<int64_t> dims) {
   detail::check_defined(x, "roll");
   LOOM_CHECK(!dims.empty() && shifts.size() == dims.size(),
              "roll: shifts {} and dims {} must have the same length, at least 1 (tensor of "
              "shape {})",
              shape_str(shifts), shape_str(dims), shape_str(x.shape()));
-  Tensor out = x;
-  for (size_t i = 0; i < dims.size(); ++i) out = roll(out, shifts[i], dims[i]);
-  return out;
+  const int64_t ndim = x.dim();
+  std::vector<int64_t> shift(static_cast<size_t>(std::max<int64_t>(ndim, 0)), 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    LOOM_CHECK(dims[i] >= -ndim && dims[i] < ndim && ndim > 0,
+               "roll: dim {} out of range for a tensor of shape {}", dims[i], shape_str(x.shape()));
+    const auto d = static_cast<size_t>(dims[i] < 0 ? dims[i] + ndim : dims[i]);
+    shift[d] += shifts[i];  // a dim named twice is rolled by the sum
+  }
+  std::vector<int64_t> rolled;  // the dims that move, each shift in [1, n)
+  for (int64_t d = 0; d < ndim; ++d) {
+    const int64_t n = x.size(d);
+    shift[static_cast<size_t>(d)] = n == 0 ? 0 : ((shift[static_cast<size_t>(d)] % n) + n) % n;
+    if (shift[static_cast<size_t>(d)] != 0) rolled.push_back(d);
+  }
+  if (rolled.empty()) return x.clone();  // a new tensor, like PyTorch's, never x itself
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  {
+    NoGradGuard views_only;  // the blocks below are plain views; the op is recorded once
+    // Block b takes, along rolled dim i, the last s slices of x (bit i of b clear), which land
+    // at the start of out, or the first n - s (bit i set), which land after them.
+    for (int64_t b = 0; b < (int64_t{1} << rolled.size()); ++b) {
+      Tensor from = x, to = out;
+      for (size_t i = 0; i < rolled.size(); ++i) {
+        const int64_t d = rolled[i], n = x.size(d), s = shift[static_cast<size_t>(d)];
+        const bool head = (b >> i & 1) != 0;  // x's first n - s slices
+        from = from.narrow(d, head ? 0 : n - s, head ? n - s : s);
+        to = to.narrow(d, head ? s : 0, head ? n - s : s);
+      }
+      backend(x.device()).copy(from, to);
+    }
+  }
+  std::vector<int64_t> back_shifts;
+  for (const int64_t d : rolled) back_shifts.push_back(-shift[static_cast<size_t>(d)]);
+  return autograd::record("roll", {x}, out, [back_shifts, rolled](const Tensor& g) {
+    return std::vector<Tensor>{roll(g, back_shifts, rolled)};
+  });
 }
 
 // ---------------------------------------------------------------------------- tril, triu

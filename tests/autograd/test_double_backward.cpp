@@ -263,6 +263,7 @@ TEST_CASE("gradgradcheck: views, joins and index ops") {
       {"gather", [gather_idx](const Tensor& x) { return gather(x * x, 1, gather_idx); }},
       {"embedding", [idx](const Tensor& x) { return embedding(x, idx) * embedding(x, idx); }},
       {"roll", [](const Tensor& x) { return roll(x, 1, 1) * x; }},
+      {"roll two dims", [](const Tensor& x) { return roll(x, {1, -1}, {0, 1}) * x; }},
       {"tril", [](const Tensor& x) { return tril(x * x, 0); }},
   };
   for (const auto& [name, f] : fns)

@@ -299,7 +299,8 @@ TEST_CASE("gradcheck: views and layout ops on contiguous, transposed and narrowe
 
 TEST_CASE("gradcheck: roll by any shift, along one dim or several, on strided inputs") {
   manual_seed(14);
-  // roll is composed of narrow + cat: its backward (a roll by -shift) comes from theirs.
+  // roll along one dim is composed of narrow + cat: its backward (a roll by -shift) comes from
+  // theirs; along several it copies blocks and has a backward of its own (the next test).
   const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> fns = {
       {"roll 1", [](const Tensor& t) { return roll(t, 1, 0); }},
       {"roll -1 last dim", [](const Tensor& t) { return roll(t, -1, -1); }},
@@ -320,6 +321,66 @@ TEST_CASE("gradcheck: roll by any shift, along one dim or several, on strided in
     for (const auto& [name, f] : fns)
       gradcheck(weighted([f = f](const std::vector<Tensor>& in) { return f(in[0]); }), {x}, 1e-2f,
                 2e-2f, 2e-3f, name);
+}
+
+// roll along several dims is one op that copies each element once, forward and backward: the
+// same values as one roll after another, to the bit, and the same gradient.
+TEST_CASE("roll along several dims: one roll after another, one copy per block each way") {
+  manual_seed(16);
+  const Tensor g = randn({3, 5, 4});
+  for (const Tensor& base : {randn({3, 5, 4}), randn({4, 5, 3}).transpose(0, 2)}) {
+    struct Case {
+      std::vector<int64_t> shifts, dims;
+    };
+    for (const Case& c : {Case{{-2, -2}, {1, 2}}, Case{{7, -1, 2}, {0, 1, 2}},
+                          Case{{2, 3}, {1, 1}}, Case{{5, 1}, {1, -1}}, Case{{3, 1}, {0, 2}}}) {
+      Tensor x = base.clone().requires_grad_(), y = base.clone().requires_grad_();
+      // The copy kernels fn() calls.
+      const auto copies = [](const std::function<void()>& fn) {
+        profiler::Profile profile;
+        fn();
+        profile.stop();
+        int64_t calls = 0;
+        for (const profiler::Row& row : profile.key_averages())
+          if (row.name == "copy") calls += row.calls;
+        return calls;
+      };
+      Tensor at_once;
+      const int64_t forward_copies = copies([&] { at_once = roll(x, c.shifts, c.dims); });
+      const int64_t backward_copies = copies([&] { at_once.backward(g); });
+      Tensor one_by_one = y;
+      for (size_t i = 0; i < c.dims.size(); ++i)
+        one_by_one = roll(one_by_one, c.shifts[i], c.dims[i]);
+      one_by_one.backward(g);
+      const std::string what = shape_str(c.shifts) + " along " + shape_str(c.dims);
+      INFO(what);
+      CHECK(equal(at_once, one_by_one));
+      CHECK(equal(x.grad(), y.grad()));
+      // A block per combination of the moving dims' two parts, forward and backward.
+      int64_t moving = 0;
+      for (int64_t d = 0; d < 3; ++d) {
+        int64_t s = 0;
+        for (size_t i = 0; i < c.dims.size(); ++i)
+          if ((c.dims[i] + 3) % 3 == d) s += c.shifts[i];
+        moving += s % base.size(d) != 0 ? 1 : 0;
+      }
+      // What any backward from a given gradient to a leaf copies besides (clone's passes the
+      // gradient through).
+      const Tensor through = base.clone().requires_grad_().clone();
+      const int64_t handing = copies([&] { through.backward(g); });
+      // (Nothing moving, the roll is a clone, whose backward passes the gradient through.)
+      CHECK(forward_copies == int64_t{1} << moving);
+      CHECK(backward_copies == (moving > 0 ? int64_t{1} << moving : 0) + handing);
+    }
+  }
+  // Any dtype: the blocks are copies.
+  const Tensor ids = arange(12).reshape({3, 4});  // int64
+  CHECK(equal(roll(ids, {1, -1}, {0, 1}), roll(roll(ids, 1, 0), -1, 1)));
+  // Nothing moves: a copy, not x itself.
+  const Tensor x = randn({2, 3});
+  const Tensor same = roll(x, {2, 3}, {0, 1});
+  CHECK(equal(same, x));
+  CHECK(same.data_ptr<float>() != x.data_ptr<float>());
 }
 
 TEST_CASE("gradcheck: split and chunk, every piece or some, on strided inputs") {

@@ -302,6 +302,8 @@ TEST_CASE("roll rejects out-of-range dims and shifts that do not match the dims"
   expect_error([] { roll(zeros({2, 3}), 1, 2); }, {"roll", "dim 2", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), 1, -3); }, {"roll", "dim -3", "[2,3]"});
   expect_error([] { roll(scalar_tensor(1.0f), 1, 0); }, {"roll", "dim 0", "shape []"});
+  expect_error([] { roll(zeros({2, 3}), {1, 1}, {0, 2}); }, {"roll", "dim 2", "[2,3]"});
+  expect_error([] { roll(zeros({2, 3}), {1, 1}, {-3, 1}); }, {"roll", "dim -3", "[2,3]"});
   expect_error(
       [] {
         roll(zeros({2, 3}), {1, 2}, {0});
