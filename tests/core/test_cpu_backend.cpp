@@ -945,6 +945,39 @@ TEST_CASE("cpu column sums (a bias's gradient) are the same on one thread or two
   }
 }
 
+// The bits of those sums, whichever way the kernel walks x: a few rows of many columns (up to
+// 1,024 rows) go column block by column block, more rows chunk by chunk, both with the
+// arithmetic cpu::column_sums_by_chunks documents, written out here.
+TEST_CASE("cpu column sums: the chunks' arithmetic to the bit, for few rows or many") {
+  const int saved = get_num_threads();
+  for (auto [n, inner] : std::vector<std::array<int64_t, 2>>{
+           {3, 5}, {33, 1000}, {64, 9604}, {1024, 300}, {1025, 300}, {6400, 96}}) {
+    CAPTURE(shape_str({n, inner}));
+    const std::vector<float> v = uniform_values(n * inner, -2, 2, 62);
+    const Tensor x = tensor(v, {n, inner});
+    const int64_t chunks = std::clamp<int64_t>(n, 1, cpu::kSumChunks);
+    const int64_t chunk_rows = (n + chunks - 1) / chunks;
+    std::vector<float> want(static_cast<size_t>(inner));
+    for (int64_t i = 0; i < inner; ++i) {
+      double total = 0.0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        double part = 0.0;  // each chunk's rows in order, in doubles
+        for (int64_t r = c * chunk_rows; r < std::min(n, (c + 1) * chunk_rows); ++r)
+          part += v[static_cast<size_t>(r * inner + i)];
+        total = c == 0 ? part : total + part;  // the chunks in order
+      }
+      want[static_cast<size_t>(i)] = static_cast<float>(total);  // rounded once
+    }
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      Tensor out = Tensor::empty({1, inner});
+      kernels().reduce(ReduceOp::Sum, x, 1, n, inner, out);
+      CHECK(out.to_vector() == want);
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST_CASE("cpu reduce: NaN propagates through max/min and wins argmax/argmin") {
   for (int64_t inner : {int64_t{1}, int64_t{2}}) {
     // Two rows of 40 (times inner): the first holds NaN at positions 17 and 30.
