@@ -266,6 +266,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // --- softmax ---------------------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// softmax(x + bias, -1) with bias broadcast to x (attention's additive mask, Swin's relative
+// position bias): the values and gradients of the two ops, to the bit, in one pass where the
+// add wrote the sum out and the softmax read it back (on the CPU; elsewhere the two ops).
+Tensor add_softmax(const Tensor& x, const Tensor& bias);
 
 // --- linear algebra ---------------------------------------------------------------------------
 // torch.matmul: 1-D . 1-D, 2-D @ 2-D, and N-D batched with broadcast batch dims.

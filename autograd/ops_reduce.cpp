@@ -195,6 +195,38 @@ static Tensor softmax_op(bool log, const Tensor& x, int64_t dim) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(false, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(true, x, dim); }
 
+Tensor add_softmax(const Tensor& x, const Tensor& bias) {
+  detail::check_defined(x, "add_softmax");
+  detail::check_defined(bias, "add_softmax");
+  LOOM_CHECK(x.dim() >= 1 && broadcast_shapes(x.shape(), bias.shape(), "add_softmax") == x.shape(),
+             "add_softmax: bias of shape {} does not broadcast to x of shape {}",
+             shape_str(bias.shape()), shape_str(x.shape()));
+  if (x.dtype() != DType::Float32 || bias.dtype() != DType::Float32)
+    return softmax(x + bias, -1);  // bfloat16: the two ops, each in float32
+  Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
+  backend(x.device()).add_softmax(x.detach(), bias.detach().expand(x.shape()), out);
+  if (!autograd::any_requires_grad({x, bias})) return out;
+  // The gradients of softmax(z), z = x + bias: dz from softmax's backward, x's is dz, bias's
+  // is dz summed over the dims it was broadcast along (add's backward).
+  const int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
+  const Shape bias_shape = bias.shape();
+  const bool need_x = x.requires_grad(), need_bias = bias.requires_grad();
+  Tensor ys = saved(out);
+  return autograd::record("add_softmax", {x, bias}, out,
+                          [ys, n, rows, bias_shape, need_x, need_bias](const Tensor& g) {
+    const Tensor y = autograd::unpack_output(ys);
+    Tensor dz;
+    if (autograd::building_graph({g, y})) {
+      dz = y * (g - sum(g * y, -1, true));  // create_graph: softmax's formula in ops
+    } else {
+      dz = Tensor::empty(ys.shape(), DType::Float32, ys.device());
+      backend(ys.device()).softmax_backward(g.contiguous(), ys, rows, n, 1, false, dz);
+    }
+    return std::vector<Tensor>{need_x ? dz : Tensor(),
+                               need_bias ? sum_to(dz, bias_shape) : Tensor()};
+  }, {ys});
+}
+
 // ---------------------------------------------------------------------------- over several dims
 namespace {
 

@@ -158,6 +158,11 @@ class Backend {
   // out = dL/dx from grad = dL/dy and y = softmax(x) (or log_softmax(x) when log).
   void softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
                         int64_t inner, bool log, Tensor& out);
+  // out = softmax(x + bias) along the last dim: float32 x (any layout), bias a float32 view of
+  // x's shape (bias.expand(x.shape()): an attention mask or bias), out contiguous of x's shape.
+  // The same values as binary(Add) then softmax; on the CPU each row's sum is formed and
+  // normalised while it is in the cache, never written out whole.
+  void add_softmax(const Tensor& x, const Tensor& bias, Tensor& out);
 
   // --- running sums and products over the middle axis of contiguous [outer, n, inner] ---
   // out[o, j, i] = x[o, 0, i] + ... + x[o, j, i] (ScanOp::Sum; the product for ScanOp::Prod),

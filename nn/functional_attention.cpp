@@ -219,9 +219,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         causal_mask(q_len, k_len, options.query_offset, q.device());  // [T_q, T_k]
     mask = mask.defined() ? mask + causal : causal;  // combined before touching the scores
   }
-  if (mask.defined()) scores = scores + mask;  // -inf removes a key from the softmax
-
-  Tensor probs = softmax(scores, -1);  // [..., T_q, T_k]
+  // -inf in the mask removes a key from the softmax. softmax(scores + mask) in one pass
+  // (add_softmax): the sum is never written out whole.
+  Tensor probs =
+      mask.defined() ? add_softmax(scores, mask) : softmax(scores, -1);  // [..., T_q, T_k]
   if (options.training && options.dropout_p > 0.0f)
     probs = loom::dropout(probs, options.dropout_p, true);
   if (options.attn_weights != nullptr) *options.attn_weights = probs;

@@ -6,6 +6,7 @@
 // on blocks of columns, stepping down the rows so the inner loop stays contiguous.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/contract.h"
@@ -21,6 +22,26 @@ void Backend::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, 
   const Contract c{device_, log ? "log_softmax" : "softmax"};
   if (c.float32_block(outer, n, inner, {{x, "input"}}, out) > 0)
     run(cpu::softmax, LOOM_CUDA_IMPL(cuda::softmax), contiguous(x), outer, n, inner, log, out);
+}
+
+void Backend::add_softmax(const Tensor& x, const Tensor& bias, Tensor& out) {
+  const Contract c{device_, "add_softmax"};
+  c.dtype(x, DType::Float32, "input");
+  c.dtype(bias, DType::Float32, "bias");
+  c.on_device(x, "input");
+  c.on_device(bias, "bias");
+  c.same_shape(bias, x, "bias");
+  LOOM_CHECK(x.dim() >= 1, "add_softmax: input must have a dim to normalise, got shape {}",
+             shape_str(x.shape()));
+  c.output(out, DType::Float32, x.numel(), "out");
+  if (x.numel() == 0) return;
+  const int64_t n = x.size(-1), rows = x.numel() / n;
+  if (device_ != Device::CPU || bias.strides().back() != 1) {  // the add, then the softmax
+    Tensor sum = Tensor::empty(x.shape(), DType::Float32, device_);
+    binary(BinaryOp::Add, x, bias, sum);
+    return softmax(sum, rows, n, 1, false, out);
+  }
+  run(cpu::add_softmax, nullptr, contiguous(x), bias, rows, n, out);
 }
 
 void Backend::softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,
@@ -164,6 +185,38 @@ void cpu::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool
       [&](int64_t o, int64_t i0, int64_t i1) {
         softmax_columns(xp + o * n * inner, n, inner, i0, i1, log, yp + o * n * inner);
       });
+}
+
+void cpu::add_softmax(const Tensor& x, const Tensor& bias, int64_t rows, int64_t n, Tensor& out) {
+  const float* xp = x.data_ptr<float>();
+  const float* bp = bias.data_ptr<float>();
+  float* yp = out.data_ptr<float>();
+  // Row r's bias starts at the dot product of r's index over the leading dims with the view's
+  // strides (0 along a broadcast dim), counted up row by row like an odometer.
+  const Shape shape(x.shape().begin(), x.shape().end() - 1);
+  const Strides strides(bias.strides().begin(), bias.strides().end() - 1);
+  cpu::parallel_for(0, rows, cpu::row_grain(n), [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> index(shape.size());
+    int64_t offset = 0;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1, r = begin; d >= 0; --d) {
+      index[d] = r % shape[d];
+      offset += index[d] * strides[d];
+      r /= shape[d];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = xp + r * n, *br = bp + offset;
+      float* yr = yp + r * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] + br[j];  // binary(Add)'s sum
+      softmax_row(yr, n, false, yr);  // in place: each value is read before it is written
+      for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+        offset += strides[d];
+        if (++index[d] < shape[d]) break;
+        offset -= index[d] * strides[d];
+        index[d] = 0;
+      }
+    }
+  });
 }
 
 void cpu::softmax_backward(const Tensor& grad, const Tensor& y, int64_t outer, int64_t n,

@@ -187,6 +187,8 @@ TEST_CASE("gradgradcheck: matmul, linear and the fused bias activations") {
                 {randn({3, 4}), randn({5, 4})}, "linear without bias");
   gradgradcheck([](const std::vector<Tensor>& in) { return bias_gelu(in[0], in[1]); },
                 {randn({3, 4}), randn({4})}, "bias_gelu", 1e-3f);
+  gradgradcheck([](const std::vector<Tensor>& in) { return add_softmax(in[0], in[1]); },
+                {randn({2, 3, 4}), randn({3, 4})}, "add_softmax", 1e-3f);
   gradgradcheck([](const std::vector<Tensor>& in) { return bias_gelu_tanh(in[0], in[1]); },
                 {randn({3, 4}), randn({4})}, "bias_gelu_tanh", 1e-3f);
   gradgradcheck([](const std::vector<Tensor>& in) { return bias_relu(in[0], in[1]) * in[0]; },

@@ -546,12 +546,20 @@ std::vector<GoldenCase> splits() {
   };
 }
 
+// add_softmax against PyTorch's softmax(x + bias, -1), the bias broadcast as attention's masks.
+std::vector<GoldenCase> fused_softmax() {
+  const auto add_softmax_of = [](const Inputs& x) { return add_softmax(x[0], x[1]); };
+  return {{"add_softmax_row_bias", add_softmax_of}, {"add_softmax_causal", add_softmax_of},
+          {"add_softmax_windows", add_softmax_of},  {"add_softmax_padding", add_softmax_of},
+          {"add_softmax_bias_per_row", add_softmax_of}};
+}
+
 std::vector<std::vector<GoldenCase>> all_families() {
   return {elementwise_binary(), elementwise_scalar(), elementwise_unary(), comparison(),
           selection(),          reduction(),          softmax_family(),    matmul_family(),
           views(),              index_ops(),          nn_functions(),      tensor_methods(),
           compositions(),       scatter_adds(),       rolls(),             fused_functions(),
-          splits()};
+          splits(),             fused_softmax()};
 }
 
 }  // namespace
@@ -594,6 +602,9 @@ TEST_CASE("golden: layer_norm, cross_entropy and dropout match PyTorch") {
 }
 TEST_CASE("golden: add_layer_norm and bias_gelu match PyTorch's unfused ops") {
   run_family(fused_functions(), kAccumulating);
+}
+TEST_CASE("golden: add_softmax matches PyTorch's softmax of x + bias") {
+  run_family(fused_softmax(), kAccumulating);
 }
 TEST_CASE("golden: Tensor method forms match PyTorch") {
   run_family(tensor_methods(), kAccumulating);

@@ -1,5 +1,7 @@
 // Finite-difference gradient checks for every differentiable op, on several shapes including
 // broadcast operands and non-contiguous (transposed, narrowed, expanded) inputs.
+#include <limits>
+
 #include "autograd/internal.h"
 #include "test_util.h"
 
@@ -383,6 +385,75 @@ TEST_CASE("roll along several dims: one roll after another, one copy per block e
   CHECK(same.data_ptr<float>() != x.data_ptr<float>());
 }
 
+// add_softmax is softmax(x + bias, -1) in one pass: the composite's values and gradients to the
+// bit, for the masks attention adds, a bias read where it lies (strided) and one broadcast along
+// the row (the add and the softmax then run one after the other).
+TEST_CASE("add_softmax: softmax(x + bias) to the bit, values and gradients") {
+  manual_seed(17);
+  const float inf = std::numeric_limits<float>::infinity();
+  // The same bits, NaN where the other is NaN (a row of -inf gives NaN, as in PyTorch).
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    return equal(a != a, b != b) && equal(where(a != a, 0.0f, a), where(b != b, 0.0f, b));
+  };
+  const Tensor causal = triu(full({5, 5}, -inf), 1);
+  struct Case {
+    const char* name;
+    Tensor x, bias;
+  };
+  for (const Case& c : {Case{"causal [5, 5] over [2, 3, 5, 5]", randn({2, 3, 5, 5}), causal},
+                        Case{"windows [4, 2, 7, 7] over [3, 4, 2, 7, 7]", randn({3, 4, 2, 7, 7}),
+                             randn({4, 2, 7, 7})},
+                        Case{"padding [2, 1, 1, 6]", randn({2, 4, 3, 6}),
+                             where(rand({2, 1, 1, 6}) < 0.3f, -inf, zeros({2, 1, 1, 6}))},
+                        Case{"same shape, strided x", randn({6, 4}).t(), randn({4, 6})},
+                        Case{"strided bias", randn({3, 5, 4}), randn({4, 5}).t()},
+                        Case{"bias per row", randn({3, 4}), randn({3, 1})},
+                        Case{"a row of -inf", randn({2, 3}), tensor({0, 0, 0, -inf, -inf, -inf},
+                                                                    {2, 3})}}) {
+    INFO(c.name);
+    const Tensor g = randn(c.x.shape());
+    Tensor x1 = c.x.detach().clone().requires_grad_(), b1 = c.bias.detach().requires_grad_();
+    Tensor x2 = c.x.detach().clone().requires_grad_(), b2 = c.bias.detach().requires_grad_();
+    const Tensor fused = add_softmax(x1, b1), composite = softmax(x2 + b2, -1);
+    CHECK(same(fused, composite));
+    fused.backward(g);
+    composite.backward(g);
+    CHECK(same(x1.grad(), x2.grad()));
+    CHECK(same(b1.grad(), b2.grad()));
+  }
+  // Without gradients, and with a bias that needs none (a constant mask): x's alone.
+  const Tensor x = randn({2, 4, 4}).requires_grad_();
+  add_softmax(x, causal.narrow(0, 0, 4).narrow(1, 0, 4)).sum().backward();
+  CHECK(x.grad().defined());
+  NoGradGuard no_grad;
+  CHECK(equal(add_softmax(x, zeros({4})), softmax(x, -1)));
+}
+
+// Attention with a mask adds it inside the softmax's pass: no kernel writes the sum out. (In
+// training: inference on the CPU may take the fused attention kernel, which adds the mask too.)
+TEST_CASE("attention with an additive mask runs add_softmax, not an add and a softmax") {
+  manual_seed(18);
+  const Tensor q = randn({2, 3, 5, 4}).requires_grad_(), k = randn({2, 3, 5, 4}),
+               v = randn({2, 3, 5, 4});
+  const Tensor mask = randn({3, 5, 5});
+  profiler::Profile profile;
+  const Tensor y = nn::functional::scaled_dot_product_attention(q, k, v, mask);
+  profile.stop();
+  int64_t adds = 0, softmaxes = 0, fused = 0;
+  for (const profiler::Row& row : profile.key_averages()) {
+    adds += row.name == "binary" ? row.calls : 0;
+    softmaxes += row.name == "softmax" ? row.calls : 0;
+    fused += row.name == "add_softmax" ? row.calls : 0;
+  }
+  CHECK(fused == 1);
+  CHECK(adds == 0);
+  CHECK(softmaxes == 0);
+  const float scale = 0.5f;  // 1 / sqrt(4)
+  NoGradGuard no_grad;
+  CHECK(allclose(y, matmul(softmax(matmul(q, k.transpose(-2, -1)) * scale + mask, -1), v),
+                 1e-5f, 1e-6f));
+}
+
 TEST_CASE("gradcheck: split and chunk, every piece or some, on strided inputs") {
   manual_seed(15);
   // The pieces weighted differently (and one left out), so each slot of the one cat counts.
@@ -502,6 +573,12 @@ TEST_CASE("gradcheck: layer_norm, cross_entropy, dropout") {
             }),
             {randn({2, 5, 4}).transpose(1, 2), randn({2, 4, 5})}, 1e-2f, 2e-2f, 3e-3f,
             "add_layer_norm no affine, strided x");
+  // add_softmax: x and the bias, broadcast over leading dims (Swin's windows) or along a row.
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return add_softmax(in[0], in[1]); }),
+            {randn({2, 3, 4, 4}), randn({3, 4, 4})}, 1e-2f, 2e-2f, 3e-3f, "add_softmax");
+  gradcheck(weighted([](const std::vector<Tensor>& in) { return add_softmax(in[0], in[1]); }),
+            {randn({5, 3}).t(), randn({3, 1})}, 1e-2f, 2e-2f, 3e-3f,
+            "add_softmax strided x, a bias per row");
   // bias_gelu and friends: x and the bias (summed over every leading position), x strided.
   gradcheck(weighted([](const std::vector<Tensor>& in) { return bias_gelu(in[0], in[1]); }),
             {randn({2, 3, 4}), randn({4})}, 1e-2f, 2e-2f, 3e-3f, "bias_gelu");

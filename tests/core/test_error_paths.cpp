@@ -298,6 +298,12 @@ TEST_CASE("split and chunk reject bad dims, sizes and counts, naming the shape")
   CHECK(sizes(chunk(zeros({0}), 3)) == std::vector<int64_t>{0, 0, 0});
 }
 
+TEST_CASE("add_softmax rejects a bias that does not broadcast to x") {
+  expect_error([] { add_softmax(zeros({2, 3}), zeros({4})); }, {"add_softmax", "[4]", "[2,3]"});
+  expect_error([] { add_softmax(zeros({3}), zeros({2, 3})); }, {"add_softmax", "[2,3]", "[3]"});
+  expect_error([] { add_softmax(zeros({2, 3}), Tensor()); }, {"add_softmax"});
+}
+
 TEST_CASE("roll rejects out-of-range dims and shifts that do not match the dims") {
   expect_error([] { roll(zeros({2, 3}), 1, 2); }, {"roll", "dim 2", "[2,3]"});
   expect_error([] { roll(zeros({2, 3}), 1, -3); }, {"roll", "dim -3", "[2,3]"});

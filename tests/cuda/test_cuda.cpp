@@ -1307,6 +1307,8 @@ TEST_CASE("shape, indexing and fused nn ops match the CPU through .to(Device::CU
                return roll(t[0].transpose(0, 2), {2, 1}, {0, -1});
              },
              {x});
+  compare_op("add_softmax, a bias broadcast over dim 1",
+             [](auto& t) { return add_softmax(t[0], t[1].narrow(1, 0, 1)); }, {x, y});
   compare_op("stack", [](auto& t) { return stack({t[0], t[0] * 2.0f}, 2); }, {x});
   compare_op("split, one piece unused (its gradient zeros)",
              [](auto& t) {

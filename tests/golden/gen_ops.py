@@ -451,9 +451,26 @@ def splits():
     add_case("split_qkv_attention", qkv_attention, rn(2, 3, 4), rn(12, 4), rn(12))
 
 
+def fused_softmax():
+    """loom's add_softmax(x, bias): softmax(x + bias, -1) with bias broadcast to x, as
+    attention adds its mask (a causal or padding mask, Swin's relative position bias)."""
+    def add_softmax(x, b):
+        return torch.softmax(x + b, -1)
+    add_case("add_softmax_row_bias", add_softmax, rn(2, 3, 5), rn(5))
+    add_case("add_softmax_causal", add_softmax, rn(2, 2, 4, 4),
+             torch.triu(torch.full((4, 4), -math.inf), 1))
+    # Swin: a bias [nW, h, N, N] over scores [B, nW, h, N, N].
+    add_case("add_softmax_windows", add_softmax, rn(2, 3, 2, 4, 4), rn(3, 2, 4, 4))
+    # A key padding mask [B, 1, 1, T] (the bias's last dim 1 is a different case: x + b per row).
+    add_case("add_softmax_padding", add_softmax, rn(2, 2, 3, 4),
+             torch.tensor([0.0, 0.0, 0.0, -math.inf, 0.0, -math.inf, -math.inf, 0.0])
+             .reshape(2, 1, 1, 4))
+    add_case("add_softmax_bias_per_row", add_softmax, rn(3, 4), rn(3, 1))
+
+
 FAMILIES = [elementwise_binary, elementwise_scalar, elementwise_unary, comparison, selection,
             reduction, softmax, matmul, views, indexing, nn_functions, tensor_methods,
-            compositions, scatter_adds, rolls, fused_functions, splits]
+            compositions, scatter_adds, rolls, fused_functions, splits, fused_softmax]
 
 
 def main():
