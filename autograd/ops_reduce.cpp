@@ -204,7 +204,9 @@ Tensor add_softmax(const Tensor& x, const Tensor& bias) {
   if (x.dtype() != DType::Float32 || bias.dtype() != DType::Float32)
     return softmax(x + bias, -1);  // bfloat16: the two ops, each in float32
   Tensor out = Tensor::empty(x.shape(), DType::Float32, x.device());
-  backend(x.device()).add_softmax(x.detach(), bias.detach().expand(x.shape()), out);
+  // The bias contiguous before it is broadcast (Swin's is a permuted view of a gathered table,
+  // h x N x N, small): each row of it is then read in order.
+  backend(x.device()).add_softmax(x.detach(), bias.detach().contiguous().expand(x.shape()), out);
   if (!autograd::any_requires_grad({x, bias})) return out;
   // The gradients of softmax(z), z = x + bias: dz from softmax's backward, x's is dz, bias's
   // is dz summed over the dims it was broadcast along (add's backward).
