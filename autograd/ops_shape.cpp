@@ -431,7 +431,7 @@ Tensor roll(const Tensor& x, std::vector<int64_t> shifts, std::vector<int64_t> d
              "shape {})",
              shape_str(shifts), shape_str(dims), shape_str(x.shape()));
   const int64_t ndim = x.dim();
-  std::vector<int64_t> shift(static_cast<size_t>(std::max<int64_t>(ndim, 0)), 0);
+  std::vector<int64_t> shift(static_cast<size_t>(ndim), 0);
   for (size_t i = 0; i < dims.size(); ++i) {
     LOOM_CHECK(dims[i] >= -ndim && dims[i] < ndim && ndim > 0,
                "roll: dim {} out of range for a tensor of shape {}", dims[i], shape_str(x.shape()));

@@ -219,7 +219,7 @@ std::string Profile::table(int64_t steps) const {
     if (row.flops > 0) product_seconds += row.seconds;
     out += table_line(row.name, row, per_step, wall);
   }
-  const double other = other_seconds();
+  const double covered = covered_seconds(), other = std::max(0.0, wall - covered);
   out += fmt::format("{:<28} {:<9} {:>10} {:>10.3f} {:>6.1f}%\n", "other (outside kernels)", "",
                      "", other * 1e3 / per_step, share(other));
   out += fmt::format("{:<28} {:<9} {:>10} {:>10.3f} {:>6.1f}%\n", "total", "", "",
@@ -234,7 +234,6 @@ std::string Profile::table(int64_t steps) const {
         product_seconds > 0 ? flops / 1e9 / product_seconds : 0.0);
   // Scopes open on several threads at once: the rows' times are summed over the threads. (A
   // percent of slack: one thread's rows and its covered time differ only by rounding.)
-  const double covered = covered_seconds();
   if (in_rows > 1.01 * covered)
     out += fmt::format(
         "the rows overlap: kernels ran on several threads at once ({:.3f} ms per step in all, "
