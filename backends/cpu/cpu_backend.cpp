@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/huge_pages.h"
 #include "core/error.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -17,13 +18,10 @@ namespace loom {
 
 namespace {
 
-constexpr size_t kAlignment = 64;
-
-// 64-byte aligned host memory; nullptr when the machine is out of memory.
+// 64-byte aligned host memory, a block of 2 MiB or more in huge pages (huge_pages.h); nullptr
+// when the machine is out of memory.
 CachingAllocator::Source host_memory() {
-  auto obtain = [](size_t bytes) {  // bytes is a size class: a multiple of 512
-    return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  };
+  auto obtain = [](size_t bytes) { return cpu::allocate_in_huge_pages(bytes); };
   return {"cpu", obtain, [](void* block) { std::free(block); }};
 }
 

@@ -1,7 +1,8 @@
-// The CPU device: memory (64-byte aligned blocks through the caching allocator) and host
-// copies. Its kernels are the cpu:: implementations of the kernel families (backends/<family>/,
-// listed in backends/backend.h), on OpenBLAS for matrix products and OpenMP loops for the rest;
-// the loop machinery they share is in loops.h, the vectorisable math functions in vec_math.h.
+// The CPU device: memory (64-byte aligned blocks through the caching allocator, the big ones in
+// huge pages: huge_pages.h) and host copies. Its kernels are the cpu:: implementations of the
+// kernel families (backends/<family>/, listed in backends/backend.h), on OpenBLAS for matrix
+// products and OpenMP loops for the rest; the loop machinery they share is in loops.h, the
+// vectorisable math functions in vec_math.h.
 #pragma once
 
 #include "backends/backend.h"

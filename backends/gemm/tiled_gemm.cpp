@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
-#include <vector>
 
+#include "backends/cpu/huge_pages.h"
 #include "backends/cpu/loops.h"
 
 namespace loom::cpu {
@@ -25,12 +25,11 @@ struct TileOutput {
 // This thread's scratch buffer `slot` (0 or 1), at least `count` floats, kept from call to
 // call: a product copies blocks of its operands there, writing every value it later reads, so
 // the buffer needs no clearing, and the many small products of a step (a decoding step's
-// Linears, the attention's per-head products) neither allocate nor clear one each.
+// Linears, the attention's per-head products) neither allocate nor clear one each. A big one
+// lies in huge pages (huge_pages.h), as the operands the allocator gives do.
 float* scratch(int slot, int64_t count) {
-  thread_local std::vector<float> buffers[2];
-  std::vector<float>& buffer = buffers[slot];
-  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
+  thread_local HugePageBuffer buffers[2];
+  return buffers[slot].reserve(static_cast<size_t>(count));
 }
 
 // The bias from column `column` on, or null for no bias.
@@ -636,9 +635,9 @@ void gemm_tiled(const GemmArgs& g) {
     // same blocks in the same order as one thread would have: the same bits.
     const RunsOfK runs = runs_of_k(k, k_block, threads);
     const int64_t first_later = runs.first_later, buffers = runs.later(), slot = m * n;
-    thread_local std::vector<float> later;  // kept from call to call, as the allocator would
-    later.resize(static_cast<size_t>(buffers * slot));
-    float* later_data = later.data();  // (the workers see the calling thread's buffer)
+    thread_local HugePageBuffer later;  // kept from call to call, as the allocator would
+    float* later_data = later.reserve(static_cast<size_t>(buffers * slot));
+    // (the workers see the calling thread's buffer)
     const auto into_buffer = [&](int64_t, int64_t, int64_t p) -> Destination {
       return {later_data + (p / k_block - first_later) * slot, n, 0.0f, nullptr};
     };

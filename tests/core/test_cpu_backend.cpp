@@ -9,7 +9,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
@@ -18,6 +20,7 @@
 #include "backends/backend.h"
 #include "backends/caching_allocator.h"
 #include "backends/config.h"
+#include "backends/cpu/huge_pages.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/vec_math.h"
 #include "backends/gemm/tiled_gemm.h"
@@ -378,6 +381,45 @@ TEST_CASE("cpu allocate hands a freed block of the same size class back") {
   void* q = kernels().allocate((3 << 20) - 1000);  // same class: the cached block comes back
   CHECK((q == p) == kCached);
   kernels().deallocate(q, (3 << 20) - 1000);
+}
+
+// The VmFlags of the mapping of this process that holds `address` ("" when none does), from
+// /proc/self/smaps: "hg" among them means the range was advised into huge pages.
+std::string mapping_flags(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long first = 0, last = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &first, &last) == 2)  // "first-last perms ..."
+      inside = first <= at && at < last;
+    else if (inside && line.rfind("VmFlags:", 0) == 0)
+      return line;
+  }
+  return "";
+}
+
+TEST_CASE("cpu memory of 2 MiB or more starts on a huge page, advised into huge pages") {
+  constexpr size_t kBig = (5 << 20) + 4096;
+  void* big = kernels().allocate(kBig);
+  void* small = kernels().allocate(1000);
+  CHECK(reinterpret_cast<uintptr_t>(big) % cpu::kHugePage == 0);
+  CHECK(reinterpret_cast<uintptr_t>(small) % 64 == 0);
+  std::memset(big, 1, kBig);  // every byte is ours to write
+  // Where the kernel has transparent huge pages, the block's mapping carries the advice.
+  if (std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good())
+    CHECK(mapping_flags(big).find(" hg") != std::string::npos);
+  kernels().deallocate(big, kBig);
+  kernels().deallocate(small, 1000);
+
+  cpu::HugePageBuffer buffer;  // gemm's scratch: grows, keeps its memory for smaller requests
+  float* few = buffer.reserve(100);
+  REQUIRE(few != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(few) % 64 == 0);
+  float* many = buffer.reserve(size_t{3} << 20);  // 12 MiB of floats
+  CHECK(reinterpret_cast<uintptr_t>(many) % cpu::kHugePage == 0);
+  many[(size_t{3} << 20) - 1] = 2.0f;
+  CHECK(buffer.reserve(1000) == many);
 }
 
 // A source of fake blocks with a budget, counting what it hands out and gets back.
