@@ -309,6 +309,9 @@ class Backend {
   void sum_of_squares_multi(std::span<const Tensor> xs, Tensor& out);
   // x *= alpha in place for every x of xs (float32, contiguous).
   void scale_multi(std::span<Tensor> xs, float alpha);
+  // x = 0 in place for every x of xs (float32, contiguous): the gradients zeroed by
+  // Optimizer::zero_grad(false), as PyTorch's _foreach_zero_.
+  void zero_multi(std::span<Tensor> xs);
   // Fused attention (AttentionArgs). q, k, v, out contiguous [n, T, head_dim], all float32 or
   // all bfloat16 (computed in float32, out rounded once); lse float32 [n, q_len], the
   // log-sum-exp of each row's scores (NaN for a row whose every key is blocked; its out is NaN,

@@ -1,6 +1,7 @@
 // The multi-tensor kernels of clip_grad_norm (Pascanu et al. 2013, as
 // torch.nn.utils.clip_grad_norm_): the squared global norm of all gradients and their scaling,
-// each over many tensors per launch (multi_tensor.cuh) instead of a few launches per gradient.
+// and of zero_grad's zeroing in place, each over many tensors per launch (multi_tensor.cuh)
+// instead of a few launches per gradient.
 #include <cstdint>
 #include <vector>
 
@@ -64,6 +65,14 @@ __global__ void __launch_bounds__(kMultiThreads)
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) x[i] *= alpha;
 }
 
+// Thread mapping: one block per chunk, threads strided through it.
+__global__ void __launch_bounds__(kMultiThreads)
+    zero_multi_kernel(const LOOM_GRID_CONSTANT FloatTable table) {
+  const Chunk c = table.map.chunk(blockIdx.x);
+  float* x = table.x[c.t];
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) x[i] = 0.0f;
+}
+
 // Calls launch(table) for consecutive groups of the tensors, each as many as one table holds.
 template <class Launch>
 void for_each_table(const FloatTensor* xs, size_t count, const Launch& launch) {
@@ -106,6 +115,14 @@ void launch_scale_multi(const FloatTensor* xs, size_t count, float alpha, cudaSt
   });
 }
 
+// x = 0 over all the tensors, in place.
+void launch_zero_multi(const FloatTensor* xs, size_t count, cudaStream_t stream) {
+  for_each_table(xs, count, [&](const FloatTable& table) {
+    zero_multi_kernel<<<table.map.blocks(), kMultiThreads, 0, stream>>>(table);
+    LOOM_CUDA_CHECK_LAUNCH();
+  });
+}
+
 // ---------------------------------------------------------------------------- the kernels
 namespace {
 // The pointers and sizes of the tensors of a multi-tensor launch.
@@ -127,6 +144,12 @@ void scale_multi(std::span<Tensor> xs, float alpha) {
   const std::vector<FloatTensor> tensors =
       float_tensors(std::span<const Tensor>(xs.data(), xs.size()));
   launch_scale_multi(tensors.data(), tensors.size(), alpha, stream());
+}
+
+void zero_multi(std::span<Tensor> xs) {
+  const std::vector<FloatTensor> tensors =
+      float_tensors(std::span<const Tensor>(xs.data(), xs.size()));
+  launch_zero_multi(tensors.data(), tensors.size(), stream());
 }
 
 }  // namespace loom::cuda

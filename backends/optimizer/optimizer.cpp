@@ -88,8 +88,11 @@ void Backend::sum_of_squares_multi(std::span<const Tensor> xs, Tensor& out) {
   }
 }
 
-void Backend::scale_multi(std::span<Tensor> xs, float alpha) {
-  const Contract c{device_, "scale_multi"};
+namespace {
+// The tensors of xs that an in-place multi-tensor kernel writes: each float32, contiguous and on
+// `device` (else an error naming the op and the tensor's index), and not empty.
+std::vector<Tensor> multi_outputs(Device device, const char* op, std::span<Tensor> xs) {
+  const Contract c{device, op};
   std::vector<Tensor> outputs;
   outputs.reserve(xs.size());
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -101,8 +104,20 @@ void Backend::scale_multi(std::span<Tensor> xs, float alpha) {
     }
     if (xs[i].numel() > 0) outputs.push_back(xs[i]);
   }
+  return outputs;
+}
+}  // namespace
+
+void Backend::scale_multi(std::span<Tensor> xs, float alpha) {
+  std::vector<Tensor> outputs = multi_outputs(device_, "scale_multi", xs);
   if (!outputs.empty())
     run(cpu::scale_multi, LOOM_CUDA_IMPL(cuda::scale_multi), std::span<Tensor>(outputs), alpha);
+}
+
+void Backend::zero_multi(std::span<Tensor> xs) {
+  std::vector<Tensor> outputs = multi_outputs(device_, "zero_multi", xs);
+  if (!outputs.empty())
+    run(cpu::zero_multi, LOOM_CUDA_IMPL(cuda::zero_multi), std::span<Tensor>(outputs));
 }
 
 // ---------------------------------------------------------------------------- the CPU
@@ -231,6 +246,14 @@ void cpu::scale_multi(std::span<Tensor> xs, float alpha) {
     float* p = xs[i].data_ptr<float>();
 #pragma omp simd
     for (int64_t j = b; j < e; ++j) p[j] *= alpha;
+  });
+}
+
+void cpu::zero_multi(std::span<Tensor> xs) {
+  const std::vector<int64_t> sizes = sizes_of(xs);
+  cpu::parallel_for_items(sizes, cpu::kGrainCheap, [&](size_t i, int64_t b, int64_t e) {
+    float* p = xs[i].data_ptr<float>();
+    std::fill(p + b, p + e, 0.0f);
   });
 }
 

@@ -32,12 +32,14 @@ using AdamMultiKernel = void(const AdamArgs& args, std::span<Tensor> params,
                              std::span<Tensor> vs);
 using SumOfSquaresMultiKernel = void(std::span<const Tensor> xs, Tensor& out);
 using ScaleMultiKernel = void(std::span<Tensor> xs, float alpha);
+using ZeroMultiKernel = void(std::span<Tensor> xs);
 
 namespace cpu {
 AdamKernel adam_step;
 AdamMultiKernel adam_step_multi;
 SumOfSquaresMultiKernel sum_of_squares_multi;
 ScaleMultiKernel scale_multi;
+ZeroMultiKernel zero_multi;
 }  // namespace cpu
 
 namespace cuda {
@@ -45,6 +47,7 @@ AdamKernel adam_step;
 AdamMultiKernel adam_step_multi;
 SumOfSquaresMultiKernel sum_of_squares_multi;
 ScaleMultiKernel scale_multi;
+ZeroMultiKernel zero_multi;
 }  // namespace cuda
 
 }  // namespace loom

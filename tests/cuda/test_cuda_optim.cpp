@@ -115,7 +115,7 @@ TEST_CASE("AdamW with decay / no-decay groups over 150 parameters on CUDA matche
     check_close(gpu_params[i], cpu_params[i], 1e-5f, 1e-6f, "parameter " + std::to_string(i));
 }
 
-TEST_CASE("sum_of_squares_multi and scale_multi on CUDA match the CPU over 450 tensors") {
+TEST_CASE("sum_of_squares_multi, scale_multi, zero_multi on CUDA match the CPU, 450 tensors") {
   LOOM_REQUIRE_GPU();
   // More than twice the 200 tensors of one launch's table (kMultiTensors).
   std::vector<Shape> shapes = many_shapes();
@@ -140,6 +140,11 @@ TEST_CASE("sum_of_squares_multi and scale_multi on CUDA match the CPU over 450 t
   backend(Device::CUDA).scale_multi(gpu_xs, 0.3f);
   for (size_t i = 0; i < gpu_xs.size(); ++i)
     check_close(gpu_xs[i], want[i], 0.0f, 0.0f, "scaled tensor " + std::to_string(i));
+
+  backend(Device::CUDA).zero_multi(gpu_xs);  // Optimizer::zero_grad(false)'s kernel
+  for (size_t i = 0; i < gpu_xs.size(); ++i)
+    check_close(gpu_xs[i], zeros(gpu_xs[i].shape()), 0.0f, 0.0f,
+                "zeroed tensor " + std::to_string(i));
 }
 
 TEST_CASE("clip_grad_norm on CUDA gradients matches the CPU") {

@@ -2,6 +2,7 @@
 // limit are scaled by max_norm / (norm + 1e-6) (torch.nn.utils.clip_grad_norm_), gradients
 // within it are untouched, parameters without gradients are ignored.
 #include <cmath>
+#include <limits>
 
 #include "backends/backend.h"
 #include "test_util.h"
@@ -139,7 +140,18 @@ TEST_CASE("scale_multi scales every tensor in place like mul_") {
     check_close(xs[i], want[i], 0.0f, 0.0f, "tensor " + std::to_string(i));
 }
 
-TEST_CASE("sum_of_squares_multi and scale_multi name the tensor at fault") {
+TEST_CASE("zero_multi zeroes every tensor in place, NaN and infinity included") {
+  using loom::testing::philox_tensor;
+  std::vector<Tensor> xs = {philox_tensor({3}, 1), philox_tensor({0}, 2),
+                            philox_tensor({5, 7}, 3), philox_tensor({20000}, 4)};
+  xs[0].data_ptr<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  xs[3].data_ptr<float>()[7] = std::numeric_limits<float>::infinity();
+  cpu_backend().zero_multi(xs);
+  for (size_t i = 0; i < xs.size(); ++i)
+    check_close(xs[i], zeros(xs[i].shape()), 0.0f, 0.0f, "tensor " + std::to_string(i));
+}
+
+TEST_CASE("sum_of_squares_multi, scale_multi and zero_multi name the tensor at fault") {
   using loom::testing::expect_error;
   Tensor out = Tensor::empty({}, DType::Float32, Device::CPU);
   const std::vector<Tensor> ints = {zeros({2}), Tensor::empty({3}, DType::Int64, Device::CPU)};
@@ -151,6 +163,8 @@ TEST_CASE("sum_of_squares_multi and scale_multi name the tensor at fault") {
   std::vector<Tensor> strided = {zeros({2}), zeros({3}), zeros({4, 5}).t()};
   expect_error([&] { cpu_backend().scale_multi(strided, 0.5f); },
                {"scale_multi", "x (shape [5,4]) must be contiguous", "tensor 2 of 3"});
+  expect_error([&] { cpu_backend().zero_multi(strided); },
+               {"zero_multi", "x (shape [5,4]) must be contiguous", "tensor 2 of 3"});
 }
 
 TEST_CASE("clip_grad_norm measures and scales a strided gradient like a contiguous one") {

@@ -101,6 +101,30 @@ TEST_CASE("zero_grad clears gradients by default and zeroes them with set_to_non
   CHECK_FALSE(mlp.b2.grad().defined());
 }
 
+TEST_CASE("zero_grad(false) zeroes strided gradients too, bumping every version") {
+  // The contiguous gradients go through one Backend::zero_multi, a strided one through zero_();
+  // a parameter without a gradient keeps none.
+  std::vector<Tensor> params = {philox_tensor({4, 3}, 1), philox_tensor({5, 4}, 2),
+                                philox_tensor({20000}, 3), philox_tensor({6}, 4)};
+  for (Tensor& p : params) p.requires_grad_(true);
+  params[0].set_grad(philox_tensor({4, 3}, 11));
+  params[1].set_grad(philox_tensor({4, 5}, 12).t());  // strided
+  params[2].set_grad(philox_tensor({20000}, 13));
+  REQUIRE_FALSE(params[1].grad().is_contiguous());
+  std::vector<uint64_t> versions;
+  for (size_t i : {0, 1, 2}) versions.push_back(params[i].grad().version());
+  optim::SGD opt(params, 0.1f);
+  opt.zero_grad(/*set_to_none=*/false);
+  size_t k = 0;
+  for (size_t i : {0, 1, 2}) {
+    const Tensor g = params[i].grad();
+    REQUIRE(g.defined());
+    check_close(g, zeros(params[i].shape()), 0.0f, 0.0f, "gradient " + std::to_string(i));
+    CHECK(g.version() > versions[k++]);
+  }
+  CHECK_FALSE(params[3].grad().defined());
+}
+
 TEST_CASE("a zeroed (not cleared) gradient still moves a parameter through momentum") {
   // PyTorch 1.13 semantics with set_to_none = false: a zero gradient is a gradient.
   Tensor p = tensor({1.0f}, {1});
