@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -397,6 +398,26 @@ Tensor not_differentiable_twice(const char* op, const Tensor& grad,
               "derivative of its own (a gradient of its gradient was asked for)",
               name);
   });
+}
+
+void zero_grads(const std::vector<Tensor>& params, bool set_to_none) {
+  std::map<Device, std::vector<Tensor>> in_place;  // by device, for one kernel each
+  for (const Tensor& p : params) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+      continue;
+    }
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (g.dtype() == DType::Float32 && g.is_contiguous())
+      in_place[g.device()].push_back(g);
+    else
+      g.zero_();
+  }
+  for (auto& [device, grads] : in_place) {
+    backend(device).zero_multi(grads);
+    for (Tensor& g : grads) g.impl()->bump_version();  // in place, like Tensor::zero_
+  }
 }
 
 }  // namespace loom::autograd

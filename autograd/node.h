@@ -97,6 +97,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
 
+// The gradients of `params` before the next backward (Optimizer::zero_grad, Module::zero_grad):
+// set_to_none clears each (PyTorch 2's default: memory freed, and a parameter the next backward
+// does not reach has no gradient); otherwise each defined gradient is zeroed in place (PyTorch
+// 1.13's default), the contiguous float32 ones of a device by one multi-tensor kernel
+// (Backend::zero_multi, PyTorch's _foreach_zero_), any other by its zero_().
+void zero_grads(const std::vector<Tensor>& params, bool set_to_none);
+
 // For backward functions. True when the backward now running builds a graph of its own
 // gradients (create_graph) and one of `tensors` (the incoming gradient, the saved inputs)
 // requires grad: a backward then computes through recorded ops, so that its result can be

@@ -234,9 +234,7 @@ void Module::to(Device device) {
   for (const Tensor& t : buffers()) move_in_place(t, device);
 }
 
-void Module::zero_grad() {
-  for (const Tensor& t : parameters()) t.set_grad(Tensor());
-}
+void Module::zero_grad(bool set_to_none) { autograd::zero_grads(parameters(), set_to_none); }
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;

@@ -104,8 +104,9 @@ class Module {
   bool is_training() const { return training_; }
   // Moves every parameter, buffer and accumulated gradient to `device`, in place.
   void to(Device device);
-  // Clears the accumulated gradient of every parameter.
-  void zero_grad();
+  // Clears the accumulated gradient of every parameter (set_to_none, the default, as in
+  // LibTorch and PyTorch 2), or zeroes it in place (autograd::zero_grads).
+  void zero_grad(bool set_to_none = true);
   // Number of scalar parameters; tied tensors are counted once.
   int64_t num_parameters() const;
 

@@ -1,12 +1,10 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
-#include <map>
 #include <set>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "backends/backend.h"
 #include "core/error.h"
 
 namespace loom::optim {
@@ -149,28 +147,10 @@ void Optimizer::update_group(const ParamGroup& group, std::span<Tensor> params,
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  // In place, the contiguous float32 gradients of each device are zeroed by one multi-tensor
-  // kernel (PyTorch's _foreach_zero_): one loop over them all where a zero_() each would run a
-  // kernel per parameter; any other gradient by its own zero_().
-  std::map<Device, std::vector<Tensor>> in_place;
-  for (const ParamGroup& group : groups_) {
-    for (const Tensor& p : group.params) {
-      if (set_to_none) {
-        p.set_grad(Tensor());
-        continue;
-      }
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (g.dtype() == DType::Float32 && g.is_contiguous())
-        in_place[g.device()].push_back(g);
-      else
-        g.zero_();
-    }
-  }
-  for (auto& [device, grads] : in_place) {
-    backend(device).zero_multi(grads);
-    for (Tensor& g : grads) g.impl()->bump_version();  // in place, like Tensor::zero_
-  }
+  std::vector<Tensor> params;
+  for (const ParamGroup& group : groups_)
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  autograd::zero_grads(params, set_to_none);
 }
 
 float Optimizer::lr() const { return groups_.front().lr; }

@@ -156,10 +156,17 @@ TEST_CASE("non-persistent buffers stay out of state_dict") {
   CHECK(bn.state_dict().size() == 5);  // weight, bias, running_mean, running_var, count
 }
 
-TEST_CASE("zero_grad clears every gradient") {
+TEST_CASE("zero_grad clears every gradient, or with set_to_none = false zeroes it in place") {
   nn::Linear lin(3, 2);
   sum(lin.forward(ones({4, 3}))).backward();
-  CHECK(lin.weight.grad().defined());
+  REQUIRE(lin.weight.grad().defined());
+  const Tensor held = lin.weight.grad();
+  const uint64_t version = held.version();
+  lin.zero_grad(/*set_to_none=*/false);  // LibTorch's Module::zero_grad(bool set_to_none)
+  CHECK(lin.weight.grad().data_ptr<float>() == held.data_ptr<float>());  // the same tensor
+  check_close(lin.weight.grad(), zeros({2, 3}), 0.0f, 0.0f, "weight's gradient");
+  check_close(lin.bias.grad(), zeros({2}), 0.0f, 0.0f, "bias's gradient");
+  CHECK(held.version() > version);
   lin.zero_grad();
   CHECK_FALSE(lin.weight.grad().defined());
   CHECK_FALSE(lin.bias.grad().defined());
