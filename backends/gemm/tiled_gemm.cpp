@@ -635,9 +635,9 @@ void gemm_tiled(const GemmArgs& g) {
     // same blocks in the same order as one thread would have: the same bits.
     const RunsOfK runs = runs_of_k(k, k_block, threads);
     const int64_t first_later = runs.first_later, buffers = runs.later(), slot = m * n;
-    thread_local HugePageBuffer later;  // kept from call to call, as the allocator would
+    // Kept from call to call, as the allocator would; the workers see the calling thread's.
+    thread_local HugePageBuffer later;
     float* later_data = later.reserve(static_cast<size_t>(buffers * slot));
-    // (the workers see the calling thread's buffer)
     const auto into_buffer = [&](int64_t, int64_t, int64_t p) -> Destination {
       return {later_data + (p / k_block - first_later) * slot, n, 0.0f, nullptr};
     };
