@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -265,6 +266,57 @@ std::string Profile::products_table(int64_t steps, size_t most) const {
   if (rows.size() > most)
     out += fmt::format("({} more shapes)\n", rows.size() - most);
   return out;
+}
+
+double Bound::best_share() const {
+  const double at_peak = products_at_peak_ms();
+  return at_peak + rest_ms() > 0 ? at_peak / (at_peak + rest_ms()) : 0.0;
+}
+
+double Bound::rest_allowed_ms(double share) const {
+  LOOM_CHECK(share > 0 && share <= 1, "profiler::Bound::rest_allowed_ms: share {} outside (0, 1]",
+             share);
+  return products_at_peak_ms() / share - products_at_peak_ms();
+}
+
+double Bound::products_gflops_needed(double share) const {
+  const double room = rest_allowed_ms(share) - rest_ms();  // what the products may add to at_peak
+  const double allowed = products_at_peak_ms() + room;  // the products' time per step
+  return allowed > 0 ? gflop / allowed * 1e3 : std::numeric_limits<double>::infinity();
+}
+
+Bound Profile::bound(int64_t steps, double peak_gflops) const {
+  LOOM_CHECK(steps > 0, "profiler::Profile::bound: steps must be positive, got {}", steps);
+  LOOM_CHECK(peak_gflops > 0, "profiler::Profile::bound: the peak must be positive, got {} GFLOP/s",
+             peak_gflops);
+  Bound b{.step_ms = wall_seconds() * 1e3 / static_cast<double>(steps),
+          .peak_gflops = peak_gflops};
+  for (const ProductRow& row : products()) {
+    b.products_ms += row.seconds * 1e3 / static_cast<double>(steps);
+    b.gflop += row.flops / 1e9 / static_cast<double>(steps);
+  }
+  return b;
+}
+
+std::string Profile::bound_text(int64_t steps, double peak_gflops, double target) const {
+  LOOM_CHECK(target > 0 && target <= 1,
+             "profiler::Profile::bound_text: target share {} outside (0, 1]", target);
+  const Bound b = bound(steps, peak_gflops);
+  if (b.gflop <= 0) return "no products ran: no bound against the peak\n";
+  std::string out = fmt::format(
+      "against the peak of {:.1f} GFLOP/s: the products take {:.3f} ms per step at {:.1f} "
+      "GFLOP/s,\n{:.3f} ms at the peak; the rest takes {:.3f} ms (the other kernels and the "
+      "time outside them)\nthe step reaches {:.0f}% of the peak; with every product at the "
+      "peak and the rest as it is, {:.0f}% at best\n",
+      b.peak_gflops, b.products_ms, b.products_gflops(), b.products_at_peak_ms(), b.rest_ms(),
+      100 * b.share(), 100 * b.best_share());
+  if (b.best_share() < target)
+    return out + fmt::format("{:.0f}% needs the rest within {:.3f} ms as well\n", 100 * target,
+                             b.rest_allowed_ms(target));
+  const double rate = b.products_gflops_needed(target);
+  return out + fmt::format("{:.0f}% needs the products at {:.1f} GFLOP/s ({:.0f}% of the peak) "
+                           "with the rest as it is\n",
+                           100 * target, rate, 100 * rate / b.peak_gflops);
 }
 
 }  // namespace loom::profiler

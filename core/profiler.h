@@ -27,6 +27,7 @@
 // rows overlapped.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <compare>
@@ -143,6 +144,35 @@ struct ProductRow {
   double seconds = 0, flops = 0;  // summed over the calls
 };
 
+// Where a step stands against the machine's limit, `peak_gflops` (its sgemm rate, measured
+// beside the step: bench/flops.h's probe), split the way to read it: the products' kernels, and
+// the rest (every other kernel, and the time outside kernels). A step's share of the peak is
+// bounded twice: by its products' own rate, and, were they at the peak, by the rest, which does
+// no counted FLOPs (layer norms, softmax, GELU, copies). best_share() is the second bound: the
+// share the step would reach with every product at the peak and the rest as it is.
+//
+//   share        = gflop / step / peak                       (what the step reaches now)
+//   best_share   = at_peak / (at_peak + rest),  at_peak = gflop / peak
+//   rest_allowed(s) = at_peak / s - at_peak                  (the rest a share s leaves room for)
+struct Bound {
+  double step_ms = 0;      // the profile's wall time per step
+  double products_ms = 0;  // the products' kernels per step
+  double gflop = 0;        // the products' GFLOP per step
+  double peak_gflops = 0;
+
+  double rest_ms() const { return std::max(0.0, step_ms - products_ms); }
+  double products_gflops() const { return products_ms > 0 ? gflop / products_ms * 1e3 : 0.0; }
+  double products_at_peak_ms() const { return gflop / peak_gflops * 1e3; }
+  double share() const { return step_ms > 0 ? products_at_peak_ms() / step_ms : 0.0; }
+  double best_share() const;
+  // The most time per step the rest may take for the step to reach `share` (in (0, 1]) of the
+  // peak, its products at the peak.
+  double rest_allowed_ms(double share) const;
+  // The products' rate with which the step reaches `share` of the peak, the rest as it is:
+  // above the peak when best_share() < share, infinite when the rest alone takes longer.
+  double products_gflops_needed(double share) const;
+};
+
 // Turns the profiler on for its lifetime, from empty tallies; one at a time (a second while one
 // runs throws loom::Error). Between a Profile's start and its stop() (or end), key_averages()
 // and table() may be read at any time.
@@ -171,6 +201,11 @@ class Profile {
   // and GFLOP/s, the way to see which products run below the machine's peak.
   std::vector<ProductRow> products() const;
   std::string products_table(int64_t steps = 1, size_t most = 15) const;
+  // The step against the peak (Bound), per step of `steps`, and as a few lines of text: the
+  // products' time now and at the peak, the rest, the share now and at best, and the rest that
+  // `target` (a share of the peak, such as 0.8) would leave room for.
+  Bound bound(int64_t steps, double peak_gflops) const;
+  std::string bound_text(int64_t steps, double peak_gflops, double target = 0.8) const;
 
  private:
   bool running_ = true;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <latch>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -177,6 +178,60 @@ TEST_CASE("profiler: the table lists each row, the time outside kernels and the 
   CHECK(table.find("overlap") == std::string::npos);  // one thread: the rows are the time
   CHECK(find_row(p, "gemm").flops == 120);
   CHECK(p.covered_seconds() == doctest::Approx(find_row(p, "gemm").seconds).epsilon(0.01));
+}
+
+// The bound against the machine's peak is arithmetic on the profile's times: checked on numbers
+// chosen by hand, then on a profile, where it must agree with the profile's own rows.
+TEST_CASE("profiler: a step's bound against the peak, with its products at the peak") {
+  // 100 ms a step, 80 of them in products doing 24 GFLOP; a peak of 400 GFLOP/s: at the peak the
+  // products take 60 ms, so the step could reach 60 / (60 + 20) = 75%; now it reaches 60%.
+  const profiler::Bound b{.step_ms = 100, .products_ms = 80, .gflop = 24, .peak_gflops = 400};
+  CHECK(b.rest_ms() == doctest::Approx(20));
+  CHECK(b.products_gflops() == doctest::Approx(300));
+  CHECK(b.products_at_peak_ms() == doctest::Approx(60));
+  CHECK(b.share() == doctest::Approx(0.6));
+  CHECK(b.best_share() == doctest::Approx(0.75));
+  CHECK(b.rest_allowed_ms(0.8) == doctest::Approx(15));  // 60 / 0.8 = 75 ms in all
+  CHECK(b.rest_allowed_ms(b.best_share()) == doctest::Approx(b.rest_ms()));
+  // 70% leaves the products 60 / 0.7 - 20 = 65.71 ms: 24 GFLOP in that is 365.2 GFLOP/s.
+  CHECK(b.products_gflops_needed(0.7) == doctest::Approx(24 / (60 / 0.7 - 20) * 1e3));
+  CHECK(b.products_gflops_needed(0.8) > b.peak_gflops);  // beyond the best share: out of reach
+  const profiler::Bound all_rest{.step_ms = 100, .products_ms = 10, .gflop = 4, .peak_gflops = 400};
+  CHECK(all_rest.products_gflops_needed(0.5) == std::numeric_limits<double>::infinity());
+  expect_error([&] { (void)b.rest_allowed_ms(0); }, {"rest_allowed_ms", "share", "0"});
+
+  const Tensor a = randn({64, 48}), w = randn({48, 32});
+  profiler::Profile p;
+  for (int i = 0; i < 4; ++i) relu(matmul(a, w));
+  p.stop();
+  const profiler::Bound measured = p.bound(4, 1000.0);
+  const profiler::Row gemm = find_row(p, "gemm");
+  CHECK(measured.gflop == doctest::Approx(2.0 * 64 * 48 * 32 / 1e9));  // per step of 4
+  CHECK(measured.products_ms == doctest::Approx(gemm.seconds * 1e3 / 4));
+  CHECK(measured.step_ms == doctest::Approx(p.wall_seconds() * 1e3 / 4));
+  CHECK(measured.rest_ms() > 0);  // the relus and the time outside kernels
+  CHECK(measured.best_share() > measured.share());
+  const std::string text = p.bound_text(4, 1000.0, 0.8);
+  CHECK(text.find("against the peak of 1000.0 GFLOP/s") != std::string::npos);
+  CHECK(text.find("% at best") != std::string::npos);
+  CHECK(text.find("80% needs") != std::string::npos);
+  // A peak so low that the products at it outlast any rest: their rate decides the target.
+  CHECK(p.bound_text(4, 1e-6, 0.8).find("80% needs the products at") != std::string::npos);
+  // One so high that they would take no time: the rest must shrink.
+  CHECK(p.bound_text(4, 1e12, 0.8).find("80% needs the rest within") != std::string::npos);
+  expect_error([&] { (void)p.bound(0, 1000.0); }, {"profiler::Profile::bound", "steps", "0"});
+  expect_error([&] { (void)p.bound(4, 0.0); }, {"profiler::Profile::bound", "peak", "0"});
+  expect_error([&] { (void)p.bound_text(4, 1000.0, 1.5); }, {"bound_text", "target", "1.5"});
+}
+
+TEST_CASE("profiler: a step without products has no bound against the peak") {
+  const Tensor a = randn({64, 48});
+  profiler::Profile p;
+  relu(a);
+  p.stop();
+  CHECK(p.bound(1, 100.0).gflop == 0);
+  CHECK(p.bound(1, 100.0).best_share() == 0);
+  CHECK(p.bound_text(1, 100.0) == "no products ran: no bound against the peak\n");
 }
 
 // A program that calls loom from its own threads (beam search's groups of sentences): the rows
