@@ -42,8 +42,10 @@ inline const char* kProfileHelp =
     "print on stderr where the timed steps' time went: per op (kernel) and pass (forward, "
     "backward, optimizer), calls, ms per step, share of the step, GFLOP/s of the products, "
     "and the time outside kernels; then the 15 longest products by shape (m x n x k, each "
-    "operand as stored or transposed) with their GFLOP/s (the profiler's clock reads slow the "
-    "steps a little)";
+    "operand as stored or transposed) with their GFLOP/s; and, on the CPU, the step against "
+    "the sgemm probe: the share it would reach with every product at the probe's rate and the "
+    "rest as it is, and what 80% would need (the profiler's clock reads slow the steps a "
+    "little)";
 
 // One case of a benchmark: its name, its --help line and the function that runs it.
 struct Case {

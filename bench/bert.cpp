@@ -22,7 +22,6 @@
 #include "loom.h"
 
 using namespace loom;
-using loom::bench::time_steps;
 
 namespace {
 
@@ -68,7 +67,7 @@ void pretraining_case(const Args& args) {
     bench::update(models::bert_pretraining_loss(out, batch.mlm_labels, batch.nsp_labels), opt,
                   losses);
   };
-  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
+  const bench::Timing t = bench::time_case(step, args, args.case_name);
   bench::JsonLine(args.case_name)
       .add("batch", B)
       .add("seq", T)

@@ -101,7 +101,7 @@ void detr_fmnist(const Args& args) {
     losses.push_back(loss.item());
     match_seconds.push_back(matching);
   };
-  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
+  const bench::Timing t = bench::time_case(step, args, args.case_name);
   const double matcher_s =
       bench::median(std::vector<double>(match_seconds.begin() + 3, match_seconds.end()));
   bench::JsonLine(args.case_name)

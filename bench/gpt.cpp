@@ -102,7 +102,7 @@ void train_case(const Args& args, const std::string& preset, int64_t batch, int6
     }
     bench::update(loss, opt, losses);
   };
-  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
+  const bench::Timing t = bench::time_case(step, args, args.case_name);
   const double tokens_per_s = static_cast<double>(batch * seq) / t.median_s;
   const double flops_per_token = 6.0 * static_cast<double>(model.num_parameters()) +
                                  12.0 * config.n_layer * config.d_model * seq;
@@ -193,9 +193,9 @@ void generate_case(const Args& args, const std::string& preset) {
   options.host_sampling = args.host_sampling;
   options.cuda_graphs = args.cuda_graphs;
   size_t generated = 0;
-  const bench::Timing t =
-      time_steps([&] { generated = model.generate(prompt, options).size() - prompt.size(); },
-                 args.steps, args.profile, args.case_name);
+  const bench::Timing t = bench::time_case(
+      [&] { generated = model.generate(prompt, options).size() - prompt.size(); }, args,
+      args.case_name);
   bench::JsonLine line(args.case_name);
   line.add("batch", 1)
       .add("prompt", prompt_len)

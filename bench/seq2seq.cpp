@@ -29,7 +29,6 @@
 #include "loom.h"
 
 using namespace loom;
-using loom::bench::time_steps;
 
 namespace {
 
@@ -55,7 +54,7 @@ void train_case(const Args& args) {
     opt.set_lr(optim::noam_lr(++step_number, config.d_model, 4000));
     bench::update(cross_entropy(model.forward(src, tgt_in), tgt_out, -100, 0.1f), opt, losses);
   };
-  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
+  const bench::Timing t = bench::time_case(step, args, args.case_name);
   bench::JsonLine(args.case_name)
       .add("batch", B)
       .add("src_len", T)
@@ -101,12 +100,12 @@ void translate_case(const Args& args) {
   // keeps each weight packed from its second use (the encoder's, used once per batch,
   // included) instead of packing the decoder's again for every batch.
   PackedWeightsGuard packed;
-  const bench::Timing t =
-      time_steps([&] { greedy = model.translate_batch(srcs, bos, no_eos, new_tokens, 1); },
-                 args.steps, args.profile, args.case_name + " (greedy)");
-  const bench::Timing tb =
-      time_steps([&] { model.translate_batch(srcs, bos, no_eos, new_tokens, beam); }, args.steps,
-                 args.profile, args.case_name + " (beam 4)");
+  const bench::Timing t = bench::time_case(
+      [&] { greedy = model.translate_batch(srcs, bos, no_eos, new_tokens, 1); }, args,
+      args.case_name + " (greedy)");
+  const bench::Timing tb = bench::time_case(
+      [&] { model.translate_batch(srcs, bos, no_eos, new_tokens, beam); }, args,
+      args.case_name + " (beam 4)");
   const double total = static_cast<double>(B * new_tokens);
   bench::JsonLine(args.case_name)
       .add("batch", B)

@@ -16,7 +16,6 @@
 #include "loom.h"
 
 using namespace loom;
-using loom::bench::time_steps;
 
 namespace {
 
@@ -36,7 +35,7 @@ void train_case(const Args& args, const Config& config, int64_t batch, double fl
   optim::AdamW opt(model.parameters(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f);
   std::vector<float> losses;
   auto step = [&] { bench::update(cross_entropy(model.forward(images), labels), opt, losses); };
-  const bench::Timing t = time_steps(step, args.steps, args.profile, args.case_name);
+  const bench::Timing t = bench::time_case(step, args, args.case_name);
   bench::JsonLine(args.case_name)
       .add("batch", batch)
       .add("images_per_s", static_cast<double>(batch) / t.median_s, 2)
