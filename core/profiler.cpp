@@ -206,6 +206,15 @@ double Profile::covered_seconds() const {
 
 double Profile::other_seconds() const { return std::max(0.0, wall_seconds() - covered_seconds()); }
 
+namespace {
+
+// Whether scopes were open on several threads at once: the rows' times, summed over the threads,
+// exceed the time some scope was open. (A percent of slack: one thread's rows and its covered
+// time differ only by rounding.)
+bool overlapping(double in_rows, double covered) { return in_rows > 1.01 * covered; }
+
+}  // namespace
+
 std::string Profile::table(int64_t steps) const {
   LOOM_CHECK(steps > 0, "profiler::Profile::table: steps must be positive, got {}", steps);
   const auto per_step = static_cast<double>(steps);
@@ -233,9 +242,7 @@ std::string Profile::table(int64_t steps) const {
         "the products' kernels did {:.4f} GFLOP per step in {:.3f} ms: {:.1f} GFLOP/s alone\n",
         flops / 1e9 / per_step, product_seconds * 1e3 / per_step,
         product_seconds > 0 ? flops / 1e9 / product_seconds : 0.0);
-  // Scopes open on several threads at once: the rows' times are summed over the threads. (A
-  // percent of slack: one thread's rows and its covered time differ only by rounding.)
-  if (in_rows > 1.01 * covered)
+  if (overlapping(in_rows, covered))
     out += fmt::format(
         "the rows overlap: kernels ran on several threads at once ({:.3f} ms per step in all, "
         "{:.1f}\nthreads busy on average while any was): each row sums its threads' times, and a "
@@ -303,6 +310,11 @@ std::string Profile::bound_text(int64_t steps, double peak_gflops, double target
              "profiler::Profile::bound_text: target share {} outside (0, 1]", target);
   const Bound b = bound(steps, peak_gflops);
   if (b.gflop <= 0) return "no products ran: no bound against the peak\n";
+  double in_rows = 0;
+  for (const Row& row : key_averages()) in_rows += row.seconds;
+  if (overlapping(in_rows, covered_seconds()))  // the products' time is not the step's
+    return "kernels ran on several threads at once, and the products' time sums the threads': "
+           "no bound\nagainst the peak\n";
   std::string out = fmt::format(
       "against the peak of {:.1f} GFLOP/s: the products take {:.3f} ms per step at {:.1f} "
       "GFLOP/s,\n{:.3f} ms at the peak; the rest takes {:.3f} ms (the other kernels and the "

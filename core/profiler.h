@@ -162,7 +162,7 @@ struct Bound {
 
   double rest_ms() const { return std::max(0.0, step_ms - products_ms); }
   double products_gflops() const { return products_ms > 0 ? gflop / products_ms * 1e3 : 0.0; }
-  double products_at_peak_ms() const { return gflop / peak_gflops * 1e3; }
+  double products_at_peak_ms() const { return peak_gflops > 0 ? gflop / peak_gflops * 1e3 : 0.0; }
   double share() const { return step_ms > 0 ? products_at_peak_ms() / step_ms : 0.0; }
   double best_share() const;
   // The most time per step the rest may take for the step to reach `share` (in (0, 1]) of the
@@ -202,8 +202,9 @@ class Profile {
   std::vector<ProductRow> products() const;
   std::string products_table(int64_t steps = 1, size_t most = 15) const;
   // The step against the peak (Bound), per step of `steps`, and as a few lines of text: the
-  // products' time now and at the peak, the rest, the share now and at best, and the rest that
-  // `target` (a share of the peak, such as 0.8) would leave room for.
+  // products' time now and at the peak, the rest, the share now and at best, and what `target`
+  // (a share of the peak, such as 0.8) needs. Where scopes ran on several threads at once (beam
+  // search's groups), products_ms sums the threads' times, and the text gives no bound.
   Bound bound(int64_t steps, double peak_gflops) const;
   std::string bound_text(int64_t steps, double peak_gflops, double target = 0.8) const;
 

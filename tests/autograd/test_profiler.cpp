@@ -224,6 +224,27 @@ TEST_CASE("profiler: a step's bound against the peak, with its products at the p
   expect_error([&] { (void)p.bound_text(4, 1000.0, 1.5); }, {"bound_text", "target", "1.5"});
 }
 
+// Beam search's groups run kernels on both threads at once: the products' summed time is then
+// not a share of the step's, and the text says so instead of bounding it.
+TEST_CASE("profiler: with scopes on several threads at once the text gives no bound") {
+  // Products long enough to be most of the other thread's scope (which adds the threads' waits).
+  const Tensor a = randn({256, 256}), w = randn({256, 256});
+  profiler::Profile p;
+  std::latch opened(1), done(1);
+  std::thread other([&] {
+    profiler::RecordFunction scope("other thread");  // open on its thread while the product runs
+    opened.count_down();
+    done.wait();
+  });
+  opened.wait();
+  for (int i = 0; i < 8; ++i) matmul(a, w);
+  done.count_down();
+  other.join();
+  p.stop();
+  CHECK(p.bound_text(1, 100.0).find("several threads at once") != std::string::npos);
+  CHECK(p.bound(1, 100.0).gflop > 0);  // the numbers are there; only the text withholds a bound
+}
+
 TEST_CASE("profiler: a step without products has no bound against the peak") {
   const Tensor a = randn({64, 48});
   profiler::Profile p;
