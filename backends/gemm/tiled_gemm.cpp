@@ -303,7 +303,14 @@ RunsOfK runs_of_k(int64_t k, int64_t k_block, int64_t threads) {
 // 1.05-1.18x, bert's and gpt's 256 x 256 x 4096 1.04-1.16x, and the gradients of a few
 // outputs over many positions (detr-fmnist's first convolution, 32 x 9 x 32768 NT) 1.8-2.0x;
 // vit-fmnist's 512 x 128 x 6400, whose rows are cut without copying A twice, ran 4% slower
-// split, and the rule keeps its rows cut.
+// split alone. In the steps, though, a transposed A is a saved activation that comes from
+// memory, and there the split wins where its runs share out evenly (the longest at most 1/12
+// over the mean): each thread then reads whole rows of its own blocks of A, and half of B.
+// Alternating the builds (2 Zen 5 cores, 2026-12-07, 4-5 pairs of runs, median ratios of the
+// step's time): vit-fmnist 0.96 (13 blocks of k, 7 and 6 a thread; its 384 x 128 x 6400 TN
+// 267-282 -> 302-304 GFLOP/s), gpt-mini 0.97 (4 blocks), seq2seq-mini 0.97, bert-mini 0.99;
+// swin-fmnist's 3,136 tokens (7 blocks, 4 and 3) stay cut by rows, as the rule below leaves
+// them.
 // alpha 1 only: a block's buffer then holds its sums as they are (alpha * sums could round a
 // tiny negative sum to -0, which adds to C differently from the sums in registers). The
 // buffers, kept by the calling thread from call to call, hold at most kSplitKBuffer floats.
@@ -314,8 +321,10 @@ bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
   const double a = static_cast<double>(g.m) * g.k, b = static_cast<double>(g.n) * g.k;
   const double c = static_cast<double>(g.m) * g.n;
   const int64_t later = runs.later();  // blocks past the first run
+  const bool even = 12 * runs.first_later * threads <= 13 * runs.blocks;  // longest run <= 13/12
   return c * later <= kSplitKBuffer &&
-         (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts;
+         ((g.trans_a && even) ||
+          (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts);
 }
 
 // The columns of one panel of a B in panels (GemmArgs::b_panel): a tile's two vectors.

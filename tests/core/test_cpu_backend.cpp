@@ -1260,6 +1260,9 @@ std::vector<GemmCase> tiled_gemm_cases() {
       {true, false, 64, 64, 3000, 1, 1.0f, 0.5f, false, 0},
       {false, true, 9, 40, 5000, 1, 1.0f, 0.0f, false, 1},
       {true, false, 40, 200, 2600, 1, 1.0f, 1.0f, false, 3},
+      // a transposed A whose 4 blocks of k share out evenly on two threads: split there,
+      // though moving the floats alone would keep its rows cut (a saved activation's gradient)
+      {true, false, 384, 64, 2048, 1, 1.0f, 0.0f, false, 0},
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
       {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
@@ -1312,7 +1315,28 @@ TEST_CASE("cpu gemm_tiled cutting k among threads gives the bits of one thread")
             0);
   }
   set_num_threads(threads);
-  CHECK(split >= 6);  // the three long products above, on two threads and on three
+  CHECK(split >= 7);  // the three long products above on two threads and on three, one more on two
+}
+
+// Which products split k: a transposed A (the activation of a weight's gradient dW = X^T dY)
+// whenever its blocks of k share out evenly among the threads, the longest run at most 1/12
+// over the mean; any other where the floats each thread moves say so.
+TEST_CASE("cpu gemm_tiled splits k for a transposed A whose blocks share out evenly") {
+  const int threads = get_num_threads();
+  const auto splits = [](bool trans_a, int64_t m, int64_t n, int64_t k, int t) {
+    set_num_threads(t);
+    GemmArgs g;
+    g.trans_a = trans_a, g.m = m, g.n = n, g.k = k;
+    g.lda = trans_a ? m : k, g.ldb = n, g.ldc = n;
+    return cpu::gemm_tiled_splits_k(g);
+  };
+  CHECK(splits(true, 384, 64, 2048, 2));         // 4 blocks of 512: 2 and 2
+  CHECK(splits(true, 384, 128, 6400, 2));        // 13 blocks of 493: 7 and 6 (vit-fmnist's)
+  CHECK_FALSE(splits(true, 384, 64, 3136, 2));   // 7 blocks of 448: 4 and 3 (swin-fmnist's)
+  CHECK_FALSE(splits(true, 384, 64, 2048, 3));   // 4 blocks on 3 threads: 2, 1 and 1
+  CHECK_FALSE(splits(false, 384, 64, 2048, 2));  // A in rows: the floats moved decide
+  CHECK_FALSE(splits(true, 384, 64, 2048, 1));
+  set_num_threads(threads);
 }
 
 // A batch in groups (GemmArgs::group): attention's heads split out of a projection, item
