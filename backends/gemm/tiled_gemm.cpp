@@ -427,8 +427,8 @@ void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64
     // requested: a weight gradient's transposed A is an activation saved in the forward, read
     // from memory eight rows at a time. Alternated in the steps (2 Zen 5 cores, 2026-12-07,
     // 12 pairs of runs): vit-fmnist 0.98 and swin-fmnist 0.96-0.98 of the step's time, gpt-mini
-    // 1.00; 64 rows ahead did no better. (Alone, with the operands in the cache or after 64 MB
-    // of other writes, `scripts/gemm_ab.sh` saw no change: it does not reach the step's memory.)
+    // 1.00; 64 rows ahead did no better. (Alone, 16 rows ahead had changed nothing in
+    // `scripts/gemm_ab.sh`, 2026-12-06, whose operands come from the caches, not from memory.)
     constexpr int64_t kAhead = 32;
     for (int64_t j = 0; j < n8; j += 8) {
       if (j + kAhead + 8 <= columns)
