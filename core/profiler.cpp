@@ -296,11 +296,11 @@ Bound Profile::bound(int64_t steps, double peak_gflops) const {
   LOOM_CHECK(steps > 0, "profiler::Profile::bound: steps must be positive, got {}", steps);
   LOOM_CHECK(peak_gflops > 0, "profiler::Profile::bound: the peak must be positive, got {} GFLOP/s",
              peak_gflops);
-  Bound b{.step_ms = wall_seconds() * 1e3 / static_cast<double>(steps),
-          .peak_gflops = peak_gflops};
+  const auto per_step = static_cast<double>(steps);
+  Bound b{.step_ms = wall_seconds() * 1e3 / per_step, .peak_gflops = peak_gflops};
   for (const ProductRow& row : products()) {
-    b.products_ms += row.seconds * 1e3 / static_cast<double>(steps);
-    b.gflop += row.flops / 1e9 / static_cast<double>(steps);
+    b.products_ms += row.seconds * 1e3 / per_step;
+    b.gflop += row.flops / 1e9 / per_step;
   }
   return b;
 }
