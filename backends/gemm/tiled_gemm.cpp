@@ -329,6 +329,42 @@ bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
           (a + b) / threads + 2.0 * c * later <= a / cut.row_parts + b / cut.col_parts);
 }
 
+// Whether gemm_tiled computes C^T = op(B)^T op(A)^T and writes it transposed into C, rather
+// than C itself: a weight's gradient dW = dY^T X of a Linear with more outputs than inputs
+// (vit-fmnist's 512 x 128 x 6400 TN, its MLP's first layer; swin-fmnist's 256 x 64 x 12544),
+// whose transposed operand, the larger, is the one a copy must transpose block by block. Swapped,
+// the smaller operand is transposed (X^T: 128 rows instead of 512), the larger copied row by row
+// as it lies (its blocks once: C^T has at most kBlockRowsA rows, one block of the transposed
+// operand), and C^T, m x n floats, transposed once at the end. The same bits: each element of C
+// adds the same products (a * b = b * a) over the same blocks of k in the same order, from zero
+// (beta 0, no bias), and a sum of products started from +0 is never -0, so nothing put() would
+// add to it changes a bit either way. Measured alone on 2 Intel Xeon cores (AVX-512, 2 MiB L2,
+// scripts/gemm_ab.sh, 2026-12-07; operands in the caches / after 64 MB of other writes):
+// 512 x 128 x 6400 1.15 / 1.10x as fast, 384 x 128 x 6400 1.14 / 1.12, 256 x 64 x 12544 1.17
+// / 1.24, 192 x 64 x 12544 1.09 / 1.13, 512 x 128 x 3136 1.11 / 1.10, 512 x 128 x 2048 1.09 /
+// 1.10; where C^T has more rows than a block (256 x 768 x 4096: 0.73-0.77), the outputs are
+// fewer than three times the inputs (128 x 64 x 2048: 0.93-0.94) or k is short (384 x 128 x
+// 1024: 0.91-0.97, 512 x 128 x 512: 0.91-0.96), the product is computed as it is. In the steps
+// (scripts/step_ab.sh, pairs of runs alternated): swin-fmnist 0.975 of the time, vit-fmnist 0.978
+// and 1.009 (two rounds).
+constexpr int64_t kLongK = 2048;
+bool transposes_c(const GemmArgs& g) {
+  return g.trans_a && !g.trans_b && g.b_panel == 0 && g.batch == 1 && g.alpha == 1.0f &&
+         g.beta == 0.0f && g.bias == nullptr && g.n >= 4 * kTileLanes && g.n <= kBlockRowsA &&
+         g.m >= 3 * g.n && g.k >= kLongK;
+}
+
+// op(A) and op(B) of C^T = op(B)^T op(A)^T for C = op(A) op(B) with a transposed A and a B in
+// rows (transposes_c): A' = B read transposed, B' = A as it lies, C^T written to ct [n, m].
+GemmArgs transposed_product(const GemmArgs& g, float* ct) {
+  GemmArgs t = g;
+  t.m = g.n, t.n = g.m;
+  t.a = g.b, t.lda = g.ldb, t.trans_a = true;
+  t.b = g.a, t.ldb = g.lda, t.trans_b = false;
+  t.c = ct, t.ldc = g.m;
+  return t;
+}
+
 // The columns of one panel of a B in panels (GemmArgs::b_panel): a tile's two vectors.
 constexpr int64_t kPanelColumns = 2 * kTileLanes;
 
@@ -529,14 +565,36 @@ static bool few_rows(int64_t m, int64_t n) { return m <= kFewRows && n >= 4 * m;
 // give the same bits as the weight read where it lies.
 static bool sums_all_of_k(const GemmArgs& g) { return g.b_panel > 0 && few_rows(g.m, g.n); }
 
+bool gemm_tiled_transposes_c(const GemmArgs& g) { return transposes_c(g); }
+
 bool gemm_tiled_splits_k(const GemmArgs& g) {
   if ((g.trans_b && few_rows(g.m, g.n)) || sums_all_of_k(g)) return false;
+  if (transposes_c(g)) return gemm_tiled_splits_k(transposed_product(g, nullptr));
   const int64_t threads = max_threads();
   return splits_k(g, threads, cut_of_c(g, threads));
 }
 
 void gemm_tiled(const GemmArgs& g) {
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
+  if (transposes_c(g)) {  // C^T into a buffer, kept from call to call, then C = (C^T)^T
+    thread_local HugePageBuffer transposed;
+    float* ct = transposed.reserve(static_cast<size_t>(g.m * g.n));
+    gemm_tiled(transposed_product(g, ct));
+    auto* c = static_cast<float*>(g.c);
+    const int64_t m = g.m, n = g.n, ldc = g.ldc, m8 = m / 8 * 8, n8 = n / 8 * 8;
+    // C's rows in blocks of 8: C[r, j] = ct[j, r], in 8 x 8 register blocks, the edges one by one
+    parallel_for(0, (m + 7) / 8, std::max<int64_t>(1, kGrainCheap / (8 * n)),
+                 [&](int64_t first, int64_t last) {
+      for (int64_t r0 = 8 * first; r0 < std::min(m, 8 * last); r0 += 8) {
+        if (r0 < m8)
+          for (int64_t j = 0; j < n8; j += 8)
+            transpose_8x8(ct + j * m + r0, m, c + r0 * ldc + j, ldc);
+        for (int64_t r = r0; r < std::min(m, r0 + 8); ++r)
+          for (int64_t j = r < m8 ? n8 : 0; j < n; ++j) c[r * ldc + j] = ct[j * m + r];
+      }
+    });
+    return;
+  }
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
   // op(B) is read in place when it is in panels, or [k, n] row-major with rows of whole vectors,
   // at a stride that spreads its rows over the cache's sets, and many rows of A pass over each

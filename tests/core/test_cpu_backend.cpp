@@ -1263,6 +1263,10 @@ std::vector<GemmCase> tiled_gemm_cases() {
       // a transposed A whose 4 blocks of k share out evenly on two threads: split there,
       // though moving the floats alone would keep its rows cut (a saved activation's gradient)
       {true, false, 384, 64, 2048, 1, 1.0f, 0.0f, false, 0},
+      // a weight's gradient of three times more outputs than inputs over a long k, computed as
+      // C^T and written transposed (edges of 8 x 8 blocks both ways; padded rows)
+      {true, false, 213, 70, 2050, 1, 1.0f, 0.0f, false, 3},
+      {true, false, 256, 64, 2048, 1, 1.0f, 0.0f, false, 0},
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
       {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
@@ -1336,6 +1340,52 @@ TEST_CASE("cpu gemm_tiled splits k for a transposed A whose blocks share out eve
   CHECK_FALSE(splits(true, 384, 64, 2048, 3));   // 4 blocks on 3 threads: 2, 1 and 1
   CHECK_FALSE(splits(false, 384, 64, 2048, 2));  // A in rows: the floats moved decide
   CHECK_FALSE(splits(true, 384, 64, 2048, 1));
+  set_num_threads(threads);
+}
+
+// A weight's gradient dW = dY^T X with three times more outputs than inputs, over a long k, is
+// computed as C^T = X^T dY and transposed into C (gemm_tiled_transposes_c): the same products
+// over the same blocks of k in the same order, so the same bits as C computed as it is, which a
+// bias of zeros (no other path adds one) makes it: +0 added to a sum that is never -0.
+TEST_CASE("cpu gemm_tiled computes a long weight gradient as C^T, to the same bits") {
+  const auto geometry = [](int64_t m, int64_t n, int64_t k, int64_t pad) {
+    return gemm_geometry({true, false, m, n, k, 1, 1.0f, 0.0f, false, pad});
+  };
+  CHECK(cpu::gemm_tiled_transposes_c(geometry(512, 128, 6400, 0)));  // vit-fmnist's MLP
+  CHECK(cpu::gemm_tiled_transposes_c(geometry(256, 64, 12544, 0)));  // swin-fmnist's
+  CHECK(cpu::gemm_tiled_transposes_c(geometry(213, 70, 2050, 3)));
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(128, 512, 6400, 0)));  // fewer outputs
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(128, 64, 6400, 0)));   // not three times
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(1024, 256, 4096, 0)));  // C^T too tall
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(512, 128, 1024, 0)));   // k short
+  GemmArgs beta = geometry(512, 128, 6400, 0), alpha = beta, rows = beta;
+  beta.beta = 1.0f, alpha.alpha = 0.5f, rows.trans_a = false, rows.lda = 6400;
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(beta));
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(alpha));
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(rows));
+
+  const int threads = get_num_threads();
+  for (const auto& [m, n, k, pad] : std::vector<std::array<int64_t, 4>>{
+           {213, 70, 2050, 3}, {256, 64, 2048, 0}, {384, 128, 2100, 1}}) {
+    CAPTURE(m);
+    CAPTURE(n);
+    GemmArgs g = geometry(m, n, k, pad);
+    const GemmOperands x = random_operands({true, false, m, n, k, 1, 1.0f, 0.0f, false, pad}, g,
+                                           57);
+    const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+    g.a = x.a.data(), g.b = x.b.data();
+    for (int t : {1, 2, 3}) {
+      set_num_threads(t);
+      std::vector<float> transposed = x.c0, direct = x.c0;
+      g.c = transposed.data(), g.bias = nullptr;
+      REQUIRE(cpu::gemm_tiled_transposes_c(g));
+      cpu::gemm_tiled(g);
+      g.c = direct.data(), g.bias = zeros.data();
+      REQUIRE_FALSE(cpu::gemm_tiled_transposes_c(g));
+      cpu::gemm_tiled(g);
+      CHECK(std::memcmp(transposed.data(), direct.data(), direct.size() * sizeof(float)) == 0);
+    }
+  }
   set_num_threads(threads);
 }
 
