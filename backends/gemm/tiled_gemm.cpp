@@ -331,26 +331,26 @@ bool splits_k(const GemmArgs& g, int64_t threads, const CutOfC& cut) {
 
 // Whether gemm_tiled computes C^T = op(B)^T op(A)^T and writes it transposed into C, rather
 // than C itself: a weight's gradient dW = dY^T X of a Linear with more outputs than inputs
-// (vit-fmnist's 512 x 128 x 6400 TN, its MLP's first layer; swin-fmnist's 256 x 64 x 12544),
-// whose transposed operand, the larger, is the one a copy must transpose block by block. Swapped,
-// the smaller operand is transposed (X^T: 128 rows instead of 512), the larger copied row by row
-// as it lies (its blocks once: C^T has at most kBlockRowsA rows, one block of the transposed
-// operand), and C^T, m x n floats, transposed once at the end. The same bits: each element of C
-// adds the same products (a * b = b * a) over the same blocks of k in the same order, from zero
-// (beta 0, no bias), and a sum of products started from +0 is never -0, so nothing put() would
-// add to it changes a bit either way. Measured alone on 2 Intel Xeon cores (AVX-512, 2 MiB L2,
-// scripts/gemm_ab.sh, 2026-12-07; operands in the caches / after 64 MB of other writes):
-// 512 x 128 x 6400 1.15 / 1.10x as fast, 384 x 128 x 6400 1.14 / 1.12, 256 x 64 x 12544 1.17
-// / 1.24, 192 x 64 x 12544 1.09 / 1.13, 512 x 128 x 3136 1.11 / 1.10, 512 x 128 x 2048 1.09 /
-// 1.10; where C^T has more rows than a block (256 x 768 x 4096: 0.73-0.77), the outputs are
-// fewer than three times the inputs (128 x 64 x 2048: 0.93-0.94) or k is short (384 x 128 x
-// 1024: 0.91-0.97, 512 x 128 x 512: 0.91-0.96), the product is computed as it is. In the steps
-// (scripts/step_ab.sh, pairs of runs alternated): swin-fmnist 0.975 of the time, vit-fmnist 0.978
-// and 1.009 (two rounds).
+// (vit-fmnist's 512 x 128 x 6400 TN, its MLP's first layer; GPT's and BERT's 1024 x 256), whose
+// transposed operand, the larger, is the one a copy must transpose block by block. Swapped, the
+// smaller operand is transposed (X^T: 128 rows instead of 512), in one block of all its rows (at
+// most 2 * kBlockRowsA), the larger is copied row by row as it lies, each of its blocks once
+// (tiled_product's `swapped`), and C^T, m x n floats, is transposed once at the end. The same
+// bits: each element of C adds the same products (a * b = b * a) over the same blocks of k in
+// the same order, from zero (beta 0, no bias), and a sum of products started from +0 is never
+// -0, so nothing put() would add to it changes a bit either way. Measured alone on 2 Intel Xeon
+// cores (AVX-512, 2 MiB L2, scripts/gemm_ab.sh, 2026-12-07; operands in the caches / after 64
+// MB of other writes): 512 x 128 x 6400 1.15 / 1.10x as fast, 384 x 128 x 6400 1.14 / 1.12,
+// 256 x 64 x 12544 1.17 / 1.24, 512 x 128 x 3136 1.11 / 1.10, 1024 x 256 x 2048 1.13 / 1.12,
+// 1024 x 256 x 4096 1.16 / 1.16, 8192 x 256 x 4096 1.15 / 1.15; where the outputs are fewer than
+// three times the inputs (128 x 64 x 2048: 0.93-0.94) or k is short (384 x 128 x 1024:
+// 0.91-0.97, 512 x 128 x 512: 0.91-0.96), the product is computed as it is. In the steps
+// (scripts/step_ab.sh, pairs of runs alternated, medians of the step's time): swin-fmnist
+// 0.975, vit-fmnist 0.978 and 1.009 (two rounds), gpt-mini 0.983, bert-mini 0.994.
 constexpr int64_t kLongK = 2048;
 bool transposes_c(const GemmArgs& g) {
   return g.trans_a && !g.trans_b && g.b_panel == 0 && g.batch == 1 && g.alpha == 1.0f &&
-         g.beta == 0.0f && g.bias == nullptr && g.n >= 4 * kTileLanes && g.n <= kBlockRowsA &&
+         g.beta == 0.0f && g.bias == nullptr && g.n >= 4 * kTileLanes && g.n <= 2 * kBlockRowsA &&
          g.m >= 3 * g.n && g.k >= kLongK;
 }
 
@@ -574,34 +574,19 @@ bool gemm_tiled_splits_k(const GemmArgs& g) {
   return splits_k(g, threads, cut_of_c(g, threads));
 }
 
-void gemm_tiled(const GemmArgs& g) {
-  if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
-  if (transposes_c(g)) {  // C^T into a buffer, kept from call to call, then C = (C^T)^T
-    thread_local HugePageBuffer transposed;
-    float* ct = transposed.reserve(static_cast<size_t>(g.m * g.n));
-    gemm_tiled(transposed_product(g, ct));
-    auto* c = static_cast<float*>(g.c);
-    const int64_t m = g.m, n = g.n, ldc = g.ldc, m8 = m / 8 * 8, n8 = n / 8 * 8;
-    // C's rows in blocks of 8: C[r, j] = ct[j, r], in 8 x 8 register blocks, the edges one by one
-    parallel_for(0, (m + 7) / 8, std::max<int64_t>(1, kGrainCheap / (8 * n)),
-                 [&](int64_t first, int64_t last) {
-      for (int64_t r0 = 8 * first; r0 < std::min(m, 8 * last); r0 += 8) {
-        if (r0 < m8)
-          for (int64_t j = 0; j < n8; j += 8)
-            transpose_8x8(ct + j * m + r0, m, c + r0 * ldc + j, ldc);
-        for (int64_t r = r0; r < std::min(m, r0 + 8); ++r)
-          for (int64_t j = r < m8 ? n8 : 0; j < n; ++j) c[r * ldc + j] = ct[j * m + r];
-      }
-    });
-    return;
-  }
+namespace {
+
+// gemm_tiled's product of C, or, `swapped`, of C^T for a product that transposes_c computes so:
+// then op(A), at most 2 * kBlockRowsA rows, is copied in one block of all its rows, and op(B),
+// the larger operand, is copied as it lies, each of its blocks once.
+void tiled_product(const GemmArgs& g, bool swapped) {
   const int64_t m = g.m, n = g.n, k = g.k, npad = tile_gemm_padded(n);
   // op(B) is read in place when it is in panels, or [k, n] row-major with rows of whole vectors,
   // at a stride that spreads its rows over the cache's sets, and many rows of A pass over each
-  // block.
+  // block (but not in C^T's product, whose blocks of op(B) one pass of op(A) reads: copied).
   const bool panels = g.b_panel > 0;
   const bool b_in_place = panels || (!g.trans_b && n == npad && !conflicting_stride(g.ldb) &&
-                                     !read_about_once(m, k * n));
+                                     !read_about_once(m, k * n) && !swapped);
   const auto* a_data = static_cast<const float*>(g.a);
   const auto* b_data = static_cast<const float*>(g.b);
   auto* c_data = static_cast<float*>(g.c);
@@ -627,7 +612,7 @@ void gemm_tiled(const GemmArgs& g) {
   const bool split_k = !all_of_k && splits_k(g, threads, cut);
   const int64_t c_columns = split_k ? n : col_chunk;  // the columns of C a thread passes over
   const bool a_copied = g.trans_a && m * k > kSmallOperand && c_columns > kNarrowColumns;
-  const int64_t a_rows = a_copied ? kBlockRowsA : m;
+  const int64_t a_rows = a_copied && !swapped ? kBlockRowsA : m;
   // Where block p of k goes: C itself (the first block from beta * C + bias, a later one added
   // to what the earlier wrote), or, in a split of k, a buffer of its own (below).
   struct Destination {
@@ -764,6 +749,30 @@ void gemm_tiled(const GemmArgs& g) {
           prefetch_rows(b_data + g.offset_b(i + 1), g.trans_b ? n : k, g.trans_b ? k : n, g.ldb);
       }
       multiply(i, r0, rows, c0, c1, 0, k, b_buffer, a_buffer, into_c);
+    }
+  });
+}
+
+}  // namespace
+
+void gemm_tiled(const GemmArgs& g) {
+  if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
+  if (!transposes_c(g)) return tiled_product(g, /*swapped=*/false);
+  // C^T into a buffer, kept from call to call, then C = (C^T)^T
+  thread_local HugePageBuffer transposed;
+  float* ct = transposed.reserve(static_cast<size_t>(g.m * g.n));
+  tiled_product(transposed_product(g, ct), /*swapped=*/true);
+  auto* c = static_cast<float*>(g.c);
+  const int64_t m = g.m, n = g.n, ldc = g.ldc, m8 = m / 8 * 8, n8 = n / 8 * 8;
+  // C's rows in blocks of 8: C[r, j] = ct[j, r], in 8 x 8 register blocks, the edges one by one
+  parallel_for(0, (m + 7) / 8, std::max<int64_t>(1, kGrainCheap / (8 * n)),
+               [&](int64_t first, int64_t last) {
+    for (int64_t r0 = 8 * first; r0 < std::min(m, 8 * last); r0 += 8) {
+      if (r0 < m8)
+        for (int64_t j = 0; j < n8; j += 8)
+          transpose_8x8(ct + j * m + r0, m, c + r0 * ldc + j, ldc);
+      for (int64_t r = r0; r < std::min(m, r0 + 8); ++r)
+        for (int64_t j = r < m8 ? n8 : 0; j < n; ++j) c[r * ldc + j] = ct[j * m + r];
     }
   });
 }

@@ -1267,6 +1267,7 @@ std::vector<GemmCase> tiled_gemm_cases() {
       // C^T and written transposed (edges of 8 x 8 blocks both ways; padded rows)
       {true, false, 213, 70, 2050, 1, 1.0f, 0.0f, false, 3},
       {true, false, 256, 64, 2048, 1, 1.0f, 0.0f, false, 0},
+      {true, false, 600, 200, 2048, 1, 1.0f, 0.0f, false, 1},  // C^T's 200 rows in one block
       // a few rows times a transposed B (C^T computed, written transposed), A either way
       {true, true, 7, 61, 33, 3, 0.5f, 1.0f, false, 2},
       {false, true, 32, 300, 130, 1, -1.0f, 0.5f, true, 1},
@@ -1356,7 +1357,8 @@ TEST_CASE("cpu gemm_tiled computes a long weight gradient as C^T, to the same bi
   CHECK(cpu::gemm_tiled_transposes_c(geometry(213, 70, 2050, 3)));
   CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(128, 512, 6400, 0)));  // fewer outputs
   CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(128, 64, 6400, 0)));   // not three times
-  CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(1024, 256, 4096, 0)));  // C^T too tall
+  CHECK(cpu::gemm_tiled_transposes_c(geometry(1024, 256, 4096, 0)));        // GPT-2's MLP
+  CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(2048, 512, 4096, 0)));  // C^T too tall
   CHECK_FALSE(cpu::gemm_tiled_transposes_c(geometry(512, 128, 1024, 0)));   // k short
   GemmArgs beta = geometry(512, 128, 6400, 0), alpha = beta, rows = beta;
   beta.beta = 1.0f, alpha.alpha = 0.5f, rows.trans_a = false, rows.lda = 6400;
@@ -1366,7 +1368,7 @@ TEST_CASE("cpu gemm_tiled computes a long weight gradient as C^T, to the same bi
 
   const int threads = get_num_threads();
   for (const auto& [m, n, k, pad] : std::vector<std::array<int64_t, 4>>{
-           {213, 70, 2050, 3}, {256, 64, 2048, 0}, {384, 128, 2100, 1}}) {
+           {213, 70, 2050, 3}, {256, 64, 2048, 0}, {384, 128, 2100, 1}, {600, 200, 2048, 1}}) {
     CAPTURE(m);
     CAPTURE(n);
     GemmArgs g = geometry(m, n, k, pad);
