@@ -1248,9 +1248,11 @@ std::vector<GemmCase> tiled_gemm_cases() {
       {false, true, 150, 530, 64, 1, 1.0f, 0.0f, false, 3},
       // rows of op(B) a multiple of 4 KiB apart (1024 floats) copied though they are whole
       // vectors and more than 128 rows pass over them: A read in place over k in 2 blocks; a
-      // transposed A's 2 row blocks copied, each passed over op(B)'s blocks copied again
+      // transposed A of 140 rows copied in one block (op(B)'s blocks then copied once); one of
+      // 300 rows in 3 blocks of at most 128, each passed over op(B)'s blocks copied again
       {false, false, 136, 992, 520, 1, 1.0f, 0.5f, false, 32},
       {true, false, 140, 1024, 130, 1, 0.5f, 1.0f, false, 0},
+      {true, false, 300, 1024, 130, 1, 0.5f, 1.0f, false, 0},
       // at most 128 rows of A over a large op(B) of whole-vector rows: op(B) copied as well
       // (read about once), under a copied transposed A and under an A read in place
       {true, false, 100, 256, 700, 1, 1.0f, 0.5f, false, 0},
