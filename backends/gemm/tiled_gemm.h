@@ -126,8 +126,8 @@ bool use_tiled_gemm(int64_t m, int64_t n);
 void gemm_tiled(const GemmArgs& g);
 
 // Whether gemm_tiled computes this product as C^T = op(B)^T op(A)^T, transposed into C at the
-// end (a transposed A at least three times B's columns, over a long k, beta 0, no bias): the
-// same bits either way, which the tests check.
+// end (a transposed A whose m is at least three times n, n from 64 to 256, over a long k; alpha
+// 1, beta 0, no bias): the same bits either way, which the tests check.
 bool gemm_tiled_transposes_c(const GemmArgs& g);
 
 // Whether gemm_tiled cuts this product's shared dimension among the threads (a weight's
