@@ -121,8 +121,9 @@ bool use_tiled_gemm(int64_t m, int64_t n);
 // of a transposed A are copied to rows the same way (unless it is small, or a part of C spans
 // at most two tiles of columns). A B in panels (GemmArgs::b_panel) is read where it lies, a
 // panel's block of k at a time. A bias is added as the first block of k writes each tile, not
-// in a pass over C of its own. A weight's gradient of more outputs than inputs over a long k
-// is computed as C^T and written transposed into C (gemm_tiled_transposes_c).
+// in a pass over C of its own. A weight's gradient of at least three times more outputs than
+// inputs over a long k is computed as C^T and written transposed into C
+// (gemm_tiled_transposes_c).
 void gemm_tiled(const GemmArgs& g);
 
 // Whether gemm_tiled computes this product as C^T = op(B)^T op(A)^T, transposed into C at the
