@@ -460,27 +460,36 @@ void prefetch_rows(const float* data, int64_t rows, int64_t cols, int64_t ld) {
 
 }  // namespace
 
+namespace {
+
+// dst[p * ld_dst + j] = b[j * ldb + p] for j < columns, p < k: b's rows transposed into dst's
+// columns, in 8 x 8 blocks in registers, the edges element by element.
+void transpose_rows(const float* b, int64_t ldb, int64_t columns, int64_t k, float* dst,
+                    int64_t ld_dst) {
+  const int64_t n8 = columns / 8 * 8, k8 = k / 8 * 8;
+  // While eight rows of b are transposed, the eight that come kAhead rows later are requested:
+  // a weight gradient's transposed A is an activation saved in the forward, read from memory
+  // eight rows at a time. Alternated in the steps (2 Zen 5 cores, 2026-12-07, 12 pairs of
+  // runs): vit-fmnist 0.98 and swin-fmnist 0.96-0.98 of the step's time, gpt-mini 1.00; 64 rows
+  // ahead did no better. (Alone, 16 rows ahead had changed nothing in `scripts/gemm_ab.sh`,
+  // 2026-12-06, whose operands come from the caches, not from memory.)
+  constexpr int64_t kAhead = 32;
+  for (int64_t j = 0; j < n8; j += 8) {
+    if (j + kAhead + 8 <= columns)
+      for (int64_t r = j + kAhead; r < j + kAhead + 8; ++r)
+        for (int64_t p = 0; p < k; p += 16) __builtin_prefetch(b + r * ldb + p);
+    for (int64_t p = 0; p < k8; p += 8)
+      transpose_8x8(b + j * ldb + p, ldb, dst + p * ld_dst + j, ld_dst);
+  }
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = p < k8 ? n8 : 0; j < columns; ++j) dst[p * ld_dst + j] = b[j * ldb + p];
+}
+
+}  // namespace
+
 void pack_b(const float* b, int64_t ldb, bool transposed, int64_t columns, int64_t k,
             float* dst, int64_t ld_dst) {
-  if (transposed) {  // 8 x 8 blocks in registers, the edges element by element
-    const int64_t n8 = columns / 8 * 8, k8 = k / 8 * 8;
-    // While eight rows of b are transposed, the eight that come kAhead rows later are
-    // requested: a weight gradient's transposed A is an activation saved in the forward, read
-    // from memory eight rows at a time. Alternated in the steps (2 Zen 5 cores, 2026-12-07,
-    // 12 pairs of runs): vit-fmnist 0.98 and swin-fmnist 0.96-0.98 of the step's time, gpt-mini
-    // 1.00; 64 rows ahead did no better. (Alone, 16 rows ahead had changed nothing in
-    // `scripts/gemm_ab.sh`, 2026-12-06, whose operands come from the caches, not from memory.)
-    constexpr int64_t kAhead = 32;
-    for (int64_t j = 0; j < n8; j += 8) {
-      if (j + kAhead + 8 <= columns)
-        for (int64_t r = j + kAhead; r < j + kAhead + 8; ++r)
-          for (int64_t p = 0; p < k; p += 16) __builtin_prefetch(b + r * ldb + p);
-      for (int64_t p = 0; p < k8; p += 8)
-        transpose_8x8(b + j * ldb + p, ldb, dst + p * ld_dst + j, ld_dst);
-    }
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = p < k8 ? n8 : 0; j < columns; ++j) dst[p * ld_dst + j] = b[j * ldb + p];
-  }
+  if (transposed) transpose_rows(b, ldb, columns, k, dst, ld_dst);
   for (int64_t p = 0; p < k; ++p) {
     float* row = dst + p * ld_dst;
     if (!transposed) std::copy_n(b + p * ldb, columns, row);
@@ -764,22 +773,17 @@ void tiled_product(const GemmArgs& g, bool swapped) {
 void gemm_tiled(const GemmArgs& g) {
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
   if (!transposes_c(g)) return tiled_product(g, /*swapped=*/false);
-  // C^T into a buffer, kept from call to call, then C = (C^T)^T
+  // C^T into a buffer, kept from call to call
   thread_local HugePageBuffer transposed;
   float* ct = transposed.reserve(static_cast<size_t>(g.m * g.n));
   tiled_product(transposed_product(g, ct), /*swapped=*/true);
+  // C = (C^T)^T: each thread transposes a band of C^T's rows (C's columns), 8 at a time.
+  const int64_t m = g.m, n = g.n;
   auto* c = static_cast<float*>(g.c);
-  const int64_t m = g.m, n = g.n, ldc = g.ldc, m8 = m / 8 * 8, n8 = n / 8 * 8;
-  // C's rows in blocks of 8: C[r, j] = ct[j, r], in 8 x 8 register blocks, the edges one by one
-  parallel_for(0, (m + 7) / 8, std::max<int64_t>(1, kGrainCheap / (8 * n)),
+  parallel_for(0, (n + 7) / 8, std::max<int64_t>(1, kGrainCheap / (8 * m)),
                [&](int64_t first, int64_t last) {
-    for (int64_t r0 = 8 * first; r0 < std::min(m, 8 * last); r0 += 8) {
-      if (r0 < m8)
-        for (int64_t j = 0; j < n8; j += 8)
-          transpose_8x8(ct + j * m + r0, m, c + r0 * ldc + j, ldc);
-      for (int64_t r = r0; r < std::min(m, r0 + 8); ++r)
-        for (int64_t j = r < m8 ? n8 : 0; j < n; ++j) c[r * ldc + j] = ct[j * m + r];
-    }
+    const int64_t j0 = 8 * first, j1 = std::min(n, 8 * last);
+    transpose_rows(ct + j0 * m, m, j1 - j0, m, c + j0, g.ldc);
   });
 }
 
