@@ -139,5 +139,8 @@ Tensor scalar_tensor_of(const Scalar& value, DType dtype, Device device);
 // op(x + bias) for op Relu, Gelu or GeluTanh: bias_relu / bias_gelu / bias_gelu_tanh, or
 // relu / gelu / gelu_tanh without a bias (ops_elementwise.cpp); linear_activation's ops.
 Tensor activation(UnaryOp op, const Tensor& x, const Tensor& bias);
+// activation(op, x, bias) whose value `out` the product x came from has already written
+// (GemmArgs::activation_out): the same node, the same backward, no kernel of its own.
+Tensor activation_of_product(UnaryOp op, const Tensor& x, const Tensor& bias, const Tensor& out);
 
 }  // namespace loom::detail

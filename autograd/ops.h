@@ -284,7 +284,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // activation(linear(x, weight, bias)) for activation Relu, Gelu or GeluTanh (PyTorch's fused
 // _addmm_activation): the same values and gradients. Without autograd (inference) it is one
 // GEMM that applies the activation as it writes its output (GemmArgs::activation); with it,
-// bias_relu / bias_gelu / bias_gelu_tanh of the product, whose backward reads x W^T.
+// bias_relu / bias_gelu / bias_gelu_tanh of the product, whose backward reads x W^T (in
+// float32 on the CPU one GEMM writes both, the activation as it finishes each band of rows:
+// GemmArgs::activation_out).
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          UnaryOp activation);
 // torch.einsum (autograd/ops_einsum.cpp): "ij,jk->ik", an implicit output (the letters that

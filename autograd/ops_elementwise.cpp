@@ -121,19 +121,10 @@ Tensor unary_grad_graph(UnaryOp op, const char* name, const Tensor& g, const Ten
 // The result has x's dtype (bias is the bias of the product x came from); the gradients are
 // those of op(x + bias): dx = g * op'(x + bias) in x's dtype and db its column sums, summed in
 // float32 and returned in bias's dtype.
-Tensor bias_unary_op(UnaryOp op, const char* name, const Tensor& x, const Tensor& bias) {
-  detail::check_defined(x, name);
-  detail::check_defined(bias, name);
-  LOOM_CHECK(is_floating_point(x.dtype()) && is_floating_point(bias.dtype()),
-             "{}: expected float32 or bfloat16 tensors, got {} of shape {} and a {} bias", name,
-             dtype_name(x.dtype()), shape_str(x.shape()), dtype_name(bias.dtype()));
-  detail::check_same_device(x, bias, name);
-  LOOM_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1),
-             "{}: bias of shape {} does not match input of shape {} (expected bias [{}])", name,
-             shape_str(bias.shape()), shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0);
-  const Shape shape = x.shape();
-  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  backend(x.device()).bias_unary(op, x.detach(), broadcast_view(bias.detach(), shape), out);
+// The node of op(x + bias) whose value `out` is already computed (by bias_unary_op's kernel, or
+// by the product x came from: detail::activation_of_product).
+Tensor record_bias_unary(UnaryOp op, const char* name, const Tensor& x, const Tensor& bias,
+                         const Tensor& out) {
   if (!autograd::any_requires_grad({x, bias})) return out;
   const Tensor xs = saved(x), bs = saved(bias);
   const bool need_b = bias.requires_grad();
@@ -154,16 +145,47 @@ Tensor bias_unary_op(UnaryOp op, const char* name, const Tensor& x, const Tensor
       {xs, bs});
 }
 
+Tensor bias_unary_op(UnaryOp op, const char* name, const Tensor& x, const Tensor& bias) {
+  detail::check_defined(x, name);
+  detail::check_defined(bias, name);
+  LOOM_CHECK(is_floating_point(x.dtype()) && is_floating_point(bias.dtype()),
+             "{}: expected float32 or bfloat16 tensors, got {} of shape {} and a {} bias", name,
+             dtype_name(x.dtype()), shape_str(x.shape()), dtype_name(bias.dtype()));
+  detail::check_same_device(x, bias, name);
+  LOOM_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1),
+             "{}: bias of shape {} does not match input of shape {} (expected bias [{}])", name,
+             shape_str(bias.shape()), shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0);
+  const Shape shape = x.shape();
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  backend(x.device()).bias_unary(op, x.detach(), broadcast_view(bias.detach(), shape), out);
+  return record_bias_unary(op, name, x, bias, out);
+}
+
+// bias_relu's, bias_gelu's and bias_gelu_tanh's names.
+const char* bias_unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Relu: return "bias_relu";
+    case UnaryOp::Gelu: return "bias_gelu";
+    case UnaryOp::GeluTanh: return "bias_gelu_tanh";
+    default: LOOM_FAIL("activation: {} is not Relu, Gelu or GeluTanh", unary_op_name(op));
+  }
+}
+
 }  // namespace
 
 Tensor bias_relu(const Tensor& x, const Tensor& bias) {
-  return bias_unary_op(UnaryOp::Relu, "bias_relu", x, bias);
+  return bias_unary_op(UnaryOp::Relu, bias_unary_name(UnaryOp::Relu), x, bias);
 }
 Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
-  return bias_unary_op(UnaryOp::Gelu, "bias_gelu", x, bias);
+  return bias_unary_op(UnaryOp::Gelu, bias_unary_name(UnaryOp::Gelu), x, bias);
 }
 Tensor bias_gelu_tanh(const Tensor& x, const Tensor& bias) {
-  return bias_unary_op(UnaryOp::GeluTanh, "bias_gelu_tanh", x, bias);
+  return bias_unary_op(UnaryOp::GeluTanh, bias_unary_name(UnaryOp::GeluTanh), x, bias);
+}
+
+Tensor detail::activation_of_product(UnaryOp op, const Tensor& x, const Tensor& bias,
+                                     const Tensor& out) {
+  return record_bias_unary(op, bias_unary_name(op), x, bias, out);
 }
 
 Tensor detail::activation(UnaryOp op, const Tensor& x, const Tensor& bias) {

@@ -220,6 +220,31 @@ Tensor gemm_by_panels(Tensor x, const Tensor& panels, int64_t out, const Tensor&
   return y;
 }
 
+// x [rows, in] @ W^T [in, out] (W a Linear's weight [out, in]) and, from the same product, act =
+// op(x W^T + bias) [rows, out] (GemmArgs::activation_out): a Linear and its activation in a
+// training step on the CPU, which keeps both values (the backward reads the product). The
+// activation is written as each band of the product's rows is finished, while it is in the
+// cache, instead of in a pass of its own that reads the product back: the same bits.
+Tensor product_and_activation(Tensor x, Tensor w, const Tensor& bias, UnaryOp op, Tensor& act) {
+  if (x.stride(1) != 1 || x.stride(0) < x.size(1)) x = x.contiguous();
+  if (w.stride(1) != 1 || w.stride(0) < w.size(1)) w = w.contiguous();
+  const int64_t rows = x.size(0), out = w.size(0);
+  Tensor y = Tensor::empty({rows, out}, DType::Float32, x.device());
+  act = Tensor::empty({rows, out}, DType::Float32, x.device());
+  const Tensor bias_row = bias.contiguous();  // [out] float32
+  GemmArgs args;
+  args.trans_b = true;
+  args.m = rows, args.n = out, args.k = x.size(1);
+  args.a = x.data_ptr<float>(), args.lda = x.stride(0);
+  args.b = w.data_ptr<float>(), args.ldb = w.stride(0);
+  args.c = y.data_ptr<float>(), args.ldc = out;
+  args.activation = op;
+  args.activation_out = act.data_ptr<float>(), args.ld_activation_out = out;
+  args.activation_bias = bias_row.data_ptr<float>();
+  backend(y.device()).gemm(args);
+  return y;
+}
+
 // Whether t's matrices are stored transposed (column-major: a transposed view of a contiguous
 // tensor), the layout blas_layout reads with a transpose flag.
 bool stored_transposed(const Tensor& t) {
@@ -362,9 +387,19 @@ Tensor pad_with_zeros(const Tensor& t, int64_t dim, DType type) {
 // write dx and dW in x's and weight's own dtype (float32 for float32 master weights) straight
 // from their float32 accumulators, and db is summed in float32: no cast nodes, and no gradient
 // of a parameter rounded to bfloat16 and cast back.
+// An activation that linear_gemm's product writes too (product_and_activation): `out` gets
+// op(x W^T + bias), [..., out] as the product, where the product can (a float32 product on the
+// CPU, not in panels), else stays undefined.
+struct ActivationOfProduct {
+  UnaryOp op;
+  Tensor bias;
+  Tensor out;
+};
+
 Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    std::optional<DType> low = std::nullopt,
-                   std::optional<UnaryOp> activation = std::nullopt) {
+                   std::optional<UnaryOp> activation = std::nullopt,
+                   ActivationOfProduct* also = nullptr) {
   // x [..., in] @ weight[out, in]^T (+ bias [out]) -> [..., out]
   detail::check_same_device(x, weight, "linear");
   LOOM_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
@@ -411,11 +446,16 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (bias.defined()) y_p = pad_with_zeros(bias.detach().expand({rows, out}), 1, y_type);
     y = gemm_forward(xa, wt, y_p, y_type, bias.defined() ? 1.0f : 0.0f, Tensor(), activation)
             .narrow(1, 0, out);
+  } else if (also != nullptr && !low && !panels.defined() && !bias.defined() && !activation &&
+             x.device() == Device::CPU) {  // [rows, out], and also->out
+    y = product_and_activation(xa, wa, also->bias.detach(), also->op, also->out);
   } else {
     const Tensor b = bias.defined() ? bias.detach() : Tensor();
     y = panels.defined() ? gemm_by_panels(xa, panels, out, b, activation)  // [rows, out]
                          : gemm_forward(xa, wt, Tensor(), y_type, 0.0f, b, activation);
   }
+  if (also != nullptr && also->out.defined() && x.dim() != 2)
+    also->out = also->out.reshape(out_shape);
   if (autograd::any_requires_grad({x2, weight, bias})) {
     LOOM_CHECK(!activation, "linear: internal error: a fused activation needs no gradient");
     Tensor xs = detail::saved(x_graph), ws = detail::saved(wa), wi = detail::saved(weight);
@@ -488,6 +528,18 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
   // With autograd, or bfloat16 operands outside autocast (matmul's rule): the two ops.
   if (autograd::any_requires_grad({x, weight, bias}) ||
       (!autocast && (detail::is_bf16(x) || detail::is_bf16(weight)))) {
+    // In float32 on the CPU the product writes the activation as well (two values, two nodes,
+    // the same bits; product_and_activation).
+    const auto float32 = [](const Tensor& t) { return t.dtype() == DType::Float32; };
+    if (!autocast && float32(x) && float32(weight) && bias.defined() && float32(bias) &&
+        x.device() == Device::CPU && bias.device() == Device::CPU && bias.dim() == 1 &&
+        weight.dim() == 2 && bias.size(0) == weight.size(0)) {
+      ActivationOfProduct also{activation, bias, Tensor()};
+      const Tensor product = linear_gemm(x, weight, Tensor(), std::nullopt, std::nullopt, &also);
+      if (also.out.defined())
+        return detail::activation_of_product(activation, product, bias, also.out);
+      return detail::activation(activation, product, bias);
+    }
     return detail::activation(activation, linear(x, weight, Tensor()), bias);
   }
   if (autocast) return linear_gemm(x, weight, bias, autocast::get_dtype(), activation);

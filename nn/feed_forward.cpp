@@ -7,8 +7,9 @@ Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear
                     Activation activation, const Dropout& dropout) {
   // Vaswani et al. 2017, eq. 2: x [..., d_model] -> hidden [..., d_ff] -> [..., d_model]
   // act(x W_1 + b_1) as one op (linear_activation): in inference one GEMM that adds b_1 and
-  // applies act as it writes; in training the GEMM, then b_1 added inside the activation's
-  // kernel, whose backward reads x W_1.
+  // applies act as it writes; in training the GEMM keeps x W_1, which the activation's
+  // backward reads, and act(x W_1 + b_1) is computed with b_1 added inside the activation's
+  // kernel (on the CPU by the GEMM itself, as it finishes each band of rows).
   const Tensor hidden = linear1.forward_activation(x, activation);
   return linear2.forward(dropout.forward(hidden));
 }

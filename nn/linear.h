@@ -14,7 +14,8 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   // activate(forward(x), act) as one op (linear_activation, autograd/ops.h): in inference one
   // GEMM that applies act as it writes its output; in training the GEMM without the bias, then
-  // the bias added inside the activation's kernel (bias_gelu etc.) (nn::feed_forward).
+  // act(product + bias) (bias_gelu etc.; on the CPU written by the same GEMM as it finishes
+  // each band of rows) (nn::feed_forward).
   Tensor forward_activation(const Tensor& x, Activation activation) const;
   std::string extra_repr() const override;
   // PyTorch's default: weight and bias U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_, a=sqrt(5)).

@@ -54,6 +54,19 @@ void Backend::gemm(const GemmArgs& g) {
   LOOM_CHECK(!g.activation || *g.activation == UnaryOp::Relu || *g.activation == UnaryOp::Gelu ||
                  *g.activation == UnaryOp::GeluTanh,
              "gemm: activation {} is not Relu, Gelu or GeluTanh", unary_op_name(*g.activation));
+  LOOM_CHECK(g.activation_out == nullptr ||
+                 (g.activation && device_ == Device::CPU && g.ab_type == DType::Float32 &&
+                  g.c_type == DType::Float32 && g.batch == 1 && g.group == 0 &&
+                  g.ld_activation_out >= g.n),
+             "gemm: activation_out is written for a float32 product of one item on the cpu, "
+             "with an activation and a row stride of at least n (got {} x {} x {}, {}, {} "
+             "result, batch {}, activation {}, ld_activation_out {})",
+             g.m, g.n, g.k, device_name(device_), dtype_name(g.c_type), g.batch,
+             g.activation ? unary_op_name(*g.activation) : "none", g.ld_activation_out);
+  LOOM_CHECK(g.activation_bias == nullptr || g.activation_out != nullptr,
+             "gemm: activation_bias without activation_out ({} x {} x {}): a bias added to C "
+             "goes in GemmArgs::bias",
+             g.m, g.n, g.k);
   // cuBLAS has no product of an empty sum; C = beta * C is scaled in place, in float32 only.
   LOOM_CHECK(device_ != Device::CUDA || g.k > 0 || g.c_type == DType::Float32,
              "gemm: an empty product (k = 0) into a bfloat16 result is not supported on cuda "
@@ -386,7 +399,16 @@ void cpu::gemm(const GemmArgs& g) {
     rest.beta = 1.0f;
     return gemm(rest);
   }
-  if (g.activation && g.c_type == DType::Float32) {  // the product, then act over C
+  if (g.activation_out != nullptr && !by_tiles) {  // the product, then act(C + bias) out
+    GemmArgs product = g;
+    product.activation.reset();
+    product.activation_out = nullptr;
+    product.activation_bias = nullptr;
+    gemm(product);
+    return cpu::activation_rows(g);
+  }
+  if (g.activation && g.activation_out == nullptr && g.c_type == DType::Float32) {
+    // the product, then act over C
     GemmArgs rest = g;
     rest.activation.reset();
     gemm(rest);

@@ -53,6 +53,16 @@ struct GemmArgs {
   // the bias and before a bfloat16 C is rounded: C = act(alpha op(A) op(B) + beta C + bias), a
   // Linear and its activation as one product (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues).
   std::optional<UnaryOp> activation;
+  // Where the activation goes: null, into C itself (above). Set, C keeps the product (and its
+  // bias) and activation_out [m, n] (row stride ld_activation_out) gets activation(C +
+  // activation_bias), activation_bias a float32 row of n values or null: a Linear and its
+  // activation in a training step, whose backward reads the product x W^T as well as the
+  // output act(x W^T + b) (autograd's linear_activation). CPU, float32, one item: the tiles
+  // write it as they finish each band of C's rows, while the band is in the L1 cache, which
+  // saves the activation's own pass reading C back from memory.
+  float* activation_out = nullptr;
+  int64_t ld_activation_out = 0;
+  const float* activation_bias = nullptr;
 
   // Element offsets of item i's matrices.
   int64_t offset_a(int64_t i) const { return offset(i, stride_a, group_stride_a); }

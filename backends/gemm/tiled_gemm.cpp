@@ -8,6 +8,7 @@
 
 #include "backends/cpu/huge_pages.h"
 #include "backends/cpu/loops.h"
+#include "backends/elementwise/elementwise.h"
 
 namespace loom::cpu {
 namespace {
@@ -435,7 +436,7 @@ void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst)
 
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                float* C, int64_t ldc, float alpha, float beta, const float* bias,
-               bool b_streamed) {
+               bool b_streamed, const TileActivation* activation) {
   // The M rows in `groups` of nearly equal size (e.g. 50 rows: 5 tiles of 10 rows rather than
   // 4 of 12 and a last one of 2, whose few accumulators would leave the vector units waiting on
   // each other).
@@ -445,6 +446,9 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, i
     const int64_t rows = M / groups + (t < M % groups ? 1 : 0);
     tile_rows(static_cast<int>(rows), N, K, {A.data + m * A.row, A.row, A.col, A.streamed}, B,
               ldb, C + m * ldc, ldc, alpha, beta, bias, b_streamed);
+    if (activation != nullptr)  // the band just written, still in the L1 cache
+      bias_unary_rows(activation->op, C + m * ldc, ldc, activation->bias,
+                      activation->out + m * activation->ldo, activation->ldo, rows, N);
     m += rows;
   }
 }
@@ -581,6 +585,21 @@ static bool sums_all_of_k(const GemmArgs& g) { return g.b_panel > 0 && few_rows(
 
 bool gemm_tiled_transposes_c(const GemmArgs& g) { return transposes_c(g); }
 
+// Whether tiled_product writes GemmArgs::activation_out as it goes (not in C^T's product, nor
+// in the few-rows product of gemm_few_rows).
+static bool tiles_write_activation(const GemmArgs& g) {
+  return !(g.trans_b && few_rows(g.m, g.n)) && !transposes_c(g);
+}
+
+void activation_rows(const GemmArgs& g) {
+  const auto* c = static_cast<const float*>(g.c);
+  parallel_for(0, g.m, row_grain(g.n), [&](int64_t first, int64_t last) {
+    bias_unary_rows(*g.activation, c + first * g.ldc, g.ldc, g.activation_bias,
+                    g.activation_out + first * g.ld_activation_out, g.ld_activation_out,
+                    last - first, g.n);
+  });
+}
+
 bool gemm_tiled_splits_k(const GemmArgs& g) {
   if ((g.trans_b && few_rows(g.m, g.n)) || sums_all_of_k(g)) return false;
   if (transposes_c(g)) return gemm_tiled_splits_k(transposed_product(g, nullptr));
@@ -629,12 +648,14 @@ void tiled_product(const GemmArgs& g, bool swapped) {
   const bool a_copied = g.trans_a && m * k > kSmallOperand && c_columns > kNarrowColumns;
   const int64_t a_rows = a_copied && (b_in_place || m > 2 * kBlockRowsA) ? kBlockRowsA : m;
   // Where block p of k goes: C itself (the first block from beta * C + bias, a later one added
-  // to what the earlier wrote), or, in a split of k, a buffer of its own (below).
+  // to what the earlier wrote), or, in a split of k, a buffer of its own (below). The last
+  // block into C also writes GemmArgs::activation_out's rows (act_out: its row r0), if any.
   struct Destination {
     float* c;
     int64_t ldc;
     float beta;
     const float* bias;
+    float* act_out;
   };
   // Item i's rows [r0, r0 + rows) and columns [c0, c1) of C over the blocks of k from
   // p_begin to p_end, block p written where dest(i, r0, p) says.
@@ -670,8 +691,13 @@ void tiled_product(const GemmArgs& g, bool swapped) {
       const auto columns_at = [&](int64_t first) { return std::min(c1, first + n_block) - first; };
       const auto tiles = [&](int64_t r, int64_t count, TileOperand a, int64_t first,
                              int64_t columns, const float* b, int64_t ldb) {
+        const int64_t ldo = g.ld_activation_out;
+        const TileActivation act{g.activation.value_or(UnaryOp::Relu),
+                                 to.act_out != nullptr ? to.act_out + r * ldo + first : nullptr,
+                                 ldo, bias_from(g.activation_bias, first)};
         tile_gemm(count, columns, depth, a, b, ldb, to.c + r * to.ldc + first, to.ldc, g.alpha,
-                  to.beta, bias_from(to.bias, first), /*b_streamed=*/panels);
+                  to.beta, bias_from(to.bias, first), /*b_streamed=*/panels,
+                  to.act_out != nullptr ? &act : nullptr);
       };
       if (a_copied) {
         // Each of A's row blocks copied once, passed over every block of op(B). Where op(B)
@@ -703,8 +729,11 @@ void tiled_product(const GemmArgs& g, bool swapped) {
   // Block p of item i written into C: the first block from beta * C + bias, a later one added
   // to what the earlier ones wrote (beta 1, and no bias again).
   const auto into_c = [&](int64_t i, int64_t r0, int64_t p) -> Destination {
+    const bool last = p + k_block >= k && !split_k;  // (a split of k: see below)
     return {c_data + g.offset_c(i) + r0 * g.ldc, g.ldc, p == 0 ? g.beta : 1.0f,
-            p == 0 ? g.bias : nullptr};
+            p == 0 ? g.bias : nullptr,
+            last && g.activation_out != nullptr ? g.activation_out + r0 * g.ld_activation_out
+                                                : nullptr};
   };
 
   if (split_k) {
@@ -719,7 +748,7 @@ void tiled_product(const GemmArgs& g, bool swapped) {
     thread_local HugePageBuffer later;
     float* later_data = later.reserve(static_cast<size_t>(buffers * slot));
     const auto into_buffer = [&](int64_t, int64_t, int64_t p) -> Destination {
-      return {later_data + (p / k_block - first_later) * slot, n, 0.0f, nullptr};
+      return {later_data + (p / k_block - first_later) * slot, n, 0.0f, nullptr, nullptr};
     };
     parallel_region(true, [&] {
       float* b_buffer = b_in_place ? nullptr : scratch(0, k_block * n_block);
@@ -743,6 +772,9 @@ void tiled_product(const GemmArgs& g, bool swapped) {
 #pragma omp simd
           for (int64_t col = 0; col < n; ++col) c[col] = add[col] + c[col];
         }
+        if (g.activation_out != nullptr)  // the row is whole: its activation
+          bias_unary_rows(*g.activation, c, g.ldc, g.activation_bias,
+                          g.activation_out + r * g.ld_activation_out, g.ld_activation_out, 1, n);
       }
     });
     return;
@@ -771,6 +803,14 @@ void tiled_product(const GemmArgs& g, bool swapped) {
 }  // namespace
 
 void gemm_tiled(const GemmArgs& g) {
+  if (g.activation_out != nullptr && !tiles_write_activation(g)) {
+    GemmArgs product = g;  // the product, then GemmArgs::activation_out in a pass over C
+    product.activation.reset();
+    product.activation_out = nullptr;
+    product.activation_bias = nullptr;
+    gemm_tiled(product);
+    return activation_rows(g);
+  }
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);
   if (!transposes_c(g)) return tiled_product(g, /*swapped=*/false);
   // C^T into a buffer, kept from call to call

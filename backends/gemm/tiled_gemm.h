@@ -79,9 +79,18 @@ struct TileOperand {
 // lies past column N only reaches lanes that are not written). `b_streamed`: B's rows come from
 // memory, one after another (a panel of a B in panels, GemmArgs::b_panel), so each step of k
 // requests the lines of a row a few ahead.
+// `activation` (or null): each band of C's rows, once written, gives out[r, j] = op(C[r, j] +
+// bias[j]) (cpu::bias_unary_rows; a null bias adds nothing), while the band is in the cache.
+struct TileActivation {
+  UnaryOp op;
+  float* out;  // out's element (0, 0), that of C's
+  int64_t ldo;
+  const float* bias;  // the bias of C's first column, or null
+};
 void tile_gemm(int64_t M, int64_t N, int64_t K, TileOperand A, const float* B, int64_t ldb,
                float* C, int64_t ldc, float alpha = 1.0f, float beta = 0.0f,
-               const float* bias = nullptr, bool b_streamed = false);
+               const float* bias = nullptr, bool b_streamed = false,
+               const TileActivation* activation = nullptr);
 
 // op(B) [k, columns] into dst [k, ld_dst] (ld_dst >= columns), zeros after column `columns`:
 // B stored [k, columns] (row stride ldb), or [columns, k] when `transposed` (then transposed in
@@ -113,7 +122,7 @@ void pack_panels(const float* w, int64_t ldw, int64_t n, int64_t k, float* dst);
 bool use_tiled_gemm(int64_t m, int64_t n);
 
 // Every item of a batched float32 product (GemmArgs after Backend::gemm's checks, with no
-// activation, k > 0, row strides at least a row long) by tile_gemm, the items spread over
+// activation into C, k > 0, row strides at least a row long) by tile_gemm, the items spread over
 // the OpenMP threads (with fewer items than threads, each item's rows or columns cut among
 // them; one item whose C is small and whose k is long, its blocks of k). Blocks of op(B) are
 // copied into row-major buffers of whole vectors when B is transposed (8 x 8 blocks
@@ -123,8 +132,15 @@ bool use_tiled_gemm(int64_t m, int64_t n);
 // panel's block of k at a time. A bias is added as the first block of k writes each tile, not
 // in a pass over C of its own. A weight's gradient of at least three times more outputs than
 // inputs over a long k is computed as C^T and written transposed into C
-// (gemm_tiled_transposes_c).
+// (gemm_tiled_transposes_c). GemmArgs::activation_out is written as the last block of k
+// finishes each band of C's rows (cut along k: as each row's sums are added up; where the
+// product is C^T or a few rows: by a pass over C's rows after it; cpu::bias_unary_rows all
+// the same).
 void gemm_tiled(const GemmArgs& g);
+
+// GemmArgs::activation_out of a product already in C (one float32 item): a pass over C's rows,
+// spread over the threads (cpu::bias_unary_rows).
+void activation_rows(const GemmArgs& g);
 
 // Whether gemm_tiled computes this product as C^T = op(B)^T op(A)^T, transposed into C at the
 // end (a transposed A whose m is at least three times n, n from 64 to 256, over a long k; alpha

@@ -1623,6 +1623,98 @@ TEST_CASE("cpu gemm applies GemmArgs::activation after the bias, before a bfloat
   expect_error([&] { kernels().gemm(g); }, {"gemm", "Exp", "Relu, Gelu or GeluTanh"});
 }
 
+// GemmArgs::activation_out: C keeps the product, and activation_out gets op(C + activation_bias)
+// (a training step's Linear and activation, autograd's linear_activation). The tiles write it as
+// they finish each band of C's rows; a product split along k, computed as C^T, of a few rows, or
+// not by tiles at all (a single row, k = 0) writes it in a pass over C afterwards. Every path
+// must give the bits of the product alone followed by bias_unary (unary without a bias), and
+// leave C and the padding of activation_out's rows as they would be.
+TEST_CASE("cpu gemm writes GemmArgs::activation_out as the product's bias_unary, to the bit") {
+  const int threads = get_num_threads();
+  std::vector<GemmCase> cases;
+  for (const GemmCase& c : tiled_gemm_cases())
+    if (c.batch == 1) cases.push_back(c);
+  cases.push_back({false, true, 3, 100, 40, 1, 1.0f, 0.0f, false, 0});    // a few rows
+  cases.push_back({true, false, 768, 128, 2048, 1, 1.0f, 0.0f, false, 0});  // C^T
+  cases.push_back({false, true, 1, 50, 30, 1, 1.0f, 0.0f, false, 0});     // one row: gemv
+  cases.push_back({false, false, 20, 1, 30, 1, 1.0f, 0.0f, false, 2});    // one column
+  cases.push_back({false, true, 9, 30, 0, 1, 1.0f, 0.5f, false, 1});      // k = 0
+  cases.push_back({false, true, 200, 300, 128, 1, 1.0f, 0.0f, false, 0});  // a Linear's
+  const UnaryOp ops[] = {UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluTanh};
+  int64_t index = 0, transposed = 0, split = 0;
+  for (const GemmCase& c : cases) {
+    for (int t : {1, 2, 3}) {
+      set_num_threads(t);
+      const UnaryOp op = ops[index % 3];
+      // (no bias into C for the long products, which C^T's product would then not take)
+      const bool with_bias = index % 2 == 0, c_bias = index % 4 < 2 && c.k < 2048;
+      ++index;
+      CAPTURE(c.m);
+      CAPTURE(c.n);
+      CAPTURE(c.k);
+      CAPTURE(t);
+      CAPTURE(unary_op_name(op));
+      GemmArgs g = gemm_geometry(c);
+      const GemmOperands x = random_operands(c, g, 200 + index);
+      const std::vector<float> act_bias = uniform_values(c.n, -1, 1, 300 + index);
+      g.a = x.a.data(), g.b = x.b.data(), g.bias = c_bias ? x.bias.data() : nullptr;
+      std::vector<float> product = x.c0;  // the product alone
+      g.c = product.data();
+      kernels().gemm(g);
+      if (c.k > 0 && cpu::use_tiled_gemm(c.m, c.n)) {  // (what gemm_tiled computes)
+        transposed += cpu::gemm_tiled_transposes_c(g);
+        split += cpu::gemm_tiled_splits_k(g);
+      }
+      // op(C + bias) by the activation's own kernel, over C's rows as a [m, n] tensor
+      std::vector<float> rows(c.m * c.n);
+      for (int64_t r = 0; r < c.m; ++r)
+        std::copy_n(product.data() + r * g.ldc, c.n, rows.data() + r * c.n);
+      const Tensor product_rows = tensor(rows, {c.m, c.n});
+      Tensor want = Tensor::empty({c.m, c.n});
+      if (with_bias) {
+        const Tensor bias = tensor(act_bias, {1, c.n}).expand({c.m, c.n});
+        kernels().bias_unary(op, product_rows, bias, want);
+      } else {
+        kernels().unary(op, product_rows, want, 0.0f, 0.0f);
+      }
+      // The same product with the activation written too, into rows 3 floats longer.
+      const int64_t ldo = c.n + 3;
+      std::vector<float> both = x.c0, out(c.m * ldo, -7.0f);
+      g.c = both.data();
+      g.activation = op;
+      g.activation_out = out.data(), g.ld_activation_out = ldo;
+      g.activation_bias = with_bias ? act_bias.data() : nullptr;
+      kernels().gemm(g);
+      CHECK(std::memcmp(both.data(), product.data(), both.size() * sizeof(float)) == 0);
+      const std::vector<float> w = want.to_vector();
+      int64_t wrong = 0, padding = 0;
+      for (int64_t r = 0; r < c.m; ++r) {
+        wrong += std::memcmp(out.data() + r * ldo, w.data() + r * c.n, c.n * sizeof(float)) != 0;
+        for (int64_t j = c.n; j < ldo; ++j) padding += out[r * ldo + j] != -7.0f;
+      }
+      CHECK(wrong == 0);
+      CHECK(padding == 0);
+    }
+  }
+  set_num_threads(threads);
+  CHECK(transposed >= 3);  // the C^T case on every thread count
+  CHECK(split >= 4);       // the long products' split of k, on 2 and 3 threads
+  // Where activation_out cannot go, and a bias for it without it.
+  std::vector<float> one(64, 1.0f), c(64), out(64);
+  GemmArgs g;
+  g.m = 2, g.n = 4, g.k = 2, g.a = one.data(), g.lda = 2, g.b = one.data(), g.ldb = 4;
+  g.c = c.data(), g.ldc = 4, g.activation = UnaryOp::Gelu;
+  g.activation_out = out.data(), g.ld_activation_out = 4;
+  g.batch = 2, g.stride_a = 4, g.stride_b = 8, g.stride_c = 8;
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "activation_out", "batch 2"});
+  g.batch = 1, g.ld_activation_out = 3;
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "ld_activation_out 3"});
+  g.ld_activation_out = 4, g.activation.reset();
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "activation none"});
+  g.activation_out = nullptr, g.activation_bias = one.data();
+  expect_error([&] { kernels().gemm(g); }, {"gemm", "activation_bias without activation_out"});
+}
+
 TEST_CASE("cpu gemm rejects overlapping outputs") {
   std::vector<float> a(16, 1.0f), c(16, 0.0f);
   GemmArgs g;

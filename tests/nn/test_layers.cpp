@@ -285,6 +285,40 @@ TEST_CASE("linear_activation is act(linear(x)): one fused GEMM without autograd,
       {"linear", "[3,5]", "[6,4]"});
 }
 
+// In a training step on the CPU the product x W^T also writes act(x W^T + b) as it finishes each
+// band of rows (GemmArgs::activation_out): the same two nodes as linear() then bias_gelu (or
+// bias_relu, bias_gelu_tanh), and the same bits, forward and backward, on every path of the
+// product (tiles, a single row, a transposed x).
+TEST_CASE("linear_activation with autograd on the CPU: one product, the two ops' bits") {
+  manual_seed(36);
+  const Tensor w = randn({200, 64}), b = randn({200});
+  for (const UnaryOp act : {UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluTanh}) {
+    auto two_ops = [act](const Tensor& h, const Tensor& bias) {
+      return act == UnaryOp::Relu   ? bias_relu(h, bias)
+             : act == UnaryOp::Gelu ? bias_gelu(h, bias)
+                                    : bias_gelu_tanh(h, bias);
+    };
+    CAPTURE(unary_op_name(act));
+    for (const Tensor& x : {randn({300, 64}), randn({2, 3, 64}), randn({1, 64}),
+                            randn({64, 50}).t()}) {
+      CAPTURE(shape_str(x.shape()));
+      const Tensor xg = x.detach().requires_grad_(true), wg = w.detach().requires_grad_(true),
+                   bg = b.detach().requires_grad_(true);
+      const Tensor y = linear_activation(xg, wg, bg, act);
+      const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true),
+                   br = b.detach().requires_grad_(true);
+      const Tensor yr = two_ops(linear(xr, wr, Tensor()), br);
+      CHECK(y.shape() == yr.shape());
+      CHECK(y.to_vector() == yr.to_vector());
+      sum(y * y).backward();
+      sum(yr * yr).backward();
+      CHECK(xg.grad().to_vector() == xr.grad().to_vector());
+      CHECK(wg.grad().to_vector() == wr.grad().to_vector());
+      CHECK(bg.grad().to_vector() == br.grad().to_vector());
+    }
+  }
+}
+
 TEST_CASE("FeedForward matches PyTorch's linear2(act(linear1(x))) for GELU and ReLU") {
   for (auto [tag, act] : {std::pair{"feed_forward_gelu", nn::Activation::GELU},
                           std::pair{"feed_forward_relu", nn::Activation::ReLU}}) {
