@@ -20,7 +20,7 @@
 // Phi) and M::normal_cdf_pdf (Phi and the density phi, as .cdf and .pdf), and the C library's
 // log1p, expm1, log2, exp2, erf, floor, ceil, rint (to nearest, ties to even) and trunc. The
 // CPU passes branch-free versions that vectorise where the loops are hot (CpuMath in
-// backends/elementwise/cpu_unary.cpp, over backends/cpu/vec_math.h), CUDA its own math library
+// backends/cpu/cpu_math.h, over backends/cpu/vec_math.h), CUDA its own math library
 // (CudaMath in backends/cuda/device_utils.cuh).
 #pragma once
 

@@ -9,9 +9,11 @@
 # REV defaults to HEAD (the working tree's uncommitted change against the last commit). SHAPE
 # is [BATCH*]MxNxK[:NN|NT|TN|TT]; without shapes, a set from the models' steps. It prints, for
 # each shape, both builds' median (and fastest) GFLOP/s, their ratio, and whether the products
-# are the same to the bit. The kernel needs nothing of loom's but headers, so the two files are
-# compiled on their own with the build's flags (-O3 -march=native, as LOOM_NATIVE builds), into
-# namespaces of their own; both must take the same GemmArgs (backends/gemm/gemm.h unchanged).
+# are the same to the bit. The kernel needs nothing of loom's but headers and the activation's
+# row loops (backends/elementwise/cpu_activation_rows.cpp, headers only as well), so each
+# build's files are compiled on their own with the build's flags (-O3 -march=native, as
+# LOOM_NATIVE builds), into namespaces of their own; both must take the same GemmArgs
+# (backends/gemm/gemm.h unchanged).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +24,7 @@ while [ $# -gt 0 ]; do
     --rev) rev=${2:?--rev needs a revision}; shift 2 ;;
     --threads|--reps|--rotate) options+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --cold) options+=("$1"); shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) shapes+=("$1"); shift ;;
   esac
 done
@@ -48,9 +50,20 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/before"
 git archive "$rev" backends core | tar -x -C "$tmp/before"
 flags=(-O3 -DNDEBUG -march=native -fno-math-errno -fno-trapping-math -fopenmp -std=c++20)
-g++ "${flags[@]}" -I"$tmp/before" -Dloom=loom_before -c "$tmp/before/backends/gemm/tiled_gemm.cpp" \
-  -o "$tmp/before.o"
-g++ "${flags[@]}" -I. -Dloom=loom_after -c backends/gemm/tiled_gemm.cpp -o "$tmp/after.o"
-g++ "${flags[@]}" -I. scripts/gemm_ab.cpp "$tmp/before.o" "$tmp/after.o" -o "$tmp/gemm_ab"
+# Each side's kernel, and the activation it applies to C's rows (GemmArgs::activation_out) where
+# that side has it, in the element-wise kernels' vectors (CMakeLists.txt).
+objects=()
+compile() {  # SIDE ROOT
+  g++ "${flags[@]}" -I"$2" -Dloom="loom_$1" -c "$2/backends/gemm/tiled_gemm.cpp" -o "$tmp/$1.o"
+  objects+=("$tmp/$1.o")
+  if [ -f "$2/backends/elementwise/cpu_activation_rows.cpp" ]; then
+    g++ "${flags[@]}" -mprefer-vector-width=512 -I"$2" -Dloom="loom_$1" \
+      -c "$2/backends/elementwise/cpu_activation_rows.cpp" -o "$tmp/$1_rows.o"
+    objects+=("$tmp/$1_rows.o")
+  fi
+}
+compile before "$tmp/before"
+compile after .
+g++ "${flags[@]}" -I. scripts/gemm_ab.cpp "${objects[@]}" -lfmt -o "$tmp/gemm_ab"
 echo "before: $rev ($(git rev-parse --short "$rev")); after: the working tree"
 "$tmp/gemm_ab" "${options[@]}" "${shapes[@]}"

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <utility>
 
+#include "backends/cpu/cpu_math.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/vec_math.h"
 #include "backends/elementwise/cpu_float32.h"
@@ -19,32 +20,7 @@ namespace {
 using cpu::Ptrs;
 using cpu::Steps;
 
-// The functions of the table's math library that <cmath> gives under the same name, each
-// M::f(x) being std::f(x) (the float overload).
-// clang-format off
-#define LOOM_CPU_STD_MATH(X) \
-  X(log) X(sqrt) X(sin) X(cos) X(abs) X(log1p) X(expm1) X(log2) X(exp2) X(erf) X(floor) X(ceil) \
-  X(trunc)
-// clang-format on
-
-// The CPU's math library for the table: branch-free versions of exp, tanh and the normal CDF
-// (alone and with its density) that vectorise inside `#pragma omp simd` loops (vec_math.h),
-// <cmath> for the rest.
-struct CpuMath {
-  static LOOM_VEC_INLINE float exp(float x) { return cpu::exp_f(x); }
-  static LOOM_VEC_INLINE float tanh(float x) { return cpu::tanh_f(x); }
-  static LOOM_VEC_INLINE float normal_cdf(float x) { return cpu::normal_cdf_f(x); }
-  static LOOM_VEC_INLINE cpu::NormalCdfPdf normal_cdf_pdf(float x) {
-    return cpu::normal_cdf_pdf_f(x);
-  }
-  static LOOM_VEC_INLINE float pow(float x, float a) { return std::pow(x, a); }
-  static LOOM_VEC_INLINE float rint(float x) { return std::nearbyint(x); }  // ties to even
-#define LOOM_CPU_STD_FUNCTION(f) \
-  static LOOM_VEC_INLINE float f(float x) { return std::f(x); }
-  LOOM_CPU_STD_MATH(LOOM_CPU_STD_FUNCTION)
-#undef LOOM_CPU_STD_FUNCTION
-};
-#undef LOOM_CPU_STD_MATH
+using cpu::CpuMath;  // (backends/cpu/cpu_math.h)
 
 constexpr int64_t grain(unary::Cost cost) {
   return cost == unary::Cost::Heavy ? cpu::kGrainHeavy : cpu::kGrainCheap;
@@ -122,33 +98,6 @@ void cpu::unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t 
         }
     });
   });
-}
-
-void cpu::bias_unary_rows(UnaryOp op, const float* x, int64_t ldx, const float* bias, float* out,
-                          int64_t ldo, int64_t rows, int64_t cols) {
-  // The loops of bias_unary and unary over contiguous operands (map_run, forward_loop), a row
-  // at a time.
-  const auto rows_of = [&](auto entry) LOOM_FLATTEN {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * ldx;
-      float* o = out + r * ldo;
-      if (bias != nullptr) {
-#pragma omp simd
-        for (int64_t j = 0; j < cols; ++j) o[j] = entry.forward(xr[j] + bias[j]);
-      } else {
-#pragma omp simd
-        for (int64_t j = 0; j < cols; ++j) o[j] = entry.forward(xr[j]);
-      }
-    }
-  };
-  switch (op) {  // the three activations GemmArgs takes, each its own instantiation
-    case UnaryOp::Relu: return rows_of(unary::Relu<CpuMath>{});
-    case UnaryOp::Gelu: return rows_of(unary::Gelu<CpuMath>{});
-    case UnaryOp::GeluTanh: return rows_of(unary::GeluTanh<CpuMath>{});
-    default:
-      LOOM_FAIL("bias_unary_rows: activation {} is not Relu, Gelu or GeluTanh",
-                unary_op_name(op));
-  }
 }
 
 void cpu::unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y,

@@ -68,12 +68,6 @@ void bias_unary_backward_sums(UnaryOp op, const float* grad, const float* x, con
 // elements apart: GemmArgs::activation over a product's C, by the unary loops' math.
 void unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
                 int64_t stride);
-// out[r, j] = op(x[r, j] + bias[j]) over float32 [rows, cols] with row strides ldx and ldo, on
-// the calling thread: what bias_unary computes, to the bit, for the rows of a product's C as
-// the tiles finish them (GemmArgs::activation_out). A null bias adds nothing: op(x[r, j]), as
-// unary computes it. op: Relu, Gelu or GeluTanh.
-void bias_unary_rows(UnaryOp op, const float* x, int64_t ldx, const float* bias, float* out,
-                     int64_t ldo, int64_t rows, int64_t cols);
 }  // namespace cpu
 
 namespace cuda {

@@ -8,7 +8,7 @@
 
 #include "backends/cpu/huge_pages.h"
 #include "backends/cpu/loops.h"
-#include "backends/elementwise/elementwise.h"
+#include "backends/elementwise/activation_rows.h"
 
 namespace loom::cpu {
 namespace {
