@@ -400,11 +400,7 @@ void cpu::gemm(const GemmArgs& g) {
     return gemm(rest);
   }
   if (g.activation_out != nullptr && !by_tiles) {  // the product, then act(C + bias) out
-    GemmArgs product = g;
-    product.activation.reset();
-    product.activation_out = nullptr;
-    product.activation_bias = nullptr;
-    gemm(product);
+    gemm(cpu::product_alone(g));
     return cpu::activation_rows(g);
   }
   if (g.activation && g.activation_out == nullptr && g.c_type == DType::Float32) {

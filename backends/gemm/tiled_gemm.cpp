@@ -591,13 +591,23 @@ static bool tiles_write_activation(const GemmArgs& g) {
   return !(g.trans_b && few_rows(g.m, g.n)) && !transposes_c(g);
 }
 
+void activation_rows(const GemmArgs& g, int64_t first, int64_t last) {
+  bias_unary_rows(*g.activation, static_cast<const float*>(g.c) + first * g.ldc, g.ldc,
+                  g.activation_bias, g.activation_out + first * g.ld_activation_out,
+                  g.ld_activation_out, last - first, g.n);
+}
+
 void activation_rows(const GemmArgs& g) {
-  const auto* c = static_cast<const float*>(g.c);
-  parallel_for(0, g.m, row_grain(g.n), [&](int64_t first, int64_t last) {
-    bias_unary_rows(*g.activation, c + first * g.ldc, g.ldc, g.activation_bias,
-                    g.activation_out + first * g.ld_activation_out, g.ld_activation_out,
-                    last - first, g.n);
-  });
+  parallel_for(0, g.m, row_grain(g.n),
+               [&](int64_t first, int64_t last) { activation_rows(g, first, last); });
+}
+
+GemmArgs product_alone(const GemmArgs& g) {
+  GemmArgs product = g;
+  product.activation.reset();
+  product.activation_out = nullptr;
+  product.activation_bias = nullptr;
+  return product;
 }
 
 bool gemm_tiled_splits_k(const GemmArgs& g) {
@@ -772,9 +782,7 @@ void tiled_product(const GemmArgs& g, bool swapped) {
 #pragma omp simd
           for (int64_t col = 0; col < n; ++col) c[col] = add[col] + c[col];
         }
-        if (g.activation_out != nullptr)  // the row is whole: its activation
-          bias_unary_rows(*g.activation, c, g.ldc, g.activation_bias,
-                          g.activation_out + r * g.ld_activation_out, g.ld_activation_out, 1, n);
+        if (g.activation_out != nullptr) activation_rows(g, r, r + 1);  // the row is whole
       }
     });
     return;
@@ -804,11 +812,7 @@ void tiled_product(const GemmArgs& g, bool swapped) {
 
 void gemm_tiled(const GemmArgs& g) {
   if (g.activation_out != nullptr && !tiles_write_activation(g)) {
-    GemmArgs product = g;  // the product, then GemmArgs::activation_out in a pass over C
-    product.activation.reset();
-    product.activation_out = nullptr;
-    product.activation_bias = nullptr;
-    gemm_tiled(product);
+    gemm_tiled(product_alone(g));  // the product, then GemmArgs::activation_out in a pass
     return activation_rows(g);
   }
   if (g.trans_b && few_rows(g.m, g.n)) return gemm_few_rows(g);

@@ -141,6 +141,11 @@ void gemm_tiled(const GemmArgs& g);
 // GemmArgs::activation_out of a product already in C (one float32 item): a pass over C's rows,
 // spread over the threads (cpu::bias_unary_rows).
 void activation_rows(const GemmArgs& g);
+// The same for C's rows [first, last) alone, on the calling thread.
+void activation_rows(const GemmArgs& g, int64_t first, int64_t last);
+// g without its activation (GemmArgs::activation and activation_out's fields): the product
+// alone, which activation_rows then finishes.
+GemmArgs product_alone(const GemmArgs& g);
 
 // Whether gemm_tiled computes this product as C^T = op(B)^T op(A)^T, transposed into C at the
 // end (a transposed A whose m is at least three times n, n from 64 to 256, over a long k; alpha
