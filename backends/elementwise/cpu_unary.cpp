@@ -148,12 +148,18 @@ void cpu::bias_unary_backward_sums(UnaryOp op, const float* grad, const float* x
                                    const float* bias, int64_t rows, int64_t cols, float* out,
                                    float* dbias) {
   // Each row's out = grad * op'(x + bias) as bias_unary_backward computes it, added into the
-  // chunk's sums while it is in registers: one pass where the two kernels read out again.
+  // chunk's sums while it is in registers: one pass where the two kernels read out again. The
+  // rows of grad and x further on are requested as each row begins (cpu::rows_ahead).
+  const int64_t ahead = cpu::rows_ahead(cols);
   unary::visit<CpuMath>(op, 0.0f, 0.0f, [&](auto entry) {
     if constexpr (decltype(entry)::reads != unary::Reads::Output)
       cpu::column_sums_by_chunks(rows, cols, dbias, [&](int64_t r, double* sums) LOOM_FLATTEN {
         const float *g = grad + r * cols, *xr = x + r * cols;
         float* o = out + r * cols;
+        if (r + ahead < rows) {
+          cpu::prefetch_floats(g + ahead * cols, cols);
+          cpu::prefetch_floats(xr + ahead * cols, cols);
+        }
 #pragma omp simd
         for (int64_t j = 0; j < cols; ++j) {
           o[j] = entry.backward(g[j], xr[j] + bias[j], 0.0f);
