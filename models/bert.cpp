@@ -125,8 +125,11 @@ BertLayer::BertLayer(const BertConfig& c) {
 Tensor BertLayer::forward(const Tensor& x, const Tensor& mask, Tensor* probs) const {
   // x (B, T, H) -> (B, T, H): attention sub-layer, then the position-wise feed-forward network
   // (Vaswani et al. 2017, eq. 2, with GELU as BERT: "we use a gelu activation", sec. A.2).
+  // gelu(intermediate_dense(a)) as one op (nn::Linear::forward_activation): the product
+  // applies the bias and GELU as it writes (cpu), and the backward takes them in one pass.
   const Tensor a = attention_output->forward(self_attention->forward(x, mask, probs), x);
-  return output->forward(gelu(intermediate_dense->forward(a)), a);  // (B, T, I) -> (B, T, H)
+  const Tensor intermediate = intermediate_dense->forward_activation(a, nn::Activation::GELU);
+  return output->forward(intermediate, a);  // (B, T, I) -> (B, T, H)
 }
 
 // ============================================================================ encoder
@@ -254,7 +257,8 @@ BertOutput Bert::forward(const Tensor& ids, const Tensor& token_type_ids,
 
 Tensor Bert::mlm_head(const Tensor& hidden) const {
   // Masked LM head (BertLMPredictionHead): transform, then the tied decoder with its own bias.
-  const Tensor h = transform_norm->forward(gelu(transform_dense->forward(hidden)));  // (..., H)
+  const Tensor h = transform_norm->forward(
+      transform_dense->forward_activation(hidden, nn::Activation::GELU));  // gelu(dense) (..., H)
   return decoder->forward(h);  // (..., H) @ (V, H)^T -> (..., V)
 }
 

@@ -213,9 +213,10 @@ DETRMLP::DETRMLP(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
 
 Tensor DETRMLP::forward(const Tensor& x) const {
   Tensor y = x;
-  for (int64_t i = 0; i < layers->size(); ++i) {
-    y = (*layers)[i]->forward(y);
-    if (i + 1 < layers->size()) y = relu(y);
+  for (int64_t i = 0; i < layers->size(); ++i) {  // relu(layer(y)) as one op, but the last
+    const nn::Linear& layer = *(*layers)[i];
+    const bool last = i + 1 == layers->size();
+    y = last ? layer.forward(y) : layer.forward_activation(y, nn::Activation::ReLU);
   }
   return y;
 }

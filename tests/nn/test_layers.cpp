@@ -319,6 +319,35 @@ TEST_CASE("linear_activation with autograd on the CPU: one product, the two ops'
   }
 }
 
+// The form a model writes without it, act(linear(x, W, b)) with the bias added by the product,
+// has the same bits too: a sum started from 0 + b, then the products (the GEMM's bias), is the
+// products plus b (the activation's), and b's gradient is the column sums of the same rows in
+// the same chunks. So BERT's GELU(a W_1 + b_1) and DETR's box MLP use linear_activation.
+TEST_CASE("linear_activation equals the activation of linear() with its bias, to the bit") {
+  manual_seed(37);
+  const Tensor w = randn({96, 48}), b = randn({96});
+  for (const UnaryOp act : {UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluTanh}) {
+    CAPTURE(unary_op_name(act));
+    for (const Tensor& x : {randn({256, 48}), randn({4, 5, 48}), randn({1, 48})}) {
+      CAPTURE(shape_str(x.shape()));
+      const Tensor xg = x.detach().requires_grad_(true), wg = w.detach().requires_grad_(true),
+                   bg = b.detach().requires_grad_(true);
+      const Tensor y = linear_activation(xg, wg, bg, act);
+      const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true),
+                   br = b.detach().requires_grad_(true);
+      const Tensor h = linear(xr, wr, br);
+      const Tensor yr = act == UnaryOp::Relu ? relu(h) : act == UnaryOp::Gelu ? gelu(h)
+                                                                              : gelu_tanh(h);
+      CHECK(y.to_vector() == yr.to_vector());
+      sum(y * y).backward();
+      sum(yr * yr).backward();
+      CHECK(xg.grad().to_vector() == xr.grad().to_vector());
+      CHECK(wg.grad().to_vector() == wr.grad().to_vector());
+      CHECK(bg.grad().to_vector() == br.grad().to_vector());
+    }
+  }
+}
+
 TEST_CASE("FeedForward matches PyTorch's linear2(act(linear1(x))) for GELU and ReLU") {
   for (auto [tag, act] : {std::pair{"feed_forward_gelu", nn::Activation::GELU},
                           std::pair{"feed_forward_relu", nn::Activation::ReLU}}) {
