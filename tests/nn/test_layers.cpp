@@ -285,6 +285,23 @@ TEST_CASE("linear_activation is act(linear(x)): one fused GEMM without autograd,
       {"linear", "[3,5]", "[6,4]"});
 }
 
+// linear_activation(x, W, b, act) and `other` (x, W, b) give the same values and the same
+// gradients of x, W and b (of the sum of squares), to the bit.
+template <class Other>
+void check_linear_activation_bits(const Tensor& x, const Tensor& w, const Tensor& b, UnaryOp act,
+                                  const Other& other) {
+  const auto leaf = [](const Tensor& t) { return t.detach().requires_grad_(true); };
+  const Tensor xg = leaf(x), wg = leaf(w), bg = leaf(b), xr = leaf(x), wr = leaf(w), br = leaf(b);
+  const Tensor y = linear_activation(xg, wg, bg, act), yr = other(xr, wr, br);
+  CHECK(y.shape() == yr.shape());
+  CHECK(y.to_vector() == yr.to_vector());
+  sum(y * y).backward();
+  sum(yr * yr).backward();
+  CHECK(xg.grad().to_vector() == xr.grad().to_vector());
+  CHECK(wg.grad().to_vector() == wr.grad().to_vector());
+  CHECK(bg.grad().to_vector() == br.grad().to_vector());
+}
+
 // In a training step on the CPU the product x W^T also writes act(x W^T + b) as it finishes each
 // band of rows (GemmArgs::activation_out): the same two nodes as linear() then bias_gelu (or
 // bias_relu, bias_gelu_tanh), and the same bits, forward and backward, on every path of the
@@ -293,7 +310,8 @@ TEST_CASE("linear_activation with autograd on the CPU: one product, the two ops'
   manual_seed(36);
   const Tensor w = randn({200, 64}), b = randn({200});
   for (const UnaryOp act : {UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluTanh}) {
-    auto two_ops = [act](const Tensor& h, const Tensor& bias) {
+    const auto two_ops = [act](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+      const Tensor h = linear(x, weight, Tensor());
       return act == UnaryOp::Relu   ? bias_relu(h, bias)
              : act == UnaryOp::Gelu ? bias_gelu(h, bias)
                                     : bias_gelu_tanh(h, bias);
@@ -302,19 +320,7 @@ TEST_CASE("linear_activation with autograd on the CPU: one product, the two ops'
     for (const Tensor& x : {randn({300, 64}), randn({2, 3, 64}), randn({1, 64}),
                             randn({64, 50}).t()}) {
       CAPTURE(shape_str(x.shape()));
-      const Tensor xg = x.detach().requires_grad_(true), wg = w.detach().requires_grad_(true),
-                   bg = b.detach().requires_grad_(true);
-      const Tensor y = linear_activation(xg, wg, bg, act);
-      const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true),
-                   br = b.detach().requires_grad_(true);
-      const Tensor yr = two_ops(linear(xr, wr, Tensor()), br);
-      CHECK(y.shape() == yr.shape());
-      CHECK(y.to_vector() == yr.to_vector());
-      sum(y * y).backward();
-      sum(yr * yr).backward();
-      CHECK(xg.grad().to_vector() == xr.grad().to_vector());
-      CHECK(wg.grad().to_vector() == wr.grad().to_vector());
-      CHECK(bg.grad().to_vector() == br.grad().to_vector());
+      check_linear_activation_bits(x, w, b, act, two_ops);
     }
   }
 }
@@ -327,23 +333,15 @@ TEST_CASE("linear_activation equals the activation of linear() with its bias, to
   manual_seed(37);
   const Tensor w = randn({96, 48}), b = randn({96});
   for (const UnaryOp act : {UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluTanh}) {
+    const auto activation_of_linear = [act](const Tensor& x, const Tensor& weight,
+                                            const Tensor& bias) {
+      const Tensor h = linear(x, weight, bias);
+      return act == UnaryOp::Relu ? relu(h) : act == UnaryOp::Gelu ? gelu(h) : gelu_tanh(h);
+    };
     CAPTURE(unary_op_name(act));
     for (const Tensor& x : {randn({256, 48}), randn({4, 5, 48}), randn({1, 48})}) {
       CAPTURE(shape_str(x.shape()));
-      const Tensor xg = x.detach().requires_grad_(true), wg = w.detach().requires_grad_(true),
-                   bg = b.detach().requires_grad_(true);
-      const Tensor y = linear_activation(xg, wg, bg, act);
-      const Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true),
-                   br = b.detach().requires_grad_(true);
-      const Tensor h = linear(xr, wr, br);
-      const Tensor yr = act == UnaryOp::Relu ? relu(h) : act == UnaryOp::Gelu ? gelu(h)
-                                                                              : gelu_tanh(h);
-      CHECK(y.to_vector() == yr.to_vector());
-      sum(y * y).backward();
-      sum(yr * yr).backward();
-      CHECK(xg.grad().to_vector() == xr.grad().to_vector());
-      CHECK(wg.grad().to_vector() == wr.grad().to_vector());
-      CHECK(bg.grad().to_vector() == br.grad().to_vector());
+      check_linear_activation_bits(x, w, b, act, activation_of_linear);
     }
   }
 }
