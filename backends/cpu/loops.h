@@ -158,10 +158,10 @@ inline int64_t row_grain(int64_t cols) {
 // 13 GB/s where a ReLU's reaches 36. Such a kernel asks, as it begins row r, for the lines of
 // row r + rows_ahead(cols) of each operand it reads: the row that starts at least
 // kPrefetchAheadBytes further on. (2 Intel Xeon cores, operands cold: GELU's backward with its
-// bias sums 3.37 -> 2.42 ms at 6,400 x 512, 2.90 -> 2.02 at 12,544 x 256; 1, 2 and 4 rows
-// ahead within 5% of each other; in vit-fmnist's step 19.7 -> 14.2 ms. The softmax over rows
-// of 50 and its backward, whose few exps a row leave the window room, and the layer norm's
-// backward, whose arithmetic is light, ran no faster so: they do without.)
+// bias sums 3.37 -> 2.42 ms at 6,400 x 512, 2.90 -> 2.02 at 12,544 x 256, 4 KiB ahead; 1, 2
+// and 4 rows ahead within 8% of each other; in vit-fmnist's step 19.7 -> 14.2 ms. The softmax
+// over rows of 50 and its backward, whose few exps a row leave the window room, and the layer
+// norm's backward, whose arithmetic is light, ran no faster so: they do without.)
 constexpr int64_t kPrefetchAheadBytes = 4096;
 inline int64_t rows_ahead(int64_t cols) {
   return std::max<int64_t>(1, kPrefetchAheadBytes / (std::max<int64_t>(cols, 1) *
