@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/vec_math.h"
+#include "backends/elementwise/activation_rows.h"
 #include "backends/elementwise/cpu_float32.h"
 #include "backends/elementwise/elementwise.h"
 #include "backends/unary_math.h"
@@ -87,16 +88,14 @@ void cpu::unary(UnaryOp op, const Tensor& x, Tensor& out, float a, float b) {
 
 void cpu::unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols,
                      int64_t ld, int64_t stride) {
-  unary::visit<CpuMath>(op, 0.0f, 0.0f, [&](auto entry) {
-    cpu::parallel_region(batch * rows * cols >= cpu::kGrainHeavy, [&] {
+  // bias_unary_rows without a bias, in place, a row at a time over every item's rows.
+  cpu::parallel_region(batch * rows * cols >= cpu::kGrainHeavy, [&] {
 #pragma omp for collapse(2) schedule(static) nowait
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t r = 0; r < rows; ++r) {
-          float* row = x + b * stride + r * ld;
-#pragma omp simd
-          for (int64_t j = 0; j < cols; ++j) row[j] = entry.forward(row[j]);
-        }
-    });
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = x + b * stride + r * ld;
+        cpu::bias_unary_rows(op, row, ld, nullptr, row, ld, 1, cols);
+      }
   });
 }
 

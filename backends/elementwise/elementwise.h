@@ -65,7 +65,8 @@ LOOM_ELEMENTWISE_KERNELS
 void bias_unary_backward_sums(UnaryOp op, const float* grad, const float* x, const float* bias,
                               int64_t rows, int64_t cols, float* out, float* dbias);
 // x = op(x) in place over `batch` float32 matrices [rows, cols] with row stride ld, `stride`
-// elements apart: GemmArgs::activation over a product's C, by the unary loops' math.
+// elements apart: GemmArgs::activation (Relu, Gelu or GeluTanh) over a product's C, by
+// cpu::bias_unary_rows (activation_rows.h) without a bias.
 void unary_rows(UnaryOp op, float* x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
                 int64_t stride);
 }  // namespace cpu
