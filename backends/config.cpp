@@ -12,6 +12,11 @@
 // From CMake (CMakeLists.txt, this file's properties): LOOM_VERSION, LOOM_BUILD_TYPE,
 // LOOM_NATIVE_ARCH ("" without -march=native), LOOM_WITH_MPI.
 
+// jemalloc's control interface, declared weak: its address is null in a process without
+// jemalloc.
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+    __attribute__((weak));
+
 namespace loom {
 namespace {
 
@@ -55,6 +60,16 @@ std::string vectors() {
 #endif
 }
 
+// The process's malloc: jemalloc where the program links it (CMakeLists.txt, LOOM_JEMALLOC) or
+// preloads it, which then also answers mallctl, else the C library's.
+std::string malloc_name() {
+  const char* version = nullptr;
+  size_t size = sizeof version;
+  if (mallctl != nullptr && mallctl("version", &version, &size, nullptr, 0) == 0)
+    return std::string("jemalloc ") + version;
+  return "the C library's";
+}
+
 // "OpenBLAS 0.3.21": the first two words of its configuration line.
 std::string blas_version() {
   std::istringstream config(openblas_get_config());
@@ -94,11 +109,13 @@ std::string show_config() {
       "  - BLAS: {} ({} kernels, {} threads)\n"
       "  - float32 products: {}\n"
       "  - OpenMP: {} threads\n"
+      "  - malloc: {}\n"
       "  - CUDA: {}\n"
       "  - MPI: {}\n"
       "  - numerics: {}\n",
       LOOM_VERSION, compiler(), build_type(), instruction_set(), vectors(), openblas_get_config(),
-      openblas_get_corename(), openblas_get_num_threads(), products(), omp_get_max_threads(), cuda,
+      openblas_get_corename(), openblas_get_num_threads(), products(), omp_get_max_threads(),
+      malloc_name(), cuda,
       LOOM_WITH_MPI ? "built in" : "not built in", numerics_config());
 }
 

@@ -6,7 +6,8 @@
 #                          to the library), CLI11 (command lines of the examples and benchmarks)
 #                          zlib (gzipped Fashion-MNIST files), stb (image files),
 #                          OpenMPI (data-parallel jobs of several processes: mpirun, loom::distributed),
-#                          ICU (Unicode tables for BERT's WordPiece tokenizer)
+#                          ICU (Unicode tables for BERT's WordPiece tokenizer),
+#                          jemalloc (the malloc of the programs that link loom)
 #   fuzzing (with --fuzz): clang and its libFuzzer runtime (-DLOOM_FUZZ=ON, scripts/fuzz.sh)
 #   PyTorch (with --bench): Debian's python3-torch, numpy and scipy, for the PyTorch twins in
 #                          bench/reference (scripts/bench.sh, scripts/reproduce.sh); never for tests
@@ -32,7 +33,7 @@ install_missing build-essential cmake pkg-config libopenblas-openmp-dev libfmt-d
                 libopenmpi-dev openmpi-bin \
                 nlohmann-json3-dev libcli11-dev \
                 zlib1g-dev libstb-dev \
-                libicu-dev \
+                libicu-dev libjemalloc-dev \
                 fortunes dataset-fashion-mnist dict-freedict-eng-deu
 echo "loom: dependencies present"
 for option in "$@"; do

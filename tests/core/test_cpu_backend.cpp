@@ -2181,6 +2181,32 @@ TEST_CASE("cpu kernels reject mismatched shapes and dtypes with the op's name") 
   expect_error([&] { kernels().softmax(a, 2, 4, 1, false, out); }, {"softmax", "6 elements", "8"});
 }
 
+// jemalloc's control interface, declared weak as backends/config.cpp declares it: null in a
+// program without jemalloc.
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+    __attribute__((weak));
+
+TEST_CASE("show_config names the process's malloc; with jemalloc linked, malloc is jemalloc's") {
+  const std::string config = show_config();
+  if (mallctl == nullptr) {  // a build without jemalloc (LOOM_JEMALLOC off, or sanitised)
+    CHECK(config.find("  - malloc: the C library's\n") != std::string::npos);
+    return;
+  }
+  CHECK(config.find("  - malloc: jemalloc ") != std::string::npos);
+  // jemalloc counts the bytes each thread allocates: a block from malloc shows there only when
+  // this program's malloc is jemalloc's (CMakeLists.txt links it into every program that links
+  // loom), not merely loaded beside the C library's.
+  uint64_t before = 0, after = 0;
+  size_t size = sizeof before;
+  REQUIRE(mallctl("thread.allocated", &before, &size, nullptr, 0) == 0);
+  char* block = static_cast<char*>(std::malloc(size_t{1} << 20));
+  REQUIRE(block != nullptr);
+  *static_cast<volatile char*>(block) = 1;  // used, so that the compiler keeps the call
+  REQUIRE(mallctl("thread.allocated", &after, &size, nullptr, 0) == 0);
+  std::free(block);
+  CHECK(after - before >= (uint64_t{1} << 20));
+}
+
 TEST_CASE("show_config names the build, its threads and BLAS, and ends with numerics_config") {
   const std::string numerics = numerics_config();
   // "COMPILER VERSION, BUILD TYPE, -MARCH, VECTORS, BLAS VERSION KERNELS": five parts.
