@@ -103,7 +103,21 @@ void philox_uniform_block(uint64_t first, uint64_t seed, float* y) {
     c2[w] = c3[w] = U64x8{};
   }
   auto k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
+  // The first round, whose c2 and c3 are 0: c2 * m1 is 0, so c0 becomes c1 ^ key0 and c1 0,
+  // with one product a stream where the other rounds take two.
+  {
+    const U64x8 key0 = U64x8{} + k0, key1 = U64x8{} + k1;
+    for (int w = 0; w < kPhiloxVectors; ++w) {
+      const U64x8 p0 = mul_low_words(c0[w], m0);
+      c0[w] = c1[w] ^ key0;
+      c2[w] = (p0 >> 32) ^ key1;
+      c1[w] = U64x8{};
+      c3[w] = p0;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int round = 1; round < 9; ++round) {
     const U64x8 key0 = U64x8{} + k0, key1 = U64x8{} + k1;
     for (int w = 0; w < kPhiloxVectors; ++w) {
       const U64x8 p0 = mul_low_words(c0[w], m0), p2 = mul_low_words(c2[w], m1);
@@ -114,6 +128,12 @@ void philox_uniform_block(uint64_t first, uint64_t seed, float* y) {
     }
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
+  }
+  // The last round: only v[0], its new c0, is used, so only c2 * m1 is taken.
+  {
+    const U64x8 key0 = U64x8{} + k0;
+    for (int w = 0; w < kPhiloxVectors; ++w)
+      c0[w] = (mul_low_words(c2[w], m1) >> 32) ^ c1[w] ^ key0;
   }
   // v[0]'s top 24 bits, as a float in [0, 1): the low words of two vectors, side by side.
   const __m512i low_words =
