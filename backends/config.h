@@ -9,8 +9,9 @@ namespace loom {
 
 // A few lines: loom's version; the compiler; the build type and the instruction set the
 // library was compiled for; the BLAS with the kernels it runs now and its threads; loom's
-// OpenMP threads; whether the CUDA backend and MPI were built in, and whether a GPU is there;
-// and, last, numerics_config().
+// OpenMP threads; the process's malloc (jemalloc with its version, or the C library's);
+// whether the CUDA backend and MPI were built in, and whether a GPU is there; and, last,
+// numerics_config().
 std::string show_config();
 
 // One line, e.g. "GCC 12.2.0, Release, -march=native (znver3), AVX-512, OpenBLAS 0.3.21
