@@ -2187,15 +2187,18 @@ extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp
     __attribute__((weak));
 
 TEST_CASE("show_config names the process's malloc; with jemalloc linked, malloc is jemalloc's") {
+  // LOOM_LINKS_JEMALLOC (tests/CMakeLists.txt): CMake's LOOM_JEMALLOC, which links jemalloc
+  // into every program that links loom, this one included.
+  const bool linked = mallctl != nullptr;
+  CHECK(linked == static_cast<bool>(LOOM_LINKS_JEMALLOC));
   const std::string config = show_config();
-  if (mallctl == nullptr) {  // a build without jemalloc (LOOM_JEMALLOC off, or sanitised)
+  if (!linked) {  // a build without jemalloc (LOOM_JEMALLOC off, or sanitised)
     CHECK(config.find("  - malloc: the C library's\n") != std::string::npos);
     return;
   }
   CHECK(config.find("  - malloc: jemalloc ") != std::string::npos);
   // jemalloc counts the bytes each thread allocates: a block from malloc shows there only when
-  // this program's malloc is jemalloc's (CMakeLists.txt links it into every program that links
-  // loom), not merely loaded beside the C library's.
+  // this program's malloc is jemalloc's, not merely loaded beside the C library's.
   uint64_t before = 0, after = 0;
   size_t size = sizeof before;
   REQUIRE(mallctl("thread.allocated", &before, &size, nullptr, 0) == 0);
