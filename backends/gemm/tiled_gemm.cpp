@@ -479,14 +479,8 @@ namespace {
 
 // Requests the cache lines of a stored matrix of rows x cols, rows ld floats apart.
 void prefetch_rows(const float* data, int64_t rows, int64_t cols, int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; c += 64 / static_cast<int64_t>(sizeof(float)))
-      __builtin_prefetch(data + r * ld + c);
+  for (int64_t r = 0; r < rows; ++r) prefetch_floats(data + r * ld, cols);
 }
-
-}  // namespace
-
-namespace {
 
 // dst[p * ld_dst + j] = b[j * ldb + p] for j < columns, p < k: b's rows transposed into dst's
 // columns, in 8 x 8 blocks in registers, the edges element by element.
@@ -501,9 +495,7 @@ void transpose_rows(const float* b, int64_t ldb, int64_t columns, int64_t k, flo
   // 2026-12-06, whose operands come from the caches, not from memory.)
   constexpr int64_t kAhead = 32;
   for (int64_t j = 0; j < n8; j += 8) {
-    if (j + kAhead + 8 <= columns)
-      for (int64_t r = j + kAhead; r < j + kAhead + 8; ++r)
-        for (int64_t p = 0; p < k; p += 16) __builtin_prefetch(b + r * ldb + p);
+    if (j + kAhead + 8 <= columns) prefetch_rows(b + (j + kAhead) * ldb, 8, k, ldb);
     for (int64_t p = 0; p < k8; p += 8)
       transpose_8x8(b + j * ldb + p, ldb, dst + p * ld_dst + j, ld_dst);
   }
