@@ -12,6 +12,45 @@ TEST_CASE("gradients accumulate when a tensor is used more than once") {
   CHECK(x.grad().to_vector() == std::vector<float>{7, 9, 11});
 }
 
+TEST_CASE("a gradient added in place changes no other tensor's gradient") {
+  // The engine adds a second contribution into a node's gradient in place where nothing else
+  // holds that gradient's memory. An add's backward hands one gradient to both of its inputs:
+  // here m's goes to n and to p, n's to p and to q, so p's first contribution is shared with
+  // n's (and n's with q's), and p's sum must be a new tensor: dL/dq stays 1 (added into the
+  // shared one, it would be 2, and x's gradient 10).
+  Tensor x = tensor({1.5f, -2.0f}, {2}).requires_grad_();
+  Tensor p = x * 2.0f, q = x * 3.0f;
+  Tensor n = p + q;
+  Tensor m = n + p;
+  sum(m * 1.0f).backward();  // (m's gradient a contiguous tensor, not sum's broadcast view)
+  CHECK(x.grad().to_vector() == std::vector<float>{7, 7});  // 2 dL/dp + 3 dL/dq = 2 * 2 + 3 * 1
+  // p's and q's gradients one tensor (an add's), then another added to p's while q still waits
+  // for one of its own, the three branches summed in every order (which decides the order the
+  // engine visits them in): dL/dp = 1 + 5 and dL/dq = 1 + 7 (with the add's gradient changed
+  // under q, dL/dq would be 13).
+  std::vector<int> order{0, 1, 2};
+  do {
+    Tensor z = tensor({0.25f, 3.0f}, {2}).requires_grad_();
+    Tensor pz = z * 2.0f, qz = z * 3.0f;
+    Tensor loss;
+    for (const int branch : order) {
+      const Tensor value = branch == 0 ? pz + qz : branch == 1 ? pz * 5.0f : qz * 7.0f;
+      const Tensor term = sum(value * 1.0f);  // (contiguous gradients)
+      loss = loss.defined() ? loss + term : term;
+    }
+    loss.backward();
+    CHECK(z.grad().to_vector() == std::vector<float>{36, 36});  // 2 * 6 + 3 * 8
+  } while (std::next_permutation(order.begin(), order.end()));
+  // Contributions that are fresh tensors of their own: added in place, the same values.
+  Tensor w = tensor({0.5f, 4.0f, -1.0f}, {3}).requires_grad_();
+  Tensor h = w * w;
+  Tensor y = sum(h * 3.0f + h * 4.0f + exp(h));  // dy/dh = 7 + e^h, dh/dw = 2w
+  y.backward();
+  const std::vector<float> wv = w.detach().to_vector(), dw = w.grad().to_vector();
+  for (size_t i = 0; i < wv.size(); ++i)
+    CHECK(dw[i] == doctest::Approx((7.0f + std::exp(wv[i] * wv[i])) * 2.0f * wv[i]));
+}
+
 TEST_CASE("gradients are summed over broadcast dimensions") {
   Tensor a = ones({2, 3}).requires_grad_();
   Tensor b = tensor({1, 2, 3}, {3}).requires_grad_();
