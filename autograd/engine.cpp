@@ -26,15 +26,15 @@ std::atomic<bool> g_detect_anomaly{false};
 
 // Whether g can be added into `slot` in place: slot's memory is its alone (no other tensor,
 // node or hook holds its TensorImpl or its storage: the first contribution, taken as is, may be
-// another slot's too, as an add's backward hands one gradient to both of its inputs), neither is
-// part of a graph (create_graph), and both are contiguous float32 of one shape on one device.
+// another slot's too, as an add's backward hands one gradient to both of its inputs; g itself
+// holds a reference when it is slot's tensor), neither is part of a graph (create_graph), and
+// both are contiguous float32 of one shape on one device.
 bool adds_in_place(const Tensor& slot, const Tensor& g) {
   const auto float32 = [](const Tensor& t) {
     return t.dtype() == DType::Float32 && t.is_contiguous() && !t.requires_grad();
   };
   return slot.impl_ptr().use_count() == 1 && slot.impl()->storage().use_count() == 1 &&
-         float32(slot) && float32(g) && slot.shape() == g.shape() &&
-         slot.device() == g.device() && slot.impl() != g.impl();
+         float32(slot) && float32(g) && slot.shape() == g.shape() && slot.device() == g.device();
 }
 
 // Adds g into the accumulated gradient `slot` (the first contribution is taken as is): in
