@@ -1,6 +1,10 @@
 // Helpers shared by the op definitions in autograd/ops_*.cpp (not part of the public API).
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <vector>
+
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -87,12 +91,47 @@ inline Tensor column_sums(const Tensor& g, int64_t cols) {
   return out;
 }
 
+// The gradients of views that lie side by side in one tensor's memory: q, k and v split from one
+// projection (B, T, 3E) and seen as heads (B, nh, T, hs). Each view's gradient is written into
+// one buffer that mirrors that memory, at the view's own place, so that split's backward finds
+// the projection's gradient already joined and returns it without its cat (a copy of every
+// gradient). The products that compute those gradients ask for their places (GradientInto).
+class SharedGradient {
+ public:
+  // Null unless the views (defined, CPU float32) are at least two that require grad, of one
+  // storage, with one shape and one strides, in rows of one pitch side by side and apart: each
+  // view's elements in every row of the pitch a run of columns of its own.
+  static std::shared_ptr<SharedGradient> of(const std::vector<Tensor>& views);
+  // View i's gradient: uninitialised, with view i's shape and strides, in the shared buffer
+  // (allocated by the first call of a backward); undefined when i does not require grad or its
+  // place was taken already. Once every view that requires grad has taken its place, the next
+  // call starts a new buffer (a second backward through the same graph).
+  Tensor take(size_t i);
+
+ private:
+  Shape shape_;
+  Strides strides_;
+  std::vector<int64_t> offsets_;  // in the buffer: each view's offset minus the lowest one
+  std::vector<bool> needed_, taken_;
+  int64_t size_ = 0;  // the buffer's elements
+  Device device_ = Device::CPU;
+  Tensor buffer_;
+};
+
+// Where matmul_nd's operand gradients go: a function that gives a tensor of the operand's shape
+// and layout to write the gradient into (SharedGradient::take), or none (the default: a new
+// tensor). Called inside the backward, once per gradient.
+struct GradientInto {
+  std::function<Tensor()> a, b;
+};
+
 // alpha * matmul(a, b, out_dtype) as one differentiable product: alpha is the GEMM's own
 // (GemmArgs::alpha), applied to the sums as they are written, so neither an operand nor the
 // result is scaled in a pass of its own, and the gradients are alpha dC B^T and alpha A^T dC.
-// Attention's scores q k^T / sqrt(d), addmm and baddbmm (ops_matmul.cpp).
+// Attention's scores q k^T / sqrt(d), addmm and baddbmm (ops_matmul.cpp). `into`: where the
+// gradients of a and b go (taken only on the float32 path, not under autocast).
 Tensor scaled_matmul(const Tensor& a, const Tensor& b, float alpha,
-                     std::optional<DType> out_dtype = std::nullopt);
+                     std::optional<DType> out_dtype = std::nullopt, const GradientInto& into = {});
 
 // ---- bfloat16 (see "bfloat16" in autograd/ops.h): an op on bfloat16 tensors runs in float32 on
 // the upcast inputs and rounds its result to bfloat16 once. The casts are recorded ops, so the

@@ -290,9 +290,10 @@ Tensor laid_out_as(const Tensor& t, Shape shape_of = {}) {
 
 // The differentiable product alpha * a @ b of two >= 2-D tensors; the result in `out_type`
 // (default: the operands' dtype), written into `into` when given (C's shape, any layout
-// gemm_forward writes).
+// gemm_forward writes); the operands' gradients where grad_into says (detail::GradientInto).
 Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type = std::nullopt,
-                 const Tensor& into = Tensor(), float alpha = 1.0f) {
+                 const Tensor& into = Tensor(), float alpha = 1.0f,
+                 const detail::GradientInto& grad_into = {}) {
   // [..., M, K] @ [K, N]: fold the batch into the rows, one large GEMM instead of many.
   if (b.dim() == 2 && a.dim() > 2 && !into.defined()) {
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
@@ -320,30 +321,37 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, std::optional<DType> out_type
   // alpha (dC^T @ A)^T, the same sums, written as B's memory lies; it used to be copied element
   // by element, across rows, into the layout of what B was viewed from. Heads interleaved (a
   // projection's): the gradient interleaved too (laid_out_as), where it used to be copied from
-  // contiguous heads.
+  // contiguous heads. Given a place (grad_into: q, k and v's gradients side by side in one
+  // buffer, detail::SharedGradient), an operand's gradient is written there.
   const bool a_own = as.shape() == batch_like(as, c), b_own = bs.shape() == batch_like(bs, c);
   const bool a_transposed = a_own && stored_transposed(as);
   const bool b_transposed = b_own && stored_transposed(bs);
   return autograd::record("matmul", {a, b}, c,
                           [as, bs, need_a, need_b, a_own, b_own, a_transposed, b_transposed,
-                           alpha](const Tensor& grad) {
+                           alpha, grad_into](const Tensor& grad) {
     const Tensor g = grad.to(as.dtype());  // the operands' dtype (bfloat16 products stay so)
     const Tensor gt = g.transpose(-1, -2);
     const std::nullopt_t same_type = std::nullopt;
+    // Where the gradient of operand t goes (seen transposed when t is stored transposed): its
+    // given place, else a new tensor laid out as t.
+    const auto place = [](const std::function<Tensor()>& given, const Tensor& t, bool transposed) {
+      const Tensor p = given ? given() : Tensor();
+      if (!p.defined() || p.shape() != t.shape())
+        return laid_out_as(transposed ? t.transpose(-1, -2) : t);
+      return transposed ? p.transpose(-1, -2) : p;
+    };
     Tensor ga, gb;
     if (need_a && a_transposed)
-      ga = matmul_nd(bs, gt, same_type, laid_out_as(as.transpose(-1, -2)), alpha)
-               .transpose(-1, -2);
+      ga = matmul_nd(bs, gt, same_type, place(grad_into.a, as, true), alpha).transpose(-1, -2);
     else if (need_a)
       ga = sum_to(matmul_nd(g, bs.transpose(-1, -2), same_type,
-                            a_own ? laid_out_as(as) : Tensor(), alpha),
+                            a_own ? place(grad_into.a, as, false) : Tensor(), alpha),
                   as.shape());
     if (need_b && b_transposed)
-      gb = matmul_nd(gt, as, same_type, laid_out_as(bs.transpose(-1, -2)), alpha)
-               .transpose(-1, -2);
+      gb = matmul_nd(gt, as, same_type, place(grad_into.b, bs, true), alpha).transpose(-1, -2);
     else if (need_b)
       gb = sum_to(matmul_nd(as.transpose(-1, -2), g, same_type,
-                            b_own ? laid_out_as(bs) : Tensor(), alpha),
+                            b_own ? place(grad_into.b, bs, false) : Tensor(), alpha),
                   bs.shape());
     return std::vector<Tensor>{ga, gb};
   }, {as, bs});
@@ -559,7 +567,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) 
 }
 
 Tensor detail::scaled_matmul(const Tensor& a, const Tensor& b, float alpha,
-                             std::optional<DType> out_dtype) {
+                             std::optional<DType> out_dtype, const GradientInto& into) {
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
   LOOM_CHECK(!out_dtype || *out_dtype == DType::Float32 || *out_dtype == DType::BFloat16,
@@ -596,7 +604,8 @@ Tensor detail::scaled_matmul(const Tensor& a, const Tensor& b, float alpha,
   // 1-D operands become [1, K] / [K, 1] matrices, and the extra dim is removed afterwards.
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
-  Tensor c = matmul_nd(a2, b2, out_dtype, Tensor(), alpha);
+  const bool places = a2.dim() == a.dim() && b2.dim() == b.dim();  // no 1-D operand
+  Tensor c = matmul_nd(a2, b2, out_dtype, Tensor(), alpha, places ? into : GradientInto{});
   if (b.dim() == 1) c = c.squeeze(-1);
   if (a.dim() == 1) c = c.squeeze(a.dim() == 1 && b.dim() == 1 ? -1 : -2);
   return c;

@@ -335,12 +335,101 @@ int64_t split_dim(const Tensor& x, int64_t dim, const char* op) {
   return dim < 0 ? dim + x.dim() : dim;
 }
 
+// The gradient of x (shape, dims cut at `starts` along d) when the pieces' gradients are already
+// side by side in one contiguous tensor of x's shape (detail::SharedGradient put them there):
+// that tensor, a view of their memory. Undefined otherwise, and when a gradient is part of a
+// graph (create_graph: the join must be recorded).
+Tensor joined_in_place(const std::vector<Tensor>& grads, const Shape& shape, int64_t d,
+                       const std::vector<int64_t>& starts) {
+  const Strides whole = contiguous_strides(shape);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined() || g.requires_grad() || g.dtype() != grads[0].dtype() ||
+        g.impl()->storage() != grads[0].impl()->storage() || g.strides() != whole ||
+        g.offset() != grads[0].offset() + starts[i] * whole[static_cast<size_t>(d)])
+      return Tensor();
+  }
+  return detail::make_view(grads[0], shape, whole, grads[0].offset());
+}
+
 }  // namespace
+
+std::shared_ptr<detail::SharedGradient> detail::SharedGradient::of(
+    const std::vector<Tensor>& views) {
+  if (views.size() < 2) return nullptr;
+  const Tensor& first = views[0];
+  int64_t needed = 0;
+  for (const Tensor& v : views) {
+    if (!v.defined() || v.device() != Device::CPU || v.dtype() != DType::Float32 ||
+        v.impl()->storage() != first.impl()->storage() || v.shape() != first.shape() ||
+        v.strides() != first.strides() || v.numel() == 0)
+      return nullptr;
+    needed += v.requires_grad() ? 1 : 0;
+  }
+  if (needed < 2) return nullptr;
+  // The dims in order of stride, innermost first: those contiguous with each other from stride 1
+  // up make each row's run of `run` elements; every other stride is a multiple of the row pitch
+  // (the smallest of them), so a view's elements in a row are its run alone.
+  std::vector<int64_t> order(static_cast<size_t>(first.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int64_t x, int64_t y) { return first.stride(x) < first.stride(y); });
+  int64_t run = 1;
+  size_t i = 0;
+  for (; i < order.size() && first.stride(order[i]) == run; ++i) run *= first.size(order[i]);
+  if (i == 0) return nullptr;  // no dim of stride 1
+  // The outer dims must not meet themselves either: each stride past all the rows below it.
+  const int64_t pitch = i < order.size() ? first.stride(order[i]) : run;
+  int64_t below = pitch;  // the elements from a row's first to past the last row so far
+  for (size_t j = i; j < order.size(); ++j) {
+    const int64_t stride = first.stride(order[j]), size = first.size(order[j]);
+    if (pitch < run || stride % pitch != 0 || (size > 1 && stride < below)) return nullptr;
+    below += (size - 1) * stride;
+  }
+  // Each view's run of columns in the pitch, [offset % pitch, + run): within the row, and apart.
+  std::vector<std::pair<int64_t, int64_t>> columns;
+  int64_t lowest = first.offset(), highest = first.offset();
+  for (const Tensor& v : views) {
+    const int64_t column = v.offset() % pitch;
+    if (column + run > pitch) return nullptr;
+    columns.emplace_back(column, column + run);
+    lowest = std::min(lowest, v.offset());
+    highest = std::max(highest, v.offset());
+  }
+  std::sort(columns.begin(), columns.end());
+  for (size_t j = 1; j < columns.size(); ++j)
+    if (columns[j].first < columns[j - 1].second) return nullptr;
+  auto shared = std::make_shared<SharedGradient>();
+  shared->shape_ = first.shape();
+  shared->strides_ = first.strides();
+  int64_t extent = 1;  // the elements from a view's first to its last, both included
+  for (int64_t d = 0; d < first.dim(); ++d) extent += (first.size(d) - 1) * first.stride(d);
+  shared->size_ = highest - lowest + extent;
+  for (const Tensor& v : views) {
+    shared->offsets_.push_back(v.offset() - lowest);
+    shared->needed_.push_back(v.requires_grad());
+  }
+  shared->taken_.assign(views.size(), false);
+  return shared;
+}
+
+Tensor detail::SharedGradient::take(size_t i) {
+  if (i >= taken_.size() || !needed_[i] || taken_[i]) return Tensor();
+  if (!buffer_.defined()) buffer_ = Tensor::empty({size_}, DType::Float32, device_);
+  taken_[i] = true;
+  Tensor place = make_view(buffer_, shape_, strides_, offsets_[i]);
+  if (taken_ == needed_) {  // every place taken: a second backward starts a new buffer
+    buffer_ = Tensor();
+    taken_.assign(taken_.size(), false);
+  }
+  return place;
+}
 
 // The pieces are views of x, recorded as ONE op with several outputs (record_outputs): its
 // backward joins their gradients with one cat (a piece that received none gives zeros of its
 // own shape), where a narrow per piece would scatter each into a zero-filled gradient of x's
-// full size and add them up.
+// full size and add them up. Gradients already side by side in one tensor of x's shape (q, k and
+// v's, from detail::SharedGradient) are joined where they lie.
 std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t dim) {
   const int64_t d = split_dim(x, dim, "split");
   int64_t total = 0;
@@ -353,16 +442,21 @@ std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t d
              shape_str(sizes), x.size(d), dim, shape_str(x.shape()));
   std::vector<Tensor> pieces;
   std::vector<Shape> shapes;
+  std::vector<int64_t> starts;
   int64_t start = 0;
   for (const int64_t size : sizes) {
     Shape shape = x.shape();
     shape[d] = size;
     pieces.push_back(make_view(x, shape, x.strides(), x.offset() + start * x.stride(d)));
     shapes.push_back(std::move(shape));
+    starts.push_back(start);
     start += size;
   }
   return autograd::record_outputs("split", {x}, std::move(pieces),
-                                  [d, shapes](const std::vector<Tensor>& grads) {
+                                  [d, shapes, starts, x_shape = x.shape()](
+                                      const std::vector<Tensor>& grads) {
+    if (Tensor joined = joined_in_place(grads, x_shape, d, starts); joined.defined())
+      return std::vector<Tensor>{joined};
     Tensor arrived;  // a gradient that arrived: the missing ones take its dtype and device
     for (const Tensor& g : grads)
       if (!arrived.defined()) arrived = g;

@@ -54,6 +54,26 @@ Tensor for_batched_gemm(const Tensor& t) {
   return in_groups ? t : t.contiguous();
 }
 
+// Where the unfused attention's products write the gradients of q, k and v (read where they lie,
+// keys and values as for_batched_gemm gives them): side by side in one buffer laid out as the
+// projection they were split from, (B, T, 3E), when they are views of it
+// (detail::SharedGradient; split's backward then finds its gradient whole); else each its own.
+struct GradientPlaces {
+  detail::GradientInto scores, output;  // of q k^T (q and k^T), of P V (v)
+};
+GradientPlaces gradient_places(const Tensor& q, const Tensor& keys, const Tensor& values) {
+  if (autocast::is_enabled()) return {};  // the products take bfloat16 casts of them
+  const std::shared_ptr<detail::SharedGradient> shared =
+      detail::SharedGradient::of({q, keys, values});
+  if (!shared) return {};
+  return {.scores = {[shared] { return shared->take(0); },
+                     [shared] {  // k's place, seen as the operand k^T
+                       const Tensor place = shared->take(1);
+                       return place.defined() ? place.transpose(-2, -1) : place;
+                     }},
+          .output = {nullptr, [shared] { return shared->take(2); }}};
+}
+
 // Which path each device takes, as measured (docs/guide/performance.md, "On a GPU"):
 // set_fused_attention forces one; by default (kDefault) the GPU fuses bfloat16 attention
 // (autocast's included), where its tensor-core kernel beats cuBLAS + the softmax kernels
@@ -201,13 +221,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // over q or the scores to apply it, forward or backward.
   const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(-1)));
   const Tensor keys = for_batched_gemm(k), values = for_batched_gemm(v);
+  // The gradients of q, k and v split from one projection are written side by side, as the
+  // projection lies, so that the split hands them on whole instead of joining three copies.
+  const GradientPlaces places = gradient_places(q, keys, values);
   // k^T is a transposed view: the GEMM reads it with a transpose flag, no copy. Under autocast
   // the product runs in bfloat16 and its float32 accumulators are kept: the mask and the softmax
   // work in float32 anyway, so rounding the scores would only cost two more passes over them.
   const std::optional<DType> scores_dtype =
       autocast::is_enabled() ? std::optional<DType>(DType::Float32) : std::nullopt;
-  Tensor scores =
-      detail::scaled_matmul(q, keys.transpose(-2, -1), scale, scores_dtype);  // [..., T_q, T_k]
+  Tensor scores = detail::scaled_matmul(q, keys.transpose(-2, -1), scale, scores_dtype,
+                                        places.scores);  // [..., T_q, T_k]
 
   Tensor mask = options.mask;
   // Sec. 3.2.3: "masking out (setting to -inf) all values in the input of the softmax which
@@ -226,7 +249,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (options.training && options.dropout_p > 0.0f)
     probs = loom::dropout(probs, options.dropout_p, true);
   if (options.attn_weights != nullptr) *options.attn_weights = probs;
-  return matmul(probs, values);  // [..., T_q, d_v]
+  return detail::scaled_matmul(probs, values, 1.0f, std::nullopt,
+                               places.output);  // [..., T_q, d_v]
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

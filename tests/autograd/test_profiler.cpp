@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/internal.h"
 #include "backends/gemm/tiled_gemm.h"
 #include "loom.h"
 #include "test_util.h"
@@ -354,4 +355,93 @@ TEST_CASE("profiler: attention over interleaved heads copies no head, forward or
     (matmul(p2, heads2(2, 7)).transpose(1, 2).reshape({3, queries, 20}) * w).sum().backward();
     loom::testing::check_close(qkv.grad(), qkv2.grad(), 1e-5f, 1e-6f);
   }
+}
+
+// detail::SharedGradient's rule: views of one storage, one shape and strides, each a run of
+// columns of its own in rows of one pitch; anything else keeps its own gradient.
+TEST_CASE("SharedGradient: only views side by side share a buffer, each place taken once") {
+  using detail::SharedGradient;
+  const Tensor qkv = randn({2, 3, 12}).requires_grad_();  // (B, T, 3 x 4)
+  const std::vector<Tensor> parts = qkv.split(4, 2);
+  const auto heads = [](const Tensor& t) { return t.view({2, 3, 2, 2}).transpose(1, 2); };
+  const Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
+  const std::shared_ptr<SharedGradient> shared = SharedGradient::of({q, k, v});
+  REQUIRE(shared != nullptr);
+  const Tensor gq = shared->take(0), gk = shared->take(1);
+  CHECK(gq.shape() == q.shape());
+  CHECK(gq.strides() == q.strides());
+  CHECK(gk.data_ptr<float>() == gq.data_ptr<float>() + 4);  // k's place, 4 columns on
+  CHECK_FALSE(shared->take(0).defined());                     // taken already
+  const Tensor gv = shared->take(2);  // the last place: the next backward gets a new buffer
+  CHECK(gv.data_ptr<float>() == gq.data_ptr<float>() + 8);
+  CHECK(shared->take(0).data_ptr<float>() != gq.data_ptr<float>());
+  CHECK(SharedGradient::of({q, q, v}) == nullptr);                 // one place twice
+  CHECK(SharedGradient::of({q, k.detach(), v.detach()}) == nullptr);  // one needs a gradient
+  CHECK(SharedGradient::of({q, k.contiguous()}) == nullptr);       // another storage
+  CHECK(SharedGradient::of({q, qkv.narrow(2, 2, 4).view({2, 3, 2, 2}).transpose(1, 2)}) ==
+        nullptr);  // columns 2-5 cross q's 0-3
+  CHECK(SharedGradient::of({q, k.transpose(2, 3)}) == nullptr);  // other strides
+}
+
+// q, k and v split from one projection and attended by scaled_dot_product_attention, as the
+// models do: their gradients are written side by side in one buffer laid out as the projection
+// (detail::SharedGradient), which split's backward hands on whole instead of joining three
+// copies. The same bits as attention over contiguous copies of the heads, in a backward, in a
+// second backward through the same graph, and through a recorded backward (create_graph).
+TEST_CASE("profiler: attention's q, k and v gradients reach their projection without a copy") {
+  manual_seed(14);
+  // x (B, T, 8) -> qkv (B, T, 3C) -> attention of 4 heads of 5 -> (B, T, C), C = 20
+  const auto attend = [](const Tensor& x, const Tensor& w, bool contiguous_heads) {
+    std::vector<Tensor> heads = matmul(x, w).split(20, 2);
+    for (Tensor& t : heads) {
+      t = t.view({3, 7, 4, 5}).transpose(1, 2);
+      if (contiguous_heads) t = t.contiguous();
+    }
+    const Tensor y = nn::functional::scaled_dot_product_attention(heads[0], heads[1], heads[2]);
+    return y.transpose(1, 2).reshape({3, 7, 20});
+  };
+  const Tensor x0 = randn({3, 7, 8}), w0 = randn({8, 60}), r = randn({3, 7, 20});
+  Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+  Tensor xc = x0.clone().requires_grad_(), wc = w0.clone().requires_grad_();
+  const Tensor loss = (attend(x, w, false) * r).sum();
+  auto profile = std::make_unique<profiler::Profile>();
+  loss.backward({}, /*retain_graph=*/true);
+  profile->stop();
+  const int64_t copies = find_row(*profile, "copy", profiler::Pass::Backward).calls;
+  profile.reset();
+  (attend(xc, wc, true) * r).sum().backward();
+  CHECK(equal(x.grad(), xc.grad()));
+  CHECK(equal(w.grad(), wc.grad()));
+  if (cpu::use_tiled_gemm(7, 7)) {  // where the tiles read the heads in place
+    // The backward copies only what the projection's own backward copies.
+    Tensor xp = x0.clone().requires_grad_(), wp = w0.clone().requires_grad_();
+    const Tensor projection_only = (matmul(xp, wp) * randn({3, 7, 60})).sum();
+    profiler::Profile projection;
+    projection_only.backward();
+    projection.stop();
+    CHECK(copies == find_row(projection, "copy", profiler::Pass::Backward).calls);
+  }
+  // A second backward through the graph writes a new buffer: the first gradients are intact.
+  const Tensor first = w.grad().clone();
+  loss.backward();
+  CHECK(equal(w.grad(), first * 2.0f));
+  // A recorded backward joins the gradients by a recorded cat, and its own backward runs.
+  x.grad() = Tensor(), xc.grad() = Tensor();
+  const Tensor gx = autograd::grad({(attend(x, w, false) * r).sum()}, {x}, {}, false, true)[0];
+  const Tensor gxc = autograd::grad({(attend(xc, wc, true) * r).sum()}, {xc}, {}, false, true)[0];
+  CHECK(gx.requires_grad());
+  CHECK(equal(gx, gxc));
+  const Tensor ggx = autograd::grad({(gx * gx).sum()}, {x})[0];
+  const Tensor ggxc = autograd::grad({(gxc * gxc).sum()}, {xc})[0];
+  loom::testing::check_close(ggx, ggxc, 1e-5f, 1e-6f);
+  // One view as q, k and v: no buffer holds three gradients of the same place; they add up.
+  const auto self_attend = [&](const Tensor& xs, bool contiguous_heads) {
+    Tensor h = matmul(xs, w0.narrow(1, 0, 20)).view({3, 7, 4, 5}).transpose(1, 2);
+    if (contiguous_heads) h = h.contiguous();
+    return (nn::functional::scaled_dot_product_attention(h, h, h) * r.view({3, 4, 7, 5})).sum();
+  };
+  Tensor xs = x0.clone().requires_grad_(), xsc = x0.clone().requires_grad_();
+  self_attend(xs, false).backward();
+  self_attend(xsc, true).backward();
+  CHECK(equal(xs.grad(), xsc.grad()));
 }
