@@ -114,7 +114,6 @@ class SharedGradient {
   std::vector<int64_t> offsets_;  // in the buffer: each view's offset minus the lowest one
   std::vector<bool> needed_, taken_;
   int64_t size_ = 0;  // the buffer's elements
-  Device device_ = Device::CPU;
   Tensor buffer_;
 };
 

@@ -378,12 +378,13 @@ std::shared_ptr<detail::SharedGradient> detail::SharedGradient::of(
   size_t i = 0;
   for (; i < order.size() && first.stride(order[i]) == run; ++i) run *= first.size(order[i]);
   if (i == 0) return nullptr;  // no dim of stride 1
-  // The outer dims must not meet themselves either: each stride past all the rows below it.
   const int64_t pitch = i < order.size() ? first.stride(order[i]) : run;
+  if (pitch < run) return nullptr;
+  // The outer dims must not meet themselves either: each stride past all the rows below it.
   int64_t below = pitch;  // the elements from a row's first to past the last row so far
   for (size_t j = i; j < order.size(); ++j) {
     const int64_t stride = first.stride(order[j]), size = first.size(order[j]);
-    if (pitch < run || stride % pitch != 0 || (size > 1 && stride < below)) return nullptr;
+    if (stride % pitch != 0 || (size > 1 && stride < below)) return nullptr;
     below += (size - 1) * stride;
   }
   // Each view's run of columns in the pitch, [offset % pitch, + run): within the row, and apart.
@@ -415,7 +416,7 @@ std::shared_ptr<detail::SharedGradient> detail::SharedGradient::of(
 
 Tensor detail::SharedGradient::take(size_t i) {
   if (i >= taken_.size() || !needed_[i] || taken_[i]) return Tensor();
-  if (!buffer_.defined()) buffer_ = Tensor::empty({size_}, DType::Float32, device_);
+  if (!buffer_.defined()) buffer_ = Tensor::empty({size_}, DType::Float32, Device::CPU);
   taken_[i] = true;
   Tensor place = make_view(buffer_, shape_, strides_, offsets_[i]);
   if (taken_ == needed_) {  // every place taken: a second backward starts a new buffer
