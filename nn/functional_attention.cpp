@@ -61,8 +61,8 @@ Tensor for_batched_gemm(const Tensor& t) {
 struct GradientPlaces {
   detail::GradientInto scores, output;  // of q k^T (q and k^T), of P V (v)
 };
+// (Under autocast the products take bfloat16 casts and detail::scaled_matmul leaves the places.)
 GradientPlaces gradient_places(const Tensor& q, const Tensor& keys, const Tensor& values) {
-  if (autocast::is_enabled()) return {};  // the products take bfloat16 casts of them
   const std::shared_ptr<detail::SharedGradient> shared =
       detail::SharedGradient::of({q, keys, values});
   if (!shared) return {};
