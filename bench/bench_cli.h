@@ -1,6 +1,6 @@
 // The command line every model benchmark shares (bench/vision, seq2seq, bert, detr):
 //
-//   NAME CASE [--steps N] [--threads T] [--device cpu|cuda] [--profile]
+//   NAME CASE [--steps N] [--threads T] [--device cpu|cuda] [--profile [--profile-shapes S]]
 //             [--fused-attention | --no-fused-attention]
 //
 // run_cases() parses it with CLI11 (examples/cli.h), sets the thread count, on the CPU measures
@@ -28,6 +28,7 @@ struct Args {
   int steps = 10, threads = 2;
   Device device = Device::CPU;
   bool profile = false;       // --profile: a per-op table of the timed steps on stderr
+  int profile_shapes = 15;    // --profile-shapes: the product shapes it lists (0: all)
   double sgemm_gflops = 0;    // the probe's GFLOP/s on the CPU; 0 on CUDA (not measured)
 };
 
@@ -41,11 +42,21 @@ inline const char* kAchievedHelp =
 inline const char* kProfileHelp =
     "print on stderr where the timed steps' time went: per op (kernel) and pass (forward, "
     "backward, optimizer), calls, ms per step, share of the step, GFLOP/s of the products, "
-    "and the time outside kernels; then the 15 longest products by shape (m x n x k, each "
-    "operand as stored or transposed) with their GFLOP/s; and, on the CPU, the step against "
+    "and the time outside kernels; then the longest products by shape (m x n x k, each "
+    "operand as stored or transposed; --profile-shapes of them) with their GFLOP/s; and, on "
+    "the CPU, the step against "
     "the sgemm probe: the share it would reach with every product at the probe's rate and the "
     "rest as it is, and what 80% would need (the profiler's clock reads slow the steps a "
     "little)";
+
+// --profile and --profile-shapes, into a benchmark's Args (bench_cli's or its own).
+inline void add_profile_flags(CLI::App& app, bool& profile, int& shapes) {
+  app.add_flag("--profile", profile, kProfileHelp);
+  app.add_option("--profile-shapes", shapes,
+                 "with --profile: how many product shapes it lists, the longest first (0: all "
+                 "of them; scripts/product_bound.py reads them all)")
+      ->check(cli::range(0, 1000000));
+}
 
 // One case of a benchmark: its name, its --help line and the function that runs it.
 struct Case {
@@ -73,7 +84,7 @@ inline int run_cases(int argc, char** argv, const std::string& name, const std::
   app.add_option("--threads", args.threads, "CPU threads")
       ->check(cli::range(int64_t{1}, cli::kMaxThreads));
   cli::add_device(app, device);
-  app.add_flag("--profile", args.profile, kProfileHelp);
+  add_profile_flags(app, args.profile, args.profile_shapes);
   bool fused = false, unfused = false;
   auto* fused_flag = app.add_flag(
       "--fused-attention", fused,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <concepts>
 #include <functional>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -55,29 +56,32 @@ inline void blas_matmul(const Tensor& a, const Tensor& b, Tensor& c) {
 
 // time_steps(step, steps), and with `profile` (a benchmark's --profile) the timed steps under
 // the profiler (core/profiler.h): a table of where their time went, per op and pass, printed on
-// stderr under the title `what` (stdout keeps its one JSON line); given the machine's peak
-// (`sgemm_gflops` > 0, the probe's), then where the step stands against it (Profile::bound_text:
-// the share it would reach with every product at the peak). The profiler's clock reads add a
+// stderr under the title `what` (stdout keeps its one JSON line), with its `shapes` longest
+// product shapes (0: all); given the machine's peak (`sgemm_gflops` > 0, the probe's), then
+// where the step stands against it (Profile::bound_text: the share it would reach with every
+// product at the peak). The profiler's clock reads add a
 // little to every kernel call, so a profiled step is slightly slower.
 inline Timing time_steps(const std::function<void()>& step, int steps, bool profile,
-                         const std::string& what, double sgemm_gflops = 0) {
+                         const std::string& what, double sgemm_gflops = 0, int shapes = 15) {
   if (!profile) return time_steps(step, steps);
   for (int i = 0; i < kWarmup; ++i) step();
   profiler::Profile timed;
   const Timing t = time_steps(step, steps, 0);
   timed.stop();
+  const size_t listed =
+      shapes > 0 ? static_cast<size_t>(shapes) : std::numeric_limits<size_t>::max();
   fmt::print(stderr, "profile of {}: {} timed steps, median {:.3f} ms\n{}\n{}\n", what, steps,
-             t.median_s * 1e3, timed.table(steps), timed.products_table(steps));
+             t.median_s * 1e3, timed.table(steps), timed.products_table(steps, listed));
   if (sgemm_gflops > 0) fmt::print(stderr, "{}\n", timed.bound_text(steps, sgemm_gflops));
   return t;
 }
 
-// time_steps for a case of a benchmark: its --steps and --profile, the profile titled `what`
-// and set against the case's sgemm probe (CaseArgs: a benchmark's Args, with steps, profile and
-// sgemm_gflops).
+// time_steps for a case of a benchmark: its --steps, --profile and --profile-shapes, the
+// profile titled `what` and set against the case's sgemm probe (CaseArgs: a benchmark's Args,
+// with steps, profile, profile_shapes and sgemm_gflops).
 template <class CaseArgs>
 Timing time_case(const std::function<void()>& step, const CaseArgs& args, const std::string& what) {
-  return time_steps(step, args.steps, args.profile, what, args.sgemm_gflops);
+  return time_steps(step, args.steps, args.profile, what, args.sgemm_gflops, args.profile_shapes);
 }
 
 // The end of a timed training step, as bench.py's: backward, the optimizer's step, the

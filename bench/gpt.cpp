@@ -67,6 +67,7 @@ struct Args {
   bool cuda_graphs = true;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
   bool profile = false;     // --profile: a per-op table of the timed steps on stderr
+  int profile_shapes = 15;  // --profile-shapes: the product shapes it lists (0: all)
   double sgemm_gflops = 0;  // the sgemm probe's GFLOP/s on the CPU (bench/flops.h)
 };
 
@@ -255,7 +256,7 @@ int main(int argc, char** argv) {
   app.add_flag("--distributed", args.distributed,
                "gpt-mini: data-parallel over the processes mpirun started (batch 16 split "
                "between them); rank 0 prints");
-  app.add_flag("--profile", args.profile, bench::kProfileHelp);
+  bench::add_profile_flags(app, args.profile, args.profile_shapes);
   app.add_option("--bucket-mb", args.bucket_mb,
                  "--distributed: gradient bucket size in MB (PyTorch DDP's bucket_cap_mb)")
       ->check(cli::positive);
