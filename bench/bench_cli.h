@@ -44,10 +44,9 @@ inline const char* kProfileHelp =
     "backward, optimizer), calls, ms per step, share of the step, GFLOP/s of the products, "
     "and the time outside kernels; then the longest products by shape (m x n x k, each "
     "operand as stored or transposed; --profile-shapes of them) with their GFLOP/s; and, on "
-    "the CPU, the step against "
-    "the sgemm probe: the share it would reach with every product at the probe's rate and the "
-    "rest as it is, and what 80% would need (the profiler's clock reads slow the steps a "
-    "little)";
+    "the CPU, the step against the sgemm probe: the share it would reach with every product at "
+    "the probe's rate and the rest as it is, and what 80% would need (the profiler's clock "
+    "reads slow the steps a little)";
 
 // --profile and --profile-shapes, into a benchmark's Args (bench_cli's or its own).
 inline void add_profile_flags(CLI::App& app, bool& profile, int& shapes) {

@@ -59,8 +59,8 @@ inline void blas_matmul(const Tensor& a, const Tensor& b, Tensor& c) {
 // stderr under the title `what` (stdout keeps its one JSON line), with its `shapes` longest
 // product shapes (0: all); given the machine's peak (`sgemm_gflops` > 0, the probe's), then
 // where the step stands against it (Profile::bound_text: the share it would reach with every
-// product at the peak). The profiler's clock reads add a
-// little to every kernel call, so a profiled step is slightly slower.
+// product at the peak). The profiler's clock reads add a little to every kernel call, so a
+// profiled step is slightly slower.
 inline Timing time_steps(const std::function<void()>& step, int steps, bool profile,
                          const std::string& what, double sgemm_gflops = 0, int shapes = 15) {
   if (!profile) return time_steps(step, steps);

@@ -503,10 +503,6 @@ void transpose_rows(const float* b, int64_t ldb, int64_t columns, int64_t k, flo
     for (int64_t j = p < k8 ? n8 : 0; j < columns; ++j) dst[p * ld_dst + j] = b[j * ldb + p];
 }
 
-}  // namespace
-
-namespace {
-
 // row[from, to) = 0: whole vectors, then the lanes left in one masked store where the build has
 // AVX-512. A copied block's rows end in such a tail (attention's 50 keys padded to 64), where
 // std::fill was a call to memset for every row: without those calls the scores' product 512 x
