@@ -5,16 +5,16 @@
     python3 scripts/product_bound.py vision swin-fmnist
 
 Runs build/bench/PROGRAM CASE --profile --profile-shapes 0 (every product shape of the step,
-with its calls and time a step), then times each shape alone with scripts/gemm_ab.sh (the
-working tree's kernel, as the build has it; its operands in the cache, alpha 1, no bias or
-activation; the fastest of its calls: as fast as the product gets on this machine), in one
-process with the 1024^3 product of the sgemm probe, timed between them, whose fastest call is
-the peak the shares are taken of (the VM's speed moves within minutes, so the probe of the bench
-run itself, printed too, is not compared with them). It
-prints the step's products at their rate in the step and alone, and what a step at 80% and 70%
-of that peak (issue 38's targets) would leave for all the other work (the layer norms, softmax,
-GELU, copies, the optimizer) with every product as fast as alone. Where that is little or
-nothing, the target needs the products faster in the step than on their own.
+with its calls and time a step), then times each shape alone with scripts/gemm_ab.sh: the
+working tree's kernel, as the build has it, its operands in the cache, alpha 1, no bias or
+activation, the fastest of its calls (as fast as the product gets on this machine). The 1024^3
+product of the sgemm probe is timed between the shapes in the same process, and its fastest
+call is the peak the shares are taken of: the VM's speed moves within minutes, so the bench
+run's own probe, printed too, is not compared with them. It prints the step's products at
+their rate in the step and alone, and what a step at 80% and 70% of that peak (issue 38's
+targets) would leave for all the other work (the layer norms, softmax, GELU, copies, the
+optimizer) with every product as fast as alone. Where that is little or nothing, the target
+needs the products faster in the step than on their own.
 
 Build first (cmake --build build); set OPENBLAS_CORETYPE as the sittings do (scripts/bench.sh).
 """
@@ -29,9 +29,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # A row of the profile's products table: "3136x512x128 NT  forward  4.0  8.302  5.7%  198.1",
 # or a batched one: "512 x 50x32x50 TN  backward  12.0  9.748  2.8%  100.8".
 PRODUCT_ROW = re.compile(r"^(?:(\d+) x )?(\d+x\d+x\d+) (NN|NT|TN|TT)\s+(\w+)\s+([\d.]+)\s+([\d.]+)")
-# A row of gemm_ab's table: "SHAPE  before-median (fastest)  after-median (fastest) ...".
 # The sgemm probe's product, timed among the shapes, before every PEAK_EVERY of them.
 PEAK_SHAPE, PEAK_EVERY = "1024x1024x1024:NN", 6
+# A row of gemm_ab's table: "SHAPE  before-median (fastest)  after-median (fastest) ...".
 AB_ROW = re.compile(r"^(\S+)\s+([\d.]+) \(\s*([\d.]+)\)\s+([\d.]+) \(\s*([\d.]+)\)")
 
 
