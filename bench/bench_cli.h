@@ -50,11 +50,12 @@ inline const char* kProfileHelp =
 
 // --profile and --profile-shapes, into a benchmark's Args (bench_cli's or its own).
 inline void add_profile_flags(CLI::App& app, bool& profile, int& shapes) {
-  app.add_flag("--profile", profile, kProfileHelp);
+  CLI::Option* profile_flag = app.add_flag("--profile", profile, kProfileHelp);
   app.add_option("--profile-shapes", shapes,
                  "with --profile: how many product shapes it lists, the longest first (0: all "
                  "of them; scripts/product_bound.py reads them all)")
-      ->check(cli::range(0, 1000000));
+      ->check(cli::range(0, 1000000))
+      ->needs(profile_flag);
 }
 
 // One case of a benchmark: its name, its --help line and the function that runs it.
