@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "examples/cli.h"
 #include "flops.h"
 #include "loom.h"
@@ -28,7 +29,7 @@ struct Args {
   int steps = 10, threads = 2;
   Device device = Device::CPU;
   bool profile = false;       // --profile: a per-op table of the timed steps on stderr
-  int profile_shapes = 15;    // --profile-shapes: the product shapes it lists (0: all)
+  int profile_shapes = kProfileShapes;  // --profile-shapes: the shapes it lists (0: all)
   double sgemm_gflops = 0;    // the probe's GFLOP/s on the CPU; 0 on CUDA (not measured)
 };
 

@@ -21,6 +21,8 @@ namespace loom::bench {
 
 // Untimed calls before the timed ones (bench.py's "warmup").
 inline constexpr int kWarmup = 3;
+// The product shapes --profile lists unless --profile-shapes says otherwise.
+inline constexpr int kProfileShapes = 15;
 
 struct Timing {
   double median_s = 0, min_s = 0, max_s = 0;
@@ -62,7 +64,8 @@ inline void blas_matmul(const Tensor& a, const Tensor& b, Tensor& c) {
 // product at the peak). The profiler's clock reads add a little to every kernel call, so a
 // profiled step is slightly slower.
 inline Timing time_steps(const std::function<void()>& step, int steps, bool profile,
-                         const std::string& what, double sgemm_gflops = 0, int shapes = 15) {
+                         const std::string& what, double sgemm_gflops = 0,
+                         int shapes = kProfileShapes) {
   if (!profile) return time_steps(step, steps);
   for (int i = 0; i < kWarmup; ++i) step();
   profiler::Profile timed;

@@ -67,7 +67,7 @@ struct Args {
   bool cuda_graphs = true;
   double bucket_mb = 25.0;  // nn::DistributedDataParallelOptions::bucket_cap_mb
   bool profile = false;     // --profile: a per-op table of the timed steps on stderr
-  int profile_shapes = 15;  // --profile-shapes: the product shapes it lists (0: all)
+  int profile_shapes = bench::kProfileShapes;  // --profile-shapes (0: all)
   double sgemm_gflops = 0;  // the sgemm probe's GFLOP/s on the CPU (bench/flops.h)
 };
 
